@@ -1,0 +1,128 @@
+# lmpipe: build every program into bin/, run the tests, install.
+#
+#   make                 build (CUDA parts too when nvcc is found)
+#   make CUDA=0          CPU-only build, for machines without the CUDA toolkit
+#   make test            the CPU test suite (TAP, run by prove)
+#   make test SANITIZE=1 the same suite built with ASan + UBSan (in build-san/)
+#   make test-gpu        CUDA ops against their CPU twins (on a GPU machine)
+#   make bench-NAME      run bench/NAME.sh (prints JSON lines)
+#   make install PREFIX=/usr/local
+#
+# Under CI (CI=true) warnings are errors.
+
+PREFIX  ?= /usr/local
+CC      ?= cc
+CUDA_HOME ?= /usr/local/cuda
+NVCC    ?= $(shell command -v nvcc 2>/dev/null || { test -x $(CUDA_HOME)/bin/nvcc && echo $(CUDA_HOME)/bin/nvcc; })
+SANITIZE ?= 0
+LMPIPE_DATA ?= $(abspath $(CURDIR)/../shared/data)
+
+ifeq ($(SANITIZE),1)
+  B    := build-san
+  BIN  := build-san/bin
+  CUDA := 0
+  SANFLAGS := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+else
+  B    := build
+  BIN  := bin
+  SANFLAGS :=
+endif
+
+ifeq ($(NVCC),)
+  CUDA ?= 0
+else
+  CUDA ?= 1
+endif
+
+WARN     := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wno-unused-parameter
+ifeq ($(CI),true)
+  WARN   += -Werror
+endif
+OPTFLAGS ?= -O2 -march=x86-64-v2
+CFLAGS   ?= $(OPTFLAGS) -g
+ALL_CFLAGS := -std=c11 -D_GNU_SOURCE $(WARN) $(CFLAGS) $(SANFLAGS) -fopenmp -pthread \
+              -Ilibcommon -Ikernels -MMD -MP
+LDFLAGS  ?=
+LDLIBS   := -Wl,--as-needed -lzstd -ljansson -lopenblas -lm
+ALL_LDFLAGS := $(LDFLAGS) $(SANFLAGS) -fopenmp -pthread
+
+NVCCFLAGS ?= -O3 -arch=sm_90 -lineinfo
+ALL_NVCCFLAGS := $(NVCCFLAGS) -std=c++17 -Ilibcommon -Ikernels -Xcompiler -Wall -MMD -MP
+ifeq ($(CUDA),1)
+  ALL_CFLAGS += -DLMPIPE_CUDA=1 -I$(CUDA_HOME)/include
+  LDLIBS += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lnccl -lcudart -lstdc++
+endif
+
+LIB_SRC    := $(sort $(wildcard libcommon/*.c))
+KCPU_SRC   := $(sort $(wildcard kernels/*.c kernels/cpu/*.c))
+KCUDA_SRC  := $(if $(filter 1,$(CUDA)),$(sort $(wildcard kernels/cuda/*.cu)))
+TOOL_SRC   := $(sort $(wildcard tools/*.c))
+UNIT_SRC   := $(sort $(wildcard tests/unit/*.c))
+GPU_SRC    := $(sort $(wildcard tests/gpu/*.c))
+
+PROGRAMS   := $(patsubst tools/%.c,$(BIN)/%,$(TOOL_SRC))
+UNIT_TESTS := $(patsubst tests/unit/%.c,$(B)/tests/%,$(UNIT_SRC))
+GPU_TESTS  := $(patsubst tests/gpu/%.c,$(B)/tests/gpu/%,$(GPU_SRC))
+LIBCOMMON  := $(B)/libcommon.a
+LIBKERNELS := $(B)/libkernels.a
+LIBS       := $(LIBCOMMON) $(LIBKERNELS)
+
+OBJ = $(patsubst %.c,$(B)/%.o,$(LIB_SRC) $(KCPU_SRC) $(TOOL_SRC) $(UNIT_SRC) $(GPU_SRC)) \
+      $(patsubst %.cu,$(B)/%.o,$(KCUDA_SRC))
+
+.PHONY: all test test-gpu install clean unicode
+.SECONDARY:
+
+all: $(PROGRAMS)
+
+$(B)/%.o: %.c
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -c -o $@ $<
+
+$(B)/%.o: %.cu
+	@mkdir -p $(@D)
+	$(NVCC) $(ALL_NVCCFLAGS) -c -o $@ $<
+
+$(LIBCOMMON): $(patsubst %.c,$(B)/%.o,$(LIB_SRC))
+	@rm -f $@
+	$(AR) rcs $@ $^
+
+$(LIBKERNELS): $(patsubst %.c,$(B)/%.o,$(KCPU_SRC)) $(patsubst %.cu,$(B)/%.o,$(KCUDA_SRC))
+	@rm -f $@
+	$(AR) rcs $@ $^
+
+$(BIN)/%: $(B)/tools/%.o $(LIBS)
+	@mkdir -p $(@D)
+	$(CC) $(ALL_LDFLAGS) -o $@ $< $(LIBS) $(LDLIBS)
+
+$(B)/tests/%: $(B)/tests/unit/%.o $(LIBS)
+	$(CC) $(ALL_LDFLAGS) -o $@ $< $(LIBS) $(LDLIBS)
+
+$(B)/tests/gpu/%: $(B)/tests/gpu/%.o $(LIBS)
+	$(CC) $(ALL_LDFLAGS) -o $@ $< $(LIBS) $(LDLIBS)
+
+# The test environment: where the programs and the shared data are.
+TEST_ENV = LMPIPE_BIN=$(abspath $(BIN)) LMPIPE_ROOT=$(CURDIR) LMPIPE_DATA=$(LMPIPE_DATA) \
+           LMPIPE_SANITIZE=$(SANITIZE) LMPIPE_BUILD=$(abspath $(B)) \
+           ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1
+
+test: $(PROGRAMS) $(UNIT_TESTS)
+	$(TEST_ENV) prove --exec '' $(PROVEFLAGS) $(UNIT_TESTS) $(sort $(wildcard tests/*.t))
+
+test-gpu: $(PROGRAMS) $(GPU_TESTS)
+	@test "$(CUDA)" = 1 || { echo "test-gpu needs a CUDA build (nvcc not found or CUDA=0)"; exit 2; }
+	$(TEST_ENV) prove --exec '' $(PROVEFLAGS) $(GPU_TESTS) $(sort $(wildcard tests/gpu/*.t))
+
+bench-%: $(PROGRAMS)
+	$(TEST_ENV) bench/$*.sh
+
+install: $(PROGRAMS)
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/man/man5
+	install -m 755 $(PROGRAMS) $(DESTDIR)$(PREFIX)/bin
+	$(if $(wildcard man/man1/*.1),install -m 644 $(wildcard man/man1/*.1) $(DESTDIR)$(PREFIX)/share/man/man1)
+	$(if $(wildcard man/man5/*.5),install -m 644 $(wildcard man/man5/*.5) $(DESTDIR)$(PREFIX)/share/man/man5)
+
+clean:
+	rm -rf build build-san bin
+
+-include $(OBJ:.o=.d)
