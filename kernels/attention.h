@@ -1,0 +1,40 @@
+/* attention.h: causal or full scaled dot-product attention, forward and
+ * backward, one signature per backend.
+ *
+ * Layout: q, k, v, o and their gradients are [B, H, T, D] contiguous
+ * (batch, heads, sequence, head dimension); lse is [B, H, T], the
+ * log-sum-exp of each query's scaled scores (natural log), saved by the
+ * forward pass for the backward pass.  scale is usually 1/sqrt(D).
+ * Return 0, or a negative ATTN_E* code for shapes or types the backend does
+ * not support (never a silent wrong result). */
+#ifndef LMPIPE_ATTENTION_H
+#define LMPIPE_ATTENTION_H
+
+#include <stdint.h>
+
+enum {
+	ATTN_OK = 0,
+	ATTN_EHEADDIM = -1,  /* head dimension not supported by this backend */
+	ATTN_ESHAPE = -2,    /* B, H, T or D not positive */
+	ATTN_EDEVICE = -3,   /* CUDA error */
+};
+
+const char *attn_strerror(int code);
+
+/* CPU reference twin, float32. */
+int attn_fwd_cpu(const float *q, const float *k, const float *v, float *o, float *lse,
+		 int B, int H, int T, int D, int causal, float scale);
+int attn_bwd_cpu(const float *q, const float *k, const float *v, const float *o,
+		 const float *dout, const float *lse, float *dq, float *dk, float *dv,
+		 int B, int H, int T, int D, int causal, float scale);
+
+/* CUDA version: bf16 tensors (uint16_t bit patterns) in device memory, fp32
+ * lse, accumulation in fp32 on tensor cores; D in {64, 128}; stream is a
+ * cudaStream_t (void * here so C callers need no CUDA headers). */
+int attn_fwd_cuda(const uint16_t *q, const uint16_t *k, const uint16_t *v, uint16_t *o,
+		  float *lse, int B, int H, int T, int D, int causal, float scale, void *stream);
+int attn_bwd_cuda(const uint16_t *q, const uint16_t *k, const uint16_t *v, const uint16_t *o,
+		  const uint16_t *dout, const float *lse, uint16_t *dq, uint16_t *dk, uint16_t *dv,
+		  int B, int H, int T, int D, int causal, float scale, void *stream);
+
+#endif
