@@ -1,0 +1,48 @@
+#!/bin/sh
+# plot-metrics.sh: render metrics JSON Lines as a PNG with gnuplot.
+#   plot-metrics.sh loss   TRAIN.jsonl OUT.png   train and validation loss against tokens
+#                                                (lm-train --log)
+#   plot-metrics.sh reward ROUNDS.jsonl OUT.png  mean reward per round (rl-update lines,
+#                                                one per round, in order)
+# The PNG is written whole or not at all.
+set -eu
+usage() { echo "usage: plot-metrics.sh loss|reward IN.jsonl OUT.png" >&2; exit 2; }
+[ $# -eq 3 ] || usage
+kind=$1 in=$2 out=$3
+command -v gnuplot >/dev/null || { echo "plot-metrics.sh: gnuplot is not installed (apt-get install gnuplot-nox)" >&2; exit 1; }
+[ -r "$in" ] || { echo "plot-metrics.sh: $in: cannot read" >&2; exit 1; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+field() { # field NAME: the number after "NAME": on each line, or "-" if absent
+	sed -n "s/.*\"$1\":\([-0-9.eE+]*\).*/\1/p;t;s/.*/-/p"
+}
+
+case $kind in
+loss)
+	# Training lines carry step, loss and tokens; validation lines step and
+	# val_loss: place each validation point at its step's token count.
+	awk 'match($0, /"step":[0-9]+/) { s = substr($0, RSTART + 7, RLENGTH - 7) }
+	     match($0, /"tokens":[0-9]+/) { tok[s] = substr($0, RSTART + 9, RLENGTH - 9) }
+	     match($0, /"loss":[-0-9.eE+]+/) && $0 !~ /val_loss/ {
+	         print tok[s], substr($0, RSTART + 7, RLENGTH - 7) > "'"$tmp"'/train.dat" }
+	     match($0, /"val_loss":[-0-9.eE+]+/) {
+	         print tok[s], substr($0, RSTART + 11, RLENGTH - 11) > "'"$tmp"'/val.dat" }' "$in"
+	[ -s "$tmp/train.dat" ] || { echo "plot-metrics.sh: $in: no training loss lines" >&2; exit 1; }
+	touch "$tmp/val.dat"
+	plot="plot '$tmp/train.dat' using 1:2 with lines title 'train', '$tmp/val.dat' using 1:2 with linespoints title 'validation'"
+	[ -s "$tmp/val.dat" ] || plot="plot '$tmp/train.dat' using 1:2 with lines title 'train'"
+	labels="set xlabel 'tokens'; set ylabel 'loss (nats/token)'; set title 'lm-train'"
+	;;
+reward)
+	field reward_mean < "$in" | awk '$1 != "-" { print NR, $1 }' > "$tmp/reward.dat"
+	[ -s "$tmp/reward.dat" ] || { echo "plot-metrics.sh: $in: no reward_mean lines" >&2; exit 1; }
+	plot="plot '$tmp/reward.dat' using 1:2 with linespoints title 'mean reward'"
+	labels="set xlabel 'round'; set ylabel 'reward'; set title 'rl-update'"
+	;;
+*) usage ;;
+esac
+
+gnuplot -e "set terminal png size 800,500; set output '$tmp/out.png'; set grid; set key top right; $labels; $plot"
+mv "$tmp/out.png" "$out.tmp"
+mv "$out.tmp" "$out"
