@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "le.h"
+
 enum {
 	WRITE_BLOCK = 1 << 16,   /* ids per block the writer emits */
 	READ_CHUNK = 1 << 16,    /* ids converted per fread */
@@ -13,31 +15,6 @@ enum {
 };
 
 enum { ST_BLOCK, ST_DONE };  /* reader states: expect a block count; finished */
-
-static void put_u16(uint8_t *p, uint32_t v)
-{
-	p[0] = (uint8_t)v;
-	p[1] = (uint8_t)(v >> 8);
-}
-
-static void put_u32(uint8_t *p, uint32_t v)
-{
-	p[0] = (uint8_t)v;
-	p[1] = (uint8_t)(v >> 8);
-	p[2] = (uint8_t)(v >> 16);
-	p[3] = (uint8_t)(v >> 24);
-}
-
-static uint32_t get_u16(const uint8_t *p)
-{
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8;
-}
-
-static uint32_t get_u32(const uint8_t *p)
-{
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-	       (uint32_t)p[3] << 24;
-}
 
 /* ---- writer ---- */
 
@@ -70,9 +47,9 @@ int tsw_open(tokstream_writer *w, FILE *fp, const char *name,
 	memcpy(h, TOKSTREAM_MAGIC, 4);
 	h[4] = TOKSTREAM_VERSION;
 	h[5] = (uint8_t)w->info.dtype;
-	put_u16(h + 6, TOKSTREAM_HEADER_LEN);
-	put_u32(h + 8, vocab_size);
-	put_u32(h + 12, eot);
+	le_put16(h + 6, TOKSTREAM_HEADER_LEN);
+	le_put32(h + 8, vocab_size);
+	le_put32(h + 12, eot);
 	if (w_put(w, h, sizeof h, e)) {
 		free(w->buf);
 		w->buf = NULL;
@@ -86,16 +63,16 @@ int tsw_flush(tokstream_writer *w, lm_err *e)
 	if (!w->n)
 		return 0;
 	uint8_t len[4];
-	put_u32(len, (uint32_t)w->n);
+	le_put32(len, (uint32_t)w->n);
 	/* Pack in place: id i goes to bytes [i*dtype, (i+1)*dtype), which never
 	 * lie past the 4 bytes of id i, and ids before i are already read. */
 	uint8_t *out = (uint8_t *)w->buf;
 	for (size_t i = 0; i < w->n; i++) {
 		uint32_t v = w->buf[i];
 		if (w->info.dtype == 2)
-			put_u16(out + 2 * i, v);
+			le_put16(out + 2 * i, v);
 		else
-			put_u32(out + 4 * i, v);
+			le_put32(out + 4 * i, v);
 	}
 	int rc = w_put(w, len, sizeof len, e) ? -1 :
 		 w_put(w, out, w->n * (size_t)w->info.dtype, e);
@@ -160,13 +137,13 @@ static int read_header(tokstream_reader *r, tokstream_info *info, lm_err *e)
 	if (h[4] != TOKSTREAM_VERSION)
 		return lm_seterr(e, "%s: byte %llu: unsupported token stream version %u (this reads %d)",
 				 r->name, at + 4, h[4], TOKSTREAM_VERSION);
-	uint32_t hlen = get_u16(h + 6);
+	uint32_t hlen = le_get16(h + 6);
 	if (hlen < TOKSTREAM_HEADER_LEN)
 		return lm_seterr(e, "%s: byte %llu: header length %u < %d",
 				 r->name, at + 6, hlen, TOKSTREAM_HEADER_LEN);
 	info->dtype = h[5];
-	info->vocab_size = get_u32(h + 8);
-	info->eot = get_u32(h + 12);
+	info->vocab_size = le_get32(h + 8);
+	info->eot = le_get32(h + 12);
 	if (info->dtype != 2 && info->dtype != 4)
 		return lm_seterr(e, "%s: byte %llu: unknown dtype of %d bytes",
 				 r->name, at + 5, info->dtype);
@@ -222,7 +199,7 @@ static int next_block(tokstream_reader *r, lm_err *e)
 		if (rc == 0)
 			return lm_seterr(e, "%s: byte %llu: truncated stream (no end marker)",
 					 r->name, at);
-		uint32_t n = get_u32(b);
+		uint32_t n = le_get32(b);
 		if (n > TOKSTREAM_MAX_BLOCK)
 			return lm_seterr(e, "%s: byte %llu: block of %u ids exceeds the maximum %d",
 					 r->name, at, n, TOKSTREAM_MAX_BLOCK);
@@ -278,7 +255,7 @@ long long tsr_read(tokstream_reader *r, uint32_t *ids, size_t max, lm_err *e)
 					 r->name, (unsigned long long)r->offset);
 		uint32_t vocab = r->info.vocab_size;
 		for (size_t i = 0; i < n; i++) {
-			uint32_t v = dt == 2 ? get_u16(r->raw + 2 * i) : get_u32(r->raw + 4 * i);
+			uint32_t v = dt == 2 ? le_get16(r->raw + 2 * i) : le_get32(r->raw + 4 * i);
 			if (v >= vocab)
 				return lm_seterr(e, "%s: byte %llu: token id %u >= vocabulary size %u",
 						 r->name, (unsigned long long)(at + i * dt), v, vocab);
