@@ -333,6 +333,21 @@ static void determinism(void)
 		sr_next(r, b[i], &e);
 	sr_close(r);
 	ok(!memcmp(a, b, sizeof a), "3 filling threads: the same batches");
+	/* Two ranks of batch B draw what one reader of batch 2B draws. */
+	int same = 1;
+	for (int rank = 0; rank < 2; rank++) {
+		sr_config rc = { .mode = SR_RANDOM, .batch = B, .context = T, .seed = 7,
+				 .prefetch = 1, .world = 2, .rank = rank };
+		sr_open(&r, paths, 1, &rc, &e);
+		for (int j = 0; j < NB / 2; j++) {
+			sr_next(r, c, &e);
+			same &= !memcmp(c, a[2 * j + rank], sizeof c);
+		}
+		sr_close(r);
+	}
+	ok(same, "ranks 0 and 1 of world 2 take alternate batches of the one sequence");
+	sr_config badr = { .mode = SR_RANDOM, .batch = B, .context = T, .world = 2, .rank = 2 };
+	is_int(sr_open(&r, paths, 1, &badr, &e), -1, "rank >= world refused");
 	sr_config cfg = { .mode = SR_RANDOM, .batch = B, .context = T, .seed = 7, .prefetch = 1 };
 	sr_open(&r, paths, 1, &cfg, &e);
 	sr_next(r, c, &e);
