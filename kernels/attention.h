@@ -14,6 +14,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 enum {
 	ATTN_OK = 0,
 	ATTN_EHEADDIM = -1,  /* head dimension not supported by this backend */
@@ -21,6 +25,7 @@ enum {
 	ATTN_EDEVICE = -3,   /* CUDA error */
 	ATTN_ENOMEM = -4,    /* scratch memory could not be allocated */
 	ATTN_ENOCUDA = -5,   /* library built without CUDA */
+	ATTN_EALIGN = -6,    /* a CUDA tensor pointer is NULL or not 16-byte aligned */
 };
 
 const char *attn_strerror(int code);
@@ -33,7 +38,8 @@ int attn_bwd_cpu(const float *q, const float *k, const float *v, const float *o,
 		 int B, int H, int T, int D, int causal, float scale);
 
 /* CUDA version: bf16 tensors (uint16_t bit patterns) in device memory, fp32
- * lse, accumulation in fp32 on tensor cores; D in {64, 128}; stream is a
+ * lse, accumulation in fp32 on tensor cores; D in {64, 128}, scale > 0
+ * (else ATTN_EHEADDIM, ATTN_ESHAPE); 16-byte aligned pointers; stream is a
  * cudaStream_t (void * here so C callers need no CUDA headers).
  *
  * The backward pass accumulates dq in fp32 across key blocks, and needs
@@ -47,5 +53,9 @@ int attn_bwd_cuda(const uint16_t *q, const uint16_t *k, const uint16_t *v, const
 		  const uint16_t *dout, const float *lse, uint16_t *dq, uint16_t *dk, uint16_t *dv,
 		  int B, int H, int T, int D, int causal, float scale, void *workspace,
 		  void *stream);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

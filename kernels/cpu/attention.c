@@ -17,6 +17,7 @@ const char *attn_strerror(int code)
 	case ATTN_EDEVICE: return "CUDA error";
 	case ATTN_ENOMEM: return "out of memory";
 	case ATTN_ENOCUDA: return "built without CUDA";
+	case ATTN_EALIGN: return "CUDA tensor pointer is NULL or not 16-byte aligned";
 	default: return "unknown attention error";
 	}
 }
