@@ -3,7 +3,8 @@
 # backend, bf16) on the same shapes in the same run.  Builds
 # build/bench/attention_bench if it is missing (needs build/libkernels.a
 # from a CUDA build), then prints one JSON line per shape and
-# implementation, and one line with the ratios lmpipe / sdpa.
+# implementation, and lines with the ratios lmpipe / sdpa (flash backend,
+# the reference) and lmpipe / sdpa_cudnn (cuDNN backend, when present).
 #   SHAPES="64:1024:1 128:4096:1" bench/attention.sh   (D:T:CAUSAL)
 set -eu
 ROOT=${LMPIPE_ROOT:-$(cd "$(dirname "$0")/.." && pwd)}
@@ -35,9 +36,10 @@ import json, sys
 key = lambda r: (r["d"], r["T"], r["causal"])
 ours = {key(r): r for r in map(json.loads, open(sys.argv[1]))}
 for r in map(json.loads, open(sys.argv[2])):
-    o = ours.get(key(r))
+    o = ours.get(key(r)) if "error" not in r else None
     if o:
-        print(json.dumps({"ratio": "lmpipe/sdpa", "d": r["d"], "T": r["T"], "causal": r["causal"],
+        print(json.dumps({"ratio": "lmpipe/" + r["impl"], "d": r["d"], "T": r["T"],
+                          "causal": r["causal"],
                           "fwd": round(o["fwd_tflops"] / r["fwd_tflops"], 3),
                           "bwd": round(o["bwd_tflops"] / r["bwd_tflops"], 3),
                           "valid": o["valid"]}))

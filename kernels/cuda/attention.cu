@@ -15,6 +15,28 @@
 #include <cuda_runtime.h>
 #include <math.h>
 
+// Tile configurations per head dimension: keys per tile (BC), warps (NW;
+// the block owns 16 NW query rows) and blocks per SM the registers are
+// capped for.  -D overrides them for tuning (bench/attention-notes.md).
+#ifndef FWD64_BC
+#define FWD64_BC 64
+#endif
+#ifndef FWD64_NW
+#define FWD64_NW 4
+#endif
+#ifndef FWD64_MINB
+#define FWD64_MINB 3
+#endif
+#ifndef FWD128_BC
+#define FWD128_BC 64
+#endif
+#ifndef FWD128_NW
+#define FWD128_NW 8
+#endif
+#ifndef FWD128_MINB
+#define FWD128_MINB 1
+#endif
+
 namespace {
 
 constexpr float LOG2E = 1.4426950408889634f;
@@ -204,6 +226,8 @@ extern "C" int attn_fwd_cuda(const uint16_t *q, const uint16_t *k, const uint16_
 		return ATTN_ESHAPE;
 	cudaStream_t st = (cudaStream_t)stream;
 	if (D == 64)
-		return launch_fwd<64, 64, 4, 3>(q, k, v, o, lse, B * H, T, causal, scale, st);
-	return launch_fwd<128, 64, 8, 1>(q, k, v, o, lse, B * H, T, causal, scale, st);
+		return launch_fwd<64, FWD64_BC, FWD64_NW, FWD64_MINB>(q, k, v, o, lse, B * H, T, causal,
+								       scale, st);
+	return launch_fwd<128, FWD128_BC, FWD128_NW, FWD128_MINB>(q, k, v, o, lse, B * H, T, causal,
+								   scale, st);
 }

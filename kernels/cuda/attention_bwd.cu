@@ -16,6 +16,32 @@
 #include <cuda_runtime.h>
 #include <math.h>
 
+// Tile configurations per head dimension: query rows per step (BM), warps
+// (NW; the block owns 16 NW keys), blocks per SM the registers are capped
+// for, and whether K and V fragments stay in registers.  -D overrides
+// them for tuning experiments (bench/attention-notes.md).
+#ifndef BWD64_BM
+#define BWD64_BM 64
+#endif
+#ifndef BWD64_NW
+#define BWD64_NW 8
+#endif
+#ifndef BWD64_MINB
+#define BWD64_MINB 1
+#endif
+#ifndef BWD64_KV_REGS
+#define BWD64_KV_REGS true
+#endif
+#ifndef BWD128_BM
+#define BWD128_BM 64
+#endif
+#ifndef BWD128_NW
+#define BWD128_NW 8
+#endif
+#ifndef BWD128_MINB
+#define BWD128_MINB 1
+#endif
+
 namespace {
 
 constexpr float LOG2E = 1.4426950408889634f;
@@ -25,6 +51,9 @@ constexpr int CONVERT_THREADS = 256;
 template <int D, int BM, int NW>
 struct BwdCfg {
 	static constexpr int BN = 16 * NW, NT = 32 * NW;
+	// dQ columns per warp work item: enough items for every warp, >= 16.
+	static constexpr int DQN_FIT = BM / 16 * D / NW;
+	static constexpr int DQN = DQN_FIT >= D ? D : DQN_FIT >= 16 ? DQN_FIT : 16;
 	static constexpr size_t SMEM = (size_t)(2 * BN * D + 4 * BM * D + BN * BM) * sizeof(bf16) +
 				       (size_t)4 * BM * sizeof(float);
 };
@@ -57,6 +86,36 @@ __global__ void convert_kernel(const float *__restrict__ in, bf16 *__restrict__ 
 		out[i] = __float2bfloat16_rn(in[i]);
 }
 
+// Add a warp's 16 x N fp32 C fragments (rows row, row + 8) into dst
+// [rows, D]: lanes t and t ^ 1 swap halves so that each holds four
+// consecutive columns, then one red.v4 per row and pair of n-tiles.
+template <int D, int N>
+__device__ __forceinline__ void red_rows(float *dst, const float (*c)[4], int row, int c0, int t,
+					 int T)
+{
+	const bool odd = t & 1;
+	const int col = odd ? 8 + 2 * (t - 1) : 2 * t;
+#pragma unroll
+	for (int j = 0; j < N / 16; j++)
+#pragma unroll
+		for (int h = 0; h < 2; h++) {
+			float m0 = odd ? c[2 * j + 1][2 * h] : c[2 * j][2 * h];
+			float m1 = odd ? c[2 * j + 1][2 * h + 1] : c[2 * j][2 * h + 1];
+			float s0 = odd ? c[2 * j][2 * h] : c[2 * j + 1][2 * h];
+			float s1 = odd ? c[2 * j][2 * h + 1] : c[2 * j + 1][2 * h + 1];
+			float r0 = __shfl_xor_sync(0xffffffff, s0, 1);
+			float r1 = __shfl_xor_sync(0xffffffff, s1, 1);
+			int r = row + h * 8;
+			if (r >= T)
+				continue;
+			float *p = dst + (size_t)r * D + c0 + j * 16 + col;
+			if (odd)
+				red_add_v4(p, r0, r1, m0, m1);
+			else
+				red_add_v4(p, m0, m1, r0, r1);
+		}
+}
+
 template <int D, int BM, int NT>
 __device__ __forceinline__ void load_q_tiles(bf16 *sQ, bf16 *sdO, float *sL, float *sDl,
 					     const bf16 *q, const bf16 *dout, const float *lse,
@@ -71,7 +130,7 @@ __device__ __forceinline__ void load_q_tiles(bf16 *sQ, bf16 *sdO, float *sL, flo
 	}
 }
 
-template <int D, int BM, int NW, int MINB>
+template <int D, int BM, int NW, int MINB, bool KV_REGS>
 __global__ void __launch_bounds__(32 * NW, MINB)
 bwd_kernel(const bf16 *__restrict__ q, const bf16 *__restrict__ k, const bf16 *__restrict__ v,
 	   const bf16 *__restrict__ dout, const float *__restrict__ lse,
@@ -102,6 +161,17 @@ bwd_kernel(const bf16 *__restrict__ q, const bf16 *__restrict__ k, const bf16 *_
 	load_q_tiles<D, BM, C::NT>(sQ, sdO, sL, sDl, q, dout, lse, delta, mfirst * BM, T);
 	cp_async_commit();
 
+	// With KV_REGS the warp's K and V rows stay in registers as A fragments.
+	uint32_t ka[KV_REGS ? D / 16 : 1][4], va[KV_REGS ? D / 16 : 1][4];
+	if constexpr (KV_REGS) {
+		cp_async_wait_all();
+		__syncthreads();
+#pragma unroll
+		for (int kk = 0; kk < D / 16; kk++) {
+			ld_a<D>(ka[kk], sK, krow, kk * 16);
+			ld_a<D>(va[kk], sV, krow, kk * 16);
+		}
+	}
 	float adk[D / 8][4], adv[D / 8][4];
 #pragma unroll
 	for (int i = 0; i < D / 8; i++)
@@ -131,8 +201,13 @@ bwd_kernel(const bf16 *__restrict__ q, const bf16 *__restrict__ k, const bf16 *_
 #pragma unroll
 		for (int kk = 0; kk < D / 16; kk++) {
 			uint32_t a[4], av[4];
-			ld_a<D>(a, sK, krow, kk * 16);
-			ld_a<D>(av, sV, krow, kk * 16);
+			if constexpr (KV_REGS) {
+				for (int e = 0; e < 4; e++)
+					a[e] = ka[kk][e], av[e] = va[kk][e];
+			} else {
+				ld_a<D>(a, sK, krow, kk * 16);
+				ld_a<D>(av, sV, krow, kk * 16);
+			}
 #pragma unroll
 			for (int nt = 0; nt < BM / 16; nt++) {
 				uint32_t b[4];
@@ -182,30 +257,28 @@ bwd_kernel(const bf16 *__restrict__ q, const bf16 *__restrict__ k, const bf16 *_
 			}
 		}
 		__syncthreads();
-		// dQ[m0.., :] += dS K, in 16 x 16 pieces shared among the warps.
-		constexpr int CT = D / 16, ITEMS = BM / 16 * CT;
+		// dQ[m0.., :] += dS K, in pieces of 16 rows x DQN columns shared
+		// among the warps, added with 16-byte reductions.
+		constexpr int DQN = C::DQN, ITEMS = BM / 16 * (D / DQN);
 		for (int it = warp; it < ITEMS; it += NW) {
-			const int rt = it / CT, ct = it % CT;
-			float c[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}};
+			const int rt = it / (D / DQN), c0 = it % (D / DQN) * DQN;
+			float c[DQN / 8][4];
+#pragma unroll
+			for (int i = 0; i < DQN / 8; i++)
+				c[i][0] = c[i][1] = c[i][2] = c[i][3] = 0;
 #pragma unroll
 			for (int kk = 0; kk < C::BN / 16; kk++) {
-				uint32_t a[4], b[4];
+				uint32_t a[4];
 				ld_at<BM>(a, sdS, rt * 16, kk * 16);
-				ld_b<D>(b, sK, kk * 16, ct * 16);
-				mma16816(c[0], a, b[0], b[1]);
-				mma16816(c[1], a, b[2], b[3]);
-			}
 #pragma unroll
-			for (int h = 0; h < 2; h++) {
-				int row = m0 + rt * 16 + g + h * 8;
-				if (row >= T)
-					continue;
-				float *dst = dqacc + (size_t)row * D + ct * 16 + 2 * t;
-				atomicAdd(dst, c[0][2 * h]);
-				atomicAdd(dst + 1, c[0][2 * h + 1]);
-				atomicAdd(dst + 8, c[1][2 * h]);
-				atomicAdd(dst + 9, c[1][2 * h + 1]);
+				for (int j = 0; j < DQN / 16; j++) {
+					uint32_t b[4];
+					ld_b<D>(b, sK, kk * 16, c0 + j * 16);
+					mma16816(c[2 * j], a, b[0], b[1]);
+					mma16816(c[2 * j + 1], a, b[2], b[3]);
+				}
 			}
+			red_rows<D, DQN>(dqacc, c, m0 + rt * 16 + g, c0, t, T);
 		}
 	}
 
@@ -223,13 +296,13 @@ bwd_kernel(const bf16 *__restrict__ q, const bf16 *__restrict__ k, const bf16 *_
 	}
 }
 
-template <int D, int BM, int NW, int MINB>
+template <int D, int BM, int NW, int MINB, bool KV_REGS>
 int launch_bwd(const uint16_t *q, const uint16_t *k, const uint16_t *v, const uint16_t *dout,
 	       const float *lse, const float *delta, float *dqacc, uint16_t *dk, uint16_t *dv,
 	       int BH, int T, int causal, float scale, cudaStream_t st)
 {
 	using C = BwdCfg<D, BM, NW>;
-	auto kern = bwd_kernel<D, BM, NW, MINB>;
+	auto kern = bwd_kernel<D, BM, NW, MINB, KV_REGS>;
 	if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)C::SMEM))
 		return ATTN_EDEVICE;
 	dim3 grid(BH, (T + C::BN - 1) / C::BN);
@@ -270,11 +343,11 @@ extern "C" int attn_bwd_cuda(const uint16_t *q, const uint16_t *k, const uint16_
 	if (cudaGetLastError())
 		return ATTN_EDEVICE;
 	if (D == 64)
-		rc = launch_bwd<64, 64, 4, 2>(q, k, v, dout, lse, delta, dqacc, dk, dv, B * H, T,
-					      causal, scale, st);
+		rc = launch_bwd<64, BWD64_BM, BWD64_NW, BWD64_MINB, BWD64_KV_REGS>(
+			q, k, v, dout, lse, delta, dqacc, dk, dv, B * H, T, causal, scale, st);
 	else
-		rc = launch_bwd<128, 64, 4, 2>(q, k, v, dout, lse, delta, dqacc, dk, dv, B * H, T,
-					       causal, scale, st);
+		rc = launch_bwd<128, BWD128_BM, BWD128_NW, BWD128_MINB, false>(
+			q, k, v, dout, lse, delta, dqacc, dk, dv, B * H, T, causal, scale, st);
 	if (rc)
 		return rc;
 	size_t blocks = (n + CONVERT_THREADS - 1) / CONVERT_THREADS;

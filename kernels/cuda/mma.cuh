@@ -70,6 +70,13 @@ __device__ __forceinline__ void mma16816(float c[4], const uint32_t a[4], uint32
 		     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+// *p += (a, b, c, d) in global memory, one 16-byte reduction (sm_90).
+__device__ __forceinline__ void red_add_v4(float *p, float a, float b, float c, float d)
+{
+	asm volatile("red.global.add.v4.f32 [%0], {%1,%2,%3,%4};\n"
+		     :: "l"(p), "f"(a), "f"(b), "f"(c), "f"(d) : "memory");
+}
+
 // Two floats as a bf16 pair, lo in the low half (the lower column).
 __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi)
 {
