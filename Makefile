@@ -46,7 +46,7 @@ LDFLAGS  ?=
 LDLIBS   := -Wl,--as-needed -lzstd -ljansson -lopenblas -lm
 ALL_LDFLAGS := $(LDFLAGS) $(SANFLAGS) -fopenmp -pthread
 
-NVCCFLAGS ?= -O3 -arch=sm_90 -lineinfo
+NVCCFLAGS ?= -O3 -gencode=arch=compute_90a,code=sm_90a -lineinfo
 ALL_NVCCFLAGS := $(NVCCFLAGS) -std=c++17 -Ilibcommon -Ikernels -Xcompiler -Wall -MMD -MP
 ifeq ($(CUDA),1)
   ALL_CFLAGS += -DLMPIPE_CUDA=1 -I$(CUDA_HOME)/include

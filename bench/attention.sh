@@ -1,0 +1,47 @@
+#!/bin/sh
+# bench/attention.sh: the CUDA attention kernels beside PyTorch SDPA (flash
+# backend, bf16) on the same shapes in the same run.  Builds
+# build/bench/attention_bench if it is missing (needs build/libkernels.a
+# from a CUDA build), then prints one JSON line per shape and
+# implementation, and lines with the ratios lmpipe / sdpa (flash backend,
+# the reference) and lmpipe / sdpa_cudnn (cuDNN backend, when present).
+#   SHAPES="64:1024:1 128:4096:1" bench/attention.sh   (D:T:CAUSAL)
+set -eu
+ROOT=${LMPIPE_ROOT:-$(cd "$(dirname "$0")/.." && pwd)}
+BUILD=${LMPIPE_BUILD:-$ROOT/build}
+BENCH=$BUILD/bench/attention_bench
+SHAPES=${SHAPES:-"64:1024:1 64:4096:1 64:16384:1 128:1024:1 128:4096:1 128:16384:1"}
+CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
+PYTHON=${PYTHON:-python3}
+
+if [ ! -x "$BENCH" ]; then
+	mkdir -p "$BUILD/bench"
+	${CC:-cc} -std=c11 -O2 -I"$ROOT/kernels" -I"$CUDA_HOME/include" -o "$BENCH" \
+		"$ROOT/bench/attention_bench.c" "$BUILD/libkernels.a" -L"$CUDA_HOME/lib64" \
+		-Wl,-rpath,"$CUDA_HOME/lib64" -lcudart -lstdc++ -lm -fopenmp
+fi
+
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/attn-bench.XXXXXX")
+trap 'rm -rf "$TMP"' EXIT
+status=0
+for s in $SHAPES; do
+	IFS=: read -r d t c <<-EOS
+	$s
+	EOS
+	"$BENCH" "$d" "$t" "$c" | tee -a "$TMP/ours" || status=1
+done
+"$PYTHON" "$ROOT/bench/attention_sdpa.py" $SHAPES | tee "$TMP/sdpa"
+"$PYTHON" - "$TMP/ours" "$TMP/sdpa" <<'EOPY'
+import json, sys
+key = lambda r: (r["d"], r["T"], r["causal"])
+ours = {key(r): r for r in map(json.loads, open(sys.argv[1]))}
+for r in map(json.loads, open(sys.argv[2])):
+    o = ours.get(key(r)) if "error" not in r else None
+    if o:
+        print(json.dumps({"ratio": "lmpipe/" + r["impl"], "d": r["d"], "T": r["T"],
+                          "causal": r["causal"],
+                          "fwd": round(o["fwd_tflops"] / r["fwd_tflops"], 3),
+                          "bwd": round(o["bwd_tflops"] / r["bwd_tflops"], 3),
+                          "valid": o["valid"]}))
+EOPY
+exit $status

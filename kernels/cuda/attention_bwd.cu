@@ -1,0 +1,357 @@
+// attention_bwd.cu: FlashAttention-2 backward on tensor cores (see
+// attention.h).
+//
+// Three launches: (1) delta = rowsum(dout * o) per query row; (2) one
+// block of NW warps per tile of BN = 16 NW keys, each warp owning 16 keys
+// and their dK, dV accumulators in registers, walking over the query
+// tiles of BM rows (from the diagonal on when causal): it recomputes
+// P^T = exp(K Q^T scale - lse), then dV += P^T dO, dP^T = V dO^T,
+// dS^T = P^T (dP^T - delta) scale, dK += dS^T Q, and adds dQ += dS K into
+// an fp32 workspace with atomics (dS goes through shared memory, since dQ
+// sums over the keys of every warp); (3) dq = bf16(workspace).
+#include "attention.h"
+#include "attention_cuda.cuh"
+#include "mma.cuh"
+
+#include <cuda_runtime.h>
+#include <math.h>
+
+// Tile configurations per head dimension: query rows per step (BM), warps
+// (NW; the block owns 16 NW keys), blocks per SM the registers are capped
+// for, and whether K and V fragments stay in registers.  -D overrides
+// them for tuning experiments (bench/attention-notes.md).
+#ifndef BWD64_BM
+#define BWD64_BM 64
+#endif
+#ifndef BWD64_NW
+#define BWD64_NW 8
+#endif
+#ifndef BWD64_MINB
+#define BWD64_MINB 1
+#endif
+#ifndef BWD64_KV_REGS
+#define BWD64_KV_REGS true
+#endif
+#ifndef BWD128_BM
+#define BWD128_BM 64
+#endif
+#ifndef BWD128_NW
+#define BWD128_NW 8
+#endif
+#ifndef BWD128_MINB
+#define BWD128_MINB 1
+#endif
+
+namespace {
+
+constexpr float LOG2E = 1.4426950408889634f;
+constexpr int ROWS_PER_BLOCK = 8;   // delta kernel: one warp per row
+constexpr int CONVERT_THREADS = 256;
+
+template <int D, int BM, int NW>
+struct BwdCfg {
+	static constexpr int BN = 16 * NW, NT = 32 * NW;
+	// dQ columns per warp work item: enough items for every warp, >= 16.
+	static constexpr int DQN_FIT = BM / 16 * D / NW;
+	static constexpr int DQN = DQN_FIT >= D ? D : DQN_FIT >= 16 ? DQN_FIT : 16;
+	static constexpr size_t SMEM = (size_t)(2 * BN * D + 4 * BM * D + BN * BM) * sizeof(bf16) +
+				       (size_t)4 * BM * sizeof(float);
+};
+
+// delta[row] = sum_d dout[row, d] o[row, d], one warp per row.
+__global__ void delta_kernel(const bf16 *__restrict__ o, const bf16 *__restrict__ dout,
+			     float *__restrict__ delta, size_t rows, int D)
+{
+	size_t row = (size_t)blockIdx.x * ROWS_PER_BLOCK + threadIdx.x / 32;
+	int lane = threadIdx.x & 31;
+	if (row >= rows)
+		return;
+	const __nv_bfloat162 *a = reinterpret_cast<const __nv_bfloat162 *>(o + row * D);
+	const __nv_bfloat162 *b = reinterpret_cast<const __nv_bfloat162 *>(dout + row * D);
+	float s = 0;
+	for (int i = lane; i < D / 2; i += 32) {
+		float2 x = __bfloat1622float2(a[i]), y = __bfloat1622float2(b[i]);
+		s += x.x * y.x + x.y * y.y;
+	}
+	for (int m = 16; m; m >>= 1)
+		s += __shfl_xor_sync(0xffffffff, s, m);
+	if (lane == 0)
+		delta[row] = s;
+}
+
+__global__ void convert_kernel(const float *__restrict__ in, bf16 *__restrict__ out, size_t n)
+{
+	size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+	for (; i < n; i += (size_t)gridDim.x * blockDim.x)
+		out[i] = __float2bfloat16_rn(in[i]);
+}
+
+// Add a warp's 16 x N fp32 C fragments (rows row, row + 8) into dst
+// [rows, D]: lanes t and t ^ 1 swap halves so that each holds four
+// consecutive columns, then one red.v4 per row and pair of n-tiles.
+template <int D, int N>
+__device__ __forceinline__ void red_rows(float *dst, const float (*c)[4], int row, int c0, int t,
+					 int T)
+{
+	const bool odd = t & 1;
+	const int col = odd ? 8 + 2 * (t - 1) : 2 * t;
+#pragma unroll
+	for (int j = 0; j < N / 16; j++)
+#pragma unroll
+		for (int h = 0; h < 2; h++) {
+			float m0 = odd ? c[2 * j + 1][2 * h] : c[2 * j][2 * h];
+			float m1 = odd ? c[2 * j + 1][2 * h + 1] : c[2 * j][2 * h + 1];
+			float s0 = odd ? c[2 * j][2 * h] : c[2 * j + 1][2 * h];
+			float s1 = odd ? c[2 * j][2 * h + 1] : c[2 * j + 1][2 * h + 1];
+			float r0 = __shfl_xor_sync(0xffffffff, s0, 1);
+			float r1 = __shfl_xor_sync(0xffffffff, s1, 1);
+			int r = row + h * 8;
+			if (r >= T)
+				continue;
+			float *p = dst + (size_t)r * D + c0 + j * 16 + col;
+			if (odd)
+				red_add_v4(p, r0, r1, m0, m1);
+			else
+				red_add_v4(p, m0, m1, r0, r1);
+		}
+}
+
+template <int D, int BM, int NT>
+__device__ __forceinline__ void load_q_tiles(bf16 *sQ, bf16 *sdO, float *sL, float *sDl,
+					     const bf16 *q, const bf16 *dout, const float *lse,
+					     const float *delta, int m0, int T)
+{
+	load_tile<BM, D, NT>(sQ, q, m0, T);
+	load_tile<BM, D, NT>(sdO, dout, m0, T);
+	for (int i = threadIdx.x; i < BM; i += NT) {
+		int row = m0 + i;
+		sL[i] = row < T ? lse[row] * LOG2E : INFINITY;  // exp2(s - inf) = 0: no such query
+		sDl[i] = row < T ? delta[row] : 0.f;
+	}
+}
+
+template <int D, int BM, int NW, int MINB, bool KV_REGS>
+__global__ void __launch_bounds__(32 * NW, MINB)
+bwd_kernel(const bf16 *__restrict__ q, const bf16 *__restrict__ k, const bf16 *__restrict__ v,
+	   const bf16 *__restrict__ dout, const float *__restrict__ lse,
+	   const float *__restrict__ delta, float *__restrict__ dqacc, bf16 *__restrict__ dk,
+	   bf16 *__restrict__ dv, int T, int causal, float scale)
+{
+	using C = BwdCfg<D, BM, NW>;
+	extern __shared__ __align__(128) unsigned char smem_raw[];
+	bf16 *sK = reinterpret_cast<bf16 *>(smem_raw);
+	bf16 *sV = sK + C::BN * D;
+	bf16 *sQ = sV + C::BN * D;      // two buffers of BM x D
+	bf16 *sdO = sQ + 2 * BM * D;    // two buffers of BM x D
+	bf16 *sdS = sdO + 2 * BM * D;   // BN x BM, [key][query]
+	float *sL = reinterpret_cast<float *>(sdS + C::BN * BM);  // two buffers of BM
+	float *sDl = sL + 2 * BM;                                   // two buffers of BM
+
+	const int bh = blockIdx.x, k0 = blockIdx.y * C::BN;
+	const size_t off = (size_t)bh * T * D;
+	q += off, k += off, v += off, dout += off, dqacc += off, dk += off, dv += off;
+	lse += (size_t)bh * T, delta += (size_t)bh * T;
+	const int warp = threadIdx.x / 32, lane = threadIdx.x & 31, g = lane / 4, t = lane % 4;
+	const int krow = warp * 16;  // this warp's first key, within the tile
+	const float sl2 = scale * LOG2E;
+
+	const int mfirst = causal ? k0 / BM : 0, nmb = (T + BM - 1) / BM;
+	load_tile<C::BN, D, C::NT>(sK, k, k0, T);
+	load_tile<C::BN, D, C::NT>(sV, v, k0, T);
+	load_q_tiles<D, BM, C::NT>(sQ, sdO, sL, sDl, q, dout, lse, delta, mfirst * BM, T);
+	cp_async_commit();
+
+	// With KV_REGS the warp's K and V rows stay in registers as A fragments.
+	uint32_t ka[KV_REGS ? D / 16 : 1][4], va[KV_REGS ? D / 16 : 1][4];
+	if constexpr (KV_REGS) {
+		cp_async_wait_all();
+		__syncthreads();
+#pragma unroll
+		for (int kk = 0; kk < D / 16; kk++) {
+			ld_a<D>(ka[kk], sK, krow, kk * 16);
+			ld_a<D>(va[kk], sV, krow, kk * 16);
+		}
+	}
+	float adk[D / 8][4], adv[D / 8][4];
+#pragma unroll
+	for (int i = 0; i < D / 8; i++)
+#pragma unroll
+		for (int e = 0; e < 4; e++)
+			adk[i][e] = adv[i][e] = 0;
+
+	for (int mb = mfirst; mb < nmb; mb++) {
+		const int buf = (mb - mfirst) & 1, m0 = mb * BM;
+		cp_async_wait_all();
+		__syncthreads();
+		if (mb + 1 < nmb) {
+			int nb = buf ^ 1;
+			load_q_tiles<D, BM, C::NT>(sQ + nb * BM * D, sdO + nb * BM * D, sL + nb * BM,
+						   sDl + nb * BM, q, dout, lse, delta, m0 + BM, T);
+			cp_async_commit();
+		}
+		const bf16 *cQ = sQ + buf * BM * D, *cdO = sdO + buf * BM * D;
+		const float *cL = sL + buf * BM, *cDl = sDl + buf * BM;
+
+		float st[BM / 8][4], dpt[BM / 8][4];
+#pragma unroll
+		for (int i = 0; i < BM / 8; i++)
+#pragma unroll
+			for (int e = 0; e < 4; e++)
+				st[i][e] = dpt[i][e] = 0;
+#pragma unroll
+		for (int kk = 0; kk < D / 16; kk++) {
+			uint32_t a[4], av[4];
+			if constexpr (KV_REGS) {
+				for (int e = 0; e < 4; e++)
+					a[e] = ka[kk][e], av[e] = va[kk][e];
+			} else {
+				ld_a<D>(a, sK, krow, kk * 16);
+				ld_a<D>(av, sV, krow, kk * 16);
+			}
+#pragma unroll
+			for (int nt = 0; nt < BM / 16; nt++) {
+				uint32_t b[4];
+				ld_bt<D>(b, cQ, nt * 16, kk * 16);
+				mma16816(st[2 * nt], a, b[0], b[1]);
+				mma16816(st[2 * nt + 1], a, b[2], b[3]);
+				ld_bt<D>(b, cdO, nt * 16, kk * 16);
+				mma16816(dpt[2 * nt], av, b[0], b[1]);
+				mma16816(dpt[2 * nt + 1], av, b[2], b[3]);
+			}
+		}
+		const bool mask = k0 + C::BN > T || (causal && m0 < k0 + C::BN);
+#pragma unroll
+		for (int nt = 0; nt < BM / 8; nt++)
+#pragma unroll
+			for (int e = 0; e < 4; e++) {
+				int qi = nt * 8 + 2 * t + (e & 1), key = k0 + krow + g + (e >> 1) * 8;
+				float p = exp2f(fmaf(st[nt][e], sl2, -cL[qi]));
+				if (mask && (key >= T || (causal && m0 + qi < key)))
+					p = 0;
+				st[nt][e] = p;
+				dpt[nt][e] = p * (dpt[nt][e] - cDl[qi]) * scale;  // dS^T
+			}
+#pragma unroll
+		for (int kk = 0; kk < BM / 16; kk++) {
+			uint32_t ap[4] = {pack_bf16(st[2 * kk][0], st[2 * kk][1]),
+					  pack_bf16(st[2 * kk][2], st[2 * kk][3]),
+					  pack_bf16(st[2 * kk + 1][0], st[2 * kk + 1][1]),
+					  pack_bf16(st[2 * kk + 1][2], st[2 * kk + 1][3])};
+			uint32_t as[4] = {pack_bf16(dpt[2 * kk][0], dpt[2 * kk][1]),
+					  pack_bf16(dpt[2 * kk][2], dpt[2 * kk][3]),
+					  pack_bf16(dpt[2 * kk + 1][0], dpt[2 * kk + 1][1]),
+					  pack_bf16(dpt[2 * kk + 1][2], dpt[2 * kk + 1][3])};
+			*reinterpret_cast<uint32_t *>(sdS + swz<BM>(krow + g, kk * 16 + 2 * t)) = as[0];
+			*reinterpret_cast<uint32_t *>(sdS + swz<BM>(krow + g + 8, kk * 16 + 2 * t)) = as[1];
+			*reinterpret_cast<uint32_t *>(sdS + swz<BM>(krow + g, kk * 16 + 8 + 2 * t)) = as[2];
+			*reinterpret_cast<uint32_t *>(sdS + swz<BM>(krow + g + 8, kk * 16 + 8 + 2 * t)) = as[3];
+#pragma unroll
+			for (int dt = 0; dt < D / 16; dt++) {
+				uint32_t b[4];
+				ld_b<D>(b, cdO, kk * 16, dt * 16);
+				mma16816(adv[2 * dt], ap, b[0], b[1]);
+				mma16816(adv[2 * dt + 1], ap, b[2], b[3]);
+				ld_b<D>(b, cQ, kk * 16, dt * 16);
+				mma16816(adk[2 * dt], as, b[0], b[1]);
+				mma16816(adk[2 * dt + 1], as, b[2], b[3]);
+			}
+		}
+		__syncthreads();
+		// dQ[m0.., :] += dS K, in pieces of 16 rows x DQN columns shared
+		// among the warps, added with 16-byte reductions.
+		constexpr int DQN = C::DQN, ITEMS = BM / 16 * (D / DQN);
+		for (int it = warp; it < ITEMS; it += NW) {
+			const int rt = it / (D / DQN), c0 = it % (D / DQN) * DQN;
+			float c[DQN / 8][4];
+#pragma unroll
+			for (int i = 0; i < DQN / 8; i++)
+				c[i][0] = c[i][1] = c[i][2] = c[i][3] = 0;
+#pragma unroll
+			for (int kk = 0; kk < C::BN / 16; kk++) {
+				uint32_t a[4];
+				ld_at<BM>(a, sdS, rt * 16, kk * 16);
+#pragma unroll
+				for (int j = 0; j < DQN / 16; j++) {
+					uint32_t b[4];
+					ld_b<D>(b, sK, kk * 16, c0 + j * 16);
+					mma16816(c[2 * j], a, b[0], b[1]);
+					mma16816(c[2 * j + 1], a, b[2], b[3]);
+				}
+			}
+			red_rows<D, DQN>(dqacc, c, m0 + rt * 16 + g, c0, t, T);
+		}
+	}
+
+#pragma unroll
+	for (int h = 0; h < 2; h++) {
+		int key = k0 + krow + g + h * 8;
+		if (key >= T)
+			continue;
+#pragma unroll
+		for (int dt = 0; dt < D / 8; dt++) {
+			size_t x = (size_t)key * D + dt * 8 + 2 * t;
+			*reinterpret_cast<uint32_t *>(dk + x) = pack_bf16(adk[dt][2 * h], adk[dt][2 * h + 1]);
+			*reinterpret_cast<uint32_t *>(dv + x) = pack_bf16(adv[dt][2 * h], adv[dt][2 * h + 1]);
+		}
+	}
+}
+
+template <int D, int BM, int NW, int MINB, bool KV_REGS>
+int launch_bwd(const uint16_t *q, const uint16_t *k, const uint16_t *v, const uint16_t *dout,
+	       const float *lse, const float *delta, float *dqacc, uint16_t *dk, uint16_t *dv,
+	       int BH, int T, int causal, float scale, cudaStream_t st)
+{
+	using C = BwdCfg<D, BM, NW>;
+	auto kern = bwd_kernel<D, BM, NW, MINB, KV_REGS>;
+	if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)C::SMEM))
+		return ATTN_EDEVICE;
+	dim3 grid(BH, (T + C::BN - 1) / C::BN);
+	kern<<<grid, C::NT, C::SMEM, st>>>((const bf16 *)q, (const bf16 *)k, (const bf16 *)v,
+					   (const bf16 *)dout, lse, delta, dqacc, (bf16 *)dk,
+					   (bf16 *)dv, T, causal, scale);
+	return cudaGetLastError() == cudaSuccess ? ATTN_OK : ATTN_EDEVICE;
+}
+
+}  // namespace
+
+extern "C" size_t attn_bwd_cuda_workspace(int B, int H, int T, int D)
+{
+	if (B <= 0 || H <= 0 || T <= 0 || D <= 0)
+		return 0;
+	size_t rows = (size_t)B * H * T;
+	return rows * (size_t)(D + 1) * sizeof(float);
+}
+
+extern "C" int attn_bwd_cuda(const uint16_t *q, const uint16_t *k, const uint16_t *v,
+			     const uint16_t *o, const uint16_t *dout, const float *lse, uint16_t *dq,
+			     uint16_t *dk, uint16_t *dv, int B, int H, int T, int D, int causal,
+			     float scale, void *workspace, void *stream)
+{
+	const void *ptrs[] = {q, k, v, o, dout, dq, dk, dv, workspace};
+	int rc = attn_cuda_check(B, H, T, D, ptrs, 9, lse);
+	if (rc)
+		return rc;
+	if (!(scale > 0 && scale < INFINITY))
+		return ATTN_ESHAPE;
+	cudaStream_t st = (cudaStream_t)stream;
+	size_t rows = (size_t)B * H * T, n = rows * D;
+	float *dqacc = (float *)workspace, *delta = dqacc + n;
+	if (cudaMemsetAsync(dqacc, 0, n * sizeof(float), st))
+		return ATTN_EDEVICE;
+	delta_kernel<<<(unsigned)((rows + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK), 32 * ROWS_PER_BLOCK,
+		       0, st>>>((const bf16 *)o, (const bf16 *)dout, delta, rows, D);
+	if (cudaGetLastError())
+		return ATTN_EDEVICE;
+	if (D == 64)
+		rc = launch_bwd<64, BWD64_BM, BWD64_NW, BWD64_MINB, BWD64_KV_REGS>(
+			q, k, v, dout, lse, delta, dqacc, dk, dv, B * H, T, causal, scale, st);
+	else
+		rc = launch_bwd<128, BWD128_BM, BWD128_NW, BWD128_MINB, false>(
+			q, k, v, dout, lse, delta, dqacc, dk, dv, B * H, T, causal, scale, st);
+	if (rc)
+		return rc;
+	size_t blocks = (n + CONVERT_THREADS - 1) / CONVERT_THREADS;
+	convert_kernel<<<(unsigned)(blocks < 65536 ? blocks : 65536), CONVERT_THREADS, 0, st>>>(
+		dqacc, (bf16 *)dq, n);
+	return cudaGetLastError() == cudaSuccess ? ATTN_OK : ATTN_EDEVICE;
+}

@@ -1,0 +1,19 @@
+// attention_cuda.cuh: what the two CUDA attention files share: limits of
+// the launch grids and the argument check both entry points run.
+#ifndef LMPIPE_ATTENTION_CUDA_CUH
+#define LMPIPE_ATTENTION_CUDA_CUH
+
+#include <stdint.h>
+
+enum {
+	ATTN_CUDA_MAX_BH = 2147483647,  // grid.x: one block column per (batch, head)
+	ATTN_CUDA_MAX_T = 65535 * 64,   // grid.y: tiles of >= 64 rows, at most 65535
+	ATTN_CUDA_ALIGN = 16,           // cp.async moves 16-byte chunks
+};
+
+// ATTN_OK, or the code for a bad shape, head dimension or pointer (the
+// bf16 tensors in ptrs, the fp32 one in f32).
+int attn_cuda_check(int B, int H, int T, int D, const void *const *ptrs, int nptrs,
+		    const float *f32);
+
+#endif

@@ -1,0 +1,20 @@
+/* test_ops.c: every CUDA op against its CPU twin on several shapes (one
+ * table entry per op, see gpu_harness.h), then each op's own extra checks
+ * (bad input, reference data).  Run by `make test-gpu` on a GPU machine. */
+#include "gpu_harness.h"
+#include "op_attention.h"
+
+static const gpu_op ops[] = {
+	ATTN_OP,
+};
+
+int main(void)
+{
+	enum { SEED = 20261130 };
+	gpu_require_device();
+	gpu_run_ops(ops, (int)(sizeof ops / sizeof *ops), SEED);
+	attn_repeatable();
+	attn_bad_input();
+	attn_cs336();
+	return done_testing();
+}
