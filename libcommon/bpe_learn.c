@@ -23,12 +23,16 @@ typedef struct pair {
 	uint32_t n_occ, cap_occ;
 } pair;
 
+/* A distinct pre-token: its ids are sym[start .. start + len). */
+typedef struct word {
+	uint64_t start, count;
+	uint32_t len, stamp; /* stamp: last merge that rewrote it */
+} word;
+
 typedef struct learner {
 	/* words */
 	uint32_t *sym;      /* all words' ids back to back */
-	uint64_t *wstart;
-	uint32_t *wlen, *wstamp;
-	uint64_t *wcount;
+	word *words;
 	size_t n_words, n_sym;
 	/* tokens */
 	uint8_t *tbytes;
@@ -255,10 +259,7 @@ static void add_word(const uint8_t *s, size_t n, uint64_t count, void *arg)
 	if (n < 2)  /* no pair to merge */
 		return;
 	size_t w = L->n_words++;
-	L->wstart[w] = L->n_sym;
-	L->wlen[w] = (uint32_t)n;
-	L->wcount[w] = count;
-	L->wstamp[w] = 0;
+	L->words[w] = (word){ L->n_sym, count, (uint32_t)n, 0 };
 	uint32_t *sy = L->sym + L->n_sym;
 	for (size_t i = 0; i < n; i++)
 		sy[i] = L->n_tok - 256 + s[i]; /* byte ids follow the specials */
@@ -269,16 +270,13 @@ static int setup(learner *L, const bpe_counts *c, const bpe_specials *sp, uint32
 {
 	size_t n = c->n;
 	L->sym = malloc((c->n_bytes ? c->n_bytes : 1) * sizeof *L->sym);
-	L->wstart = malloc((n ? n : 1) * sizeof *L->wstart);
-	L->wlen = malloc((n ? n : 1) * sizeof *L->wlen);
-	L->wstamp = malloc((n ? n : 1) * sizeof *L->wstamp);
-	L->wcount = malloc((n ? n : 1) * sizeof *L->wcount);
+	L->words = malloc((n ? n : 1) * sizeof *L->words);
 	L->toff = malloc(((size_t)vocab + 1) * sizeof *L->toff);
 	size_t tcap = 256;
 	for (size_t i = 0; i < sp->n; i++)
 		tcap += sp->len[i];
 	L->tbytes = malloc(tcap);
-	if (!L->sym || !L->wstart || !L->wlen || !L->wstamp || !L->wcount || !L->toff ||
+	if (!L->sym || !L->words || !L->toff ||
 	    !L->tbytes || map_grow(L))
 		return L->failed ? -1 : lm_seterr(L->e, "out of memory");
 	/* specials, then the 256 bytes */
@@ -296,9 +294,10 @@ static int setup(learner *L, const bpe_counts *c, const bpe_specials *sp, uint32
 	bpe_counts_each(c, add_word, L);
 
 	for (size_t w = 0; w < L->n_words; w++) {
-		const uint32_t *sy = L->sym + L->wstart[w];
-		for (uint32_t i = 0; i + 1 < L->wlen[w]; i++)
-			if (pair_add(L, sy[i], sy[i + 1], (int64_t)L->wcount[w], (uint32_t)w, 0))
+		const word *wd = &L->words[w];
+		const uint32_t *sy = L->sym + wd->start;
+		for (uint32_t i = 0; i + 1 < wd->len; i++)
+			if (pair_add(L, sy[i], sy[i + 1], (int64_t)wd->count, (uint32_t)w, 0))
 				return -1;
 	}
 	if (L->failed)
@@ -316,8 +315,9 @@ static int setup(learner *L, const bpe_counts *c, const bpe_specials *sp, uint32
 /* Replace each (a, b) in word w by c, left to right. */
 static int merge_word(learner *L, uint32_t w, uint32_t a, uint32_t b, uint32_t c)
 {
-	uint32_t *s = L->sym + L->wstart[w], n = L->wlen[w], o = 0;
-	int64_t f = (int64_t)L->wcount[w];
+	word *wd = &L->words[w];
+	uint32_t *s = L->sym + wd->start, n = wd->len, o = 0;
+	int64_t f = (int64_t)wd->count;
 	for (uint32_t i = 0; i < n;) {
 		if (i + 1 < n && s[i] == a && s[i + 1] == b) {
 			if (o > 0) {
@@ -337,7 +337,7 @@ static int merge_word(learner *L, uint32_t w, uint32_t a, uint32_t b, uint32_t c
 			s[o++] = s[i++];
 		}
 	}
-	L->wlen[w] = o;
+	L->words[w].len = o;
 	return 0;
 }
 
@@ -375,9 +375,9 @@ static int run_merges(learner *L, uint32_t vocab, bpe_merge *merges, uint32_t *n
 		x->n_occ = x->cap_occ = 0;
 		for (uint32_t i = 0; i < n_occ; i++) {
 			uint32_t w = occ[i];
-			if (L->wstamp[w] == L->stamp)
+			if (L->words[w].stamp == L->stamp)
 				continue;
-			L->wstamp[w] = L->stamp;
+			L->words[w].stamp = L->stamp;
 			if (merge_word(L, w, a, b, c)) {
 				free(occ);
 				return -1;
@@ -393,10 +393,7 @@ static int run_merges(learner *L, uint32_t vocab, bpe_merge *merges, uint32_t *n
 static void learner_free(learner *L)
 {
 	free(L->sym);
-	free(L->wstart);
-	free(L->wlen);
-	free(L->wstamp);
-	free(L->wcount);
+	free(L->words);
 	free(L->tbytes);
 	free(L->toff);
 	for (size_t i = 0; i < L->n_pairs; i++)
