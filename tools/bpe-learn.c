@@ -115,7 +115,7 @@ int main(int argc, char **argv)
 
 	if (output || gpt2_out) {
 		bpe_tokenizer t;
-		progress_start(&bar, show_progress, "merges", "merges",
+		progress_start(&bar, show_progress, "learning", "merges",
 			       (uint64_t)vocab_size - 256 - sp.n);
 		if (bpe_learn(c, (uint32_t)vocab_size, &sp, on_progress, NULL, &t, &e))
 			die_err(&e);
