@@ -30,6 +30,8 @@ enum {
 	MIN_PIECES = 8,
 };
 
+static const size_t NOT_SEARCHED = (size_t)-1;
+
 typedef struct counter {
 	const bpe_specials *sp;
 	size_t max_special;
@@ -38,22 +40,21 @@ typedef struct counter {
 } counter;
 
 /* First special occurrence in s[from, n): its start (n if none) and length;
- * at one position the longest special wins. */
-static size_t find_special(const counter *k, const uint8_t *s, size_t from, size_t n,
-			   size_t *len)
+ * at one position the longest special wins.  next[i] caches where special i
+ * occurs next (n: nowhere), so each special is searched for once per byte. */
+static size_t find_special(const counter *k, size_t *next, const uint8_t *s, size_t from,
+			   size_t n, size_t *len)
 {
 	size_t best = n;
 	*len = 0;
 	for (size_t i = 0; i < k->sp->n; i++) {
 		size_t m = k->sp->len[i];
-		if (best - from < m)
-			continue;
-		const uint8_t *p = memmem(s + from, best - from, k->sp->s[i], m);
-		if (!p)
-			continue;
-		size_t q = (size_t)(p - s);
-		if (q < best || (q == best && m > *len)) {
-			best = q;
+		if (next[i] == NOT_SEARCHED || next[i] < from) {
+			const uint8_t *p = n - from >= m ? memmem(s + from, n - from, k->sp->s[i], m) : NULL;
+			next[i] = p ? (size_t)(p - s) : n;
+		}
+		if (next[i] < best || (next[i] == best && best < n && m > *len)) {
+			best = next[i];
 			*len = m;
 		}
 	}
@@ -95,24 +96,35 @@ static size_t count_piece(const counter *k, bpe_counts *t, const uint8_t *s, siz
 {
 	size_t margin = UNI_MAX_SEQ + k->max_special;
 	size_t limit = final ? n : n > margin ? n - margin : 0;
-	size_t pos = 0;
-	while (pos < n) {
-		size_t m, q = find_special(k, s, pos, n, &m);
+	size_t pos = 0, done = n, *next = malloc((k->sp->n + 1) * sizeof *next);
+	if (!next) {
+		lm_seterr(e, "out of memory");
+		return (size_t)-1;
+	}
+	for (size_t i = 0; i < k->sp->n; i++)
+		next[i] = NOT_SEARCHED;
+	while (pos < n && done == n) {
+		size_t m, q = find_special(k, next, s, pos, n, &m);
 		int hard = q < n && (final || q + k->max_special <= n);
-		size_t end = q, i = pos;
-		while (i < end) {
-			size_t len = pretok_next(s + i, end - i);
-			if (!hard && i + len > limit)
-				return i;
-			if (bpe_counts_add(t, s + i, len, 1, e))
-				return (size_t)-1;
+		size_t i = pos;
+		while (i < q) {
+			size_t len = pretok_next(s + i, q - i);
+			if (!hard && i + len > limit) {
+				done = i;
+				break;
+			}
+			if (bpe_counts_add(t, s + i, len, 1, e)) {
+				done = (size_t)-1;
+				break;
+			}
 			i += len;
 		}
-		if (!hard)
-			return final ? n : q;
+		if (i == q && !hard && !final)
+			done = q;
 		pos = q + m;
 	}
-	return n;
+	free(next);
+	return done;
 }
 
 typedef struct piece {

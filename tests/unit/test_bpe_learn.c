@@ -415,6 +415,40 @@ static void counting(void)
 	free(text);
 }
 
+/* Overlapping specials: the leftmost occurrence wins, then the longest;
+ * the same with every piece size, streamed. */
+static void overlapping_specials(void)
+{
+	static const uint8_t *s[] = { (const uint8_t *)"bc", (const uint8_t *)"abcd",
+				      (const uint8_t *)"<|a|>", (const uint8_t *)"<|a|><|b|>" };
+	static const size_t len[] = { 2, 4, 5, 10 };
+	bpe_specials sp = { 4, s, len };
+	static const char text[] = "zabcdz bcq <|a|><|b|>y <|a|>w";
+	/* pieces: "z" "z" " " "q " "y " "w" -> pre-tokens z z, " ", q, " ", y, " ", w */
+	lm_err e;
+	bpe_counts *want = bpe_counts_new(&e);
+	const char *toks[] = { "z", "z", " ", "q", " ", "y", " ", "w" };
+	for (size_t i = 0; i < sizeof toks / sizeof toks[0]; i++)
+		bpe_counts_add(want, (const uint8_t *)toks[i], strlen(toks[i]), 1, &e);
+	bpe_count_opts o = { 1, 0, NULL, NULL };
+	bpe_counts *c = bpe_counts_new(&e);
+	ok(bpe_count_text(c, (const uint8_t *)text, sizeof text - 1, &sp, &o, &e) == 0 &&
+	   same_counts(c, want), "overlapping specials: leftmost, then longest, wins");
+	int all = 1;
+	for (size_t chunk = 1; chunk < sizeof text; chunk++) {
+		bpe_counts *x = bpe_counts_new(&e);
+		bpe_count_opts oc = { 2, chunk, NULL, NULL };
+		FILE *fp = fmemopen((void *)text, sizeof text - 1, "r");
+		uint64_t bytes;
+		all &= bpe_count_stream(x, fp, "<mem>", &sp, &oc, &bytes, &e) == 0 && same_counts(x, want);
+		fclose(fp);
+		bpe_counts_free(x);
+	}
+	ok(all, "overlapping specials: the same streamed in pieces of every size");
+	bpe_counts_free(c);
+	bpe_counts_free(want);
+}
+
 static void bad_args(void)
 {
 	lm_err e;
@@ -439,6 +473,7 @@ int main(void)
 	cs336();
 	versus_naive();
 	counting();
+	overlapping_specials();
 	bad_args();
 	return done_testing();
 }
