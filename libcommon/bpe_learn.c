@@ -139,10 +139,12 @@ static uint64_t pair_key(uint32_t a, uint32_t b)
 	return (uint64_t)a << 32 | b;
 }
 
+static const uint64_t KEY_MUL = 0x7FB5D329728EA185ull; /* an odd constant that mixes well */
+
 static size_t key_slot(uint64_t k, size_t mask)
 {
 	k ^= k >> 31;
-	k *= 0x7FB5D329728EA185ull;
+	k *= KEY_MUL;
 	k ^= k >> 27;
 	return (size_t)k & mask;
 }
@@ -428,16 +430,20 @@ int bpe_learn(const bpe_counts *c, uint32_t vocab_size, const bpe_specials *sp,
 	if ((uint64_t)vocab_size < 256 + (uint64_t)sp->n)
 		return lm_usage_err(e, "vocabulary size %u is below 256 bytes + %zu special tokens",
 				    vocab_size, sp->n);
+	/* each merge removes at least one id from the words: no more merges
+	 * than bytes in the distinct pre-tokens, whatever vocab_size asks */
+	uint64_t reachable = 256 + (uint64_t)sp->n + c->n_bytes;
+	uint32_t vocab = reachable < vocab_size ? (uint32_t)reachable : vocab_size;
 	learner L;
 	memset(&L, 0, sizeof L);
 	L.e = e;
-	bpe_merge *merges = malloc(((size_t)vocab_size - 256 - sp->n + 1) * sizeof *merges);
+	bpe_merge *merges = malloc(((size_t)vocab - 256 - sp->n + 1) * sizeof *merges);
 	uint32_t n_merges = 0;
 	int rc = -1;
 	if (!merges)
 		lm_seterr(e, "out of memory");
-	else if (!setup(&L, c, sp, vocab_size) &&
-		 !run_merges(&L, vocab_size, merges, &n_merges, progress, progress_arg))
+	else if (!setup(&L, c, sp, vocab) &&
+		 !run_merges(&L, vocab, merges, &n_merges, progress, progress_arg))
 		rc = 0;
 	if (rc == 0) {
 		t->n_vocab = L.n_tok;
