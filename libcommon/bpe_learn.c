@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { NONE = 0xFFFFFFFFu, INITIAL_MAP = 1 << 16, FIRST_OCC_CAP = 4 };
+enum { NONE = 0xFFFFFFFFu, INITIAL_MAP = 1 << 16, FIRST_OCC_CAP = 4, PREFETCH_AHEAD = 8 };
 
 typedef struct pair {
 	uint32_t a, b;
@@ -377,6 +377,11 @@ static int run_merges(learner *L, uint32_t vocab, bpe_merge *merges, uint32_t *n
 		x->n_occ = x->cap_occ = 0;
 		for (uint32_t i = 0; i < n_occ; i++) {
 			uint32_t w = occ[i];
+			/* the words are scattered: fetch the next ones early */
+			if (i + 2 * PREFETCH_AHEAD < n_occ)
+				__builtin_prefetch(&L->words[occ[i + 2 * PREFETCH_AHEAD]]);
+			if (i + PREFETCH_AHEAD < n_occ)
+				__builtin_prefetch(L->sym + L->words[occ[i + PREFETCH_AHEAD]].start);
 			if (L->words[w].stamp == L->stamp)
 				continue;
 			L->words[w].stamp = L->stamp;
