@@ -314,7 +314,8 @@ static int setup(learner *L, const bpe_counts *c, const bpe_specials *sp, uint32
 
 /* ---- merging ---- */
 
-/* Replace each (a, b) in word w by c, left to right. */
+/* Replace each (a, b) in word w by c, left to right.  The count of (a, b)
+ * itself is left alone: the caller zeroes it. */
 static int merge_word(learner *L, uint32_t w, uint32_t a, uint32_t b, uint32_t c)
 {
 	word *wd = &L->words[w];
@@ -332,7 +333,6 @@ static int merge_word(learner *L, uint32_t w, uint32_t a, uint32_t b, uint32_t c
 				if (pair_add(L, c, s[i + 2], f, w, 1))
 					return -1;
 			}
-			pair_sub(L, a, b, f);
 			s[o++] = c;
 			i += 2;
 		} else {
@@ -391,6 +391,7 @@ static int run_merges(learner *L, uint32_t vocab, bpe_merge *merges, uint32_t *n
 			}
 		}
 		free(occ);
+		L->pairs[top].count = 0; /* every occurrence is merged */
 		if (progress)
 			progress(*n_merges, arg);
 	}
