@@ -46,10 +46,10 @@ static const opt_prog prog = {
 
 static progress bar;
 
+/* arg: what earlier files added (bytes), or NULL */
 static void on_progress(uint64_t done, void *arg)
 {
-	(void)arg;
-	progress_update(&bar, done, NULL);
+	progress_update(&bar, done + (arg ? *(const uint64_t *)arg : 0), NULL);
 }
 
 static void count_inputs(bpe_counts *c, const bpe_specials *sp, char **files, int n_files)
@@ -57,7 +57,7 @@ static void count_inputs(bpe_counts *c, const bpe_specials *sp, char **files, in
 	lm_err e;
 	uint64_t total = 0;
 	bpe_count_opts o = { threads ? (int)threads : (int)sysconf(_SC_NPROCESSORS_ONLN), 0,
-			     on_progress, NULL };
+			     on_progress, &total };
 	progress_start(&bar, show_progress, from_counts ? "loading counts" : "reading", "B", 0);
 	for (int i = 0; i < (n_files ? n_files : 1); i++) {
 		const char *path = n_files ? files[i] : "-";
