@@ -22,6 +22,7 @@ if [ -z "$TEXT" ]; then
 	head -c 50000000 "$DATA/corpus/gutenberg_train.txt" > "$TEXT"
 fi
 cat "$TEXT" "$SMALL" > /dev/null # page cache
+"$BIN/bpe-learn" -v 300 -o "$W/warm.tok" "$SMALL" # and the program's own pages
 
 # measure NAME CMD...: prints "seconds peak_rss_MB" of CMD run as a child
 measure() {
