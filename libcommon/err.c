@@ -38,14 +38,27 @@ int lm_usage_err(lm_err *e, const char *fmt, ...)
 
 int lm_err_prefix(lm_err *e, const char *fmt, ...)
 {
-	char prefix[LM_ERR_MSG_MAX], old[LM_ERR_MSG_MAX];
+	char prefix[LM_ERR_MSG_MAX];
 	va_list ap;
 	if (!e)
 		return -1;
 	va_start(ap, fmt);
-	vsnprintf(prefix, sizeof prefix, fmt, ap);
+	int n = vsnprintf(prefix, sizeof prefix, fmt, ap);
 	va_end(ap);
-	memcpy(old, e->msg, sizeof old);
-	snprintf(e->msg, sizeof e->msg, "%s: %s", prefix, old);
+	if (n < 0)
+		return -1;
+	size_t plen = (size_t)n + 2; /* "prefix: " */
+	size_t old = strnlen(e->msg, sizeof e->msg - 1);
+	if (plen >= sizeof e->msg)
+		plen = sizeof e->msg - 1;
+	if (old > sizeof e->msg - 1 - plen)
+		old = sizeof e->msg - 1 - plen;
+	memmove(e->msg + plen, e->msg, old);
+	e->msg[plen + old] = '\0';
+	memcpy(e->msg, prefix, plen - 2 < (size_t)n ? plen - 2 : (size_t)n);
+	if (plen >= 2) {
+		e->msg[plen - 2] = ':';
+		e->msg[plen - 1] = ' ';
+	}
 	return -1;
 }

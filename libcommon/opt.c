@@ -302,7 +302,9 @@ void opt_help(const opt_prog *p, FILE *fp)
 				fprintf(fp, "%s%s", c == o->choices ? "" : ", ", *c);
 			fputs(")", fp);
 		}
-		print_default(o, fp);
+		/* A help text that states its own default keeps it. */
+		if (!o->help || !strstr(o->help, "default"))
+			print_default(o, fp);
 		fputc('\n', fp);
 	}
 	fprintf(fp, "  -h, --help%*sshow this help and exit\n", HELP_COLUMN - 12, "");

@@ -27,10 +27,8 @@ is() { # is GOT WANT NAME...
 }
 
 run() { # run CMD...: captures stdout, stderr and the exit code
-	set +e
-	"$@" >"$TMP/.out" 2>"$TMP/.err"
-	rc=$?
-	set -e
+	rc=0
+	"$@" >"$TMP/.out" 2>"$TMP/.err" || rc=$?
 	out=$(cat "$TMP/.out"); err=$(cat "$TMP/.err")
 }
 

@@ -62,6 +62,10 @@ int main(void)
 	is_int(io_read_file("/nonexistent-file", &buf, &len, &e), -1, "missing input");
 	is_str(e.msg, "/nonexistent-file: No such file or directory", "input error message");
 
+	lm_seterr(&e, "bad thing");
+	lm_err_prefix(&e, "%s line %d", "x.txt", 3);
+	is_str(e.msg, "x.txt line 3: bad thing", "lm_err_prefix prepends");
+
 	unlink(path);
 	rmdir(dir);
 	return done_testing();

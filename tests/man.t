@@ -1,0 +1,32 @@
+#!/bin/sh
+# tests/man.t: every program has a man page that mandoc renders without
+# warnings, and every option its --help lists appears in that page; every
+# man5 page lints clean too.
+. "$(dirname "$0")/lib.sh"
+
+if ! command -v mandoc >/dev/null 2>&1; then
+	echo "1..0 # SKIP mandoc is not installed"; exit 0
+fi
+for prog in "$LMPIPE_BIN"/*; do
+	[ -x "$prog" ] || continue
+	name=$(basename "$prog")
+	page="$LMPIPE_ROOT/man/man1/$name.1"
+	if [ ! -f "$page" ]; then ok 1 "$name: man page man/man1/$name.1 exists"; continue; fi
+	lint=$(mandoc -T lint -W warning "$page" 2>&1)
+	is "$lint" "" "$name.1: mandoc -T lint is clean"
+	run "$prog" --help
+	is "$rc" 0 "$name --help exits 0"
+	[ -n "$out" ]; ok $? "$name --help prints to stdout"
+	text=$(mandoc -T ascii "$page" 2>/dev/null | sed "s/.\x08//g")
+	missing=""
+	for o in $(printf '%s\n' "$out" | grep -oE '(^|[ ,])--?[A-Za-z][A-Za-z0-9-]*' | tr -d ' ,' | sort -u); do
+		printf '%s\n' "$text" | grep -qe "$o" || missing="$missing $o"
+	done
+	is "$missing" "" "$name: every --help option is in its man page"
+done
+for page in "$LMPIPE_ROOT"/man/man5/*.5; do
+	[ -f "$page" ] || continue
+	lint=$(mandoc -T lint -W warning "$page" 2>&1)
+	is "$lint" "" "$(basename "$page"): mandoc -T lint is clean"
+done
+done_testing
