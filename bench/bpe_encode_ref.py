@@ -4,7 +4,8 @@ on the same text, all asserting the same GPT-2 ids (run by bpe-encode.sh).
 
 Encodes TEXT (ordinary encoding: special-token text is plain text) with
   lmpipe bpe-encode -j 1 and -j THREADS (whole process wall time, the
-      tokenizer loaded from an lmpipe tokenizer file, best of REPS),
+      tokenizer loaded from an lmpipe tokenizer file, best of REPS; the
+      time of a run on empty input is shown as startup_s),
   tiktoken encode_ordinary and encode_ordinary_batch(num_threads=THREADS),
   tokenizers Tokenizer.encode_batch (ByteLevel BPE from the same files),
 and prints one JSON line per measurement with MB/s and the ratio to
@@ -89,21 +90,24 @@ def main():
     assert [i for d in got for i in d] == want, "tiktoken batch ids differ from whole-text ids"
     emit("tiktoken encode_ordinary_batch", threads, t_ttb, docs=len(docs))
 
+    os.environ["RAYON_NUM_THREADS"] = str(threads)
     from tokenizers import Tokenizer, models, pre_tokenizers, decoders
     hf = Tokenizer(models.BPE.from_file(f"{fixtures}/gpt2_vocab.json", f"{fixtures}/gpt2_merges.txt"))
     hf.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     hf.decoder = decoders.ByteLevel()
-    os.environ["RAYON_NUM_THREADS"] = str(threads)
     t_hf, got = best(lambda: hf.encode_batch(docs, add_special_tokens=False), reps)
     hf_ids = [i for e in got for i in e.ids]
     emit("tokenizers encode_batch", threads, t_hf, version=__import__("tokenizers").__version__,
          same_ids=hf_ids == want)
 
     for j in (1, threads):
-        cmd = [bpe_encode, "-t", tok_file, "--no-specials", "-j", str(j), text_path]
-        t, out = best(lambda: subprocess.run(cmd, check=True, stdout=subprocess.PIPE).stdout, reps)
+        cmd = [bpe_encode, "-t", tok_file, "--no-specials", "-j", str(j)]
+        t0, _ = best(lambda: subprocess.run(cmd + ["/dev/null"], check=True, stdout=subprocess.PIPE), reps)
+        t, out = best(lambda: subprocess.run(cmd + [text_path], check=True, stdout=subprocess.PIPE).stdout,
+                      reps)
         assert read_stream(out) == want, f"bpe-encode -j {j} ids differ from tiktoken"
-        emit("lmpipe bpe-encode", j, t, same_ids=True)
+        emit("lmpipe bpe-encode", j, t, same_ids=True, startup_s=round(t0, 4),
+             mb_per_s_after_startup=round(mb / (t - t0), 2))
 
     for row in rows:
         row["x_tiktoken_1thread"] = round(t_tt / row["seconds"], 2)
