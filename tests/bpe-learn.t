@@ -34,6 +34,11 @@ is "$(grep -v '^#' g2/merges.txt | wc -l)" 343 "merges.txt has every merge"
 run bpe-learn -j2 -v 600 --special "$EOT" -o stdin.tok < text.txt
 cmp -s j1.tok stdin.tok; ok $? "stdin gives the same tokenizer"
 
+if command -v bpe-encode >/dev/null && command -v bpe-decode >/dev/null; then
+	bpe-encode -t j1.tok text.txt | bpe-decode -t j1.tok | cmp -s - text.txt
+	ok $? "the learned tokenizer loads in bpe-encode and round-trips the text"
+fi
+
 run bpe-learn -j2 --special "$EOT" --counts-out h1.counts half1.txt
 is "$rc" 0 "count the first half"
 run bpe-learn -j1 --special "$EOT" --counts-out h2.counts half2.txt
