@@ -417,6 +417,9 @@ int bpe_specials_check(const bpe_specials *sp, lm_err *e)
 	for (size_t i = 0; i < sp->n; i++) {
 		if (sp->len[i] == 0)
 			return lm_usage_err(e, "special token %zu is empty", i + 1);
+		if (sp->len[i] == 1) /* every byte is a token already */
+			return lm_usage_err(e, "special token '%c' is a single byte, which is a token already",
+					    sp->s[i][0] >= ' ' && sp->s[i][0] < 0x7F ? sp->s[i][0] : '?');
 		for (size_t j = 0; j < i; j++)
 			if (sp->len[i] == sp->len[j] && !memcmp(sp->s[i], sp->s[j], sp->len[i]))
 				return lm_usage_err(e, "special token '%.*s' given twice",

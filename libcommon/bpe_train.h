@@ -79,7 +79,9 @@ int bpe_count_stream(bpe_counts *c, FILE *fp, const char *name, const bpe_specia
 int bpe_learn(const bpe_counts *c, uint32_t vocab_size, const bpe_specials *sp,
 	      bpe_progress_fn progress, void *progress_arg, bpe_tokenizer *t, lm_err *e);
 
-/* Check specials: none empty, none repeated.  Message names the problem. */
+/* Check specials: none empty, none a single byte (each byte is a token
+ * already, and token byte strings are unique), none repeated.  A usage
+ * error (code 2) names the problem. */
 int bpe_specials_check(const bpe_specials *sp, lm_err *e);
 
 #endif
