@@ -68,7 +68,7 @@ LIBKERNELS := $(B)/libkernels.a
 LIBS       := $(LIBCOMMON) $(LIBKERNELS)
 
 OBJ = $(patsubst %.c,$(B)/%.o,$(LIB_SRC) $(KCPU_SRC) $(TOOL_SRC) $(UNIT_SRC) $(GPU_SRC)) \
-      $(patsubst %.cu,$(B)/%.o,$(KCUDA_SRC))
+      $(patsubst %.cu,$(B)/%.cu.o,$(KCUDA_SRC))
 
 .PHONY: all test test-gpu install clean unicode
 .SECONDARY:
@@ -79,7 +79,9 @@ $(B)/%.o: %.c
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -c -o $@ $<
 
-$(B)/%.o: %.cu
+# CUDA objects are NAME.cu.o so that an op's CPU twin (kernels/cpu/NAME.o)
+# and its CUDA version are distinct members of libkernels.a.
+$(B)/%.cu.o: %.cu
 	@mkdir -p $(@D)
 	$(NVCC) $(ALL_NVCCFLAGS) -c -o $@ $<
 
@@ -87,7 +89,7 @@ $(LIBCOMMON): $(patsubst %.c,$(B)/%.o,$(LIB_SRC))
 	@rm -f $@
 	$(AR) rcs $@ $^
 
-$(LIBKERNELS): $(patsubst %.c,$(B)/%.o,$(KCPU_SRC)) $(patsubst %.cu,$(B)/%.o,$(KCUDA_SRC))
+$(LIBKERNELS): $(patsubst %.c,$(B)/%.o,$(KCPU_SRC)) $(patsubst %.cu,$(B)/%.cu.o,$(KCUDA_SRC))
 	@rm -f $@
 	$(AR) rcs $@ $^
 
