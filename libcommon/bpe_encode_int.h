@@ -45,7 +45,15 @@ struct bpe_encoder {
 	size_t huge_piece;       /* see bpe_encoder_set_huge_piece */
 	int ordered;             /* each merge's parts come from earlier merges
 				    and each token from at most one merge */
+	uint32_t *vocab_slot;    /* id + 1 of the non-special tokens of at
+				    most CACHE_MAX_PIECE bytes, by piece hash */
+	size_t vocab_mask;
+	uint8_t *self;           /* per id: SELF_UNKNOWN, or whether a piece
+				    equal to the token encodes as that token
+				    alone; filled by all threads as they go */
 };
+
+enum { SELF_UNKNOWN = 0, SELF_YES = 1, SELF_NO = 2 };
 
 /* A cached piece: its first 8 bytes inline, the rest in the arena; up to
  * CACHE_INLINE_IDS ids inline, more in the arena (ids[0] is their offset). */
