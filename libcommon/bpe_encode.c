@@ -136,7 +136,8 @@ bpe_worker *bpe_worker_new(const bpe_encoder *enc, lm_err *e)
 	bpe_worker *w = calloc(1, sizeof *w);
 	if (w) {
 		w->enc = enc;
-		w->slots = calloc((size_t)1 << CACHE_SLOTS_LOG2, sizeof *w->slots);
+		w->cache_mask = ((size_t)1 << CACHE_MIN_LOG2) - 1;
+		w->slots = calloc(w->cache_mask + 1, sizeof *w->slots);
 		w->arena = malloc(CACHE_ARENA_WORDS * sizeof *w->arena);
 	}
 	if (!w || !w->slots || !w->arena) {
@@ -190,9 +191,16 @@ static inline uint64_t hash_piece(const uint8_t *s, size_t n, uint64_t key8)
 	return h ^ (h >> 29);
 }
 
-static inline size_t cache_index(uint64_t h)
+/* A slot keeps h32 = the hash's high half; its index is taken from h32's
+ * high bits, so the table can be resized without the pieces. */
+static inline uint32_t cache_h32(uint64_t h)
 {
-	return (size_t)(h >> 40) & (((size_t)1 << CACHE_SLOTS_LOG2) - 1);
+	return (uint32_t)(h >> 32);
+}
+
+static inline size_t cache_index(const bpe_worker *w, uint32_t h32)
+{
+	return (size_t)(h32 >> 8) & w->cache_mask;
 }
 
 static inline size_t vocab_index(const bpe_encoder *E, uint64_t h)
@@ -261,9 +269,34 @@ static size_t merge_missed(const bpe_encoder *E, const uint8_t *s, size_t n, uin
 
 static void cache_clear(bpe_worker *w)
 {
-	memset(w->slots, 0, ((size_t)1 << CACHE_SLOTS_LOG2) * sizeof *w->slots);
+	memset(w->slots, 0, (w->cache_mask + 1) * sizeof *w->slots);
 	w->n_used = 0;
 	w->arena_used = 0;
+}
+
+/* Make room: double the table while it may grow (a thread that sees little
+ * text touches little memory), else start afresh. */
+static void cache_make_room(bpe_worker *w)
+{
+	size_t n = (w->cache_mask + 1) * 2;
+	cache_slot *slots = n <= ((size_t)1 << CACHE_MAX_LOG2) ? calloc(n, sizeof *slots) : NULL;
+	if (!slots) {
+		cache_clear(w);
+		return;
+	}
+	cache_slot *old = w->slots;
+	size_t old_n = w->cache_mask + 1;
+	w->slots = slots;
+	w->cache_mask = n - 1;
+	for (size_t k = 0; k < old_n; k++) {
+		if (!old[k].nid)
+			continue;
+		size_t i = cache_index(w, old[k].h32);
+		while (slots[i].nid)
+			i = (i + 1) & w->cache_mask;
+		slots[i] = old[k];
+	}
+	free(old);
 }
 
 /* Does slot c hold the piece s[0..n)? */
@@ -280,10 +313,10 @@ static inline int slot_is(const bpe_worker *w, const cache_slot *c, const uint8_
 static void encode_cached(bpe_worker *w, const uint8_t *s, size_t n, uint64_t key8, uint64_t h, bpe_ids *out)
 {
 	const bpe_encoder *E = w->enc;
-	uint32_t h32 = (uint32_t)h;
-	size_t mask = ((size_t)1 << CACHE_SLOTS_LOG2) - 1, i = cache_index(h);
+	uint32_t h32 = cache_h32(h);
+	size_t i = cache_index(w, h32);
 	uint32_t *dst = out->v + out->n;
-	for (;; i = (i + 1) & mask) {
+	for (;; i = (i + 1) & w->cache_mask) {
 		const cache_slot *c = &w->slots[i];
 		if (!c->nid)
 			break;
@@ -298,9 +331,13 @@ static void encode_cached(bpe_worker *w, const uint8_t *s, size_t n, uint64_t ke
 	size_t m = merge_missed(E, s, n, h, dst);
 	out->n += m;
 	size_t words = (n > 8 ? (n - 8 + WORD - 1) / WORD : 0) + (m > CACHE_INLINE_IDS ? m : 0);
-	if (w->n_used * CACHE_FILL_DEN >= mask * CACHE_FILL_NUM || w->arena_used + words > CACHE_ARENA_WORDS) {
-		cache_clear(w);
-		for (i = (size_t)(h >> 40) & mask; w->slots[i].nid; i = (i + 1) & mask)
+	int full = w->n_used * CACHE_FILL_DEN >= w->cache_mask * CACHE_FILL_NUM;
+	if (full || w->arena_used + words > CACHE_ARENA_WORDS) {
+		if (full)
+			cache_make_room(w);
+		else
+			cache_clear(w);
+		for (i = cache_index(w, h32); w->slots[i].nid; i = (i + 1) & w->cache_mask)
 			;
 	}
 	cache_slot *c = &w->slots[i];
@@ -338,7 +375,7 @@ static int encode_plain(bpe_worker *w, const uint8_t *s, size_t n, bpe_ids *out,
 			if (l > 1 && l <= CACHE_MAX_PIECE) {
 				key8[k] = load_key8(s + p, l < 8 ? l : 8);
 				h[k] = hash_piece(s + p, l, key8[k]);
-				__builtin_prefetch(&w->slots[cache_index(h[k])]);
+				__builtin_prefetch(&w->slots[cache_index(w, cache_h32(h[k]))]);
 			}
 			p += l;
 		}

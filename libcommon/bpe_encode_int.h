@@ -9,7 +9,8 @@
 enum {
 	SMALL_PIECE = 64,        /* longer pieces merge with a heap */
 	HUGE_PIECE = 1 << 16,    /* longer ones by rank buckets when ordered */
-	CACHE_SLOTS_LOG2 = 18,   /* per-thread cache: 256Ki slots (8 MiB) ... */
+	CACHE_MIN_LOG2 = 14,     /* per-thread cache: 16Ki slots, growing to */
+	CACHE_MAX_LOG2 = 18,     /* ... 256Ki slots (8 MiB) ... */
 	CACHE_ARENA_WORDS = 1 << 20, /* ... and 4 MiB of key tails and ids */
 	CACHE_MAX_PIECE = SMALL_PIECE, /* longer pieces are not cached */
 	CACHE_INLINE_IDS = 3,
@@ -69,6 +70,7 @@ typedef struct cache_slot {
 struct bpe_worker {
 	const bpe_encoder *enc;
 	cache_slot *slots;
+	size_t cache_mask;
 	size_t n_used;
 	uint32_t *arena;
 	size_t arena_used;
