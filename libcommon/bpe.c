@@ -90,7 +90,7 @@ int bpe_save(const bpe_tokenizer *t, const char *path, lm_err *e)
 		return lm_err_prefix(e, "%s", path);
 	FILE *fp = af.fp;
 	fprintf(fp, "%s %d\npretokenizer %s\ntokens %u\nspecials %u\nmerges %u\n", TOK_MAGIC,
-		TOK_VERSION, t->pretokenizer, t->n_vocab, t->n_special, t->n_merges);
+		TOK_VERSION, t->pretokenizer[0] ? t->pretokenizer : "gpt2", t->n_vocab, t->n_special, t->n_merges);
 	for (uint32_t i = 0; i < t->n_vocab; i++) {
 		fprintf(fp, "t %u ", i);
 		put_quoted(fp, bpe_token_bytes(t, i), bpe_token_len(t, i));

@@ -159,17 +159,24 @@ static int pair_insert(bpe_builder *b, uint64_t key)
 	}
 }
 
+/* "<before>merge "LEFT" "RIGHT"<after>" into e (made only on error). */
+static int merge_err(const bpe_tokenizer *t, uint32_t left, uint32_t right, const char *before,
+		     const char *after, lm_err *e)
+{
+	char s1[BB_SHOW_MAX], s2[BB_SHOW_MAX];
+	return lm_seterr(e, "%smerge \"%s\" \"%s\"%s", before,
+			 bb_show(bpe_token_bytes(t, left), bpe_token_len(t, left), s1),
+			 bb_show(bpe_token_bytes(t, right), bpe_token_len(t, right), s2), after);
+}
+
 int bb_add_merge(bpe_builder *b, uint32_t left, uint32_t right, lm_err *e)
 {
 	bpe_tokenizer *t = b->t;
-	char s1[BB_SHOW_MAX], s2[BB_SHOW_MAX];
 	if (left >= t->n_vocab || right >= t->n_vocab)
 		return lm_seterr(e, "merge of unknown token id %u", left >= t->n_vocab ? left : right);
 	size_t ll = bpe_token_len(t, left), rl = bpe_token_len(t, right);
-	const char *ls = bb_show(bpe_token_bytes(t, left), ll, s1);
-	const char *rs = bb_show(bpe_token_bytes(t, right), rl, s2);
 	if (is_special(t, left) || is_special(t, right))
-		return lm_seterr(e, "merge \"%s\" \"%s\" uses a special token", ls, rs);
+		return merge_err(t, left, right, "", " uses a special token", e);
 	uint8_t small[256], *joined = ll + rl <= sizeof small ? small : malloc(ll + rl);
 	if (!joined)
 		return lm_seterr(e, "out of memory");
@@ -179,9 +186,9 @@ int bb_add_merge(bpe_builder *b, uint32_t left, uint32_t right, lm_err *e)
 	if (joined != small)
 		free(joined);
 	if (result == BPE_NO_TOKEN)
-		return lm_seterr(e, "merge \"%s\" \"%s\": the joined token is not in the vocabulary", ls, rs);
+		return merge_err(t, left, right, "", ": the joined token is not in the vocabulary", e);
 	if (is_special(t, result))
-		return lm_seterr(e, "merge \"%s\" \"%s\" makes a special token", ls, rs);
+		return merge_err(t, left, right, "", " makes a special token", e);
 	if ((size_t)(t->n_merges + 1) * 2 > b->pair_mask) {
 		size_t n = (b->pair_mask + 1) * 2, old = b->pair_mask + 1;
 		uint64_t *slots = calloc(n, sizeof *slots), *prev = b->pair_slot;
@@ -195,7 +202,7 @@ int bb_add_merge(bpe_builder *b, uint32_t left, uint32_t right, lm_err *e)
 		free(prev);
 	}
 	if (!pair_insert(b, (uint64_t)left << 32 | right))
-		return lm_seterr(e, "duplicate merge \"%s\" \"%s\"", ls, rs);
+		return merge_err(t, left, right, "duplicate ", "", e);
 	if (grow((void **)&t->merges, &b->merges_cap, (size_t)t->n_merges + 1, sizeof *t->merges, e))
 		return -1;
 	t->merges[t->n_merges++] = (bpe_merge){ left, right, result };

@@ -55,6 +55,8 @@ static int merges_ordered(const bpe_tokenizer *t)
 	return ok;
 }
 
+static int build_vocab_index(bpe_encoder *E);
+
 bpe_encoder *bpe_encoder_new(const bpe_tokenizer *t, int use_specials, lm_err *e)
 {
 	bpe_encoder *E = calloc(1, sizeof *E);
@@ -87,6 +89,11 @@ bpe_encoder *bpe_encoder_new(const bpe_tokenizer *t, int use_specials, lm_err *e
 		E->pairs[i] = (pair_slot){ key, m, t->merges[m].result };
 	}
 	E->ordered = merges_ordered(t);
+	if (build_vocab_index(E)) {
+		bpe_encoder_free(E);
+		lm_seterr(e, "out of memory");
+		return NULL;
+	}
 	E->huge_piece = HUGE_PIECE;
 	if (use_specials) {
 		for (uint32_t i = 0; i < t->n_special; i++) {
@@ -109,6 +116,8 @@ void bpe_encoder_free(bpe_encoder *E)
 		return;
 	free(E->pairs);
 	free(E->spec);
+	free(E->vocab_slot);
+	free(E->self);
 	free(E);
 }
 
@@ -127,7 +136,8 @@ bpe_worker *bpe_worker_new(const bpe_encoder *enc, lm_err *e)
 	bpe_worker *w = calloc(1, sizeof *w);
 	if (w) {
 		w->enc = enc;
-		w->slots = calloc((size_t)1 << CACHE_SLOTS_LOG2, sizeof *w->slots);
+		w->cache_mask = ((size_t)1 << CACHE_MIN_LOG2) - 1;
+		w->slots = calloc(w->cache_mask + 1, sizeof *w->slots);
 		w->arena = malloc(CACHE_ARENA_WORDS * sizeof *w->arena);
 	}
 	if (!w || !w->slots || !w->arena) {
@@ -181,11 +191,112 @@ static inline uint64_t hash_piece(const uint8_t *s, size_t n, uint64_t key8)
 	return h ^ (h >> 29);
 }
 
+/* A slot keeps h32 = the hash's high half; its index is taken from h32's
+ * high bits, so the table can be resized without the pieces. */
+static inline uint32_t cache_h32(uint64_t h)
+{
+	return (uint32_t)(h >> 32);
+}
+
+static inline size_t cache_index(const bpe_worker *w, uint32_t h32)
+{
+	return (size_t)(h32 >> 8) & w->cache_mask;
+}
+
+static inline size_t vocab_index(const bpe_encoder *E, uint64_t h)
+{
+	return (size_t)(h >> 24) & E->vocab_mask;
+}
+
+static int build_vocab_index(bpe_encoder *E)
+{
+	const bpe_tokenizer *t = E->t;
+	size_t size = 16;
+	while (size < 2 * (size_t)t->n_vocab)
+		size *= 2;
+	E->vocab_mask = size - 1;
+	E->vocab_slot = calloc(size, sizeof *E->vocab_slot);
+	E->self = calloc(t->n_vocab, 1);
+	if (!E->vocab_slot || !E->self)
+		return -1;
+	for (uint32_t k = 0; k < t->n_special; k++)
+		E->self[t->special[k]] = SELF_NO;   /* never looked up: not indexed */
+	for (uint32_t id = 0; id < t->n_vocab; id++) {
+		size_t n = bpe_token_len(t, id);
+		const uint8_t *s = bpe_token_bytes(t, id);
+		if (n < 2 || n > CACHE_MAX_PIECE || E->self[id] == SELF_NO)
+			continue;
+		size_t i = vocab_index(E, hash_piece(s, n, load_key8(s, n < 8 ? n : 8)));
+		while (E->vocab_slot[i])
+			i = (i + 1) & E->vocab_mask;
+		E->vocab_slot[i] = id + 1;
+	}
+	return 0;
+}
+
+/* The non-special token with the bytes of the piece, or BPE_NO_TOKEN. */
+static uint32_t vocab_find(const bpe_encoder *E, const uint8_t *s, size_t n, uint64_t h)
+{
+	const bpe_tokenizer *t = E->t;
+	for (size_t i = vocab_index(E, h);; i = (i + 1) & E->vocab_mask) {
+		uint32_t v = E->vocab_slot[i];
+		if (!v)
+			return BPE_NO_TOKEN;
+		if (bpe_token_len(t, v - 1) == n && !memcmp(bpe_token_bytes(t, v - 1), s, n))
+			return v - 1;
+	}
+}
+
+/* Merge a piece that missed the cache.  A piece that is itself a token
+ * usually encodes as that token: whether it does is worked out once and
+ * shared by all threads (a benign race: every writer stores the same
+ * value). */
+static size_t merge_missed(const bpe_encoder *E, const uint8_t *s, size_t n, uint64_t h, uint32_t *dst)
+{
+	uint32_t id = vocab_find(E, s, n, h);
+	if (id == BPE_NO_TOKEN)
+		return bpe_merge_small(E, s, n, dst);
+	uint8_t self = __atomic_load_n(&E->self[id], __ATOMIC_RELAXED);
+	if (self == SELF_YES) {
+		dst[0] = id;
+		return 1;
+	}
+	size_t m = bpe_merge_small(E, s, n, dst);
+	if (self == SELF_UNKNOWN)
+		__atomic_store_n(&E->self[id], m == 1 && dst[0] == id ? SELF_YES : SELF_NO, __ATOMIC_RELAXED);
+	return m;
+}
+
 static void cache_clear(bpe_worker *w)
 {
-	memset(w->slots, 0, ((size_t)1 << CACHE_SLOTS_LOG2) * sizeof *w->slots);
+	memset(w->slots, 0, (w->cache_mask + 1) * sizeof *w->slots);
 	w->n_used = 0;
 	w->arena_used = 0;
+}
+
+/* Make room: double the table while it may grow (a thread that sees little
+ * text touches little memory), else start afresh. */
+static void cache_make_room(bpe_worker *w)
+{
+	size_t n = (w->cache_mask + 1) * 2;
+	cache_slot *slots = n <= ((size_t)1 << CACHE_MAX_LOG2) ? calloc(n, sizeof *slots) : NULL;
+	if (!slots) {
+		cache_clear(w);
+		return;
+	}
+	cache_slot *old = w->slots;
+	size_t old_n = w->cache_mask + 1;
+	w->slots = slots;
+	w->cache_mask = n - 1;
+	for (size_t k = 0; k < old_n; k++) {
+		if (!old[k].nid)
+			continue;
+		size_t i = cache_index(w, old[k].h32);
+		while (slots[i].nid)
+			i = (i + 1) & w->cache_mask;
+		slots[i] = old[k];
+	}
+	free(old);
 }
 
 /* Does slot c hold the piece s[0..n)? */
@@ -197,20 +308,15 @@ static inline int slot_is(const bpe_worker *w, const cache_slot *c, const uint8_
 	return n <= 8 || !memcmp(w->arena + c->key_off, s + 8, n - 8);
 }
 
-static inline size_t cache_index(uint64_t h)
-{
-	return (size_t)(h >> 40) & (((size_t)1 << CACHE_SLOTS_LOG2) - 1);
-}
-
 /* Ids of a piece of 2..CACHE_MAX_PIECE bytes, whose key8 and hash are
  * known, from the cache or by merging (then cached). */
 static void encode_cached(bpe_worker *w, const uint8_t *s, size_t n, uint64_t key8, uint64_t h, bpe_ids *out)
 {
 	const bpe_encoder *E = w->enc;
-	uint32_t h32 = (uint32_t)h;
-	size_t mask = ((size_t)1 << CACHE_SLOTS_LOG2) - 1, i = cache_index(h);
+	uint32_t h32 = cache_h32(h);
+	size_t i = cache_index(w, h32);
 	uint32_t *dst = out->v + out->n;
-	for (;; i = (i + 1) & mask) {
+	for (;; i = (i + 1) & w->cache_mask) {
 		const cache_slot *c = &w->slots[i];
 		if (!c->nid)
 			break;
@@ -222,12 +328,16 @@ static void encode_cached(bpe_worker *w, const uint8_t *s, size_t n, uint64_t ke
 			return;
 		}
 	}
-	size_t m = bpe_merge_small(E, s, n, dst);
+	size_t m = merge_missed(E, s, n, h, dst);
 	out->n += m;
 	size_t words = (n > 8 ? (n - 8 + WORD - 1) / WORD : 0) + (m > CACHE_INLINE_IDS ? m : 0);
-	if (w->n_used * CACHE_FILL_DEN >= mask * CACHE_FILL_NUM || w->arena_used + words > CACHE_ARENA_WORDS) {
-		cache_clear(w);
-		for (i = (size_t)(h >> 40) & mask; w->slots[i].nid; i = (i + 1) & mask)
+	int full = w->n_used * CACHE_FILL_DEN >= w->cache_mask * CACHE_FILL_NUM;
+	if (full || w->arena_used + words > CACHE_ARENA_WORDS) {
+		if (full)
+			cache_make_room(w);
+		else
+			cache_clear(w);
+		for (i = cache_index(w, h32); w->slots[i].nid; i = (i + 1) & w->cache_mask)
 			;
 	}
 	cache_slot *c = &w->slots[i];
@@ -265,7 +375,7 @@ static int encode_plain(bpe_worker *w, const uint8_t *s, size_t n, bpe_ids *out,
 			if (l > 1 && l <= CACHE_MAX_PIECE) {
 				key8[k] = load_key8(s + p, l < 8 ? l : 8);
 				h[k] = hash_piece(s + p, l, key8[k]);
-				__builtin_prefetch(&w->slots[cache_index(h[k])]);
+				__builtin_prefetch(&w->slots[cache_index(w, cache_h32(h[k]))]);
 			}
 			p += l;
 		}

@@ -9,7 +9,8 @@
 enum {
 	SMALL_PIECE = 64,        /* longer pieces merge with a heap */
 	HUGE_PIECE = 1 << 16,    /* longer ones by rank buckets when ordered */
-	CACHE_SLOTS_LOG2 = 18,   /* per-thread cache: 256Ki slots (8 MiB) ... */
+	CACHE_MIN_LOG2 = 14,     /* per-thread cache: 16Ki slots, growing to */
+	CACHE_MAX_LOG2 = 18,     /* ... 256Ki slots (8 MiB) ... */
 	CACHE_ARENA_WORDS = 1 << 20, /* ... and 4 MiB of key tails and ids */
 	CACHE_MAX_PIECE = SMALL_PIECE, /* longer pieces are not cached */
 	CACHE_INLINE_IDS = 3,
@@ -45,7 +46,15 @@ struct bpe_encoder {
 	size_t huge_piece;       /* see bpe_encoder_set_huge_piece */
 	int ordered;             /* each merge's parts come from earlier merges
 				    and each token from at most one merge */
+	uint32_t *vocab_slot;    /* id + 1 of the non-special tokens of at
+				    most CACHE_MAX_PIECE bytes, by piece hash */
+	size_t vocab_mask;
+	uint8_t *self;           /* per id: SELF_UNKNOWN, or whether a piece
+				    equal to the token encodes as that token
+				    alone; filled by all threads as they go */
 };
+
+enum { SELF_UNKNOWN = 0, SELF_YES = 1, SELF_NO = 2 };
 
 /* A cached piece: its first 8 bytes inline, the rest in the arena; up to
  * CACHE_INLINE_IDS ids inline, more in the arena (ids[0] is their offset). */
@@ -61,6 +70,7 @@ typedef struct cache_slot {
 struct bpe_worker {
 	const bpe_encoder *enc;
 	cache_slot *slots;
+	size_t cache_mask;
 	size_t n_used;
 	uint32_t *arena;
 	size_t arena_used;

@@ -1,7 +1,9 @@
 /* bpe_stream.h: encoding a whole input stream with bounded memory and
  * several threads, the output in input order.
  *
- * The input is read in batches of chunks (a few per thread).  Chunks are cut
+ * The input is read in batches of chunks (a few per thread); a pool of
+ * worker threads encodes one batch while the caller writes the previous
+ * one and reads the next.  Chunks are cut
  * only where encoding the two sides apart gives the same ids as encoding
  * them together: between two printable ASCII characters of different
  * pre-tokenizer classes (letter, number, other; not after an apostrophe), or
@@ -26,7 +28,7 @@ typedef struct bpe_stream_opts {
 	uint32_t eot;            /* the end-of-text id (doc_per_line) */
 } bpe_stream_opts;
 
-enum { BPE_DEFAULT_CHUNK = 256 << 10, BPE_CHUNKS_PER_THREAD = 8 };
+enum { BPE_DEFAULT_CHUNK = 256 << 10, BPE_CHUNKS_PER_THREAD = 4 };
 
 typedef struct bpe_stream bpe_stream;
 

@@ -22,7 +22,8 @@ static uint64_t chunk;
 static const char *output, *save_tokenizer;
 
 static const opt_def options[] = {
-	{ 't', "tokenizer", OPT_STR, &src.tokenizer, "FILE", "lmpipe tokenizer file (man 5 lmpipe-tokenizer)", 0, 0, NULL },
+	{ 't', "tokenizer", OPT_STR, &src.tokenizer, "FILE", "lmpipe tokenizer file (man 5 lmpipe-tokenizer)",
+	  0, 0, NULL },
 	{ 0, "gpt2", OPT_STR, &src.gpt2_dir, "DIR", "GPT-2 style DIR/vocab.json and DIR/merges.txt", 0, 0, NULL },
 	{ 0, "vocab", OPT_STR, &src.vocab, "FILE", "GPT-2 style vocab.json (with --merges)", 0, 0, NULL },
 	{ 0, "merges", OPT_STR, &src.merges, "FILE", "GPT-2 style merges.txt (with --vocab)", 0, 0, NULL },
@@ -38,7 +39,8 @@ static const opt_def options[] = {
 	{ 0, "save-tokenizer", OPT_STR, &save_tokenizer, "FILE",
 	  "also write the tokenizer (with added specials) as an lmpipe tokenizer file", 0, 0, NULL },
 	{ 'o', "output", OPT_STR, &output, "FILE", "write to FILE (whole or nothing), not stdout", 0, 0, NULL },
-	{ 0, "progress", OPT_FLAG, &show_progress, NULL, "show progress even when stderr is not a terminal", 0, 0, NULL },
+	{ 0, "progress", OPT_FLAG, &show_progress, NULL, "show progress even when stderr is not a terminal",
+	  0, 0, NULL },
 	OPT_END
 };
 

@@ -158,9 +158,11 @@ static void test_bad(void)
 	fp = fopen(path_of("b8.tok"), "r+b");
 	ftruncate(fileno(fp), 68);   /* right after the header lines */
 	fclose(fp);
-	expect_error(bpe_load(&t, path_of("b8.tok"), &e), &e, "b8.tok:6: truncated: expected a token line", "truncated file (2)");
+	expect_error(bpe_load(&t, path_of("b8.tok"), &e), &e, "b8.tok:6: truncated: expected a token line",
+		     "truncated file (2)");
 	write_file("b9.tok", "hello\n", 6);
-	expect_error(bpe_load(&t, path_of("b9.tok"), &e), &e, "b9.tok:1: not an lmpipe tokenizer", "not a tokenizer");
+	expect_error(bpe_load(&t, path_of("b9.tok"), &e), &e, "b9.tok:1: not an lmpipe tokenizer",
+		     "not a tokenizer");
 	expect_error(bpe_load(&t, path_of("missing.tok"), &e), &e, "missing.tok", "missing file");
 	write_file("v1.json", "{\"a\": 0, \"b\": ", 14);
 	write_file("m1.txt", "a b\n", 4);

@@ -26,7 +26,8 @@ static size_t scaled(size_t n)
 static const char *const merges[][2] = {
 	{ "a", "b" }, { "b", "c" }, { "c", "a" }, { "ab", "c" }, { "a", "bc" }, { "b", "b" },
 	{ "ab", "ab" }, { "c", "c" }, { " ", "a" }, { "abab", "ab" }, { "cc", "cc" }, { "ca", "b" },
-	{ "a", "a" }, { "aa", "aa" }, { "aaaa", "aaaa" }, { "\xf0", "\x9f" }, { "\xf0\x9f", "\x99" }, { "\xf0\x9f\x99", "\x83" },
+	{ "a", "a" }, { "aa", "aa" }, { "aaaa", "aaaa" }, { "\xf0", "\x9f" }, { "\xf0\x9f", "\x99" },
+	{ "\xf0\x9f\x99", "\x83" },
 	{ "\xf0\x9f\x99\x83", "\xf0\x9f\x99\x83" },
 };
 enum { N_MERGES = sizeof merges / sizeof merges[0] };
