@@ -1,6 +1,7 @@
 /* embedding.c: CPU twin of the token embedding (see embedding.h). */
 #include "embedding.h"
 
+#include <stddef.h>
 #include <string.h>
 
 enum { COL_CHUNK = 64 };

@@ -2,6 +2,7 @@
  * permute.h). */
 #include "permute.h"
 
+#include <stddef.h>
 #include <string.h>
 
 void qkv_split_cpu(float *q, float *k, float *v, const float *qkv, int B, int T, int H, int D)

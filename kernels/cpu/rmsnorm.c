@@ -2,6 +2,7 @@
 #include "rmsnorm.h"
 
 #include <math.h>
+#include <stddef.h>
 
 enum { COL_CHUNK = 64 };
 

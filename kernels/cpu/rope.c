@@ -3,6 +3,7 @@
 #include "rope.h"
 
 #include <math.h>
+#include <stddef.h>
 
 void rope_table(float *cs, const int64_t *pos, int T, int D, double theta)
 {

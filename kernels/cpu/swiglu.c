@@ -2,6 +2,7 @@
 #include "swiglu.h"
 
 #include <math.h>
+#include <stddef.h>
 
 void swiglu_fwd_cpu(float *out, const float *h, int N, int F)
 {

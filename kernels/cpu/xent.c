@@ -2,6 +2,7 @@
 #include "xent.h"
 
 #include <math.h>
+#include <stddef.h>
 
 void xent_fwd_cpu(float *loss, float *lse, const float *logits, const int32_t *targets,
 		  int N, int V)
