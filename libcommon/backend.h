@@ -22,7 +22,7 @@
 typedef struct lm_backend {
 	const char *name;
 
-	/* Memory.  alloc returns zeroed memory or NULL. */
+	/* Memory.  alloc returns uninitialised memory, or NULL. */
 	void *(*alloc)(size_t bytes);
 	void (*release)(void *p);
 	void (*zero)(void *p, size_t bytes);

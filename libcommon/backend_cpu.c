@@ -21,10 +21,7 @@ enum { CPU_ALIGN = 64 };
 static void *cpu_alloc(size_t bytes)
 {
 	size_t n = (bytes + CPU_ALIGN - 1) / CPU_ALIGN * CPU_ALIGN;
-	void *p = aligned_alloc(CPU_ALIGN, n ? n : CPU_ALIGN);
-	if (p)
-		memset(p, 0, n);
-	return p;
+	return aligned_alloc(CPU_ALIGN, n ? n : CPU_ALIGN);
 }
 
 static void cpu_release(void *p) { free(p); }

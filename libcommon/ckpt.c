@@ -286,6 +286,12 @@ static int write_hf_config(const char *path, const model_config *c, lm_err *e)
 			      "tie_word_embeddings", c->tie_embeddings, "hidden_act", "silu",
 			      "attention_bias", 0, "mlp_bias", 0, "torch_dtype", "float32", "dtype", "float32",
 			      "attention_dropout", 0.0, "initializer_range", 0.02);
+	/* transformers 5 reads the RoPE base from rope_parameters, 4.x from
+	 * rope_theta: write both. */
+	if (j)
+		json_object_set_new(j, "rope_parameters", json_pack("{s:s, s:f}", "rope_type",
+								      "default", "rope_theta",
+								      c->rope_theta));
 	if (!j)
 		return lm_seterr(e, "%s: out of memory", path);
 	char *s = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER);

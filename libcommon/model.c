@@ -154,6 +154,7 @@ int model_init(model *m, const model_config *c, const lm_backend *be, int maxB, 
 		return lm_seterr(e, "out of memory for a model of %zu parameters at batch %d x %d",
 				 model_n_params(c), maxB, maxT);
 	}
+	model_zero_grad(m);
 	point_params(m, m->params, m->lp, &m->wte, &m->lnf, &m->head);
 	point_params(m, m->grads, m->lg, &m->dwte, &m->dlnf, &m->dhead);
 	int D = C / c->n_heads;

@@ -69,7 +69,8 @@ typedef struct model {
 	struct model_acts *a;
 } model;
 
-/* Allocate parameters (zero) and activations for batches up to maxB x maxT
+/* Allocate parameters (uninitialised: call model_init_weights or
+ * ckpt_load), gradients (zero) and activations for batches up to maxB x maxT
  * (maxT <= ctx).  Returns 0 or -1 with a message. */
 int model_init(model *m, const model_config *c, const lm_backend *be, int maxB, int maxT,
 	       lm_err *e);

@@ -36,6 +36,8 @@ int optim_init(optim *o, const optim_config *c, model *m, lm_err *e)
 		optim_free(o, m);
 		return lm_seterr(e, "out of memory for the optimizer state");
 	}
+	m->be->zero(o->m, m->n_params * sizeof(float));
+	m->be->zero(o->v, m->n_params * sizeof(float));
 	return 0;
 }
 

@@ -1,5 +1,7 @@
 /* attn_blas.c: attention on sgemm, one slice per OpenMP thread, each sgemm
  * single-threaded (see attn_blas.h and blas_single.h). */
+#pragma GCC optimize("no-trapping-math") /* so that vexpf vectorizes (vexp.h) */
+
 #include "attn_blas.h"
 
 #include <cblas.h>
@@ -10,6 +12,7 @@
 
 #include "attention.h"
 #include "blas_single.h"
+#include "vexp.h"
 
 static int check_shape(int B, int H, int T, int D)
 {
@@ -46,18 +49,21 @@ static void probs(const float *q, const float *k, float *s, int T, int D, int ca
 		int n = causal ? i + 1 : T, end = keys_of(i / BLK * BLK, T, causal);
 		if (lse_out) {
 			float mx = -INFINITY, sum = 0;
+#pragma omp simd reduction(max : mx)
 			for (int j = 0; j < n; j++)
 				mx = r[j] > mx ? r[j] : mx;
+#pragma omp simd reduction(+ : sum)
 			for (int j = 0; j < n; j++)
-				sum += r[j] = expf(r[j] - mx);
+				sum += r[j] = vexpf(r[j] - mx);
 			lse_out[i] = mx + logf(sum);
 			float inv = 1.0f / sum;
 			for (int j = 0; j < n; j++)
 				r[j] *= inv;
 		} else {
 			float l = lse_in[i];
+#pragma omp simd
 			for (int j = 0; j < n; j++)
-				r[j] = expf(r[j] - l);
+				r[j] = vexpf(r[j] - l);
 		}
 		for (int j = n; j < end; j++)
 			r[j] = 0;
