@@ -10,7 +10,7 @@
 #include "rope.h"
 
 const model_preset model_presets[] = {
-	{ "tiny", "a few thousand parameters, for tests",
+	{ "tiny", "about 25K parameters, for tests",
 	  { 64, 32, 32, 2, 4, 64, ROPE_THETA_DEFAULT, 0 } },
 	{ "s5m", "about 5M parameters (d=256, L=4, H=8, T=256), the CPU benchmark",
 	  { 4096, 256, 256, 4, 8, 688, ROPE_THETA_DEFAULT, 0 } },
