@@ -32,6 +32,7 @@ for n in $THREADS; do
 		--log "$TMP/log.jsonl"
 	ours=$(sed -n 's/.*"tokens_per_s":\([0-9.]*\).*/\1/p' "$TMP/log.jsonl" | tail -n +$((WARMUP + 1)) |
 		sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }')
+	head -1 "$TMP/log.jsonl"
 	echo "{\"impl\":\"lm-train\",\"model\":\"$MODEL\",\"batch\":$BATCH,\"context\":$T,\"threads\":$n,\"tokens_per_s\":$ours}"
 	[ "$HAVE_TORCH" = 1 ] || { echo "{\"impl\":\"pytorch-eager\",\"skipped\":\"no torch\"}"; continue; }
 	ref=$("$PYTHON" "$ROOT/bench/torch_llama_cpu.py" "$V" "$T" "$D" "$L" "$H" "$F" "$BATCH" "$STEPS" "$n")

@@ -21,6 +21,8 @@
 
 typedef struct lm_backend {
 	const char *name;
+	/* One line on what computes: library, kernel, threads (for logs). */
+	void (*describe)(char *buf, size_t n);
 
 	/* Memory.  alloc returns uninitialised memory, or NULL. */
 	void *(*alloc)(size_t bytes);

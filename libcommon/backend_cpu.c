@@ -3,7 +3,9 @@
  * backend_get(), which also says that the CUDA backend is not there yet. */
 #include "backend.h"
 
+#include <cblas.h>
 #include <omp.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -28,8 +30,15 @@ static void cpu_release(void *p) { free(p); }
 static void cpu_zero(void *p, size_t bytes) { memset(p, 0, bytes); }
 static void cpu_copy(void *dst, const void *src, size_t bytes) { memcpy(dst, src, bytes); }
 
+static void cpu_describe(char *buf, size_t n)
+{
+	snprintf(buf, n, "%s, kernel %s, %d OpenMP threads", openblas_get_config(),
+		 openblas_get_corename(), omp_get_max_threads());
+}
+
 static const lm_backend cpu_backend = {
 	.name = "cpu",
+	.describe = cpu_describe,
 	.alloc = cpu_alloc,
 	.release = cpu_release,
 	.zero = cpu_zero,

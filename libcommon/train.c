@@ -265,6 +265,12 @@ int train_run(const train_config *tc, lm_err *e)
 			goto out;
 		}
 	}
+	if (t.log) {
+		char what[EXTRA_LEN * 2];
+		be->describe(what, sizeof what);
+		fprintf(t.log, "{\"device\":\"%s\",\"backend\":\"%s\",\"parameters\":%zu}\n",
+			be->name, what, t.m.n_params);
+	}
 	uint64_t per_step = (uint64_t)t.B * t.T * tc->accum;
 	long long steps = tc->steps ? tc->steps : (long long)((tc->tokens + per_step - 1) / per_step);
 	rc = loop(&t, steps, e);
