@@ -50,11 +50,17 @@ typedef struct lm_backend {
 			  int B, int T, int H, int D);
 	void (*heads_merge)(float *y, const float *o, int B, int T, int H, int D);
 	void (*heads_split)(float *dO, const float *dy, int B, int T, int H, int D);
+	/* Attention takes a workspace in the backend's memory, of
+	 * attn_workspace(B, H, T, D) bytes, allocated once by the caller (the
+	 * CUDA backward pass needs one; the CPU uses it for its scratch). */
+	size_t (*attn_workspace)(int B, int H, int T, int D);
 	int (*attn_fwd)(const float *q, const float *k, const float *v, float *o, float *lse,
-			int B, int H, int T, int D, int causal, float scale);
+			int B, int H, int T, int D, int causal, float scale, void *ws,
+			size_t ws_bytes);
 	int (*attn_bwd)(const float *q, const float *k, const float *v, const float *o,
 			const float *dout, const float *lse, float *dq, float *dk, float *dv,
-			int B, int H, int T, int D, int causal, float scale);
+			int B, int H, int T, int D, int causal, float scale, void *ws,
+			size_t ws_bytes);
 	void (*swiglu_fwd)(float *out, const float *h, int N, int F);
 	void (*swiglu_bwd)(float *dh, const float *dout, const float *h, int N, int F);
 	void (*xent_fwd)(float *loss, float *lse, const float *logits, const int32_t *targets,

@@ -36,6 +36,11 @@ static void cpu_describe(char *buf, size_t n)
 		 openblas_get_corename(), omp_get_max_threads());
 }
 
+static size_t cpu_attn_workspace(int B, int H, int T, int D)
+{
+	return attn_blas_workspace(T);
+}
+
 static const lm_backend cpu_backend = {
 	.name = "cpu",
 	.describe = cpu_describe,
@@ -57,6 +62,7 @@ static const lm_backend cpu_backend = {
 	.qkv_merge = qkv_merge_cpu,
 	.heads_merge = heads_merge_cpu,
 	.heads_split = heads_split_cpu,
+	.attn_workspace = cpu_attn_workspace,
 	.attn_fwd = attn_fwd_blas,
 	.attn_bwd = attn_bwd_blas,
 	.swiglu_fwd = swiglu_fwd_cpu,

@@ -24,6 +24,8 @@ struct model_acts {
 	/* scratch, shared by all layers */
 	float *qkv, *y, *sw, *dsw, *dres, *dln, *dq, *dk, *dv, *dO, *dh;
 	int32_t *ids, *targets;              /* device copies */
+	void *attn_ws;                       /* attention workspace */
+	size_t attn_ws_bytes;
 	int32_t *host_targets;
 	float *host_losses;
 	long long count;
@@ -145,6 +147,8 @@ int model_init(model *m, const model_config *c, const lm_backend *be, int maxB, 
 	a->dv = grab(m, N * C, &fail);
 	a->dO = grab(m, N * C, &fail);
 	a->dh = grab(m, N * 2 * F, &fail);
+	a->attn_ws_bytes = be->attn_workspace(maxB, c->n_heads, maxT, C / c->n_heads);
+	a->attn_ws = grab(m, (a->attn_ws_bytes + sizeof(float) - 1) / sizeof(float), &fail);
 	a->ids = (int32_t *)grab(m, N, &fail);
 	a->targets = (int32_t *)grab(m, N, &fail);
 	a->host_targets = malloc(N * sizeof *a->host_targets);
@@ -256,7 +260,8 @@ int model_forward(model *m, const int32_t *ids, const int32_t *targets, int B, i
 		be->qkv_split(a->q[l], a->k[l], a->v[l], a->qkv, B, T, H, D);
 		be->rope_fwd(a->q[l], m->rope_cs, B, H, T, D);
 		be->rope_fwd(a->k[l], m->rope_cs, B, H, T, D);
-		int rc = be->attn_fwd(a->q[l], a->k[l], a->v[l], a->o[l], a->lse[l], B, H, T, D, 1, scale);
+		int rc = be->attn_fwd(a->q[l], a->k[l], a->v[l], a->o[l], a->lse[l], B, H, T, D, 1, scale,
+				      a->attn_ws, a->attn_ws_bytes);
 		if (rc)
 			return lm_seterr(e, "attention (layer %d): %s", l, attn_strerror(rc));
 		be->heads_merge(a->y, a->o[l], B, T, H, D);
@@ -316,7 +321,8 @@ int model_backward(model *m, float loss_scale, lm_err *e)
 		be->matmul_bwd(a->dln, g->wo, a->dres, a->y, p->wo, N, C, C, 0);
 		be->heads_split(a->dO, a->dln, B, T, H, D);
 		int rc = be->attn_bwd(a->q[l], a->k[l], a->v[l], a->o[l], a->dO, a->lse[l],
-				      a->dq, a->dk, a->dv, B, H, T, D, 1, scale);
+				      a->dq, a->dk, a->dv, B, H, T, D, 1, scale, a->attn_ws,
+				      a->attn_ws_bytes);
 		if (rc)
 			return lm_seterr(e, "attention backward (layer %d): %s", l, attn_strerror(rc));
 		be->rope_bwd(a->dq, m->rope_cs, B, H, T, D);

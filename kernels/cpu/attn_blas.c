@@ -6,6 +6,7 @@
 
 #include <cblas.h>
 #include <math.h>
+#include <omp.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -26,7 +27,7 @@ static int check_shape(int B, int H, int T, int D)
 
 /* Causal attention skips the blocks above the diagonal: rows and columns
  * go in blocks of BLK, and row block i only meets key blocks 0..i. */
-enum { BLK = 64 };
+enum { BLK = 64, SCRATCH_MATS = 2 /* T x T: probabilities and their gradient */ };
 
 static int min_int(int a, int b) { return a < b ? a : b; }
 
@@ -133,14 +134,23 @@ static void bwd_slice(const args *a, size_t off, size_t loff, float *p, float *d
 	}
 }
 
-static int run(const args *a, int BH, int backward)
+size_t attn_blas_workspace(int T)
+{
+	return (size_t)omp_get_max_threads() * SCRATCH_MATS * T * T * sizeof(float);
+}
+
+/* Each thread's scratch: its part of ws when ws is large enough for the
+ * threads of this region, else its own allocation. */
+static int run(const args *a, int BH, int backward, void *ws, size_t ws_bytes)
 {
 	int nomem = 0;
 	size_t tt = (size_t)a->T * a->T;
 	blas_single();
 #pragma omp parallel reduction(| : nomem)
 	{
-		float *s = malloc(tt * (backward ? 2 : 1) * sizeof *s);
+		size_t per = SCRATCH_MATS * tt;
+		int mine = ws && ws_bytes >= (size_t)omp_get_num_threads() * per * sizeof(float);
+		float *s = mine ? (float *)ws + omp_get_thread_num() * per : malloc(per * sizeof *s);
 		if (!s)
 			nomem = 1;
 #pragma omp for schedule(dynamic)
@@ -153,30 +163,31 @@ static int run(const args *a, int BH, int backward)
 			else
 				fwd_slice(a, off, loff, s);
 		}
-		free(s);
+		if (!mine)
+			free(s);
 	}
 	return nomem ? ATTN_ENOMEM : ATTN_OK;
 }
 
 int attn_fwd_blas(const float *q, const float *k, const float *v, float *o, float *lse,
-		  int B, int H, int T, int D, int causal, float scale)
+		  int B, int H, int T, int D, int causal, float scale, void *ws, size_t ws_bytes)
 {
 	int rc = check_shape(B, H, T, D);
 	if (rc)
 		return rc;
 	args a = { .q = q, .k = k, .v = v, .out = o, .lse = lse, .T = T, .D = D,
 		   .causal = causal, .scale = scale };
-	return run(&a, B * H, 0);
+	return run(&a, B * H, 0, ws, ws_bytes);
 }
 
 int attn_bwd_blas(const float *q, const float *k, const float *v, const float *o,
 		  const float *dout, const float *lse, float *dq, float *dk, float *dv,
-		  int B, int H, int T, int D, int causal, float scale)
+		  int B, int H, int T, int D, int causal, float scale, void *ws, size_t ws_bytes)
 {
 	int rc = check_shape(B, H, T, D);
 	if (rc)
 		return rc;
 	args a = { .q = q, .k = k, .v = v, .o = o, .dout = dout, .lse_in = lse, .dq = dq,
 		   .dk = dk, .dv = dv, .T = T, .D = D, .causal = causal, .scale = scale };
-	return run(&a, B * H, 1);
+	return run(&a, B * H, 1, ws, ws_bytes);
 }

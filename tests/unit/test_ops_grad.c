@@ -261,9 +261,12 @@ static void test_attn_blas(int b, int h, int t, int d, int causal)
 	fill(x, 4 * n);
 	float sc = 1.0f / sqrtf((float)d);
 	attn_fwd_cpu(q, k, v, o1, l1, b, h, t, d, causal, sc);
-	attn_fwd_blas(q, k, v, o2, l2, b, h, t, d, causal, sc);
+	size_t wsb = attn_blas_workspace(t);
+	void *ws = causal ? malloc(wsb) : NULL;  /* causal: workspace; full: per call */
+	attn_fwd_blas(q, k, v, o2, l2, b, h, t, d, causal, sc, ws, wsb);
 	attn_bwd_cpu(q, k, v, o1, dout, l1, g1, g1 + n, g1 + 2 * n, b, h, t, d, causal, sc);
-	attn_bwd_blas(q, k, v, o2, dout, l2, g2, g2 + n, g2 + 2 * n, b, h, t, d, causal, sc);
+	attn_bwd_blas(q, k, v, o2, dout, l2, g2, g2 + n, g2 + 2 * n, b, h, t, d, causal, sc, ws, wsb);
+	free(ws);
 	double df = fmax(maxdiff(o1, o2, n), maxdiff(l1, l2, nl)), db = maxdiff(g1, g2, 3 * n);
 	ok(df < 1e-5 && db < 1e-4, "attn_blas = reference, B%d H%d T%d D%d %s (fwd %.2g, bwd %.2g)",
 	   b, h, t, d, causal ? "causal" : "full", df, db);
