@@ -47,6 +47,15 @@ ok $? "resumed metrics equal the uninterrupted run's bit for bit ($(wc -l < got.
 cmp -s ck/step-$(printf %08d $STEPS).safetensors r/step-$(printf %08d $STEPS).safetensors
 ok $? "resumed final checkpoint is byte-identical"
 
+# Gradient accumulation: 2 micro-batches of 8 see the same windows as one
+# batch of 16, so the losses agree up to the order of float sums.
+acc() { lm-train -m tiny --vocab 256 --context 64 -n 3 --lr 1e-2 -d d -j 1 --log - "$@" |
+	sed -n 's/.*"loss":\([0-9.e+-]*\).*/\1/p' | tr '\n' ' '; }
+A=$(acc -b 16) B=$(acc -b 8 --accum 2)
+perl -e '@a = split " ", $ARGV[0]; @b = split " ", $ARGV[1]; exit 1 unless @a == 3 && @b == 3;
+	for (0 .. 2) { exit 1 if abs($a[$_] - $b[$_]) > 1e-4 } exit 0' "$A" "$B"
+ok $? "--accum 2 x 8 follows -b 16 (losses $A / $B)"
+
 run train bad.d bad.jsonl --resume
 is "$rc" 1 "resume without a checkpoint fails"
 mkdir other && cp r/step-$(printf %08d $HALF).safetensors other/ && ln -s step-$(printf %08d $HALF).safetensors other/latest
