@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "blas_tune.h"
 #include "die.h"
 #include "opt.h"
 #include "train.h"
@@ -88,6 +89,7 @@ int main(int argc, char **argv)
 		opts,
 		"See lm-train(1) and lmpipe-checkpoint(5).\n",
 	};
+	blas_tune_reexec(argv);
 	lm_init(argv[0]);
 	char **operands;
 	int n_operands = opt_parse_or_exit(&prog, argc, argv, &operands);
