@@ -27,8 +27,31 @@ static void *cpu_alloc(size_t bytes)
 }
 
 static void cpu_release(void *p) { free(p); }
-static void cpu_zero(void *p, size_t bytes) { memset(p, 0, bytes); }
-static void cpu_copy(void *dst, const void *src, size_t bytes) { memcpy(dst, src, bytes); }
+
+/* Large fills and copies are split over the threads: serial ones would
+ * leave all but one core idle between the parallel ops. */
+enum { PAR_CHUNK = 1 << 20 };
+
+static void cpu_zero(void *p, size_t bytes)
+{
+	size_t chunks = (bytes + PAR_CHUNK - 1) / PAR_CHUNK;
+#pragma omp parallel for schedule(static) if (chunks > 1)
+	for (size_t c = 0; c < chunks; c++) {
+		size_t off = c * PAR_CHUNK;
+		memset((char *)p + off, 0, bytes - off < PAR_CHUNK ? bytes - off : PAR_CHUNK);
+	}
+}
+
+static void cpu_copy(void *dst, const void *src, size_t bytes)
+{
+	size_t chunks = (bytes + PAR_CHUNK - 1) / PAR_CHUNK;
+#pragma omp parallel for schedule(static) if (chunks > 1)
+	for (size_t c = 0; c < chunks; c++) {
+		size_t off = c * PAR_CHUNK;
+		memcpy((char *)dst + off, (const char *)src + off,
+		       bytes - off < PAR_CHUNK ? bytes - off : PAR_CHUNK);
+	}
+}
 
 static void cpu_describe(char *buf, size_t n)
 {
