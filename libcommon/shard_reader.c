@@ -133,7 +133,10 @@ static size_t find_shard(const uint64_t *prefix, size_t n, uint64_t x)
 static void locate(const shard_reader *r, uint64_t k, size_t *i, uint64_t *start)
 {
 	if (r->cfg.mode == SR_RANDOM) {
-		uint64_t u = lm_draw_below(r->cfg.seed, k, r->start_prefix[r->n_files]);
+		/* this rank's window k -> the global window of the same draw */
+		uint64_t B = (uint64_t)r->cfg.batch, world = (uint64_t)r->cfg.world;
+		uint64_t g = (k / B * world + (uint64_t)r->cfg.rank) * B + k % B;
+		uint64_t u = lm_draw_below(r->cfg.seed, g, r->start_prefix[r->n_files]);
 		*i = find_shard(r->start_prefix, r->n_files, u);
 		*start = u - r->start_prefix[*i];
 	} else {
@@ -398,10 +401,15 @@ int sr_open(shard_reader **out, const char *const *paths, size_t n,
 				    cfg->batch, cfg->context);
 	if (n == 0)
 		return lm_usage_err(e, "shard reader: no shards given");
+	if (cfg->world < 0 || cfg->rank < 0 || (cfg->world > 0 && cfg->rank >= cfg->world) ||
+	    (cfg->world == 0 && cfg->rank > 0))
+		return lm_usage_err(e, "shard reader: rank %d of world %d", cfg->rank, cfg->world);
 	shard_reader *r = calloc(1, sizeof *r);
 	if (!r)
 		return lm_seterr(e, "out of memory");
 	r->cfg = *cfg;
+	if (r->cfg.world == 0)
+		r->cfg.world = 1;
 	size_t cap = 0;
 	int rc = 0;
 	for (size_t i = 0; !rc && i < n; i++)

@@ -18,9 +18,11 @@
  *   (seed, k, the shard sizes).  So a run is reproducible, and resuming is
  *   exact: store sr_tell() (windows consumed so far) in the checkpoint and
  *   pass it to sr_seek() after reopening with the same seed.  Batch j holds
- *   windows j*B .. j*B + B-1.  With several data-parallel ranks, give each
- *   rank the same seed and have it seek to rank*B and skip (world-1)*B
- *   windows after each batch with sr_seek(), or give each rank its own seed.
+ *   windows j*B .. j*B + B-1.  With world > 1 data-parallel ranks, each
+ *   rank opens the set with the same seed, world and its rank: its batch j
+ *   is then windows (j*world + rank)*B .. + B-1 of the global sequence, so
+ *   the ranks together draw exactly what one reader with batch world*B
+ *   would (and sr_tell() counts the rank's own windows).
  * SR_SEQUENTIAL: for evaluation.  Window k starts at token k*T of the
  *   concatenated set (windows overlap by one token, so every token but the
  *   first of each shard is a target exactly once), shard by shard, in order;
@@ -55,6 +57,7 @@ typedef struct sr_config {
 	size_t cache_frames;  /* decompressed frames kept per thread; 0: a default */
 	int threads;          /* threads that fill one batch; 0: 1.  The
 	                       * windows do not depend on it. */
+	int world, rank;      /* SR_RANDOM: data-parallel ranks; 0, 0: 1, 0 */
 } sr_config;
 
 typedef struct shard_reader shard_reader;

@@ -111,6 +111,25 @@ static void round_trip(uint32_t vocab, int threads)
 	free(back);
 }
 
+static void same_for_any_threads(void)
+{
+	enum { N = 300000 };
+	uint32_t *ids = malloc(N * sizeof *ids);
+	for (size_t i = 0; i < N; i++)
+		ids[i] = (uint32_t)(i * i % 7919);
+	write_shard(path_in("j1.lms"), ids, N, 8000, 0, 512, 1);
+	write_shard(path_in("j4.lms"), ids, N, 8000, 0, 512, 4);
+	uint8_t *a, *b;
+	size_t na, nb;
+	lm_err e;
+	io_read_file(path_in("j1.lms"), &a, &na, &e);
+	io_read_file(path_in("j4.lms"), &b, &nb, &e);
+	ok(na == nb && !memcmp(a, b, na), "1 and 4 compressing threads write the same bytes");
+	free(a);
+	free(b);
+	free(ids);
+}
+
 static void copy_corrupt(const uint8_t *src, size_t n, size_t at, uint8_t flip, const char *dst,
 			 size_t len)
 {
@@ -314,6 +333,21 @@ static void determinism(void)
 		sr_next(r, b[i], &e);
 	sr_close(r);
 	ok(!memcmp(a, b, sizeof a), "3 filling threads: the same batches");
+	/* Two ranks of batch B draw what one reader of batch 2B draws. */
+	int same = 1;
+	for (int rank = 0; rank < 2; rank++) {
+		sr_config rc = { .mode = SR_RANDOM, .batch = B, .context = T, .seed = 7,
+				 .prefetch = 1, .world = 2, .rank = rank };
+		sr_open(&r, paths, 1, &rc, &e);
+		for (int j = 0; j < NB / 2; j++) {
+			sr_next(r, c, &e);
+			same &= !memcmp(c, a[2 * j + rank], sizeof c);
+		}
+		sr_close(r);
+	}
+	ok(same, "ranks 0 and 1 of world 2 take alternate batches of the one sequence");
+	sr_config badr = { .mode = SR_RANDOM, .batch = B, .context = T, .world = 2, .rank = 2 };
+	is_int(sr_open(&r, paths, 1, &badr, &e), -1, "rank >= world refused");
 	sr_config cfg = { .mode = SR_RANDOM, .batch = B, .context = T, .seed = 7, .prefetch = 1 };
 	sr_open(&r, paths, 1, &cfg, &e);
 	sr_next(r, c, &e);
@@ -354,6 +388,7 @@ int main(void)
 	round_trip(1000, 1);
 	round_trip(65536, 3);
 	round_trip(100000, 2);
+	same_for_any_threads();
 	corruption();
 	window_distribution();
 	determinism();
