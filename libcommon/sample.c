@@ -10,7 +10,7 @@ struct sample_cand {
 	uint32_t id;
 };
 
-/* splitmix64: the recommended seeder for xoshiro. */
+/* splitmix64, to hash the stream's coordinates into a seed. */
 static uint64_t splitmix64(uint64_t *x)
 {
 	uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
@@ -19,7 +19,7 @@ static uint64_t splitmix64(uint64_t *x)
 	return z ^ (z >> 31);
 }
 
-void lm_rng_seed(lm_rng *r, uint64_t seed, uint64_t prompt, uint64_t sample)
+void sample_rng_seed(lm_rng *r, uint64_t seed, uint64_t prompt, uint64_t sample)
 {
 	/* Hash the three coordinates in turn so that (seed, prompt, sample)
 	 * triples that differ anywhere give unrelated streams. */
@@ -28,33 +28,7 @@ void lm_rng_seed(lm_rng *r, uint64_t seed, uint64_t prompt, uint64_t sample)
 	x = h ^ prompt;
 	h = splitmix64(&x);
 	x = h ^ sample;
-	for (int i = 0; i < 4; i++)
-		r->s[i] = splitmix64(&x);
-}
-
-static uint64_t rotl(uint64_t x, int k)
-{
-	return (x << k) | (x >> (64 - k));
-}
-
-uint64_t lm_rng_next(lm_rng *r)
-{
-	uint64_t *s = r->s;
-	uint64_t out = rotl(s[1] * 5, 7) * 9;
-	uint64_t t = s[1] << 17;
-	s[2] ^= s[0];
-	s[3] ^= s[1];
-	s[1] ^= s[2];
-	s[0] ^= s[3];
-	s[2] ^= t;
-	s[3] = rotl(s[3], 45);
-	return out;
-}
-
-double lm_rng_uniform(lm_rng *r)
-{
-	enum { MANTISSA_BITS = 53 };
-	return (double)(lm_rng_next(r) >> (64 - MANTISSA_BITS)) * 0x1.0p-53;
+	rng_seed(r, splitmix64(&x));
 }
 
 int sample_work_init(sample_work *w, uint32_t n_vocab, lm_err *e)
@@ -253,7 +227,7 @@ int sample_token(const float *logits, const sample_params *p, lm_rng *rng,
 	if (support(logits, p, w, &n, &mass, e) < 0)
 		return -1;
 	/* One draw per step even when greedy, so streams stay aligned. */
-	double u = lm_rng_uniform(rng) * mass;
+	double u = rng_uniform(rng) * mass;
 	const struct sample_cand *c = w->cand;
 	size_t pick = n - 1;
 	double acc = 0;

@@ -19,17 +19,11 @@
 #include <stdint.h>
 
 #include "err.h"
+#include "rng.h"
 
-/* xoshiro256** seeded through splitmix64. */
-typedef struct lm_rng {
-	uint64_t s[4];
-} lm_rng;
-
-/* The stream of sample `sample` of prompt `prompt` under `seed`. */
-void lm_rng_seed(lm_rng *r, uint64_t seed, uint64_t prompt, uint64_t sample);
-uint64_t lm_rng_next(lm_rng *r);
-/* Uniform in [0, 1), 53 bits. */
-double lm_rng_uniform(lm_rng *r);
+/* Seed r with the stream of sample `sample` of prompt `prompt` under
+ * `seed` (the project's xoshiro256**, see rng.h). */
+void sample_rng_seed(lm_rng *r, uint64_t seed, uint64_t prompt, uint64_t sample);
 
 typedef struct sample_params {
 	double temperature; /* 0: greedy; > 0: divide the logits by it */

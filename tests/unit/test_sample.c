@@ -69,23 +69,23 @@ static uint32_t ref_support(const float *l, uint32_t V, const sample_params *sp,
 static void test_rng(void)
 {
 	lm_rng a, b, c, d;
-	lm_rng_seed(&a, 42, 3, 1);
-	lm_rng_seed(&b, 42, 3, 1);
-	lm_rng_seed(&c, 42, 1, 3);
-	lm_rng_seed(&d, 43, 3, 1);
+	sample_rng_seed(&a, 42, 3, 1);
+	sample_rng_seed(&b, 42, 3, 1);
+	sample_rng_seed(&c, 42, 1, 3);
+	sample_rng_seed(&d, 43, 3, 1);
 	int same = 1, diff_c = 0, diff_d = 0;
 	for (int i = 0; i < 1000; i++) {
-		uint64_t x = lm_rng_next(&a);
-		same &= x == lm_rng_next(&b);
-		diff_c += x != lm_rng_next(&c);
-		diff_d += x != lm_rng_next(&d);
+		uint64_t x = rng_next(&a);
+		same &= x == rng_next(&b);
+		diff_c += x != rng_next(&c);
+		diff_d += x != rng_next(&d);
 	}
 	ok(same, "same (seed, prompt, sample): same stream");
 	ok(diff_c == 1000, "swapped prompt and sample indexes: another stream");
 	ok(diff_d == 1000, "another seed: another stream");
 	double lo = 1, hi = 0, sum = 0;
 	for (int i = 0; i < 100000; i++) {
-		double u = lm_rng_uniform(&a);
+		double u = rng_uniform(&a);
 		lo = u < lo ? u : lo;
 		hi = u > hi ? u : hi;
 		sum += u;
@@ -99,7 +99,7 @@ static void test_greedy(sample_work *w)
 	float l[8] = { 0.5f, 3.0f, -INFINITY, 3.0f, 1.0f, 3.0f, 2.9f, -1.0f };
 	sample_params g = { 0, 0, 1 };
 	lm_rng r;
-	lm_rng_seed(&r, 1, 0, 0);
+	sample_rng_seed(&r, 1, 0, 0);
 	uint32_t tok = 99;
 	double lp = 0;
 	lm_err e;
@@ -120,33 +120,33 @@ static void test_greedy(sample_work *w)
 /* Rows with random logits, some quantised so that probabilities tie. */
 static void random_row(float *l, uint32_t V, lm_rng *r)
 {
-	int quantise = lm_rng_uniform(r) < 0.3;
-	double scale = 0.5 + 6 * lm_rng_uniform(r);
+	int quantise = rng_uniform(r) < 0.3;
+	double scale = 0.5 + 6 * rng_uniform(r);
 	for (uint32_t i = 0; i < V; i++) {
-		double x = scale * (lm_rng_uniform(r) * 2 - 1);
+		double x = scale * (rng_uniform(r) * 2 - 1);
 		l[i] = quantise ? (float)floor(x) : (float)x;
-		if (lm_rng_uniform(r) < 0.02)
+		if (rng_uniform(r) < 0.02)
 			l[i] = -INFINITY;
 	}
-	l[lm_rng_next(r) % V] = 1.0f; /* at least one finite */
+	l[rng_next(r) % V] = 1.0f; /* at least one finite */
 }
 
 static void test_supports(sample_work *w)
 {
 	lm_rng r;
-	lm_rng_seed(&r, 7, 0, 0);
+	sample_rng_seed(&r, 7, 0, 0);
 	static float l[MAXV];
 	static uint32_t ids[MAXV], rids[MAXV];
 	static double pr[MAXV], rpr[MAXV];
 	int bad = 0;
 	lm_err e;
 	for (int it = 0; it < RANDOM_ROWS; it++) {
-		uint32_t V = 2 + (uint32_t)(lm_rng_next(&r) % (MAXV - 1));
+		uint32_t V = 2 + (uint32_t)(rng_next(&r) % (MAXV - 1));
 		random_row(l, V, &r);
 		static const double temps[] = { 0, 0.3, 1, 1.7 };
 		static const double tops[] = { 1, 0.9, 0.5, 0.05 };
-		sample_params sp = { temps[lm_rng_next(&r) % 4], (uint32_t)(lm_rng_next(&r) % 4 == 0 ? 0 : lm_rng_next(&r) % V),
-				     tops[lm_rng_next(&r) % 4] };
+		sample_params sp = { temps[rng_next(&r) % 4], (uint32_t)(rng_next(&r) % 4 == 0 ? 0 : rng_next(&r) % V),
+				     tops[rng_next(&r) % 4] };
 		w->n_vocab = V;
 		uint32_t n, rn = ref_support(l, V, &sp, rids, rpr);
 		if (sample_support(l, &sp, w, ids, pr, &n, &e) < 0 || n != rn) {
@@ -172,7 +172,7 @@ static void check_draws(sample_work *w, const float *l, uint32_t V, sample_param
 	uint32_t n = ref_support(l, V, &sp, ids, pr);
 	memset(count, 0, sizeof count);
 	lm_rng r;
-	lm_rng_seed(&r, 2024, 0, 0);
+	sample_rng_seed(&r, 2024, 0, 0);
 	long outside = 0;
 	for (int i = 0; i < DRAWS; i++) {
 		uint32_t tok;
@@ -216,15 +216,15 @@ static void test_determinism(sample_work *w)
 	enum { V = 300, STEPS = 200 };
 	float l[V];
 	lm_rng g;
-	lm_rng_seed(&g, 5, 0, 0);
+	sample_rng_seed(&g, 5, 0, 0);
 	sample_params sp = { 0.9, 50, 0.9 };
 	uint32_t a[STEPS], b[STEPS];
 	lm_err e;
 	w->n_vocab = V;
 	for (int pass = 0; pass < 2; pass++) {
 		lm_rng r, rows;
-		lm_rng_seed(&r, 11, 4, 2);
-		lm_rng_seed(&rows, 5, 0, 0);
+		sample_rng_seed(&r, 11, 4, 2);
+		sample_rng_seed(&rows, 5, 0, 0);
 		for (int s = 0; s < STEPS; s++) {
 			random_row(l, V, &rows);
 			sample_token(l, &sp, &r, w, pass ? &b[s] : &a[s], NULL, &e);
@@ -237,7 +237,7 @@ static void test_errors(sample_work *w)
 {
 	float l[4] = { 0, NAN, 1, 2 };
 	lm_rng r;
-	lm_rng_seed(&r, 1, 0, 0);
+	sample_rng_seed(&r, 1, 0, 0);
 	uint32_t tok;
 	lm_err e;
 	sample_params sp = { 1, 0, 1 };
