@@ -20,7 +20,7 @@
 
 #include "backend.h"
 #include "err.h"
-#include "rng.h"
+#include "rng_stream.h"
 
 typedef struct model_config {
 	int vocab, ctx, d_model, n_layers, n_heads, d_ff;
