@@ -19,10 +19,10 @@
 #include <stdint.h>
 
 #include "err.h"
-#include "rng.h"
+#include "rng_stream.h"
 
 /* Seed r with the stream of sample `sample` of prompt `prompt` under
- * `seed` (the project's xoshiro256**, see rng.h). */
+ * `seed` (a counter-based stream, see rng_stream.h). */
 void sample_rng_seed(lm_rng *r, uint64_t seed, uint64_t prompt, uint64_t sample);
 
 typedef struct sample_params {
