@@ -405,10 +405,13 @@ int generate(const lm_decoder *d, const gen_config *c, const gen_io *io,
 {
 	if (gen_config_check(c, d, e) < 0)
 		return -1;
-	if (tok->n_vocab < d->n_vocab)
-		return lm_seterr(e, "the tokenizer has %u tokens but the model %u", tok->n_vocab,
-				 d->n_vocab);
-	gen_run r = { .d = d, .c = c, .io = io, .tok = tok };
+	if (tok->n_vocab > d->n_vocab)
+		return lm_seterr(e, "the tokenizer has %u tokens but the model's vocabulary only %u",
+				 tok->n_vocab, d->n_vocab);
+	/* A vocabulary padded past the tokenizer: never draw the padding. */
+	gen_config cc = *c;
+	cc.sp.limit = tok->n_vocab;
+	gen_run r = { .d = d, .c = &cc, .io = io, .tok = tok };
 	size_t S = d->n_slots, V = d->n_vocab;
 	r.slot = calloc(S, sizeof *r.slot);
 	r.rows = malloc(S * sizeof *r.rows);

@@ -142,8 +142,10 @@ static size_t nucleus(struct sample_cand *c, size_t n, double mass, double top_p
 	}
 }
 
-/* Scan the row: reject NaN and +inf, find the max and the lowest argmax. */
-static int scan(const float *logits, uint32_t n, float *max, uint32_t *argmax, lm_err *e)
+/* Scan the row: reject NaN and +inf; find the max and the lowest argmax
+ * among the first n_draw ids. */
+static int scan(const float *logits, uint32_t n, uint32_t n_draw, float *max, uint32_t *argmax,
+		lm_err *e)
 {
 	float mx = -INFINITY;
 	uint32_t am = 0;
@@ -151,7 +153,7 @@ static int scan(const float *logits, uint32_t n, float *max, uint32_t *argmax, l
 		float l = logits[i];
 		if (isnan(l) || l == INFINITY)
 			return lm_seterr(e, "logit %u is %s", i, isnan(l) ? "NaN" : "+inf");
-		if (l > mx) {
+		if (l > mx && i < n_draw) {
 			mx = l;
 			am = i;
 		}
@@ -182,7 +184,8 @@ static int support(const float *logits, const sample_params *p, sample_work *w,
 {
 	float mx = -INFINITY;
 	uint32_t am = 0;
-	if (sample_params_check(p, e) < 0 || scan(logits, w->n_vocab, &mx, &am, e) < 0)
+	uint32_t n_draw = p->limit && p->limit < w->n_vocab ? p->limit : w->n_vocab;
+	if (sample_params_check(p, e) < 0 || scan(logits, w->n_vocab, n_draw, &mx, &am, e) < 0)
 		return -1;
 	struct sample_cand *c = w->cand;
 	if (p->temperature == 0) {
@@ -194,7 +197,7 @@ static int support(const float *logits, const sample_params *p, sample_work *w,
 	double inv_t = 1.0 / p->temperature;
 	size_t n = 0;
 	double mass = 0;
-	for (uint32_t i = 0; i < w->n_vocab; i++) {
+	for (uint32_t i = 0; i < n_draw; i++) {
 		double q = exp(((double)logits[i] - mx) * inv_t);
 		if (q > 0) {
 			c[n++] = (struct sample_cand){ q, i };

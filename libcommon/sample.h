@@ -29,6 +29,8 @@ typedef struct sample_params {
 	double temperature; /* 0: greedy; > 0: divide the logits by it */
 	uint32_t top_k;     /* 0: no limit */
 	double top_p;       /* (0, 1]; 1: no nucleus cut */
+	uint32_t limit;     /* only ids below it may be drawn (0: all): a model
+			     * vocabulary padded past the tokenizer's */
 } sample_params;
 
 /* Scratch space for one sampler (one per thread), sized for n_vocab. */

@@ -220,7 +220,7 @@ static void test_batching(void)
 	static harness ref, h;
 	static fake f;
 	lm_err e;
-	gen_config c = { .sp = { 0.9, 50, 0.95 }, .seed = 1234, .n_samples = NS, .max_tokens = 20,
+	gen_config c = { .sp = { 0.9, 50, 0.95, 0 }, .seed = 1234, .n_samples = NS, .max_tokens = 20,
 			 .eot = EOT };
 	ref.prompts = h.prompts = PROMPTS;
 	ref.n_prompts = h.n_prompts = NP;
@@ -279,7 +279,7 @@ static void test_batching(void)
 	run(&h, &f, 8, 1, &c, &e);
 	ok(!same_results(&ref, &h), "another seed gives other samples");
 
-	c.sp = (sample_params){ 0, 0, 1 };
+	c.sp = (sample_params){ 0, 0, 1, 0 };
 	memset(&f, 0, sizeof f);
 	run(&h, &f, 8, 1, &c, &e);
 	int greedy_bad = 0;
@@ -328,7 +328,7 @@ static result *run_script(const char *prompt, const char *script, gen_config *c,
 
 static void test_endings(void)
 {
-	gen_config c = { .sp = { 1, 0, 1 }, .seed = 1, .n_samples = 1, .max_tokens = 40, .eot = EOT };
+	gen_config c = { .sp = { 1, 0, 1, 0 }, .seed = 1, .n_samples = 1, .max_tokens = 40, .eot = EOT };
 	const char *stops[] = { "STOP", "</answer>" };
 	c.stop = stops;
 	c.n_stop = 2;
@@ -357,7 +357,7 @@ static void test_think(void)
 	uint32_t close_ids[sizeof close_text - 1];
 	for (size_t i = 0; i < sizeof close_text - 1; i++)
 		close_ids[i] = (uint8_t)close_text[i];
-	gen_config c = { .sp = { 0, 0, 1 }, .seed = 1, .n_samples = 1, .max_tokens = 20, .eot = EOT,
+	gen_config c = { .sp = { 0, 0, 1, 0 }, .seed = 1, .n_samples = 1, .max_tokens = 20, .eot = EOT,
 			 .think_budget = 4, .think_close = close_ids, .n_think_close = sizeof close_text - 1 };
 	const char *script = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
 	result *r = run_script("User: 2+2? Assistant: <think>", script, &c, CTX);
@@ -381,7 +381,7 @@ static void test_config(void)
 {
 	lm_err e;
 	lm_decoder d = { NULL, V, CTX, 4, NULL, NULL, NULL };
-	gen_config c = { .sp = { 1, 0, 1 }, .n_samples = 5, .max_tokens = 1, .eot = EOT };
+	gen_config c = { .sp = { 1, 0, 1, 0 }, .n_samples = 5, .max_tokens = 1, .eot = EOT };
 	ok(gen_config_check(&c, &d, &e) < 0 && e.code == 2, "more samples than slots: usage error (%s)", e.msg);
 	c.n_samples = 1;
 	c.think_budget = 3;

@@ -154,7 +154,7 @@ int main(void)
 	}
 	hb = hs = h1;
 
-	gen_config c = { .sp = { 1.0, 0, 1 }, .seed = 77, .n_samples = 2, .max_tokens = MAX_TOK,
+	gen_config c = { .sp = { 1.0, 0, 1, 0 }, .seed = 77, .n_samples = 2, .max_tokens = MAX_TOK,
 			 .eot = EOT, .lazy = 1 };
 	ok(run(&h1, 2, &c) == 0 && h1.n_res == 2 * h1.n_prompts, "sampling one prompt at a time runs");
 	c.lazy = 0;
@@ -173,7 +173,7 @@ int main(void)
 	}
 	ok(worst <= 1e-4, "log-probs equal a teacher-forced full forward pass (max diff %.2g <= 1e-4)", worst);
 
-	c.sp = (sample_params){ 0, 0, 1 };
+	c.sp = (sample_params){ 0, 0, 1, 0 };
 	c.n_samples = 1;
 	ok(run(&hb, 4, &c) == 0, "greedy runs");
 	int chain_bad = 0;
@@ -190,7 +190,7 @@ int main(void)
 	}
 	is_int(chain_bad, 0, "greedy equals the argmax chain of repeated full forward passes");
 
-	c.sp = (sample_params){ 0.8, 40, 0.9 };
+	c.sp = (sample_params){ 0.8, 40, 0.9, 0 };
 	c.n_samples = 3;
 	c.seed = 5;
 	hs.n_prompts = hb.n_prompts = 4;

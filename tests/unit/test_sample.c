@@ -97,7 +97,7 @@ static void test_rng(void)
 static void test_greedy(sample_work *w)
 {
 	float l[8] = { 0.5f, 3.0f, -INFINITY, 3.0f, 1.0f, 3.0f, 2.9f, -1.0f };
-	sample_params g = { 0, 0, 1 };
+	sample_params g = { 0, 0, 1, 0 };
 	lm_rng r;
 	sample_rng_seed(&r, 1, 0, 0);
 	uint32_t tok = 99;
@@ -110,7 +110,7 @@ static void test_greedy(sample_work *w)
 	for (int i = 0; i < 8; i++)
 		s += exp((double)l[i] - 3.0);
 	near(lp, -log(s), 1e-12, "greedy: log-prob is the log-softmax at temperature 1");
-	sample_params tk = { 1.0, 2, 1 };
+	sample_params tk = { 1.0, 2, 1, 0 };
 	uint32_t ids[8], n;
 	double pr[8];
 	sample_support(l, &tk, w, ids, pr, &n, &e);
@@ -146,7 +146,7 @@ static void test_supports(sample_work *w)
 		static const double temps[] = { 0, 0.3, 1, 1.7 };
 		static const double tops[] = { 1, 0.9, 0.5, 0.05 };
 		sample_params sp = { temps[rng_next(&r) % 4], (uint32_t)(rng_next(&r) % 4 == 0 ? 0 : rng_next(&r) % V),
-				     tops[rng_next(&r) % 4] };
+				     tops[rng_next(&r) % 4], 0 };
 		w->n_vocab = V;
 		uint32_t n, rn = ref_support(l, V, &sp, rids, rpr);
 		if (sample_support(l, &sp, w, ids, pr, &n, &e) < 0 || n != rn) {
@@ -204,11 +204,11 @@ static void test_frequencies(sample_work *w)
 	for (int i = 0; i < V; i++)
 		l[i] = (float)(-0.15 * i + 0.3 * sin(i)); /* a fixed, skewed distribution */
 	l[7] = l[3]; /* one tie */
-	check_draws(w, l, V, (sample_params){ 1, 0, 1 }, "plain sampling");
-	check_draws(w, l, V, (sample_params){ 1, 8, 1 }, "top-k 8");
-	check_draws(w, l, V, (sample_params){ 1, 0, 0.7 }, "top-p 0.7");
-	check_draws(w, l, V, (sample_params){ 0.6, 12, 0.8 }, "temperature 0.6, top-k 12, top-p 0.8");
-	check_draws(w, l, V, (sample_params){ 2.5, 0, 0.95 }, "temperature 2.5, top-p 0.95");
+	check_draws(w, l, V, (sample_params){ 1, 0, 1, 0 }, "plain sampling");
+	check_draws(w, l, V, (sample_params){ 1, 8, 1, 0 }, "top-k 8");
+	check_draws(w, l, V, (sample_params){ 1, 0, 0.7, 0 }, "top-p 0.7");
+	check_draws(w, l, V, (sample_params){ 0.6, 12, 0.8, 0 }, "temperature 0.6, top-k 12, top-p 0.8");
+	check_draws(w, l, V, (sample_params){ 2.5, 0, 0.95, 0 }, "temperature 2.5, top-p 0.95");
 }
 
 static void test_determinism(sample_work *w)
@@ -217,7 +217,7 @@ static void test_determinism(sample_work *w)
 	float l[V];
 	lm_rng g;
 	sample_rng_seed(&g, 5, 0, 0);
-	sample_params sp = { 0.9, 50, 0.9 };
+	sample_params sp = { 0.9, 50, 0.9, 0 };
 	uint32_t a[STEPS], b[STEPS];
 	lm_err e;
 	w->n_vocab = V;
@@ -240,24 +240,35 @@ static void test_errors(sample_work *w)
 	sample_rng_seed(&r, 1, 0, 0);
 	uint32_t tok;
 	lm_err e;
-	sample_params sp = { 1, 0, 1 };
+	sample_params sp = { 1, 0, 1, 0 };
 	w->n_vocab = 4;
 	ok(sample_token(l, &sp, &r, w, &tok, NULL, &e) < 0 && strstr(e.msg, "logit 1 is NaN"),
 	   "a NaN logit is an error naming it (%s)", e.msg);
 	float inf[3] = { -INFINITY, -INFINITY, -INFINITY };
 	w->n_vocab = 3;
 	ok(sample_token(inf, &sp, &r, w, &tok, NULL, &e) < 0, "all -inf is an error (%s)", e.msg);
-	sample_params badp = { 1, 0, 0 };
+	sample_params badp = { 1, 0, 0, 0 };
 	ok(sample_params_check(&badp, &e) < 0 && e.code == 2, "top-p 0 is a usage error (%s)", e.msg);
-	sample_params badt = { -1, 0, 1 };
+	sample_params badt = { -1, 0, 1, 0 };
 	ok(sample_params_check(&badt, &e) < 0, "negative temperature is refused (%s)", e.msg);
 	float masked[3] = { -INFINITY, 0, -INFINITY };
 	int never = 1;
 	for (int i = 0; i < 1000; i++) {
-		sample_token(masked, &(sample_params){ 5, 0, 1 }, &r, w, &tok, NULL, &e);
+		sample_token(masked, &(sample_params){ 5, 0, 1, 0 }, &r, w, &tok, NULL, &e);
 		never &= tok == 1;
 	}
 	ok(never, "-inf logits are never drawn");
+	float pad[4] = { 0, 1, 9, 9 };
+	w->n_vocab = 4;
+	int below = 1;
+	double lp = 0;
+	for (int i = 0; i < 200; i++) {
+		sample_token(pad, &(sample_params){ 1, 0, 1, 2 }, &r, w, &tok, &lp, &e);
+		below &= tok < 2;
+	}
+	sample_token(pad, &(sample_params){ 0, 0, 1, 2 }, &r, w, &tok, &lp, &e);
+	ok(below && tok == 1, "limit: ids past it are never drawn, greedy too");
+	near(lp, sample_logprob(pad, 4, 1), 1e-12, "limit: the log-prob is still over the whole row");
 }
 
 int main(void)
