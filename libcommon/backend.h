@@ -64,6 +64,9 @@ typedef struct lm_backend {
 	double (*sumsq)(const float *g, size_t n);
 } lm_backend;
 
+/* Threads for the CPU ops and the BLAS (0 or less: leave the default). */
+void backend_set_threads(int n);
+
 /* The backend names --device accepts, NULL-terminated. */
 extern const char *const backend_names[];
 

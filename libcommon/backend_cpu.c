@@ -2,6 +2,8 @@
  * backend_get(), which also says that the CUDA backend is not there yet. */
 #include "backend.h"
 
+#include <cblas.h>
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -58,6 +60,14 @@ static const lm_backend cpu_backend = {
 	.adamw_step = adamw_step_cpu,
 	.sumsq = sumsq_cpu,
 };
+
+void backend_set_threads(int n)
+{
+	if (n <= 0)
+		return;
+	omp_set_num_threads(n);
+	openblas_set_num_threads(n);
+}
 
 const char *const backend_names[] = { "cpu", "cuda", NULL };
 
