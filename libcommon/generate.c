@@ -49,6 +49,8 @@ typedef struct gen_run {
 	uint32_t *f_slot, *f_n;
 	const uint32_t **f_tok;
 	float **f_rows;
+	int input_failed;     /* next() failed: finish what is in flight, then fail */
+	lm_err input_err;
 } gen_run;
 
 int gen_config_check(const gen_config *c, const lm_decoder *d, lm_err *e)
@@ -293,11 +295,10 @@ static int fill(gen_run *r, int *eof, size_t n_active, lm_err *e)
 		gen_req *q = calloc(1, sizeof *q);
 		if (!q)
 			return lm_seterr(e, "generation buffers:");
-		int got = r->io->next(r->io->user, &q->p, e);
+		int got = r->io->next(r->io->user, &q->p, &r->input_err);
 		if (got <= 0) {
 			free(q);
-			if (got < 0)
-				return -1;
+			r->input_failed = got < 0;
 			*eof = 1;
 			break;
 		}
@@ -372,6 +373,10 @@ static int run_loop(gen_run *r, lm_err *e)
 		n_act = n_feed;
 	}
 	free(act);
+	if (rc == 0 && r->input_failed) {
+		*e = r->input_err;
+		rc = -1;
+	}
 	return rc;
 }
 

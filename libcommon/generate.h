@@ -92,7 +92,9 @@ typedef struct gen_io {
 
 int gen_config_check(const gen_config *c, const lm_decoder *d, lm_err *e);
 
-/* Run until next() reports the end and every sample is done. */
+/* Run until next() reports the end and every sample is done.  When next()
+ * fails, the samples already admitted are finished and handed back first,
+ * then generate() fails with next()'s message. */
 int generate(const lm_decoder *d, const gen_config *c, const gen_io *io,
 	     const bpe_tokenizer *tok, lm_err *e);
 
