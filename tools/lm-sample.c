@@ -7,12 +7,12 @@
 #include "lmsample.h"
 #include "opt.h"
 
-enum { MAX_SAMPLES = 1 << 16, MAX_BATCH = 1 << 16, MAX_TOKENS = 1 << 24, DEFAULT_MAX_TOKENS = 256 };
+enum { MAX_THREADS = 1024, MAX_SAMPLES = 1 << 16, MAX_BATCH = 1 << 16, MAX_TOKENS = 1 << 24, DEFAULT_MAX_TOKENS = 256 };
 
 static lmsample_opts o;
 static double temperature = 1.0, top_p = 1.0;
 static long long top_k, n_samples = 1, batch, max_tokens = DEFAULT_MAX_TOKENS, seed, think_budget,
-		 context;
+		 context, threads;
 static opt_strlist stops;
 static const char *on_error = "stop";
 static const char *const on_error_choices[] = { "stop", "skip", NULL };
@@ -40,6 +40,7 @@ static const opt_def options[] = {
 	{ 0, "context", OPT_INT, &context, "N", "positions per sequence (default: the model's context)", 1, 1 << 30, NULL },
 	{ 0, "on-error", OPT_CHOICE, &on_error, "WHAT", "a bad prompt record: stop or skip", 0, 0, on_error_choices },
 	{ 0, "device", OPT_CHOICE, &o.device, "DEV", "where the model runs (default cpu)", 0, 0, backend_names },
+	{ 'j', "threads", OPT_INT, &threads, "N", "CPU threads (default: all)", 1, MAX_THREADS, NULL },
 	OPT_END
 };
 
@@ -78,6 +79,7 @@ int main(int argc, char **argv)
 	o.think_budget = (uint32_t)think_budget;
 	o.skip_bad = on_error[1] == 'k';
 	o.warn = warn_skip;
+	backend_set_threads((int)threads);
 	if (lmsample_run(&o, &e) < 0)
 		die_err(&e);
 	free(o.prompts);
