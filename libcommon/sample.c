@@ -74,59 +74,62 @@ static void swap(struct sample_cand *a, struct sample_cand *b)
 	*b = t;
 }
 
-/* Reorder c[0 .. n) so that its first k entries are the k first in
- * candidate order (in no particular order among themselves). */
-static void select_top(struct sample_cand *c, size_t n, size_t k)
+/* Restore the heap below node i of h[0 .. k): every parent comes after
+ * its children in candidate order, so h[0] is the last of the k. */
+static void sift_down(struct sample_cand *h, size_t k, size_t i)
 {
-	size_t lo = 0, hi = n; /* the k-th boundary lies in [lo, hi) */
-	while (hi - lo > 1) {
-		size_t mid = lo + (hi - lo) / 2;
-		/* median of three to the end as the pivot */
-		if (before(&c[mid], &c[lo]))
-			swap(&c[mid], &c[lo]);
-		if (before(&c[hi - 1], &c[lo]))
-			swap(&c[hi - 1], &c[lo]);
-		if (before(&c[mid], &c[hi - 1]))
-			swap(&c[mid], &c[hi - 1]);
-		struct sample_cand pivot = c[hi - 1];
-		size_t store = lo;
-		for (size_t i = lo; i + 1 < hi; i++)
-			if (before(&c[i], &pivot))
-				swap(&c[i], &c[store++]);
-		swap(&c[store], &c[hi - 1]);
-		if (store == k || store + 1 == k)
+	for (;;) {
+		size_t l = 2 * i + 1, r = l + 1, last = i;
+		if (l < k && before(&h[last], &h[l]))
+			last = l;
+		if (r < k && before(&h[last], &h[r]))
+			last = r;
+		if (last == i)
 			return;
-		if (store > k)
-			hi = store;
-		else
-			lo = store + 1;
+		swap(&h[i], &h[last]);
+		i = last;
 	}
 }
 
-/* Move the entries with p >= t to the front; return their count and mass. */
-static size_t partition_at(struct sample_cand *c, size_t n, double t, double *mass)
+/* Move the k first entries of c[0 .. n) in candidate order to c[0 .. k)
+ * (in no particular order): a heap of the k best so far, which most
+ * entries leave at one comparison with its root. */
+static void select_top(struct sample_cand *c, size_t n, size_t k)
 {
-	size_t m = 0;
-	double s = 0;
-	for (size_t i = 0; i < n; i++)
+	for (size_t i = k / 2; i-- > 0;)
+		sift_down(c, k, i);
+	for (size_t i = k; i < n; i++)
+		if (before(&c[i], &c[0])) {
+			c[0] = c[i];
+			sift_down(c, k, 0);
+		}
+}
+
+/* Move the entries of c[from .. n) with p >= t to c[from ..); return
+ * where they end, adding their mass to *mass. */
+static size_t partition_at(struct sample_cand *c, size_t from, size_t n, double t, double *mass)
+{
+	size_t m = from;
+	for (size_t i = from; i < n; i++)
 		if (c[i].p >= t) {
-			s += c[i].p;
+			*mass += c[i].p;
 			swap(&c[i], &c[m++]);
 		}
-	*mass = s;
 	return m;
 }
 
 /* Cut c[0 .. n) (total mass `mass`) to the nucleus of probability top_p:
- * filter by a falling threshold so that only the head is sorted. */
+ * gather the head by a falling threshold, each entry moved once, and sort
+ * only the head. */
 static size_t nucleus(struct sample_cand *c, size_t n, double mass, double top_p)
 {
 	enum { THRESHOLD_STEP = 16 };
 	double target = top_p * mass;
 	double t = 1.0 / THRESHOLD_STEP; /* the most probable entry has p = 1 */
+	double head_mass = 0;
+	size_t m = 0;
 	for (;;) {
-		double head_mass;
-		size_t m = partition_at(c, n, t, &head_mass);
+		m = partition_at(c, m, n, t, &head_mass);
 		if (head_mass >= target || m == n) {
 			qsort(c, m, sizeof *c, cmp_cand);
 			double cum = 0;
@@ -165,22 +168,31 @@ static int scan(const float *logits, uint32_t n, uint32_t n_draw, float *max, ui
 	return 0;
 }
 
+/* Sum of exp(logit - mx) over the row: expf per term (ample for a
+ * log-probability), summed in double. */
+static double sum_exp(const float *logits, uint32_t n, float mx)
+{
+	double s = 0;
+	for (uint32_t i = 0; i < n; i++)
+		s += expf(logits[i] - mx);
+	return s;
+}
+
 double sample_logprob(const float *logits, uint32_t n_vocab, uint32_t token)
 {
 	float mx = -INFINITY;
 	for (uint32_t i = 0; i < n_vocab; i++)
 		if (logits[i] > mx)
 			mx = logits[i];
-	double s = 0;
-	for (uint32_t i = 0; i < n_vocab; i++)
-		s += exp((double)logits[i] - mx);
-	return (double)logits[token] - mx - log(s);
+	return (double)logits[token] - mx - log(sum_exp(logits, n_vocab, mx));
 }
 
 /* Fill w->cand[0 .. *n) with the candidate set, unnormalised; *mass is
- * its total.  Greedy leaves the argmax alone. */
+ * its total.  Greedy leaves the argmax alone.  *lse gets the row's
+ * log-sum-exp at temperature 1 when the pass computed it for free, else
+ * NAN. */
 static int support(const float *logits, const sample_params *p, sample_work *w,
-		   size_t *n_out, double *mass_out, lm_err *e)
+		   size_t *n_out, double *mass_out, double *lse, lm_err *e)
 {
 	float mx = -INFINITY;
 	uint32_t am = 0;
@@ -188,22 +200,27 @@ static int support(const float *logits, const sample_params *p, sample_work *w,
 	if (sample_params_check(p, e) < 0 || scan(logits, w->n_vocab, n_draw, &mx, &am, e) < 0)
 		return -1;
 	struct sample_cand *c = w->cand;
+	*lse = NAN;
 	if (p->temperature == 0) {
 		c[0] = (struct sample_cand){ 1.0, am };
 		*n_out = 1;
 		*mass_out = 1.0;
 		return 0;
 	}
-	double inv_t = 1.0 / p->temperature;
+	float inv_t = (float)(1.0 / p->temperature);
 	size_t n = 0;
 	double mass = 0;
 	for (uint32_t i = 0; i < n_draw; i++) {
-		double q = exp(((double)logits[i] - mx) * inv_t);
+		float q = expf((logits[i] - mx) * inv_t);
 		if (q > 0) {
 			c[n++] = (struct sample_cand){ q, i };
 			mass += q;
 		}
 	}
+	/* At temperature 1 over the whole row this is sum_exp's sum, term for
+	 * term in the same order. */
+	if (p->temperature == 1 && n_draw == w->n_vocab)
+		*lse = mx + log(mass);
 	if (p->top_k > 0 && p->top_k < n) {
 		select_top(c, n, p->top_k);
 		n = p->top_k;
@@ -226,8 +243,8 @@ int sample_token(const float *logits, const sample_params *p, lm_rng *rng,
 		 sample_work *w, uint32_t *token, double *logprob, lm_err *e)
 {
 	size_t n;
-	double mass;
-	if (support(logits, p, w, &n, &mass, e) < 0)
+	double mass, lse;
+	if (support(logits, p, w, &n, &mass, &lse, e) < 0)
 		return -1;
 	/* One draw per step even when greedy, so streams stay aligned. */
 	double u = rng_uniform(rng) * mass;
@@ -243,7 +260,8 @@ int sample_token(const float *logits, const sample_params *p, lm_rng *rng,
 	}
 	*token = c[pick].id;
 	if (logprob)
-		*logprob = sample_logprob(logits, w->n_vocab, *token);
+		*logprob = isnan(lse) ? sample_logprob(logits, w->n_vocab, *token)
+				      : (double)logits[*token] - lse;
 	return 0;
 }
 
@@ -251,8 +269,8 @@ int sample_support(const float *logits, const sample_params *p, sample_work *w,
 		   uint32_t *ids, double *probs, uint32_t *n_out, lm_err *e)
 {
 	size_t n;
-	double mass;
-	if (support(logits, p, w, &n, &mass, e) < 0)
+	double mass, lse;
+	if (support(logits, p, w, &n, &mass, &lse, e) < 0)
 		return -1;
 	qsort(w->cand, n, sizeof *w->cand, cmp_cand);
 	for (size_t i = 0; i < n; i++) {

@@ -34,7 +34,7 @@ static uint32_t ref_support(const float *l, uint32_t V, const sample_params *sp,
 		mx = l[i] > mx ? l[i] : mx;
 	uint32_t n = 0;
 	for (uint32_t i = 0; i < V; i++) {
-		double q = sp->temperature == 0 ? (l[i] == mx) : exp(((double)l[i] - mx) / sp->temperature);
+		double q = sp->temperature == 0 ? (l[i] == mx) : expf((l[i] - mx) * (float)(1.0 / sp->temperature));
 		if (q > 0)
 			c[n++] = (ref_cand){ q, i };
 	}
@@ -108,7 +108,7 @@ static void test_greedy(sample_work *w)
 	is_int(tok, 1, "greedy: argmax, ties to the lowest id");
 	double s = 0;
 	for (int i = 0; i < 8; i++)
-		s += exp((double)l[i] - 3.0);
+		s += expf(l[i] - 3.0f);
 	near(lp, -log(s), 1e-12, "greedy: log-prob is the log-softmax at temperature 1");
 	sample_params tk = { 1.0, 2, 1, 0 };
 	uint32_t ids[8], n;
