@@ -76,6 +76,26 @@ perl -MJSON::PP -e 'my (@a, @b); for my $f (@ARGV) { open my $h, "<", $f or die;
 	my $w = 0; for (0 .. $#a) { my $d = abs($a[$_] - $b[$_]); $w = $d if $d > $w } exit($w <= 1e-5 ? 0 : 1)' r1.jsonl r3.jsonl
 ok $? "batch 64 log-probs equal one-prompt-at-a-time's within 1e-5"
 
+# teacher forcing: lm-train --dump-logits on prompt + completion (all of one
+# length here) gives the log-probs lm-sample reported
+printf '%s\n' '{"prompt":"Max saw"}' '{"prompt":"Sue had"}' '{"prompt":"Tom ran"}' > eq.jsonl
+S --jsonl -i eq.jsonl -n 2 --max-tokens 16 --seed 3 --temperature 1.3 --top-p 0.9 > tf.jsonl
+perl -MJSON::PP -ne 'my $o = decode_json($_); my @c = @{$o->{completion_ids}}; pop @c;
+	print join(" ", @{$o->{prompt_ids}}, @c), "\n"' tf.jsonl > tf.ids
+lm-train -c $CK --ids tf.ids --dump-logits tf.st
+perl -MJSON::PP -e 'open my $f, "<", "tf.st" or die; binmode $f; my $d = do { local $/; <$f> };
+	my $n = unpack "Q<", substr($d, 0, 8); my $h = decode_json(substr($d, 8, $n));
+	my ($B, $T, $V) = @{$h->{logits}{shape}}; my $base = 8 + $n + $h->{logits}{data_offsets}[0];
+	open my $j, "<", "tf.jsonl" or die; my ($w, $b) = (0, 0);
+	while (<$j>) { my $o = decode_json($_); my $P = @{$o->{prompt_ids}};
+		for my $t (0 .. $#{$o->{completion_ids}}) {
+			my @r = unpack "f<*", substr($d, $base + 4 * (($b * $T + $P - 1 + $t) * $V), 4 * $V);
+			my $mx = $r[0]; for (@r) { $mx = $_ if $_ > $mx } my $s = 0; $s += exp($_ - $mx) for @r;
+			my $lp = $r[$o->{completion_ids}[$t]] - $mx - log($s);
+			my $dd = abs($lp - $o->{logprobs}[$t]); $w = $dd if $dd > $w } $b++ }
+	print "# max |logprob - teacher-forced| = $w over $b samples\n"; exit($b == 6 && $w <= 1e-4 ? 0 : 1)'
+ok $? "reported log-probs equal lm-train's teacher-forced logits within 1e-4 (top-p 0.9, temperature 1.3)"
+
 S --jsonl -i p.jsonl --top-k 5 --top-p 0.8 --temperature 0.7 --stop ' at' --max-tokens 40 > st.jsonl
 J st.jsonl '!grep { $_->{finish_reason} eq "stop" ? substr($_->{completion}, -3) ne " at" : index($_->{completion}, " at") >= 0 } @o'
 ok $? "--stop: a completion ends with the stop string, or never contains it"
