@@ -1,4 +1,5 @@
-/* backend_cpu.c: the CPU backend: host memory, the kernels/cpu twins, and
+/* backend_cpu.c: the CPU backend: host memory, the kernels/cpu twins (and
+ * the sgemm-based attention of attn_blas.h), and
  * backend_get(), which also says that the CUDA backend is not there yet. */
 #include "backend.h"
 
@@ -7,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "attention.h"
+#include "attn_blas.h"
 #include "embedding.h"
 #include "matmul.h"
 #include "permute.h"
@@ -51,8 +52,8 @@ static const lm_backend cpu_backend = {
 	.qkv_merge = qkv_merge_cpu,
 	.heads_merge = heads_merge_cpu,
 	.heads_split = heads_split_cpu,
-	.attn_fwd = attn_fwd_cpu,
-	.attn_bwd = attn_bwd_cpu,
+	.attn_fwd = attn_fwd_blas,
+	.attn_bwd = attn_bwd_blas,
 	.swiglu_fwd = swiglu_fwd_cpu,
 	.swiglu_bwd = swiglu_bwd_cpu,
 	.xent_fwd = xent_fwd_cpu,

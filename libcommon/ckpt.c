@@ -14,10 +14,10 @@
 
 #include "atomic.h"
 #include "io.h"
-#include "rmsnorm.h"
 #include "safetensors.h"
 
 enum { META_MAX = 32, VAL_LEN = 40 };
+static const double HF_RMS_NORM_EPS = 1e-5; /* RMSNORM_EPS, as the decimal Hugging Face expects */
 
 typedef struct meta_buf {
 	const char *kv[2 * META_MAX];
@@ -276,15 +276,15 @@ out:
 static int write_hf_config(const char *path, const model_config *c, lm_err *e)
 {
 	json_t *j = json_pack("{s:[s], s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:f, s:f, "
-			      "s:b, s:s, s:b, s:b, s:s, s:f, s:f}",
+			      "s:b, s:s, s:b, s:b, s:s, s:s, s:f, s:f}",
 			      "architectures", "LlamaForCausalLM", "model_type", "llama",
 			      "vocab_size", c->vocab, "hidden_size", c->d_model,
 			      "intermediate_size", c->d_ff, "num_hidden_layers", c->n_layers,
 			      "num_attention_heads", c->n_heads, "num_key_value_heads", c->n_heads,
 			      "head_dim", c->d_model / c->n_heads, "max_position_embeddings", c->ctx,
-			      "rms_norm_eps", (double)RMSNORM_EPS, "rope_theta", c->rope_theta,
+			      "rms_norm_eps", HF_RMS_NORM_EPS, "rope_theta", c->rope_theta,
 			      "tie_word_embeddings", c->tie_embeddings, "hidden_act", "silu",
-			      "attention_bias", 0, "mlp_bias", 0, "torch_dtype", "float32",
+			      "attention_bias", 0, "mlp_bias", 0, "torch_dtype", "float32", "dtype", "float32",
 			      "attention_dropout", 0.0, "initializer_range", 0.02);
 	if (!j)
 		return lm_seterr(e, "%s: out of memory", path);

@@ -89,6 +89,22 @@ void shard_pack_signals(void)
 	sigaction(SIGHUP, &sa, NULL);
 }
 
+/* Commit the open shard.  The signal handler learns of it before the
+ * rename, so that no moment exists when it is in place but unknown. */
+static int seq_commit(shard_seq *s, int which, lm_err *e)
+{
+	s->bytes += shard_writer_bytes(s->w);
+	shard_writer *w = s->w;
+	s->w = NULL;
+	sig_count[which] = (sig_atomic_t)(s->n_done + 1);
+	if (shard_writer_commit(w, e)) {
+		sig_count[which] = (sig_atomic_t)s->n_done;
+		return -1;
+	}
+	s->n_done++;
+	return 0;
+}
+
 static int seq_put(shard_seq *s, int which, const uint32_t *ids, size_t n, lm_err *e)
 {
 	while (n > 0) {
@@ -105,29 +121,15 @@ static int seq_put(shard_seq *s, int which, const uint32_t *ids, size_t n, lm_er
 		ids += k;
 		n -= k;
 		s->tokens += k;
-		if (shard_writer_tokens(s->w) == s->shard_tokens) {
-			s->bytes += shard_writer_bytes(s->w);
-			shard_writer *w = s->w;
-			s->w = NULL;
-			if (shard_writer_commit(w, e))
-				return -1;
-			sig_count[which] = (sig_atomic_t)++s->n_done;
-		}
+		if (shard_writer_tokens(s->w) == s->shard_tokens && seq_commit(s, which, e))
+			return -1;
 	}
 	return 0;
 }
 
 static int seq_finish(shard_seq *s, int which, lm_err *e)
 {
-	if (!s->w)
-		return 0;
-	s->bytes += shard_writer_bytes(s->w);
-	shard_writer *w = s->w;
-	s->w = NULL;
-	if (shard_writer_commit(w, e))
-		return -1;
-	sig_count[which] = (sig_atomic_t)++s->n_done;
-	return 0;
+	return s->w ? seq_commit(s, which, e) : 0;
 }
 
 /* Remove this run's shards (on failure). */

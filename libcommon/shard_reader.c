@@ -3,6 +3,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "shard_reader.h"
 
+#include <omp.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +26,16 @@ typedef struct cache_entry {
 	uint8_t *raw;
 } cache_entry;
 
+/* What one filling thread owns: its frame cache and decompression state. */
+typedef struct sr_worker {
+	cache_entry *cache;
+	size_t n_cache;
+	uint64_t clock;
+	ZSTD_DCtx *dctx;
+	uint8_t *comp;
+	lm_err err;
+} sr_worker;
+
 struct shard_reader {
 	sr_config cfg;
 	shard_file *files;
@@ -37,11 +48,8 @@ struct shard_reader {
 	int dtype;
 
 	/* Used only by whoever fills batches (the prefetch thread, if on). */
-	cache_entry *cache;
-	size_t n_cache;
-	uint64_t clock;
-	ZSTD_DCtx *dctx;
-	uint8_t *comp;
+	sr_worker *workers;
+	int n_workers;
 
 	uint64_t pos;            /* windows handed out */
 
@@ -63,37 +71,38 @@ static size_t window_len(const shard_reader *r)
 }
 
 /* The decompressed ids of frame k of file i, through the cache. */
-static const uint8_t *get_frame(shard_reader *r, size_t i, uint64_t k, lm_err *e)
+static const uint8_t *get_frame(const shard_reader *r, sr_worker *w, size_t i, uint64_t k,
+				lm_err *e)
 {
-	cache_entry *victim = &r->cache[0];
-	r->clock++;
-	for (size_t c = 0; c < r->n_cache; c++) {
-		cache_entry *ce = &r->cache[c];
+	cache_entry *victim = &w->cache[0];
+	w->clock++;
+	for (size_t c = 0; c < w->n_cache; c++) {
+		cache_entry *ce = &w->cache[c];
 		if (ce->last_use && ce->file == i && ce->frame == k) {
-			ce->last_use = r->clock;
+			ce->last_use = w->clock;
 			return ce->raw;
 		}
 		if (ce->last_use < victim->last_use)
 			victim = ce;
 	}
 	victim->last_use = 0;
-	if (shard_read_frame(&r->files[i], k, r->dctx, r->comp, victim->raw, e))
+	if (shard_read_frame(&r->files[i], k, w->dctx, w->comp, victim->raw, e))
 		return NULL;
 	victim->file = i;
 	victim->frame = k;
-	victim->last_use = r->clock;
+	victim->last_use = w->clock;
 	return victim->raw;
 }
 
 /* Copy n ids of file i from token start on into out. */
-static int read_tokens(shard_reader *r, size_t i, uint64_t start, size_t n, uint32_t *out,
-		       lm_err *e)
+static int read_tokens(const shard_reader *r, sr_worker *w, size_t i, uint64_t start,
+		       size_t n, uint32_t *out, lm_err *e)
 {
 	const shard_file *f = &r->files[i];
 	const uint64_t F = f->m.frame_tokens;
 	while (n > 0) {
 		uint64_t k = start / F, off = start % F;
-		const uint8_t *raw = get_frame(r, i, k, e);
+		const uint8_t *raw = get_frame(r, w, i, k, e);
 		if (!raw)
 			return -1;
 		size_t take = (size_t)(F - off) < n ? (size_t)(F - off) : n;
@@ -120,28 +129,58 @@ static size_t find_shard(const uint64_t *prefix, size_t n, uint64_t x)
 	return lo;
 }
 
-/* Fill the batch of windows pos .. pos + B - 1 into out. */
+/* Window k: its shard and first token. */
+static void locate(const shard_reader *r, uint64_t k, size_t *i, uint64_t *start)
+{
+	if (r->cfg.mode == SR_RANDOM) {
+		uint64_t u = lm_draw_below(r->cfg.seed, k, r->start_prefix[r->n_files]);
+		*i = find_shard(r->start_prefix, r->n_files, u);
+		*start = u - r->start_prefix[*i];
+	} else {
+		*i = find_shard(r->win_prefix, r->n_files, k);
+		*start = (k - r->win_prefix[*i]) * (uint64_t)r->cfg.context;
+	}
+}
+
+/* Fill the batch of windows pos .. pos + B - 1 into out; returns the
+ * count (fewer at the end of sequential windows) or -1. */
 static int fill(shard_reader *r, uint64_t pos, uint32_t *out, lm_err *e)
 {
 	const size_t W = window_len(r);
-	const uint64_t T = (uint64_t)r->cfg.context;
-	int count = 0;
-	for (int b = 0; b < r->cfg.batch; b++) {
-		uint64_t k = pos + (uint64_t)b, start;
+	int count = r->cfg.batch;
+	if (r->cfg.mode == SR_SEQUENTIAL) {
+		uint64_t total = r->win_prefix[r->n_files];
+		uint64_t left = pos < total ? total - pos : 0;
+		count = left < (uint64_t)count ? (int)left : count;
+	}
+	int failed = 0;
+	for (int t = 0; t < r->n_workers; t++)
+		r->workers[t].err.msg[0] = '\0';
+	/* Each thread uses its own worker; the windows do not depend on which. */
+#pragma omp parallel for num_threads(r->n_workers) schedule(static, 1) if (r->n_workers > 1)
+	for (int b = 0; b < count; b++) {
+		sr_worker *w = &r->workers[omp_get_thread_num()];
 		size_t i;
-		if (r->cfg.mode == SR_RANDOM) {
-			uint64_t u = lm_draw_below(r->cfg.seed, k, r->start_prefix[r->n_files]);
-			i = find_shard(r->start_prefix, r->n_files, u);
-			start = u - r->start_prefix[i];
-		} else {
-			if (k >= r->win_prefix[r->n_files])
-				break;
-			i = find_shard(r->win_prefix, r->n_files, k);
-			start = (k - r->win_prefix[i]) * T;
+		uint64_t start;
+		int stop;
+#pragma omp atomic read
+		stop = failed;
+		if (stop)
+			continue;
+		locate(r, pos + (uint64_t)b, &i, &start);
+		if (read_tokens(r, w, i, start, W, out + (size_t)b * W, &w->err)) {
+#pragma omp atomic write
+			failed = 1;
 		}
-		if (read_tokens(r, i, start, W, out + (size_t)b * W, e))
-			return -1;
-		count++;
+	}
+	if (failed) {
+		for (int t = 0; t < r->n_workers; t++)
+			if (r->workers[t].err.msg[0]) {
+				if (e)
+					*e = r->workers[t].err;
+				break;
+			}
+		return -1;
 	}
 	return count;
 }
@@ -311,16 +350,23 @@ static int check_set(shard_reader *r, lm_err *e)
 
 static int alloc_buffers(shard_reader *r, lm_err *e)
 {
-	r->n_cache = r->cfg.cache_frames ? r->cfg.cache_frames : DEFAULT_CACHE_FRAMES;
-	r->cache = calloc(r->n_cache, sizeof *r->cache);
-	r->dctx = ZSTD_createDCtx();
-	r->comp = malloc(r->max_frame_size ? r->max_frame_size : 1);
-	if (!r->cache || !r->dctx || !r->comp)
+	r->n_workers = r->cfg.threads > 1 ? r->cfg.threads : 1;
+	r->workers = calloc((size_t)r->n_workers, sizeof *r->workers);
+	if (!r->workers)
 		return lm_seterr(e, "out of memory");
 	size_t frame_bytes = (size_t)r->frame_tokens_max * (size_t)r->dtype;
-	for (size_t c = 0; c < r->n_cache; c++)
-		if (!(r->cache[c].raw = malloc(frame_bytes)))
+	for (int t = 0; t < r->n_workers; t++) {
+		sr_worker *w = &r->workers[t];
+		w->n_cache = r->cfg.cache_frames ? r->cfg.cache_frames : DEFAULT_CACHE_FRAMES;
+		w->cache = calloc(w->n_cache, sizeof *w->cache);
+		w->dctx = ZSTD_createDCtx();
+		w->comp = malloc(r->max_frame_size ? r->max_frame_size : 1);
+		if (!w->cache || !w->dctx || !w->comp)
 			return lm_seterr(e, "out of memory");
+		for (size_t c = 0; c < w->n_cache; c++)
+			if (!(w->cache[c].raw = malloc(frame_bytes)))
+				return lm_seterr(e, "out of memory");
+	}
 	return 0;
 }
 
@@ -387,13 +433,17 @@ void sr_close(shard_reader *r)
 		pthread_mutex_destroy(&r->mu);
 		pthread_cond_destroy(&r->cv);
 	}
-	for (size_t c = 0; r->cache && c < r->n_cache; c++)
-		free(r->cache[c].raw);
+	for (int t = 0; r->workers && t < r->n_workers; t++) {
+		sr_worker *w = &r->workers[t];
+		for (size_t c = 0; w->cache && c < w->n_cache; c++)
+			free(w->cache[c].raw);
+		free(w->cache);
+		ZSTD_freeDCtx(w->dctx);
+		free(w->comp);
+	}
+	free(r->workers);
 	for (size_t i = 0; i < r->n_files; i++)
 		shard_file_close(&r->files[i]);
-	ZSTD_freeDCtx(r->dctx);
-	free(r->cache);
-	free(r->comp);
 	free(r->buf);
 	free(r->files);
 	free(r->start_prefix);

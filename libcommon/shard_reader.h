@@ -30,7 +30,8 @@
  *
  * Only the frames a window needs are read and decompressed; recently used
  * frames are cached.  With prefetch on, a background thread fills the next
- * batch while the caller trains on the current one.  Every frame's checksum
+ * batch while the caller trains on the current one; with threads > 1 the
+ * windows of a batch are filled in parallel.  Every frame's checksum
  * is verified when it is read: corruption fails sr_next() with a message
  * naming the file and the frame ("a-000003.lms: frame 17: checksum
  * mismatch").  Call the functions of one reader from one thread.
@@ -51,7 +52,9 @@ typedef struct sr_config {
 	int context;          /* T >= 1: windows hold T + 1 tokens */
 	uint64_t seed;        /* SR_RANDOM only */
 	int prefetch;         /* 1: fill the next batch in a background thread */
-	size_t cache_frames;  /* decompressed frames kept; 0: a default */
+	size_t cache_frames;  /* decompressed frames kept per thread; 0: a default */
+	int threads;          /* threads that fill one batch; 0: 1.  The
+	                       * windows do not depend on it. */
 } sr_config;
 
 typedef struct shard_reader shard_reader;

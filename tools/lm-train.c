@@ -32,7 +32,7 @@ int main(int argc, char **argv)
 	long long batch = 16, accum = 1, steps = 0, warmup = 0, cycle = 0, seed = 0, threads = 0;
 	long long eval_every = 0, eval_batches = 20, ckpt_every = 0;
 	uint64_t tokens = 0;
-	double theta = 0, lr = 1e-3, lr_min = -1, beta1 = 0.9, beta2 = 0.95, eps = 1e-8;
+	double theta = 0, lr = 1e-3, lr_min_ratio = 0.1, beta1 = 0.9, beta2 = 0.95, eps = 1e-8;
 	double wd = 0.1, clip = 1.0;
 	int tie = 0, list = 0, resume = 0, show_progress = 0;
 	opt_strlist data = { 0 }, val = { 0 };
@@ -46,31 +46,31 @@ int main(int argc, char **argv)
 		{ 0, "layers", OPT_INT, &layers, "N", "transformer blocks", 1, DIM_MAX, NULL },
 		{ 0, "heads", OPT_INT, &heads, "N", "attention heads", 1, DIM_MAX, NULL },
 		{ 0, "d-ff", OPT_INT, &dff, "N", "SwiGLU hidden width", 1, DIM_MAX, NULL },
-		{ 0, "rope-theta", OPT_DOUBLE, &theta, "F", "RoPE base (default 10000)", 1, 1e12, NULL },
+		{ 0, "rope-theta", OPT_DOUBLE, &theta, "F", "RoPE base (default: the preset's, 10000)", 1, 1e12, NULL },
 		{ 0, "tie-embeddings", OPT_FLAG, &tie, NULL, "share the embedding with the LM head", 0, 0, NULL },
-		{ 'b', "batch", OPT_INT, &batch, "B", "sequences per micro-batch (default 16)", 1, DIM_MAX, NULL },
-		{ 0, "accum", OPT_INT, &accum, "N", "micro-batches per optimizer step (default 1)", 1, DIM_MAX, NULL },
+		{ 'b', "batch", OPT_INT, &batch, "B", "sequences per micro-batch", 1, DIM_MAX, NULL },
+		{ 0, "accum", OPT_INT, &accum, "N", "micro-batches per optimizer step", 1, DIM_MAX, NULL },
 		{ 'n', "steps", OPT_INT, &steps, "N", "optimizer steps in all", 1, STEPS_MAX, NULL },
 		{ 0, "tokens", OPT_SIZE, &tokens, "N", "token budget instead of --steps", 0, 0, NULL },
-		{ 0, "lr", OPT_DOUBLE, &lr, "F", "peak learning rate (default 1e-3)", 0, 10, NULL },
-		{ 0, "lr-min", OPT_DOUBLE, &lr_min, "F", "final learning rate (default lr/10)", 0, 10, NULL },
-		{ 0, "warmup", OPT_INT, &warmup, "N", "linear warmup steps (default 0)", 0, STEPS_MAX, NULL },
+		{ 0, "lr", OPT_DOUBLE, &lr, "F", "peak learning rate", 0, 10, NULL },
+		{ 0, "lr-min-ratio", OPT_DOUBLE, &lr_min_ratio, "F", "final learning rate as a fraction of --lr", 0, 1, NULL },
+		{ 0, "warmup", OPT_INT, &warmup, "N", "linear warmup steps", 0, STEPS_MAX, NULL },
 		{ 0, "cycle", OPT_INT, &cycle, "N", "step where the cosine reaches lr-min (default: last)", 0, STEPS_MAX, NULL },
-		{ 0, "beta1", OPT_DOUBLE, &beta1, "F", "AdamW beta1 (default 0.9)", 0, 1, NULL },
-		{ 0, "beta2", OPT_DOUBLE, &beta2, "F", "AdamW beta2 (default 0.95)", 0, 1, NULL },
-		{ 0, "eps", OPT_DOUBLE, &eps, "F", "AdamW epsilon (default 1e-8)", 0, 1, NULL },
-		{ 0, "weight-decay", OPT_DOUBLE, &wd, "F", "decoupled weight decay of matrices (default 0.1)", 0, 10, NULL },
-		{ 0, "clip", OPT_DOUBLE, &clip, "F", "max global gradient norm, 0: off (default 1)", 0, 1e30, NULL },
-		{ 's', "seed", OPT_INT, &seed, "N", "seed of initialisation and data order (default 0)", 0, 9e18, NULL },
+		{ 0, "beta1", OPT_DOUBLE, &beta1, "F", "AdamW beta1", 0, 1, NULL },
+		{ 0, "beta2", OPT_DOUBLE, &beta2, "F", "AdamW beta2", 0, 1, NULL },
+		{ 0, "eps", OPT_DOUBLE, &eps, "F", "AdamW epsilon", 0, 1, NULL },
+		{ 0, "weight-decay", OPT_DOUBLE, &wd, "F", "decoupled weight decay of the matrices", 0, 10, NULL },
+		{ 0, "clip", OPT_DOUBLE, &clip, "F", "max global gradient norm, 0: off", 0, 1e30, NULL },
+		{ 's', "seed", OPT_INT, &seed, "N", "seed of initialisation and data order", 0, 9e18, NULL },
 		{ 'd', "data", OPT_STRLIST, &data, "PREFIX", "training shards (repeatable)", 0, 0, NULL },
 		{ 0, "val", OPT_STRLIST, &val, "PREFIX", "validation shards (repeatable)", 0, 0, NULL },
 		{ 0, "eval-every", OPT_INT, &eval_every, "N", "validation loss every N steps and at the end", 0, STEPS_MAX, NULL },
-		{ 0, "eval-batches", OPT_INT, &eval_batches, "N", "batches per evaluation, 0: all (default 20)", 0, STEPS_MAX, NULL },
+		{ 0, "eval-batches", OPT_INT, &eval_batches, "N", "batches per evaluation, 0: all", 0, STEPS_MAX, NULL },
 		{ 'o', "out", OPT_STR, &tc.out_dir, "DIR", "checkpoint directory (step-N.safetensors, latest)", 0, 0, NULL },
 		{ 0, "ckpt-every", OPT_INT, &ckpt_every, "N", "checkpoint every N steps and at the end", 0, STEPS_MAX, NULL },
 		{ 0, "resume", OPT_FLAG, &resume, NULL, "continue from DIR/latest exactly", 0, 0, NULL },
 		{ 0, "log", OPT_STR, &tc.log_path, "FILE", "metrics as JSON Lines (- for stdout)", 0, 0, NULL },
-		{ 0, "device", OPT_CHOICE, &device, "DEV", "cpu or cuda (default cpu)", 0, 0, backend_names },
+		{ 0, "device", OPT_CHOICE, &device, "DEV", "compute device", 0, 0, backend_names },
 		{ 'j', "threads", OPT_INT, &threads, "N", "CPU threads (default: all)", 1, THREADS_MAX, NULL },
 		{ 'c', "checkpoint", OPT_STR, &ckpt, "FILE", "checkpoint for --export-hf or --dump-logits", 0, 0, NULL },
 		{ 0, "export-hf", OPT_STR, &export_dir, "DIR", "write config.json + model.safetensors and exit", 0, 0, NULL },
@@ -136,7 +136,7 @@ int main(int argc, char **argv)
 	tc.accum = (int)accum;
 	tc.steps = steps;
 	tc.tokens = tokens;
-	tc.opt = (optim_config){ lr, lr_min >= 0 ? lr_min : lr / 10, warmup, cycle,
+	tc.opt = (optim_config){ lr, lr * lr_min_ratio, warmup, cycle,
 				 beta1, beta2, eps, wd, clip };
 	tc.seed = (uint64_t)seed;
 	tc.data = data.v;

@@ -8,6 +8,7 @@
 
 #include "../tap.h"
 #include "attention.h"
+#include "attn_blas.h"
 #include "embedding.h"
 #include "matmul.h"
 #include "permute.h"
@@ -240,8 +241,40 @@ static void test_attention(void)
 	CHECK("attention dv", at_v, dv, NA, at_obj);
 }
 
+/* the sgemm attention the CPU backend uses, against the reference twin */
+static double maxdiff(const float *a, const float *b, size_t n)
+{
+	double m = 0;
+	for (size_t i = 0; i < n; i++)
+		m = fmax(m, fabs((double)a[i] - b[i]));
+	return m;
+}
+
+static void test_attn_blas(int b, int h, int t, int d, int causal)
+{
+	size_t n = (size_t)b * h * t * d, nl = (size_t)b * h * t;
+	float *x = malloc(n * 12 * sizeof *x), *l1 = malloc(nl * sizeof *l1), *l2 = malloc(nl * sizeof *l2);
+	float *q = x, *k = x + n, *v = x + 2 * n, *dout = x + 3 * n, *o1 = x + 4 * n, *o2 = x + 5 * n;
+	float *g1 = x + 6 * n, *g2 = x + 9 * n;
+	fill(x, 4 * n);
+	float sc = 1.0f / sqrtf((float)d);
+	attn_fwd_cpu(q, k, v, o1, l1, b, h, t, d, causal, sc);
+	attn_fwd_blas(q, k, v, o2, l2, b, h, t, d, causal, sc);
+	attn_bwd_cpu(q, k, v, o1, dout, l1, g1, g1 + n, g1 + 2 * n, b, h, t, d, causal, sc);
+	attn_bwd_blas(q, k, v, o2, dout, l2, g2, g2 + n, g2 + 2 * n, b, h, t, d, causal, sc);
+	double df = fmax(maxdiff(o1, o2, n), maxdiff(l1, l2, nl)), db = maxdiff(g1, g2, 3 * n);
+	ok(df < 1e-5 && db < 1e-4, "attn_blas = reference, B%d H%d T%d D%d %s (fwd %.2g, bwd %.2g)",
+	   b, h, t, d, causal ? "causal" : "full", df, db);
+	free(x);
+	free(l1);
+	free(l2);
+}
+
 int main(void)
 {
+	test_attn_blas(2, 3, 17, 8, 1);
+	test_attn_blas(1, 2, 33, 16, 0);
+	test_attn_blas(2, 2, 64, 32, 1);
 	test_rmsnorm();
 	test_matmul();
 	test_rope();

@@ -307,6 +307,13 @@ static void determinism(void)
 		sr_close(r);
 	}
 	ok(!memcmp(a, b, sizeof a), "same seed: same batches with and without prefetch");
+	sr_config tc = { .mode = SR_RANDOM, .batch = B, .context = T, .seed = 7,
+			 .prefetch = 1, .threads = 3, .cache_frames = 1 };
+	sr_open(&r, paths, 1, &tc, &e);
+	for (int i = 0; i < NB; i++)
+		sr_next(r, b[i], &e);
+	sr_close(r);
+	ok(!memcmp(a, b, sizeof a), "3 filling threads: the same batches");
 	sr_config cfg = { .mode = SR_RANDOM, .batch = B, .context = T, .seed = 7, .prefetch = 1 };
 	sr_open(&r, paths, 1, &cfg, &e);
 	sr_next(r, c, &e);
