@@ -35,6 +35,10 @@ bpe_encoder *bpe_encoder_new(const bpe_tokenizer *t, int use_specials, lm_err *e
 void bpe_encoder_free(bpe_encoder *enc);
 const bpe_tokenizer *bpe_encoder_tokenizer(const bpe_encoder *enc);
 
+/* Pieces longer than this many bytes merge by rank buckets (when the merges
+ * are ordered) instead of a heap; both give the same ids.  For tests. */
+void bpe_encoder_set_huge_piece(bpe_encoder *enc, size_t bytes);
+
 bpe_worker *bpe_worker_new(const bpe_encoder *enc, lm_err *e);
 void bpe_worker_free(bpe_worker *w);
 

@@ -67,8 +67,10 @@ static int load_vocab(bpe_builder *b, const int *dec, const char *path, lm_err *
 {
 	json_error_t je;
 	json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
+	if (!root && je.line > 0)
+		return lm_seterr(e, "%s:%d:%d: %s", path, je.line, je.column, je.text);
 	if (!root)
-		return lm_seterr(e, "%s:%d: %s", path, je.line, je.text);
+		return lm_seterr(e, "%s: %s", path, je.text);
 	if (!json_is_object(root)) {
 		json_decref(root);
 		return lm_seterr(e, "%s: not a JSON object of token -> id", path);

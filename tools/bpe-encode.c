@@ -19,7 +19,7 @@ static bpe_source src;
 static int text, no_specials, doc_per_line, eot_per_file, show_progress;
 static long long threads;
 static uint64_t chunk;
-static const char *output;
+static const char *output, *save_tokenizer;
 
 static const opt_def options[] = {
 	{ 't', "tokenizer", OPT_STR, &src.tokenizer, "FILE", "lmpipe tokenizer file (man 5 lmpipe-tokenizer)", 0, 0, NULL },
@@ -35,6 +35,8 @@ static const opt_def options[] = {
 	{ 0, "eot-per-file", OPT_FLAG, &eot_per_file, NULL, "write end-of-text after each input file", 0, 0, NULL },
 	{ 0, "chunk", OPT_SIZE, &chunk, "SIZE", "bytes of text per unit of work (default 256Ki)", MIN_CHUNK,
 	  1 << 30, NULL },
+	{ 0, "save-tokenizer", OPT_STR, &save_tokenizer, "FILE",
+	  "also write the tokenizer (with added specials) as an lmpipe tokenizer file", 0, 0, NULL },
 	{ 'o', "output", OPT_STR, &output, "FILE", "write to FILE (whole or nothing), not stdout", 0, 0, NULL },
 	{ 0, "progress", OPT_FLAG, &show_progress, NULL, "show progress even when stderr is not a terminal", 0, 0, NULL },
 	OPT_END
@@ -70,6 +72,8 @@ int main(int argc, char **argv)
 	if ((doc_per_line || eot_per_file) && t.eot == BPE_NO_TOKEN)
 		die(EXIT_USAGE, "--doc-per-line and --eot-per-file need an <|endoftext|> token "
 				"(add --special '<|endoftext|>')");
+	if (save_tokenizer && bpe_save(&t, save_tokenizer, &e))
+		die_err(&e);
 	bpe_encoder *enc = bpe_encoder_new(&t, !no_specials, &e);
 	if (!enc)
 		die_err(&e);
