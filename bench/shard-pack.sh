@@ -94,3 +94,26 @@ t1=$(now)
 echo "{\"bench\":\"shard-pack\",\"what\":\"shard-pack -t (verify and decompress all)\",\"Mtok_per_s\":$(rate "$N" "$t0" "$t1")}"
 
 "$HELPER" read "$T" "$B" "$ITERS" "$W/p" "$W/raw.u16"
+
+# The CS336 get_batch itself (numpy memmap, int64 x and y), where numpy is.
+if python3 -c 'import numpy' 2>/dev/null; then
+	python3 - "$W/raw.u16" "$T" "$B" "$ITERS" <<'PY'
+import sys, time, numpy as np
+path, T, B, iters = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+data = np.memmap(path, dtype=np.uint16, mode="r")
+rng = np.random.default_rng(1)
+def get_batch():
+    starts = rng.integers(0, len(data) - T, size=B)
+    x = np.stack([data[s:s + T] for s in starts]).astype(np.int64)
+    y = np.stack([data[s + 1:s + T + 1] for s in starts]).astype(np.int64)
+    return x, y
+for _ in range(20):
+    get_batch()
+t0 = time.perf_counter()
+for _ in range(iters):
+    get_batch()
+dt = (time.perf_counter() - t0) / iters
+print('{"bench":"shard-read","what":"reference: CS336 get_batch in numpy (memmap, np.stack, int64)",'
+      '"T":%d,"B":%d,"ms_per_batch":%.4f,"windows_per_s":%.0f}' % (T, B, dt * 1e3, B / dt))
+PY
+fi

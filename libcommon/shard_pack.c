@@ -315,6 +315,8 @@ static int cmp_index(const void *a, const void *b)
 /* Write the held validation documents in input order. */
 static int flush_held(packer *p, lm_err *e)
 {
+	if (p->heap_n == 0)
+		return 0;
 	qsort(p->heap, p->heap_n, sizeof *p->heap, cmp_index);
 	for (size_t i = 0; i < p->heap_n; i++)
 		if (seq_put(&p->seq[SEQ_VAL], SEQ_VAL, p->heap[i].ids, p->heap[i].n, e))

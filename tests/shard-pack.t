@@ -31,7 +31,7 @@ is "$rc" 0 "pack u32"
 shard-pack -d w-0*.lms >wback.tok
 ok "$(cmp -s w.tok wback.tok; echo $?)" "u32: round trip byte for byte"
 run shard-pack -l w-000000.lms
-is "$(echo "$out" | awk 'NR == 2 { print $1, $2, $3 }')" "40000 0 3" "-l: tokens, documents, frames"
+is "$(echo "$out" | awk 'NR == 2 { print $1, $2, $3 }')" "40000 0 5" "-l: tokens, documents, frames (8192 a frame)"
 
 cat a.tok a.tok | shard-pack -o cc
 run shard-pack -l cc-000000.lms

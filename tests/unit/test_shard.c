@@ -111,6 +111,25 @@ static void round_trip(uint32_t vocab, int threads)
 	free(back);
 }
 
+static void same_for_any_threads(void)
+{
+	enum { N = 300000 };
+	uint32_t *ids = malloc(N * sizeof *ids);
+	for (size_t i = 0; i < N; i++)
+		ids[i] = (uint32_t)(i * i % 7919);
+	write_shard(path_in("j1.lms"), ids, N, 8000, 0, 512, 1);
+	write_shard(path_in("j4.lms"), ids, N, 8000, 0, 512, 4);
+	uint8_t *a, *b;
+	size_t na, nb;
+	lm_err e;
+	io_read_file(path_in("j1.lms"), &a, &na, &e);
+	io_read_file(path_in("j4.lms"), &b, &nb, &e);
+	ok(na == nb && !memcmp(a, b, na), "1 and 4 compressing threads write the same bytes");
+	free(a);
+	free(b);
+	free(ids);
+}
+
 static void copy_corrupt(const uint8_t *src, size_t n, size_t at, uint8_t flip, const char *dst,
 			 size_t len)
 {
@@ -354,6 +373,7 @@ int main(void)
 	round_trip(1000, 1);
 	round_trip(65536, 3);
 	round_trip(100000, 2);
+	same_for_any_threads();
 	corruption();
 	window_distribution();
 	determinism();
