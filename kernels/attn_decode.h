@@ -7,9 +7,9 @@
  *   len[i]           positions of that cache to attend to
  *   o    [N, H, D]   the output, heads already merged ([N, C])
  *
- * Float32, the same arithmetic as attn_fwd_cpu's rows (scores, max,
- * exp, normalised sum).  OpenMP over (token, head).  Returns 0, or -1
- * when its scratch row cannot be allocated. */
+ * Float32, the arithmetic of attn_fwd_cpu's rows (scores, max, exp,
+ * normalised sum) with the dot products vectorised.  OpenMP over (token,
+ * head).  Returns 0, or -1 when its scratch rows cannot be allocated. */
 #ifndef LMPIPE_ATTN_DECODE_H
 #define LMPIPE_ATTN_DECODE_H
 

@@ -31,6 +31,7 @@ int attn_decode_cpu(float *o, const float *q, const float *const *kc, const floa
 				for (int j = 0; j < n; j++) {
 					const float *kj = k + (size_t)j * D;
 					float dot = 0;
+#pragma omp simd reduction(+ : dot)
 					for (int d = 0; d < D; d++)
 						dot += qi[d] * kj[d];
 					s[j] = scale * dot;
@@ -45,6 +46,7 @@ int attn_decode_cpu(float *o, const float *q, const float *const *kc, const floa
 				for (int j = 0; j < n; j++) {
 					const float *vj = v + (size_t)j * D;
 					float p = s[j] / sum;
+#pragma omp simd
 					for (int d = 0; d < D; d++)
 						oi[d] += p * vj[d];
 				}
