@@ -89,11 +89,13 @@ int gen_think_state(const uint8_t *text, size_t len, int was)
 	return open > close;
 }
 
+enum { FIRST_CAP = 64 };
+
 static int grow(void **p, size_t *cap, size_t need, size_t elem, lm_err *e)
 {
 	if (need <= *cap)
 		return 0;
-	size_t n = *cap ? *cap : 64;
+	size_t n = *cap ? *cap : FIRST_CAP;
 	while (n < need)
 		n *= 2;
 	void *q = realloc(*p, n * elem);
@@ -119,14 +121,21 @@ static int advance(gen_run *r, gen_sample *s, lm_err *e)
 {
 	struct gen_state *st = s->st;
 	const gen_config *c = r->c;
-	size_t cap = st->cap;
-	if (grow((void **)&s->ids, &cap, s->n + 1, sizeof *s->ids, e) < 0)
-		return -1;
-	cap = st->cap;
-	if (grow((void **)&s->logprobs, &cap, s->n + 1, sizeof *s->logprobs, e) < 0)
-		return -1;
-	if (grow((void **)&s->forced, &st->cap, s->n + 1, sizeof *s->forced, e) < 0)
-		return -1;
+	if (s->n == st->cap) {
+		/* the three per-token arrays share one capacity */
+		size_t cap = st->cap ? 2 * st->cap : FIRST_CAP;
+		uint32_t *ids = realloc(s->ids, cap * sizeof *ids);
+		if (ids)
+			s->ids = ids;
+		double *lp = ids ? realloc(s->logprobs, cap * sizeof *lp) : NULL;
+		if (lp)
+			s->logprobs = lp;
+		uint8_t *fo = lp ? realloc(s->forced, cap) : NULL;
+		if (!fo)
+			return lm_seterr(e, "generation buffers:");
+		s->forced = fo;
+		st->cap = cap;
+	}
 	uint32_t t = st->next_tok;
 	s->ids[s->n] = t;
 	s->logprobs[s->n] = st->next_lp;

@@ -11,7 +11,7 @@
 #include "../tap.h"
 #include "generate.h"
 
-enum { V = 257, EOT = 256, CTX = 64, MAX_RES = 64 };
+enum { V = 257, EOT = 256, CTX = 160, MAX_RES = 64 };
 
 /* ---- a byte-level tokenizer: ids 0..255 are bytes, 256 end-of-text */
 static bpe_tokenizer tok;
@@ -347,6 +347,13 @@ static void test_endings(void)
 	   "a full context ends the sample (context 5, prompt 2: 4 tokens, the last never fed)");
 	r = run_script("Q:", "abcdefghijklmnopqrstuvwxyz", &c, 2);
 	ok(r && r->n == 1 && !strcmp(r->finish, "length"), "a prompt filling the context gets one token");
+	static char longer[141];
+	for (size_t i = 0; i < sizeof longer - 1; i++)
+		longer[i] = (char)('a' + i % 26);
+	c.max_tokens = 150;
+	r = run_script("Q:", longer, &c, CTX);
+	ok(r && r->n == 141 && !memcmp(r->text, longer, 140) && r->ids[140] == EOT,
+	   "a long completion (buffers grow past their first size)");
 	r = run_script("Q: a long prompt", "abc", &c, 4);
 	ok(!r, "a prompt longer than the context is an error");
 }
