@@ -295,10 +295,22 @@ static int admit(gen_run *r, gen_req *q, size_t *n_pre, lm_err *e)
 	return 0;
 }
 
+/* Drop the handed-back entries from the front of the FIFO once they are
+ * half of it, so its memory follows what is in flight, not the input. */
+static void compact(gen_run *r)
+{
+	if (!r->head || r->head < r->fifo_cap / 2)
+		return;
+	memmove(r->fifo, r->fifo + r->head, (r->tail - r->head) * sizeof *r->fifo);
+	r->tail -= r->head;
+	r->head = 0;
+}
+
 /* Admit prompts while slots allow, prefill them, fork their siblings. */
 static int fill(gen_run *r, int *eof, size_t n_active, lm_err *e)
 {
 	const gen_config *c = r->c;
+	compact(r);
 	size_t n_pre = 0, first = r->tail;
 	while (!*eof && free_slots(r) >= c->n_samples && !(c->lazy && (n_active || n_pre))) {
 		gen_req *q = calloc(1, sizeof *q);

@@ -11,7 +11,7 @@
 #include "../tap.h"
 #include "generate.h"
 
-enum { V = 257, EOT = 256, CTX = 160, MAX_RES = 64 };
+enum { V = 257, EOT = 256, CTX = 160, MAX_RES = 256 };
 
 /* ---- a byte-level tokenizer: ids 0..255 are bytes, 256 end-of-text */
 static bpe_tokenizer tok;
@@ -121,7 +121,7 @@ typedef struct result {
 typedef struct harness {
 	const char *const *prompts;
 	size_t n_prompts, next;
-	uint32_t ids[16][CTX];
+	uint32_t ids[MAX_RES][CTX];
 	result res[MAX_RES];
 	size_t n_res;
 	char streamed[MAX_RES * 4 * CTX];
@@ -303,6 +303,28 @@ static void test_batching(void)
 	is_int(greedy_bad, 0, "greedy follows the argmax chain of full recomputations");
 }
 
+/* Many prompts through few slots: the FIFO is compacted on the way. */
+static void test_many(void)
+{
+	static harness a, b;
+	static fake f;
+	static const char *many[200];
+	lm_err e;
+	for (size_t i = 0; i < 200; i++)
+		many[i] = PROMPTS[i % NP];
+	a.prompts = b.prompts = many;
+	a.n_prompts = b.n_prompts = 200;
+	gen_config c = { .sp = { 1, 0, 1, 0 }, .seed = 3, .n_samples = 1, .max_tokens = 3, .eot = EOT };
+	f.kind = HASHED;
+	int rc = run(&a, &f, 3, 1, &c, &e);
+	memset(&f, 0, sizeof f);
+	f.kind = HASHED;
+	c.lazy = 1;
+	rc |= run(&b, &f, 1, 1, &c, &e);
+	ok(rc == 0 && a.n_res == 200 && a.in_order && same_results(&a, &b),
+	   "200 prompts through 3 slots: in order, equal to one at a time");
+}
+
 static result *run_script(const char *prompt, const char *script, gen_config *c, uint32_t ctx_room)
 {
 	static harness h;
@@ -404,6 +426,7 @@ int main(void)
 {
 	make_tokenizer();
 	test_batching();
+	test_many();
 	test_endings();
 	test_think();
 	test_config();
