@@ -4,6 +4,7 @@
 #include "model_decode.h"
 
 #include <math.h>
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -69,10 +70,22 @@ static void store_kv(model_decoder *md, int l, int N)
 	}
 }
 
+/* Threads for a chunk of N tokens (see model_decode.h). */
+static void set_threads(model_decoder *md, int N)
+{
+	double want = 1 + (double)N * md->m->n_params / MODEL_DECODE_WORK;
+	int t = want >= md->max_threads ? md->max_threads : (int)want;
+	if (t != md->threads) {
+		backend_set_threads(t);
+		md->threads = t;
+	}
+}
+
 /* Run N stacked tokens through the model; write the logits of the tokens
  * that end their sequence's input to out[last_of[i]]. */
 static int run_chunk(model_decoder *md, int N, float *const *out, lm_err *e)
 {
+	set_threads(md, N);
 	const model *m = md->m;
 	const lm_backend *be = m->be;
 	const model_config *c = &m->cfg;
@@ -150,6 +163,8 @@ static int md_feed(void *ctx, uint32_t n_seq, const uint32_t *slot, const uint32
 
 void model_decoder_free(model_decoder *md)
 {
+	if (md->threads && md->threads != md->max_threads)
+		backend_set_threads(md->max_threads);
 	if (md->m) {
 		float *bufs[] = { md->kc, md->vc, md->x, md->xn, md->rstd, md->qkv, md->q, md->k,
 				  md->v, md->y, md->h, md->sw, md->cs, md->logits, (float *)md->ids };
@@ -176,6 +191,7 @@ int model_decoder_init(model_decoder *md, model *m, uint32_t n_slots, uint32_t n
 		return lm_usage_err(e, "decoder: %u slots of %u positions (the model's context is %d)",
 				    n_slots, n_ctx, c->ctx);
 	md->m = m;
+	md->max_threads = omp_get_max_threads();
 	md->n_slots = n_slots;
 	md->n_ctx = n_ctx;
 	const lm_backend *be = m->be;

@@ -9,7 +9,13 @@
  * directly: the op table has no cached-attention op yet, so this path is
  * CPU only.  Long inputs go through in chunks of MODEL_DECODE_CHUNK tokens.
  *
- * Cache memory: 2 * layers * slots * n_ctx * d_model floats. */
+ * Cache memory: 2 * layers * slots * n_ctx * d_model floats.
+ *
+ * A chunk wakes one thread per MODEL_DECODE_WORK multiply-adds (about a
+ * millisecond of one core), up to the thread count in force when the
+ * decoder was made: one token of a small model is cheaper than the
+ * barriers of a thread team per op, which on a busy machine cost far more
+ * than the arithmetic. */
 #ifndef LMPIPE_MODEL_DECODE_H
 #define LMPIPE_MODEL_DECODE_H
 
@@ -19,7 +25,7 @@
 #include "generate.h"
 #include "model.h"
 
-enum { MODEL_DECODE_CHUNK = 256 };
+enum { MODEL_DECODE_CHUNK = 256, MODEL_DECODE_WORK = 1 << 23 };
 
 typedef struct model_decoder {
 	lm_decoder dec;        /* hand &dec to generate() */
@@ -35,6 +41,7 @@ typedef struct model_decoder {
 	int *tok_len, *last_of;
 	const float **kp, **vp;
 	float *cs_host;
+	int max_threads, threads; /* the caller's thread count; the one set now */
 } model_decoder;
 
 /* Slots and cache length (<= the model's context) for m, whose weights are
