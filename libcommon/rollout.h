@@ -1,5 +1,6 @@
-/* rollout.h: lm-sample's JSON Lines output, one object per sample: the
- * input object's fields (or "prompt" alone for plain-text prompts), then
+/* rollout.h: lm-sample's JSON Lines output (man 5 lmpipe-rollouts), one
+ * object per sample: the input object's fields (or "prompt" alone for
+ * plain-text prompts), then
  *
  *   completion      the decoded text (invalid UTF-8 replaced by U+FFFD)
  *   completion_ids  the completion's tokens, the end-of-text token included
