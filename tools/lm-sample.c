@@ -7,7 +7,12 @@
 #include "lmsample.h"
 #include "opt.h"
 
-enum { MAX_THREADS = 1024, MAX_SAMPLES = 1 << 16, MAX_BATCH = 1 << 16, MAX_TOKENS = 1 << 24, DEFAULT_MAX_TOKENS = 256 };
+enum {
+	MAX_THREADS = 1024, MAX_SAMPLES = 1 << 16, MAX_BATCH = 1 << 16, MAX_TOKENS = 1 << 24,
+	MAX_TOP_K = 1 << 30, MAX_CONTEXT = 1 << 30, DEFAULT_MAX_TOKENS = 256,
+};
+#define MAX_TEMPERATURE 1e6
+#define MAX_SEED 9.2e18 /* below INT64_MAX, as a double the range check can hold */
 
 static lmsample_opts o;
 static double temperature = 1.0, top_p = 1.0;
@@ -27,17 +32,17 @@ static const opt_def options[] = {
 	{ 'i', "input", OPT_STR, &o.input, "FILE", "read prompts from FILE (default: stdin)", 0, 0, NULL },
 	{ 0, "jsonl", OPT_FLAG, &o.jsonl, NULL, "JSON Lines in ({\"prompt\": ...}) and out (one object per sample)", 0, 0, NULL },
 	{ 0, "max-tokens", OPT_INT, &max_tokens, "N", "completion tokens at most", 1, MAX_TOKENS, NULL },
-	{ 0, "temperature", OPT_DOUBLE, &temperature, "F", "divide the logits by F; 0: greedy", 0, 1e6, NULL },
+	{ 0, "temperature", OPT_DOUBLE, &temperature, "F", "divide the logits by F; 0: greedy", 0, MAX_TEMPERATURE, NULL },
 	{ 0, "top-p", OPT_DOUBLE, &top_p, "P", "sample from the nucleus of probability P (1: off)", 0, 1, NULL },
-	{ 0, "top-k", OPT_INT, &top_k, "K", "sample from the K most probable tokens (0: off)", 0, 1 << 30, NULL },
-	{ 's', "seed", OPT_INT, &seed, "N", "seed of the samples' random streams", 0, 9.2e18, NULL },
+	{ 0, "top-k", OPT_INT, &top_k, "K", "sample from the K most probable tokens (0: off)", 0, MAX_TOP_K, NULL },
+	{ 's', "seed", OPT_INT, &seed, "N", "seed of the samples' random streams", 0, MAX_SEED, NULL },
 	{ 'n', "samples", OPT_INT, &n_samples, "K", "samples per prompt, one group", 1, MAX_SAMPLES, NULL },
 	{ 'b', "batch", OPT_INT, &batch, "N", "sequences decoded together (default: 16, at least -n)", 1, MAX_BATCH, NULL },
 	{ 0, "stop", OPT_STRLIST, &stops, "STRING", "stop when the completion contains STRING (repeatable)", 0, 0, NULL },
 	{ 0, "think-budget", OPT_INT, &think_budget, "N", "close a <think> section after N tokens (0: off)", 0, MAX_TOKENS, NULL },
 	{ 0, "think-close", OPT_STR, &o.think_close, "TEXT", "the text that closes it (default: Qwen3's, see lm-sample(1))", 0, 0, NULL },
 	{ 0, "truncate", OPT_FLAG, &o.truncate, NULL, "cut long prompts from the left instead of refusing them", 0, 0, NULL },
-	{ 0, "context", OPT_INT, &context, "N", "positions per sequence (default: the model's context)", 1, 1 << 30, NULL },
+	{ 0, "context", OPT_INT, &context, "N", "positions per sequence (default: the model's context)", 1, MAX_CONTEXT, NULL },
 	{ 0, "on-error", OPT_CHOICE, &on_error, "WHAT", "a bad prompt record: stop or skip", 0, 0, on_error_choices },
 	{ 0, "device", OPT_CHOICE, &o.device, "DEV", "where the model runs (default cpu)", 0, 0, backend_names },
 	{ 'j', "threads", OPT_INT, &threads, "N", "CPU threads (default: all)", 1, MAX_THREADS, NULL },
