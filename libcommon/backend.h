@@ -64,7 +64,8 @@ typedef struct lm_backend {
 	double (*sumsq)(const float *g, size_t n);
 } lm_backend;
 
-/* Threads for the CPU ops and the BLAS (0 or less: leave the default). */
+/* OpenMP threads for the CPU ops (0 or less: the default, all cores); the
+ * BLAS runs single-threaded inside them (kernels/cpu/blas_single.h). */
 void backend_set_threads(int n);
 
 /* The backend names --device accepts, NULL-terminated. */

@@ -3,7 +3,6 @@
  * backend_get(), which also says that the CUDA backend is not there yet. */
 #include "backend.h"
 
-#include <cblas.h>
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,10 +63,8 @@ static const lm_backend cpu_backend = {
 
 void backend_set_threads(int n)
 {
-	if (n <= 0)
-		return;
-	omp_set_num_threads(n);
-	openblas_set_num_threads(n);
+	if (n > 0)
+		omp_set_num_threads(n);
 }
 
 const char *const backend_names[] = { "cpu", "cuda", NULL };

@@ -1,6 +1,5 @@
-/* attn_blas.c: attention on sgemm, one slice per OpenMP thread (see
- * attn_blas.h).  OpenBLAS is switched to one thread around the parallel
- * region so that the slices, not the BLAS, use the cores. */
+/* attn_blas.c: attention on sgemm, one slice per OpenMP thread, each sgemm
+ * single-threaded (see attn_blas.h and blas_single.h). */
 #include "attn_blas.h"
 
 #include <cblas.h>
@@ -10,6 +9,7 @@
 #include <stdlib.h>
 
 #include "attention.h"
+#include "blas_single.h"
 
 static int check_shape(int B, int H, int T, int D)
 {
@@ -21,35 +21,45 @@ static int check_shape(int B, int H, int T, int D)
 	return ATTN_OK;
 }
 
-/* s = scale * q k^T, then rows turned into probabilities p = exp(s - lse)
- * (causal: zero above the diagonal).  With lse_out the log-sum-exp is
+/* Causal attention skips the blocks above the diagonal: rows and columns
+ * go in blocks of BLK, and row block i only meets key blocks 0..i. */
+enum { BLK = 64 };
+
+static int min_int(int a, int b) { return a < b ? a : b; }
+
+/* Keys that the rows of the block starting at i0 can see. */
+static int keys_of(int i0, int T, int causal) { return causal ? min_int(i0 + BLK, T) : T; }
+
+/* s = scale * q k^T, then rows turned into probabilities p = exp(s - lse),
+ * zero above the diagonal up to the end of the row's block (the part that
+ * the column-block products read).  With lse_out the log-sum-exp is
  * computed and stored; otherwise lse_in is used. */
 static void probs(const float *q, const float *k, float *s, int T, int D, int causal,
 		  float scale, float *lse_out, const float *lse_in)
 {
-	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, D, scale, q, D, k, D,
-		    0.0f, s, T);
+	for (int i0 = 0; i0 < T; i0 += BLK)
+		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, min_int(BLK, T - i0),
+			    keys_of(i0, T, causal), D, scale, q + (size_t)i0 * D, D, k, D,
+			    0.0f, s + (size_t)i0 * T, T);
 	for (int i = 0; i < T; i++) {
 		float *r = s + (size_t)i * T;
-		int n = causal ? i + 1 : T;
-		float l;
+		int n = causal ? i + 1 : T, end = keys_of(i / BLK * BLK, T, causal);
 		if (lse_out) {
 			float mx = -INFINITY, sum = 0;
 			for (int j = 0; j < n; j++)
 				mx = r[j] > mx ? r[j] : mx;
 			for (int j = 0; j < n; j++)
 				sum += r[j] = expf(r[j] - mx);
-			l = mx + logf(sum);
-			lse_out[i] = l;
+			lse_out[i] = mx + logf(sum);
 			float inv = 1.0f / sum;
 			for (int j = 0; j < n; j++)
 				r[j] *= inv;
 		} else {
-			l = lse_in[i];
+			float l = lse_in[i];
 			for (int j = 0; j < n; j++)
 				r[j] = expf(r[j] - l);
 		}
-		for (int j = n; j < T; j++)
+		for (int j = n; j < end; j++)
 			r[j] = 0;
 	}
 }
@@ -61,47 +71,67 @@ typedef struct args {
 	float scale;
 } args;
 
+/* c[rows of the block at i0] = a[block rows, visible keys] . b[visible keys] */
+static void rows_times(const float *a, const float *b, float *c, int i0, int T, int D,
+		       int causal)
+{
+	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, min_int(BLK, T - i0), D,
+		    keys_of(i0, T, causal), 1.0f, a + (size_t)i0 * T, T, b, D, 0.0f,
+		    c + (size_t)i0 * D, D);
+}
+
+/* c[keys of the block at j0] = a[rows that see them, block]^T . b[those rows] */
+static void cols_times(const float *a, const float *b, float *c, int j0, int T, int D,
+		       int causal)
+{
+	int r0 = causal ? j0 : 0;
+	cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, min_int(BLK, T - j0), D, T - r0,
+		    1.0f, a + (size_t)r0 * T + j0, T, b + (size_t)r0 * D, D, 0.0f,
+		    c + (size_t)j0 * D, D);
+}
+
 static void fwd_slice(const args *a, size_t off, size_t loff, float *s)
 {
 	int T = a->T, D = a->D;
 	probs(a->q + off, a->k + off, s, T, D, a->causal, a->scale, a->lse + loff, NULL);
-	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, D, T, 1.0f, s, T,
-		    a->v + off, D, 0.0f, a->out + off, D);
+	for (int i0 = 0; i0 < T; i0 += BLK)
+		rows_times(s, a->v + off, a->out + off, i0, T, D, a->causal);
 }
 
 /* dV = P^T dO; dP = dO V^T; dS = P (dP - rowsum(dO o O)) scale;
  * dQ = dS K; dK = dS^T Q. */
 static void bwd_slice(const args *a, size_t off, size_t loff, float *p, float *dp)
 {
-	int T = a->T, D = a->D;
+	int T = a->T, D = a->D, causal = a->causal;
 	const float *dO = a->dout + off, *O = a->o + off;
-	probs(a->q + off, a->k + off, p, T, D, a->causal, a->scale, NULL, a->lse_in + loff);
-	cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, D, T, 1.0f, p, T, dO, D,
-		    0.0f, a->dv + off, D);
-	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, D, 1.0f, dO, D,
-		    a->v + off, D, 0.0f, dp, T);
+	probs(a->q + off, a->k + off, p, T, D, causal, a->scale, NULL, a->lse_in + loff);
+	for (int i0 = 0; i0 < T; i0 += BLK)
+		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, min_int(BLK, T - i0),
+			    keys_of(i0, T, causal), D, 1.0f, dO + (size_t)i0 * D, D, a->v + off, D,
+			    0.0f, dp + (size_t)i0 * T, T);
 	for (int i = 0; i < T; i++) {
 		float delta = 0;
 		for (int d = 0; d < D; d++)
 			delta += dO[(size_t)i * D + d] * O[(size_t)i * D + d];
 		float *pr = p + (size_t)i * T, *dr = dp + (size_t)i * T;
-		int n = a->causal ? i + 1 : T;
+		int n = causal ? i + 1 : T, end = keys_of(i / BLK * BLK, T, causal);
 		for (int j = 0; j < n; j++)
 			dr[j] = pr[j] * (dr[j] - delta) * a->scale;
-		for (int j = n; j < T; j++)
+		for (int j = n; j < end; j++)
 			dr[j] = 0;
 	}
-	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, D, T, 1.0f, dp, T,
-		    a->k + off, D, 0.0f, a->dq + off, D);
-	cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, D, T, 1.0f, dp, T,
-		    a->q + off, D, 0.0f, a->dk + off, D);
+	for (int i0 = 0; i0 < T; i0 += BLK) {
+		rows_times(dp, a->k + off, a->dq + off, i0, T, D, causal);
+		cols_times(p, dO, a->dv + off, i0, T, D, causal);
+		cols_times(dp, a->q + off, a->dk + off, i0, T, D, causal);
+	}
 }
 
 static int run(const args *a, int BH, int backward)
 {
-	int nomem = 0, saved = openblas_get_num_threads();
+	int nomem = 0;
 	size_t tt = (size_t)a->T * a->T;
-	openblas_set_num_threads(1);
+	blas_single();
 #pragma omp parallel reduction(| : nomem)
 	{
 		float *s = malloc(tt * (backward ? 2 : 1) * sizeof *s);
@@ -119,7 +149,6 @@ static int run(const args *a, int BH, int backward)
 		}
 		free(s);
 	}
-	openblas_set_num_threads(saved);
 	return nomem ? ATTN_ENOMEM : ATTN_OK;
 }
 

@@ -3,6 +3,7 @@
  * sum(out * R) for a fixed random R, summed in double; the backward pass
  * gets dout = R.  Also checks forward values against direct formulas. */
 #include <math.h>
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -241,7 +242,6 @@ static void test_attention(void)
 	CHECK("attention dv", at_v, dv, NA, at_obj);
 }
 
-/* the sgemm attention the CPU backend uses, against the reference twin */
 static double maxdiff(const float *a, const float *b, size_t n)
 {
 	double m = 0;
@@ -249,6 +249,8 @@ static double maxdiff(const float *a, const float *b, size_t n)
 		m = fmax(m, fabs((double)a[i] - b[i]));
 	return m;
 }
+
+/* the sgemm attention the CPU backend uses, against the reference twin */
 
 static void test_attn_blas(int b, int h, int t, int d, int causal)
 {
@@ -270,11 +272,47 @@ static void test_attn_blas(int b, int h, int t, int d, int causal)
 	free(l2);
 }
 
+
+/* the blocked matmul: the same on 1 and 3 threads, right values */
+static void test_matmul_blocks(void)
+{
+	enum { BN = 200, BI = 70, BO = 130 };
+	static float x[BN * BI], w[BO * BI], dy[BN * BO], y1[BN * BO], y3[BN * BO];
+	static float dx1[BN * BI], dx3[BN * BI], dw1[BO * BI], dw3[BO * BI], dwt1[BI * BO], dwt3[BI * BO];
+	fill(x, BN * BI); fill(w, BO * BI); fill(dy, BN * BO);
+	int keep = omp_get_max_threads();
+	omp_set_num_threads(1);
+	matmul_fwd_cpu(y1, x, w, BN, BI, BO, 0);
+	matmul_bwd_cpu(dx1, dw1, dy, x, w, BN, BI, BO, 0);
+	matmul_bwd_cpu(NULL, dwt1, x, dy, w, BN, BO, BI, 0);
+	omp_set_num_threads(3);
+	matmul_fwd_cpu(y3, x, w, BN, BI, BO, 0);
+	matmul_bwd_cpu(dx3, dw3, dy, x, w, BN, BI, BO, 0);
+	matmul_bwd_cpu(NULL, dwt3, x, dy, w, BN, BO, BI, 0);
+	omp_set_num_threads(keep);
+	double d13 = fmax(fmax(maxdiff(y1, y3, BN * BO), maxdiff(dx1, dx3, BN * BI)),
+			  fmax(maxdiff(dw1, dw3, BO * BI), maxdiff(dwt1, dwt3, BI * BO)));
+	ok(d13 < 1e-5, "matmul: 1 and 3 threads agree, both dW splits (%.2g)", d13);
+	double e = 0;
+	for (int o = 0; o < BO; o++)
+		for (int i = 0; i < BI; i++) {
+			double s = 0;
+			for (int n = 0; n < BN; n++)
+				s += (double)dy[n * BO + o] * x[n * BI + i];
+			e = fmax(e, fabs(s - dw3[o * BI + i]));
+			e = fmax(e, fabs(s - dwt3[i * BO + o]));
+		}
+	ok(e < 1e-4, "matmul: blocked dW equals dout^T x (%.2g)", e);
+}
+
 int main(void)
 {
+	test_matmul_blocks();
 	test_attn_blas(2, 3, 17, 8, 1);
 	test_attn_blas(1, 2, 33, 16, 0);
 	test_attn_blas(2, 2, 64, 32, 1);
+	test_attn_blas(1, 2, 200, 16, 1);
+	test_attn_blas(1, 1, 130, 8, 0);
 	test_rmsnorm();
 	test_matmul();
 	test_rope();
