@@ -5,23 +5,27 @@
  * (batch, heads, sequence, head dimension); lse is [B, H, T], the
  * log-sum-exp of each query's scaled scores (natural log), saved by the
  * forward pass for the backward pass.  scale is usually 1/sqrt(D).
+ * With causal set, query i attends to keys 0..i.
  * Return 0, or a negative ATTN_E* code for shapes or types the backend does
- * not support (never a silent wrong result). */
+ * not support (never a silent wrong result); attn_strerror names the code. */
 #ifndef LMPIPE_ATTENTION_H
 #define LMPIPE_ATTENTION_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 enum {
 	ATTN_OK = 0,
 	ATTN_EHEADDIM = -1,  /* head dimension not supported by this backend */
-	ATTN_ESHAPE = -2,    /* B, H, T or D not positive */
+	ATTN_ESHAPE = -2,    /* B, H, T or D not positive, or B*H*T*D too large */
 	ATTN_EDEVICE = -3,   /* CUDA error */
+	ATTN_ENOMEM = -4,    /* scratch memory could not be allocated */
+	ATTN_ENOCUDA = -5,   /* library built without CUDA */
 };
 
 const char *attn_strerror(int code);
 
-/* CPU reference twin, float32. */
+/* CPU reference twin, float32, any D; OpenMP over (batch, head). */
 int attn_fwd_cpu(const float *q, const float *k, const float *v, float *o, float *lse,
 		 int B, int H, int T, int D, int causal, float scale);
 int attn_bwd_cpu(const float *q, const float *k, const float *v, const float *o,
@@ -30,11 +34,18 @@ int attn_bwd_cpu(const float *q, const float *k, const float *v, const float *o,
 
 /* CUDA version: bf16 tensors (uint16_t bit patterns) in device memory, fp32
  * lse, accumulation in fp32 on tensor cores; D in {64, 128}; stream is a
- * cudaStream_t (void * here so C callers need no CUDA headers). */
+ * cudaStream_t (void * here so C callers need no CUDA headers).
+ *
+ * The backward pass accumulates dq in fp32 across key blocks, and needs
+ * the row sums dout.o: both live in a device workspace of
+ * attn_bwd_cuda_workspace(B, H, T, D) bytes that the caller allocates once
+ * (so no allocation happens inside a training step). */
 int attn_fwd_cuda(const uint16_t *q, const uint16_t *k, const uint16_t *v, uint16_t *o,
 		  float *lse, int B, int H, int T, int D, int causal, float scale, void *stream);
+size_t attn_bwd_cuda_workspace(int B, int H, int T, int D);
 int attn_bwd_cuda(const uint16_t *q, const uint16_t *k, const uint16_t *v, const uint16_t *o,
 		  const uint16_t *dout, const float *lse, uint16_t *dq, uint16_t *dk, uint16_t *dv,
-		  int B, int H, int T, int D, int causal, float scale, void *stream);
+		  int B, int H, int T, int D, int causal, float scale, void *workspace,
+		  void *stream);
 
 #endif

@@ -1,0 +1,33 @@
+/* adamw.c: CPU twin of the AdamW step and the gradient sum of squares (see
+ * adamw.h). */
+#include "adamw.h"
+
+#include <math.h>
+
+void adamw_step_cpu(float *p, const float *g, float *m, float *v, size_t n,
+		    const adamw_hparams *h)
+{
+	double bc1 = 1.0 - pow(h->beta1, (double)h->t);
+	double bc2 = 1.0 - pow(h->beta2, (double)h->t);
+	float step = (float)(h->lr / bc1), rbc2 = (float)(1.0 / sqrt(bc2));
+	float decay = 1.0f - h->lr * h->weight_decay;
+	float b1 = h->beta1, b2 = h->beta2, s = h->grad_scale, eps = h->eps;
+#pragma omp parallel for schedule(static)
+	for (size_t i = 0; i < n; i++) {
+		float gi = g[i] * s;
+		float mi = b1 * m[i] + (1.0f - b1) * gi;
+		float vi = b2 * v[i] + (1.0f - b2) * gi * gi;
+		m[i] = mi;
+		v[i] = vi;
+		p[i] = p[i] * decay - step * mi / (sqrtf(vi) * rbc2 + eps);
+	}
+}
+
+double sumsq_cpu(const float *g, size_t n)
+{
+	double s = 0;
+#pragma omp parallel for reduction(+ : s) schedule(static)
+	for (size_t i = 0; i < n; i++)
+		s += (double)g[i] * g[i];
+	return s;
+}

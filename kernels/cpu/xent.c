@@ -1,0 +1,39 @@
+/* xent.c: CPU twin of the softmax cross-entropy (see xent.h). */
+#include "xent.h"
+
+#include <math.h>
+#include <stddef.h>
+
+void xent_fwd_cpu(float *loss, float *lse, const float *logits, const int32_t *targets,
+		  int N, int V)
+{
+#pragma omp parallel for schedule(static)
+	for (int n = 0; n < N; n++) {
+		const float *z = logits + (size_t)n * V;
+		float mx = z[0];
+		for (int v = 1; v < V; v++)
+			mx = z[v] > mx ? z[v] : mx;
+		double s = 0;
+		for (int v = 0; v < V; v++)
+			s += expf(z[v] - mx);
+		float l = mx + (float)log(s);
+		lse[n] = l;
+		loss[n] = targets[n] < 0 ? 0.0f : l - z[targets[n]];
+	}
+}
+
+void xent_bwd_cpu(float *dlogits, const float *logits, const float *lse,
+		  const int32_t *targets, const float *dloss, int N, int V)
+{
+#pragma omp parallel for schedule(static)
+	for (int n = 0; n < N; n++) {
+		const float *z = logits + (size_t)n * V;
+		float *dz = dlogits + (size_t)n * V;
+		int t = targets[n];
+		float d = t < 0 ? 0.0f : dloss[n], l = lse[n];
+		for (int v = 0; v < V; v++)
+			dz[v] = expf(z[v] - l) * d;
+		if (t >= 0)
+			dz[t] -= d;
+	}
+}

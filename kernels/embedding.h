@@ -1,0 +1,15 @@
+/* embedding.h: token embedding lookup, forward and backward.
+ *
+ * table is [V, C] row-major; ids are N token ids in [0, V).  The forward
+ * pass writes out[N, C]; the backward pass ACCUMULATES (+=) into
+ * dtable[V, C], so tied input/output embeddings and gradient accumulation
+ * need no extra buffer.  Ids are trusted (the model checks them). */
+#ifndef LMPIPE_EMBEDDING_H
+#define LMPIPE_EMBEDDING_H
+
+#include <stdint.h>
+
+void embedding_fwd_cpu(float *out, const int32_t *ids, const float *table, int N, int C);
+void embedding_bwd_cpu(float *dtable, const int32_t *ids, const float *dout, int N, int C);
+
+#endif

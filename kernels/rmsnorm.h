@@ -1,0 +1,18 @@
+/* rmsnorm.h: RMSNorm over the last dimension, forward and backward.
+ *
+ *   y[n, c] = x[n, c] * rstd[n] * w[c],  rstd[n] = 1 / sqrt(mean_c x[n, c]^2 + eps)
+ *
+ * x, y, dy, dx are [N, C]; w, dw are [C]; rstd [N] is saved by the forward
+ * pass for the backward pass.  The backward pass ACCUMULATES (+=) into dx
+ * (the residual stream's gradient) and into dw. */
+#ifndef LMPIPE_RMSNORM_H
+#define LMPIPE_RMSNORM_H
+
+#define RMSNORM_EPS 1e-5f
+
+void rmsnorm_fwd_cpu(float *y, float *rstd, const float *x, const float *w,
+		     int N, int C, float eps);
+void rmsnorm_bwd_cpu(float *dx, float *dw, const float *dy, const float *x,
+		     const float *w, const float *rstd, int N, int C);
+
+#endif

@@ -1,0 +1,83 @@
+#!/bin/sh
+# tests/lm-train.t: lm-train end to end on a generated text (byte-level
+# tokens, tests/mktext.pl): a tiny model learns (validation loss far below
+# the unigram entropy of the bytes), --resume from a mid-run checkpoint
+# reproduces the uninterrupted run bit for bit (metrics and final
+# checkpoint), and bad input fails clearly: wrong shapes, a checkpoint of
+# another shape, a corrupt checkpoint, missing shards, a NaN loss.
+# One thread (-j 1): exact and quick even on a loaded machine.
+. "$(dirname "$0")/lib.sh"
+set -e
+cd "$TMP"
+STEPS=150 EVERY=50 LINES=3000
+if [ "${LMPIPE_SANITIZE:-0}" = 1 ]; then STEPS=30 EVERY=10 LINES=600; fi
+HALF=$((STEPS / EVERY / 2 * EVERY))
+
+perl "$LMPIPE_ROOT/tests/mktext.pl" $LINES 1 > text.txt
+perl "$LMPIPE_ROOT/tests/bytes2tok.pl" < text.txt > text.tok
+shard-pack -o d --val-fraction 0.05 < text.tok
+ok $? "byte-level shards with a validation split"
+
+train() { # train DIR LOG [OPTION]...
+	dir=$1 log=$2; shift 2
+	lm-train -m tiny --vocab 256 --context 64 -b 16 -n $STEPS --lr 1e-2 --warmup 10 \
+		-d d --val d-val --eval-every $EVERY -o "$dir" --ckpt-every $EVERY --log "$log" -j 1 "$@"
+}
+run train ck full.jsonl
+is "$rc" 0 "training runs ($err)"
+H=$(perl -e 'local $/; my $t = <STDIN>; my %c; $c{$_}++ for split //, $t; my $n = length $t;
+	my $h = 0; $h -= $_ / $n * log($_ / $n) for values %c; printf "%.4f", $h' < text.txt)
+VAL=$(sed -n 's/.*"val_loss":\([0-9.e+-]*\).*/\1/p' full.jsonl | tail -1)
+FIRST=$(sed -n 's/.*"step":1,"loss":\([0-9.e+-]*\).*/\1/p' full.jsonl)
+if [ "${LMPIPE_SANITIZE:-0}" = 1 ]; then LIMIT=0.9; else LIMIT=0.35; fi
+perl -e "exit !($VAL < $LIMIT * $H)"
+ok $? "final validation loss $VAL < $LIMIT x unigram entropy $H nats (first loss $FIRST)"
+is "$(readlink ck/latest)" "step-$(printf %08d $STEPS).safetensors" "latest names the last checkpoint"
+
+mkdir r
+cp ck/step-$(printf %08d $HALF).safetensors r/
+ln -s step-$(printf %08d $HALF).safetensors r/latest
+run train r resumed.jsonl --resume
+is "$rc" 0 "resume from step $HALF ($err)"
+strip() { sed 's/,"tokens_per_s[^}]*//' "$@"; }
+strip full.jsonl | sed -n "/\"step\":$((HALF + 1)),/,\$p" > want.txt
+strip resumed.jsonl > got.txt
+cmp -s want.txt got.txt
+ok $? "resumed metrics equal the uninterrupted run's bit for bit ($(wc -l < got.txt) lines)"
+cmp -s ck/step-$(printf %08d $STEPS).safetensors r/step-$(printf %08d $STEPS).safetensors
+ok $? "resumed final checkpoint is byte-identical"
+
+run train bad.d bad.jsonl --resume
+is "$rc" 1 "resume without a checkpoint fails"
+mkdir other && cp r/step-$(printf %08d $HALF).safetensors other/ && ln -s step-$(printf %08d $HALF).safetensors other/latest
+run train other o.jsonl --d-ff 96 --resume
+is "$rc" 1 "checkpoint of another shape: exit 1"
+case $err in *"differs from the one requested"*) ok 0 "message: $err" ;; *) ok 1 "message: $err" ;; esac
+mkdir trunc && head -c 5000 r/latest > trunc/step-1.safetensors && ln -s step-1.safetensors trunc/latest
+run train trunc t.jsonl --resume
+is "$rc" 1 "truncated checkpoint: exit 1"
+case $err in *"outside the file"*) ok 0 "message: $err" ;; *) ok 1 "message: $err" ;; esac
+
+# NaN weights (the whole embedding): the first resumed step stops with the
+# step's number and the last good checkpoint; nothing new is written.
+mkdir nan && cp r/step-$(printf %08d $HALF).safetensors nan/ck.safetensors && ln -s ck.safetensors nan/latest
+perl -e 'open my $f, "+<", $ARGV[0] or die; binmode $f; read $f, my $l, 8;
+	my $h = unpack "Q<", $l; seek $f, 8 + $h, 0; print $f pack("V", 0x7fc00000) x (256 * 32);' nan/ck.safetensors
+run train nan n.jsonl --resume
+is "$rc" 1 "NaN loss: exit 1"
+is "$err" "lm-train: step $((HALF + 1)): loss is nan; stopped, last good checkpoint nan/latest" "NaN message names the step"
+is "$(ls nan | tr '\n' ' ')" "ck.safetensors latest " "no checkpoint written after the NaN"
+
+run lm-train -m tiny --heads 5 -d d -n 1
+is "$rc" 2 "d_model not divisible by heads: exit 2"
+is "$err" "lm-train: d_model 32 is not divisible by the number of heads 5" "its message"
+run lm-train -m tiny --heads 8 --d-model 24 -d d -n 1
+is "$err" "lm-train: head dimension 3 (d_model / heads) is odd; RoPE needs it even" "odd head dimension"
+run lm-train -m tiny --vocab 256 -d nothere -n 1
+is "$rc" 1 "missing shards: exit 1"
+ok $([ -n "$err" ] && echo 0 || echo 1) "message: $err"
+run lm-train -m tiny --vocab 100 -d d -n 1
+is "$rc" 1 "shards with a larger vocabulary than the model: exit 1 ($err)"
+run lm-train -m tiny --vocab 256 --context 64 -d d -n 1 --device cuda
+is "$rc" 1 "--device cuda: exit 1 ($err)"
+done_testing

@@ -1,0 +1,254 @@
+/* test_ops_grad.c: every op's backward pass against central finite
+ * differences of its forward pass, on small shapes.  The objective is
+ * sum(out * R) for a fixed random R, summed in double; the backward pass
+ * gets dout = R.  Also checks forward values against direct formulas. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../tap.h"
+#include "attention.h"
+#include "embedding.h"
+#include "matmul.h"
+#include "permute.h"
+#include "rmsnorm.h"
+#include "rope.h"
+#include "swiglu.h"
+#include "xent.h"
+
+enum { N = 6, C = 8, IN = 5, OUT = 7, F = 4, B = 2, H = 2, T = 5, D = 4, V = 9 };
+static const double FD_EPS = 1e-2, FD_TOL = 2e-3;
+
+static unsigned long long seed = 12345;
+static float frand(void)
+{
+	seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+	return (float)((seed >> 40) / (double)(1ULL << 24) * 2.0 - 1.0);
+}
+static void fill(float *x, size_t n) { for (size_t i = 0; i < n; i++) x[i] = frand(); }
+static double dotd(const float *a, const float *b, size_t n)
+{
+	double s = 0;
+	for (size_t i = 0; i < n; i++)
+		s += (double)a[i] * b[i];
+	return s;
+}
+
+/* The op under test: run the forward pass and return sum(out * R). */
+typedef double (*objective)(void);
+
+/* Largest |fd - g| over the elements of x, relative to max |g| (>= 1e-3). */
+static double fd_error(float *x, const float *g, size_t n, objective f)
+{
+	double worst = 0, scale = 1e-3;
+	for (size_t i = 0; i < n; i++)
+		scale = fmax(scale, fabs(g[i]));
+	for (size_t i = 0; i < n; i++) {
+		float keep = x[i];
+		x[i] = keep + (float)FD_EPS;
+		double up = f();
+		x[i] = keep - (float)FD_EPS;
+		double dn = f();
+		x[i] = keep;
+		worst = fmax(worst, fabs((up - dn) / (2 * FD_EPS) - g[i]));
+	}
+	return worst / scale;
+}
+
+#define CHECK(name, x, g, n, f) do { \
+	double err_ = fd_error(x, g, n, f); \
+	ok(err_ < FD_TOL, "%s: finite differences (rel err %.2g)", name, err_); \
+} while (0)
+
+/* rmsnorm */
+static float rn_x[N * C], rn_w[C], rn_y[N * C], rn_r[N], rn_R[N * C];
+static double rn_obj(void)
+{
+	rmsnorm_fwd_cpu(rn_y, rn_r, rn_x, rn_w, N, C, RMSNORM_EPS);
+	return dotd(rn_y, rn_R, N * C);
+}
+static void test_rmsnorm(void)
+{
+	float dx[N * C], dw[C];
+	fill(rn_x, N * C); fill(rn_w, C); fill(rn_R, N * C);
+	rn_obj();
+	double ss = 0;
+	for (int c = 0; c < C; c++)
+		ss += (double)rn_x[c] * rn_x[c];
+	near(rn_y[1], rn_x[1] * rn_w[1] / sqrt(ss / C + RMSNORM_EPS), 1e-6, "rmsnorm: forward value");
+	for (int i = 0; i < N * C; i++) dx[i] = 1.0f;
+	for (int i = 0; i < C; i++) dw[i] = 2.0f;
+	rmsnorm_bwd_cpu(dx, dw, rn_R, rn_x, rn_w, rn_r, N, C);
+	for (int i = 0; i < N * C; i++) dx[i] -= 1.0f;
+	for (int i = 0; i < C; i++) dw[i] -= 2.0f;
+	CHECK("rmsnorm dx (accumulated)", rn_x, dx, N * C, rn_obj);
+	CHECK("rmsnorm dw (accumulated)", rn_w, dw, C, rn_obj);
+}
+
+/* matmul */
+static float mm_x[N * IN], mm_w[OUT * IN], mm_y[N * OUT], mm_R[N * OUT];
+static double mm_obj(void)
+{
+	matmul_fwd_cpu(mm_y, mm_x, mm_w, N, IN, OUT, 0);
+	return dotd(mm_y, mm_R, N * OUT);
+}
+static void test_matmul(void)
+{
+	float dx[N * IN] = { 0 }, dw[OUT * IN] = { 0 };
+	fill(mm_x, N * IN); fill(mm_w, OUT * IN); fill(mm_R, N * OUT);
+	mm_obj();
+	double want = 0;
+	for (int i = 0; i < IN; i++)
+		want += (double)mm_x[2 * IN + i] * mm_w[3 * IN + i];
+	near(mm_y[2 * OUT + 3], want, 1e-5, "matmul: forward value is x . W^T");
+	float keep = mm_y[0];
+	matmul_fwd_cpu(mm_y, mm_x, mm_w, N, IN, OUT, 1);
+	near(mm_y[0], 2 * keep, 1e-5, "matmul: accumulate adds");
+	matmul_bwd_cpu(dx, dw, mm_R, mm_x, mm_w, N, IN, OUT, 0);
+	CHECK("matmul dinp", mm_x, dx, N * IN, mm_obj);
+	CHECK("matmul dW", mm_w, dw, OUT * IN, mm_obj);
+}
+
+/* rope */
+static float rp_x[B * H * T * D], rp_y[B * H * T * D], rp_R[B * H * T * D], rp_cs[T * D];
+static double rp_obj(void)
+{
+	memcpy(rp_y, rp_x, sizeof rp_y);
+	rope_fwd_cpu(rp_y, rp_cs, B, H, T, D);
+	return dotd(rp_y, rp_R, B * H * T * D);
+}
+static void test_rope(void)
+{
+	float dx[B * H * T * D];
+	fill(rp_x, B * H * T * D); fill(rp_R, B * H * T * D);
+	rope_table(rp_cs, NULL, T, D, ROPE_THETA_DEFAULT);
+	rp_obj();
+	/* head (0,0), t = 3, pair i = 1: angle 3 * theta^(-2/4) */
+	double a = 3 * pow(ROPE_THETA_DEFAULT, -0.5);
+	const float *x = rp_x + 3 * D;
+	near(rp_y[3 * D + 1], x[1] * cos(a) - x[3] * sin(a), 1e-6, "rope: rotate-half pairing");
+	near(rp_y[0], rp_x[0], 0, "rope: position 0 unchanged");
+	memcpy(dx, rp_R, sizeof dx);
+	rope_bwd_cpu(dx, rp_cs, B, H, T, D);
+	CHECK("rope dx", rp_x, dx, B * H * T * D, rp_obj);
+}
+
+/* swiglu */
+static float sg_h[N * 2 * F], sg_y[N * F], sg_R[N * F];
+static double sg_obj(void)
+{
+	swiglu_fwd_cpu(sg_y, sg_h, N, F);
+	return dotd(sg_y, sg_R, N * F);
+}
+static void test_swiglu(void)
+{
+	float dh[N * 2 * F];
+	fill(sg_h, N * 2 * F); fill(sg_R, N * F);
+	sg_obj();
+	double g = sg_h[2 * F + 1], u = sg_h[2 * F + F + 1];
+	near(sg_y[F + 1], g / (1 + exp(-g)) * u, 1e-6, "swiglu: silu(gate) * up");
+	swiglu_bwd_cpu(dh, sg_R, sg_h, N, F);
+	CHECK("swiglu dh", sg_h, dh, N * 2 * F, sg_obj);
+}
+
+/* cross-entropy */
+static float xe_z[N * V], xe_loss[N], xe_lse[N], xe_R[N];
+static int32_t xe_t[N] = { 0, 3, 8, -1, 5, 2 };
+static double xe_obj(void)
+{
+	xent_fwd_cpu(xe_loss, xe_lse, xe_z, xe_t, N, V);
+	return dotd(xe_loss, xe_R, N);
+}
+static void test_xent(void)
+{
+	float dz[N * V];
+	fill(xe_z, N * V); fill(xe_R, N);
+	xe_obj();
+	double s = 0;
+	for (int v = 0; v < V; v++)
+		s += exp(xe_z[V + v]);
+	near(xe_loss[1], log(s) - xe_z[V + 3], 1e-5, "xent: -log softmax of the target");
+	is_int(xe_loss[3] == 0.0f, 1, "xent: negative target ignored");
+	xent_bwd_cpu(dz, xe_z, xe_lse, xe_t, xe_R, N, V);
+	CHECK("xent dlogits", xe_z, dz, N * V, xe_obj);
+	float big[V], l1, lse1;
+	int32_t t1 = 2;
+	for (int v = 0; v < V; v++)
+		big[v] = 1000.0f * xe_z[v];
+	xent_fwd_cpu(&l1, &lse1, big, &t1, 1, V);
+	ok(isfinite(l1) && l1 >= 0, "xent: stable at logits x1000 (%g)", l1);
+	memcpy(dz, xe_z, sizeof dz);
+	xent_bwd_cpu(dz, dz, xe_lse, xe_t, xe_R, N, V);
+	float dz2[N * V];
+	xent_bwd_cpu(dz2, xe_z, xe_lse, xe_t, xe_R, N, V);
+	ok(!memcmp(dz, dz2, sizeof dz), "xent: backward in place");
+}
+
+/* embedding */
+static float em_tab[V * C], em_y[N * C], em_R[N * C];
+static int32_t em_ids[N] = { 1, 4, 1, 0, 8, 4 };
+static double em_obj(void)
+{
+	embedding_fwd_cpu(em_y, em_ids, em_tab, N, C);
+	return dotd(em_y, em_R, N * C);
+}
+static void test_embedding(void)
+{
+	float dt[V * C] = { 0 };
+	fill(em_tab, V * C); fill(em_R, N * C);
+	em_obj();
+	ok(!memcmp(em_y + 4 * C, em_tab + 8 * C, C * sizeof(float)), "embedding: row lookup");
+	embedding_bwd_cpu(dt, em_ids, em_R, N, C);
+	CHECK("embedding dtable (repeated ids)", em_tab, dt, V * C, em_obj);
+}
+
+/* permutes: split then merge is the identity, and the layout is right */
+static void test_permute(void)
+{
+	enum { NQ = B * T * 3 * H * D, NO = B * H * T * D };
+	float qkv[NQ], q[NO], k[NO], v[NO], back[NQ], y[NO], o2[NO];
+	fill(qkv, NQ);
+	qkv_split_cpu(q, k, v, qkv, B, T, H, D);
+	/* b=1, t=2, h=1, d=3 of k: qkv[((1*T+2)*3 + 1)*H*D + 1*D + 3] */
+	near(k[((1 * H + 1) * T + 2) * D + 3], qkv[((1 * T + 2) * 3 + 1) * H * D + D + 3], 0,
+	     "qkv_split: [B,T,3,H,D] -> [B,H,T,D]");
+	qkv_merge_cpu(back, q, k, v, B, T, H, D);
+	ok(!memcmp(back, qkv, sizeof qkv), "qkv_merge inverts qkv_split");
+	heads_merge_cpu(y, q, B, T, H, D);
+	heads_split_cpu(o2, y, B, T, H, D);
+	ok(!memcmp(o2, q, sizeof o2), "heads_split inverts heads_merge");
+}
+
+/* attention (owned by e-flash; checked here as the model uses it) */
+static float at_q[B * H * T * D], at_k[B * H * T * D], at_v[B * H * T * D];
+static float at_o[B * H * T * D], at_lse[B * H * T], at_R[B * H * T * D];
+static double at_obj(void)
+{
+	attn_fwd_cpu(at_q, at_k, at_v, at_o, at_lse, B, H, T, D, 1, 0.5f);
+	return dotd(at_o, at_R, B * H * T * D);
+}
+static void test_attention(void)
+{
+	enum { NA = B * H * T * D };
+	float dq[NA], dk[NA], dv[NA];
+	fill(at_q, NA); fill(at_k, NA); fill(at_v, NA); fill(at_R, NA);
+	at_obj();
+	is_int(attn_bwd_cpu(at_q, at_k, at_v, at_o, at_R, at_lse, dq, dk, dv, B, H, T, D, 1, 0.5f),
+	       0, "attention backward runs");
+	CHECK("attention dq", at_q, dq, NA, at_obj);
+	CHECK("attention dk", at_k, dk, NA, at_obj);
+	CHECK("attention dv", at_v, dv, NA, at_obj);
+}
+
+int main(void)
+{
+	test_rmsnorm();
+	test_matmul();
+	test_rope();
+	test_swiglu();
+	test_xent();
+	test_embedding();
+	test_permute();
+	test_attention();
+	return done_testing();
+}

@@ -1,0 +1,367 @@
+/* test_shard.c: the shard format and reader: writer/reader round trips
+ * (u16, u32, threads), every corrupt byte and every truncation found and
+ * named, the CS336 get_batch window distribution, determinism, resuming,
+ * prefetch, and sequential evaluation windows. */
+#define _POSIX_C_SOURCE 200809L
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../tap.h"
+#include "io.h"
+#include "shard.h"
+#include "shard_pack.h"
+#include "shard_reader.h"
+
+static char dir[] = "/tmp/lmpipe-shard.XXXXXX";
+
+static const char *path_in(const char *name)
+{
+	static char p[4][256];
+	static int k;
+	k = (k + 1) % 4;
+	snprintf(p[k], sizeof p[k], "%s/%s", dir, name);
+	return p[k];
+}
+
+/* Write ids[0..n) as one shard. */
+static int write_shard(const char *path, const uint32_t *ids, size_t n, uint32_t vocab,
+		       uint32_t eot, uint32_t frame_tokens, int threads)
+{
+	lm_err e;
+	shard_writer *w;
+	shard_writer_config cfg = { vocab, eot, frame_tokens, 3, threads };
+	if (shard_writer_open(&w, path, &cfg, &e)) {
+		diag("%s", e.msg);
+		return -1;
+	}
+	/* odd-sized pieces, to cross frame and group boundaries */
+	for (size_t i = 0; i < n;) {
+		size_t k = n - i < 777 ? n - i : 777;
+		if (shard_writer_put(w, ids + i, k, &e)) {
+			shard_writer_abort(w);
+			diag("%s", e.msg);
+			return -1;
+		}
+		i += k;
+	}
+	if (shard_writer_commit(w, &e)) {
+		diag("%s", e.msg);
+		return -1;
+	}
+	return 0;
+}
+
+/* Read a whole shard back through the sequential reader with T = 1:
+ * windows k hold tokens k, k+1. */
+static long long read_back(const char *path, uint32_t *out, size_t max, lm_err *e)
+{
+	shard_reader *r;
+	sr_config cfg = { .mode = SR_SEQUENTIAL, .batch = 64, .context = 1, .prefetch = 1 };
+	const char *paths[] = { path };
+	if (sr_open(&r, paths, 1, &cfg, e))
+		return -1;
+	uint32_t buf[64 * 2];
+	long long n = 0;
+	for (;;) {
+		int got = sr_next(r, buf, e);
+		if (got < 0) {
+			sr_close(r);
+			return -1;
+		}
+		if (got == 0)
+			break;
+		for (int b = 0; b < got && (size_t)n + 1 < max; b++) {
+			out[n] = buf[2 * b];
+			out[n + 1] = buf[2 * b + 1];
+			n++;
+		}
+	}
+	sr_close(r);
+	return n + 1;
+}
+
+static void round_trip(uint32_t vocab, int threads)
+{
+	const size_t N = 50000;
+	uint32_t *ids = malloc(N * sizeof *ids), *back = malloc(N * sizeof *back);
+	for (size_t i = 0; i < N; i++)
+		ids[i] = (uint32_t)((i * 2654435761u >> 7) % vocab);
+	ids[N - 1] = vocab - 1;
+	const char *p = path_in("rt.lms");
+	lm_err e;
+	is_int(write_shard(p, ids, N, vocab, 0, 1000, threads), 0,
+	       "vocab %u, %d threads: write", vocab, threads);
+	shard_file f;
+	is_int(shard_file_open(&f, p, &e), 0, "open");
+	is_int(f.m.dtype, vocab <= 65536 ? 2 : 4, "dtype");
+	is_int(f.m.n_tokens, N, "token count");
+	is_int(f.m.n_frames, 50, "frame count");
+	size_t zeros = 0;
+	for (size_t i = 0; i < N; i++)
+		zeros += ids[i] == 0;
+	is_int(f.m.n_docs, zeros, "documents = end-of-text ids");
+	shard_file_close(&f);
+	is_int(shard_test(p, &e), 0, "shard_test passes");
+	long long n = read_back(p, back, N, &e);
+	is_int(n, N, "read back all tokens");
+	ok(n == (long long)N && !memcmp(ids, back, N * sizeof *ids), "ids equal");
+	free(ids);
+	free(back);
+}
+
+static void copy_corrupt(const uint8_t *src, size_t n, size_t at, uint8_t flip, const char *dst,
+			 size_t len)
+{
+	FILE *fp = fopen(dst, "wb");
+	for (size_t i = 0; i < len && i < n; i++)
+		fputc(i == at ? src[i] ^ flip : src[i], fp);
+	fclose(fp);
+}
+
+/* Does the reader, reading every window, fail naming the file? */
+static int reader_fails(const char *path, lm_err *e)
+{
+	uint32_t buf[1 << 12];
+	return read_back(path, buf, sizeof buf / sizeof *buf, e) < 0;
+}
+
+static void corruption(void)
+{
+	const size_t N = 300;
+	uint32_t ids[300];
+	for (size_t i = 0; i < N; i++)
+		ids[i] = (uint32_t)(i * 7 % 50);
+	const char *good = path_in("good.lms"), *bad = path_in("bad.lms");
+	write_shard(good, ids, N, 50, 49, 64, 1);
+	uint8_t *raw;
+	size_t len;
+	lm_err e;
+	io_read_file(good, &raw, &len, &e);
+	shard_file f;
+	shard_file_open(&f, good, &e);
+	uint64_t first_frame = f.frame_off[0], index_off = f.m.index_offset;
+	int all_t = 1, all_r = 1, named_t = 1, named_r = 1;
+	int step = getenv("LMPIPE_SANITIZE") && !strcmp(getenv("LMPIPE_SANITIZE"), "1") ? 3 : 1;
+	for (size_t at = 0; at < len; at += (size_t)step) {
+		for (int fl = 0; fl < 2; fl++) {
+			copy_corrupt(raw, len, at, fl ? 0xFF : 0x01, bad, len);
+			lm_err te = { .msg = "" }, re = { .msg = "" };
+			int tf = shard_test(bad, &te) != 0, rf = reader_fails(bad, &re);
+			char want[64] = "";
+			if (at >= first_frame && at < index_off) {
+				uint64_t k = 0;
+				while (k + 1 < f.m.n_frames && f.frame_off[k + 1] <= at)
+					k++;
+				snprintf(want, sizeof want, "frame %llu: ", (unsigned long long)k);
+			}
+			if (!tf || !rf) {
+				diag("byte %zu ^ %d: not detected (test %d, reader %d)", at, fl, tf, rf);
+				all_t &= tf;
+				all_r &= rf;
+				continue;
+			}
+			if (strncmp(te.msg, bad, strlen(bad)) || !strstr(te.msg, want)) {
+				named_t = 0;
+				diag("byte %zu: -t said '%s', want '%s'", at, te.msg, want);
+			}
+			if (strncmp(re.msg, bad, strlen(bad)) || !strstr(re.msg, want)) {
+				named_r = 0;
+				diag("byte %zu: reader said '%s', want '%s'", at, re.msg, want);
+			}
+		}
+	}
+	ok(all_t, "every corrupt byte of a %zu-byte shard fails shard_test", len);
+	ok(all_r, "every corrupt byte fails the reader");
+	ok(named_t, "shard_test names the file (and the frame for frame bytes)");
+	ok(named_r, "the reader names the file (and the frame for frame bytes)");
+
+	int all_trunc = 1;
+	for (size_t cut = 0; cut < len; cut++) {
+		copy_corrupt(raw, len, len, 0, bad, cut);
+		lm_err te;
+		shard_file g;
+		if (shard_file_open(&g, bad, &te) == 0) {
+			shard_file_close(&g);
+			all_trunc = 0;
+			diag("cut at %zu opened", cut);
+		}
+	}
+	ok(all_trunc, "every truncation is refused at open");
+	copy_corrupt(raw, len, len, 0, bad, len - 5);
+	shard_file g;
+	shard_file_open(&g, bad, &e);
+	ok(strstr(e.msg, "bad.lms: truncated") != NULL, "truncated message: %s", e.msg);
+
+	copy_corrupt(raw, len, 4, 0x03, bad, len);
+	shard_file_open(&g, bad, &e);
+	ok(strstr(e.msg, "bad.lms: unsupported shard version 2 (this reads 1)") != NULL,
+	   "unknown version refused: %s", e.msg);
+	copy_corrupt(raw, len, 0, 0x20, bad, len);
+	shard_file_open(&g, bad, &e);
+	ok(strstr(e.msg, "bad.lms: not a shard") != NULL, "bad magic refused: %s", e.msg);
+	shard_file_close(&f);
+	free(raw);
+}
+
+static void window_distribution(void)
+{
+	/* CS336 test_get_batch: arange(100), context 7, 1000 batches of 32. */
+	uint32_t ids[100];
+	for (uint32_t i = 0; i < 100; i++)
+		ids[i] = i;
+	const char *p = path_in("arange.lms");
+	write_shard(p, ids, 100, 100, SHARD_NO_EOT, 16, 1);
+	enum { T = 7, B = 32, ITERS = 1000, STARTS = 100 - T };
+	shard_reader *r;
+	lm_err e;
+	sr_config cfg = { .mode = SR_RANDOM, .batch = B, .context = T, .seed = 42, .prefetch = 1 };
+	const char *paths[] = { p };
+	is_int(sr_open(&r, paths, 1, &cfg, &e), 0, "open arange shard");
+	is_int(sr_starts(r), STARTS, "93 valid start positions");
+	static uint32_t out[B * (T + 1)];
+	long counts[STARTS] = { 0 };
+	int consecutive = 1;
+	for (int it = 0; it < ITERS; it++) {
+		if (sr_next(r, out, &e) != B) {
+			ok(0, "sr_next: %s", e.msg);
+			break;
+		}
+		for (int b = 0; b < B; b++) {
+			uint32_t s = out[b * (T + 1)];
+			for (int j = 0; j <= T; j++)
+				consecutive &= out[b * (T + 1) + j] == s + (uint32_t)j;
+			if (s < STARTS)
+				counts[s]++;
+		}
+	}
+	ok(consecutive, "windows are T+1 consecutive tokens (x then y shifted by one)");
+	double expect = (double)ITERS * B / STARTS, p1 = 1.0 / STARTS;
+	double sigma = sqrt((double)ITERS * B * p1 * (1 - p1));
+	long lo = counts[0], hi = counts[0], total = 0;
+	int covered = 1;
+	for (int s = 0; s < STARTS; s++) {
+		covered &= counts[s] > 0;
+		lo = counts[s] < lo ? counts[s] : lo;
+		hi = counts[s] > hi ? counts[s] : hi;
+		total += counts[s];
+	}
+	is_int(total, ITERS * B, "every start is in [0, 92]");
+	ok(covered, "every start position drawn");
+	ok(lo >= expect - 5 * sigma && hi <= expect + 5 * sigma,
+	   "counts %ld..%ld within 5 sigma of %.1f (sigma %.1f)", lo, hi, expect, sigma);
+	sr_close(r);
+
+	/* Across shards: starts are uniform over the union. */
+	write_shard(path_in("u-000000.lms"), ids, 40, 100, SHARD_NO_EOT, 16, 1);
+	write_shard(path_in("u-000001.lms"), ids + 40, 35, 100, SHARD_NO_EOT, 16, 1);
+	write_shard(path_in("u-000002.lms"), ids + 75, 25, 100, SHARD_NO_EOT, 16, 1);
+	const char *pre[] = { path_in("u") };
+	is_int(sr_open(&r, pre, 1, &cfg, &e), 0, "open a prefix of 3 shards");
+	is_int(sr_shards(r), 3, "3 shards found");
+	is_int(sr_starts(r), 33 + 28 + 18, "starts: n_i - T per shard");
+	long c2[100] = { 0 };
+	int inside = 1;
+	for (int it = 0; it < ITERS; it++) {
+		sr_next(r, out, &e);
+		for (int b = 0; b < B; b++) {
+			uint32_t s = out[b * (T + 1)];
+			c2[s]++;
+			inside &= (s < 33) || (s >= 40 && s < 68) || (s >= 75 && s < 93);
+			for (int j = 0; j <= T; j++)
+				inside &= out[b * (T + 1) + j] == s + (uint32_t)j;
+		}
+	}
+	ok(inside, "no window crosses a shard end");
+	double ex2 = (double)ITERS * B / 79, sg2 = sqrt(ex2 * (1 - 1.0 / 79));
+	int fine = 1;
+	for (int s = 0; s < 100; s++) {
+		int valid = (s < 33) || (s >= 40 && s < 68) || (s >= 75 && s < 93);
+		if (valid && (c2[s] == 0 || fabs((double)c2[s] - ex2) > 5 * sg2))
+			fine = 0;
+	}
+	ok(fine, "every start of every shard drawn, within 5 sigma");
+	sr_close(r);
+}
+
+static void determinism(void)
+{
+	uint32_t ids[5000];
+	for (uint32_t i = 0; i < 5000; i++)
+		ids[i] = i % 4000;
+	const char *p = path_in("det.lms");
+	write_shard(p, ids, 5000, 4000, SHARD_NO_EOT, 256, 2);
+	enum { T = 16, B = 4, W = T + 1, NB = 10 };
+	const char *paths[] = { p };
+	lm_err e;
+	uint32_t a[NB][B * W], b[NB][B * W], c[B * W];
+	shard_reader *r;
+	for (int pf = 0; pf < 2; pf++) {
+		sr_config cfg = { .mode = SR_RANDOM, .batch = B, .context = T, .seed = 7,
+				  .prefetch = pf, .cache_frames = 2 };
+		sr_open(&r, paths, 1, &cfg, &e);
+		for (int i = 0; i < NB; i++)
+			sr_next(r, pf ? b[i] : a[i], &e);
+		is_int(sr_tell(r), NB * B, "tell counts windows (prefetch %d)", pf);
+		sr_close(r);
+	}
+	ok(!memcmp(a, b, sizeof a), "same seed: same batches with and without prefetch");
+	sr_config cfg = { .mode = SR_RANDOM, .batch = B, .context = T, .seed = 7, .prefetch = 1 };
+	sr_open(&r, paths, 1, &cfg, &e);
+	sr_next(r, c, &e);
+	sr_seek(r, 6 * B, &e);
+	sr_next(r, c, &e);
+	ok(!memcmp(c, a[6], sizeof c), "resumed at window 24: batch 6 again");
+	sr_close(r);
+	cfg.seed = 8;
+	sr_open(&r, paths, 1, &cfg, &e);
+	sr_next(r, c, &e);
+	ok(memcmp(c, a[0], sizeof c) != 0, "another seed: other windows");
+	sr_close(r);
+
+	/* Sequential: windows k*T .. k*T + T, floor((n - 1) / T) of them. */
+	cfg = (sr_config){ .mode = SR_SEQUENTIAL, .batch = B, .context = T, .prefetch = 1 };
+	sr_open(&r, paths, 1, &cfg, &e);
+	is_int(sr_windows(r), (5000 - 1) / T, "sequential window count");
+	long total = 0;
+	int right = 1, got;
+	while ((got = sr_next(r, c, &e)) > 0) {
+		for (int w = 0; w < got; w++)
+			for (int j = 0; j < W; j++)
+				right &= c[w * W + j] == ids[(total + w) * T + j];
+		total += got;
+	}
+	is_int(total, (5000 - 1) / T, "every sequential window, then 0");
+	ok(right, "sequential windows hold the right tokens");
+	sr_seek(r, 0, &e);
+	sr_next(r, c, &e);
+	ok(c[0] == ids[0] && c[W] == ids[T], "seek 0 starts over");
+	sr_close(r);
+}
+
+int main(void)
+{
+	if (!mkdtemp(dir))
+		skip_all("no scratch directory");
+	round_trip(1000, 1);
+	round_trip(65536, 3);
+	round_trip(100000, 2);
+	corruption();
+	window_distribution();
+	determinism();
+
+	lm_err e;
+	shard_reader *r;
+	sr_config cfg = { .mode = SR_RANDOM, .batch = 1, .context = 100 };
+	const char *paths[] = { path_in("arange.lms") };
+	is_int(sr_open(&r, paths, 1, &cfg, &e), -1, "context longer than every shard refused");
+	ok(strstr(e.msg, "no shard holds a window of 101 tokens") != NULL, "%s", e.msg);
+	const char *missing[] = { path_in("nothing") };
+	is_int(sr_open(&r, missing, 1, &cfg, &e), -1, "missing prefix refused");
+	ok(strstr(e.msg, "nothing: no such shard") != NULL, "%s", e.msg);
+
+	char cmd[300];
+	snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+	return system(cmd) == 0 ? done_testing() : (done_testing(), 1);
+}

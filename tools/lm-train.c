@@ -1,0 +1,157 @@
+/* lm-train: train a decoder-only transformer (the CS336 model) on token
+ * shards, with checkpoints that Hugging Face loads; export a checkpoint for
+ * transformers, or dump its logits (man 1 lm-train). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "die.h"
+#include "opt.h"
+#include "train.h"
+
+enum { DIM_MAX = 1 << 20, THREADS_MAX = 1024 };
+static const double STEPS_MAX = 1e15;
+
+static void list_models(void)
+{
+	printf("%-6s %7s %6s %5s %3s %3s %5s %12s  %s\n", "name", "vocab", "ctx", "d", "L", "H",
+	       "d_ff", "parameters", "about");
+	for (const model_preset *p = model_presets; p->name; p++) {
+		const model_config *c = &p->cfg;
+		printf("%-6s %7d %6d %5d %3d %3d %5d %12zu  %s\n", p->name, c->vocab, c->ctx,
+		       c->d_model, c->n_layers, c->n_heads, c->d_ff, model_n_params(c), p->about);
+	}
+}
+
+int main(int argc, char **argv)
+{
+	const char *model_name = NULL, *device = "cpu", *export_dir = NULL, *ckpt = NULL;
+	const char *dump = NULL, *ids = NULL;
+	long long vocab = 0, ctx = 0, d = 0, layers = 0, heads = 0, dff = 0;
+	long long batch = 16, accum = 1, steps = 0, warmup = 0, cycle = 0, seed = 0, threads = 0;
+	long long eval_every = 0, eval_batches = 20, ckpt_every = 0;
+	uint64_t tokens = 0;
+	double theta = 0, lr = 1e-3, lr_min = -1, beta1 = 0.9, beta2 = 0.95, eps = 1e-8;
+	double wd = 0.1, clip = 1.0;
+	int tie = 0, list = 0, resume = 0, show_progress = 0;
+	opt_strlist data = { 0 }, val = { 0 };
+	train_config tc = { 0 };
+	const opt_def opts[] = {
+		{ 'm', "model", OPT_STR, &model_name, "NAME", "model preset (see --list-models; default ts)", 0, 0, NULL },
+		{ 0, "list-models", OPT_FLAG, &list, NULL, "list the presets and exit", 0, 0, NULL },
+		{ 0, "vocab", OPT_INT, &vocab, "N", "vocabulary size", 1, DIM_MAX, NULL },
+		{ 0, "context", OPT_INT, &ctx, "T", "context length (model and training windows)", 1, DIM_MAX, NULL },
+		{ 0, "d-model", OPT_INT, &d, "N", "model width", 1, DIM_MAX, NULL },
+		{ 0, "layers", OPT_INT, &layers, "N", "transformer blocks", 1, DIM_MAX, NULL },
+		{ 0, "heads", OPT_INT, &heads, "N", "attention heads", 1, DIM_MAX, NULL },
+		{ 0, "d-ff", OPT_INT, &dff, "N", "SwiGLU hidden width", 1, DIM_MAX, NULL },
+		{ 0, "rope-theta", OPT_DOUBLE, &theta, "F", "RoPE base (default 10000)", 1, 1e12, NULL },
+		{ 0, "tie-embeddings", OPT_FLAG, &tie, NULL, "share the embedding with the LM head", 0, 0, NULL },
+		{ 'b', "batch", OPT_INT, &batch, "B", "sequences per micro-batch (default 16)", 1, DIM_MAX, NULL },
+		{ 0, "accum", OPT_INT, &accum, "N", "micro-batches per optimizer step (default 1)", 1, DIM_MAX, NULL },
+		{ 'n', "steps", OPT_INT, &steps, "N", "optimizer steps in all", 1, STEPS_MAX, NULL },
+		{ 0, "tokens", OPT_SIZE, &tokens, "N", "token budget instead of --steps", 0, 0, NULL },
+		{ 0, "lr", OPT_DOUBLE, &lr, "F", "peak learning rate (default 1e-3)", 0, 10, NULL },
+		{ 0, "lr-min", OPT_DOUBLE, &lr_min, "F", "final learning rate (default lr/10)", 0, 10, NULL },
+		{ 0, "warmup", OPT_INT, &warmup, "N", "linear warmup steps (default 0)", 0, STEPS_MAX, NULL },
+		{ 0, "cycle", OPT_INT, &cycle, "N", "step where the cosine reaches lr-min (default: last)", 0, STEPS_MAX, NULL },
+		{ 0, "beta1", OPT_DOUBLE, &beta1, "F", "AdamW beta1 (default 0.9)", 0, 1, NULL },
+		{ 0, "beta2", OPT_DOUBLE, &beta2, "F", "AdamW beta2 (default 0.95)", 0, 1, NULL },
+		{ 0, "eps", OPT_DOUBLE, &eps, "F", "AdamW epsilon (default 1e-8)", 0, 1, NULL },
+		{ 0, "weight-decay", OPT_DOUBLE, &wd, "F", "decoupled weight decay of matrices (default 0.1)", 0, 10, NULL },
+		{ 0, "clip", OPT_DOUBLE, &clip, "F", "max global gradient norm, 0: off (default 1)", 0, 1e30, NULL },
+		{ 's', "seed", OPT_INT, &seed, "N", "seed of initialisation and data order (default 0)", 0, 9e18, NULL },
+		{ 'd', "data", OPT_STRLIST, &data, "PREFIX", "training shards (repeatable)", 0, 0, NULL },
+		{ 0, "val", OPT_STRLIST, &val, "PREFIX", "validation shards (repeatable)", 0, 0, NULL },
+		{ 0, "eval-every", OPT_INT, &eval_every, "N", "validation loss every N steps and at the end", 0, STEPS_MAX, NULL },
+		{ 0, "eval-batches", OPT_INT, &eval_batches, "N", "batches per evaluation, 0: all (default 20)", 0, STEPS_MAX, NULL },
+		{ 'o', "out", OPT_STR, &tc.out_dir, "DIR", "checkpoint directory (step-N.safetensors, latest)", 0, 0, NULL },
+		{ 0, "ckpt-every", OPT_INT, &ckpt_every, "N", "checkpoint every N steps and at the end", 0, STEPS_MAX, NULL },
+		{ 0, "resume", OPT_FLAG, &resume, NULL, "continue from DIR/latest exactly", 0, 0, NULL },
+		{ 0, "log", OPT_STR, &tc.log_path, "FILE", "metrics as JSON Lines (- for stdout)", 0, 0, NULL },
+		{ 0, "device", OPT_CHOICE, &device, "DEV", "cpu or cuda (default cpu)", 0, 0, backend_names },
+		{ 'j', "threads", OPT_INT, &threads, "N", "CPU threads (default: all)", 1, THREADS_MAX, NULL },
+		{ 'c', "checkpoint", OPT_STR, &ckpt, "FILE", "checkpoint for --export-hf or --dump-logits", 0, 0, NULL },
+		{ 0, "export-hf", OPT_STR, &export_dir, "DIR", "write config.json + model.safetensors and exit", 0, 0, NULL },
+		{ 0, "dump-logits", OPT_STR, &dump, "FILE", "write the logits on --ids to FILE and exit", 0, 0, NULL },
+		{ 0, "ids", OPT_STR, &ids, "FILE", "token ids for --dump-logits: one sequence per line", 0, 0, NULL },
+		{ 0, "progress", OPT_FLAG, &show_progress, NULL, "show progress even when stderr is not a terminal", 0, 0, NULL },
+		OPT_END,
+	};
+	const opt_prog prog = {
+		"--data PREFIX [OPTION]...\n"
+		"  or:  lm-train -c CHECKPOINT --export-hf DIR\n"
+		"  or:  lm-train -c CHECKPOINT --ids FILE --dump-logits OUT",
+		"Train a decoder-only transformer on token shards; export a checkpoint for\n"
+		"Hugging Face transformers, or dump its logits.",
+		opts,
+		"See lm-train(1) and lmpipe-checkpoint(5).\n",
+	};
+	lm_init(argv[0]);
+	char **operands;
+	int n_operands = opt_parse_or_exit(&prog, argc, argv, &operands);
+	free(operands);
+	if (n_operands)
+		die(EXIT_USAGE, "unexpected operand (see --help)");
+	if (list) {
+		list_models();
+		return EXIT_OK;
+	}
+	lm_err e;
+	if (export_dir || dump) {
+		if (!ckpt)
+			die(EXIT_USAGE, "--export-hf and --dump-logits need -c CHECKPOINT");
+		if (dump && !ids)
+			die(EXIT_USAGE, "--dump-logits needs --ids FILE");
+		backend_set_threads((int)threads);
+		if ((export_dir && train_export_hf(ckpt, export_dir, device, &e)) ||
+		    (dump && train_dump_logits(ckpt, ids, dump, device, &e)))
+			die_err(&e);
+		return EXIT_OK;
+	}
+	if (!data.n)
+		die(EXIT_USAGE, "no training data: give --data PREFIX");
+	if (!steps && !tokens)
+		die(EXIT_USAGE, "give --steps N or --tokens N");
+	const model_preset *p = model_preset_find(model_name ? model_name : "ts");
+	if (!p)
+		die(EXIT_USAGE, "unknown model '%s' (see --list-models)", model_name);
+	tc.model = p->cfg;
+	tc.model_given = model_name || vocab || ctx || d || layers || heads || dff || theta || tie;
+	if (vocab) tc.model.vocab = (int)vocab;
+	if (ctx) tc.model.ctx = (int)ctx;
+	if (d) tc.model.d_model = (int)d;
+	if (layers) tc.model.n_layers = (int)layers;
+	if (heads) tc.model.n_heads = (int)heads;
+	if (dff) tc.model.d_ff = (int)dff;
+	if (theta) tc.model.rope_theta = theta;
+	if (tie) tc.model.tie_embeddings = 1;
+	if (model_config_check(&tc.model, &e))
+		die_err(&e);
+	tc.device = device;
+	tc.threads = (int)threads;
+	tc.context = (int)ctx;
+	tc.batch = (int)batch;
+	tc.accum = (int)accum;
+	tc.steps = steps;
+	tc.tokens = tokens;
+	tc.opt = (optim_config){ lr, lr_min >= 0 ? lr_min : lr / 10, warmup, cycle,
+				 beta1, beta2, eps, wd, clip };
+	tc.seed = (uint64_t)seed;
+	tc.data = data.v;
+	tc.n_data = data.n;
+	tc.val = val.v;
+	tc.n_val = val.n;
+	tc.eval_every = eval_every;
+	tc.eval_batches = eval_batches;
+	tc.ckpt_every = ckpt_every;
+	tc.resume = resume;
+	tc.progress = show_progress;
+	int rc = train_run(&tc, &e);
+	free(data.v);
+	free(val.v);
+	if (rc)
+		die_err(&e);
+	return EXIT_OK;
+}
