@@ -9,7 +9,12 @@
  * backward() through a loss, these functions return d loss / d input.
  *
  * Layout: every [B, T] array is row-major, one row per sequence; masks are
- * bytes, nonzero meaning "counts" (a response token).  Sums run in double. */
+ * bytes, nonzero meaning "counts" (a response token).  Sums run in double.
+ *
+ * To the model: logp_t = -CE_t (the token's cross-entropy), so a gradient
+ * g_t = d loss / d logp_t reaches the logits as a cross-entropy backward in
+ * which token t is weighted by -g_t: d loss / d z_t = -g_t (softmax(z_t) -
+ * onehot(y_t)).  The entropy bonus goes through rl_entropy_grad instead. */
 #ifndef LMPIPE_RL_LOSS_H
 #define LMPIPE_RL_LOSS_H
 
