@@ -275,34 +275,37 @@ static int length_penalty(const reward_cfg *c, batch *b, const char *name, lm_er
 	return 0;
 }
 
-static int write_one(FILE *out, const rollout *r, const char *out_name, lm_err *e)
+/* The line with the three fields inserted before its closing brace. */
+static int write_one(FILE *out, rollout *r, const char *out_name, lm_err *e)
 {
 	const double v[3] = { r->s.reward, r->s.format, r->s.answer };
-	int rewrite = 0;
+	const char *text = r->line;
+	size_t len = r->len;
+	char *redone = NULL;
+	int had = 0;
 	for (int k = 0; k < 3; k++)
-		rewrite |= json_object_get(r->obj, OUT_KEYS[k]) != NULL;
-	if (rewrite) {
-		for (int k = 0; k < 3; k++)
-			if (json_object_set_new(r->obj, OUT_KEYS[k], json_real(v[k])))
-				return lm_seterr(e, "out of memory");
-		if (json_dumpf(r->obj, out, JSON_COMPACT) || fputc('\n', out) == EOF)
-			return lm_seterr(e, "%s: write error:", out_name);
-		return 0;
+		had |= json_object_del(r->obj, OUT_KEYS[k]) == 0;
+	if (had) {
+		/* scored before: the old fields go, the rest is written anew (the
+		 * input bytes are kept only when nothing has to be removed) */
+		if (!(redone = json_dumps(r->obj, JSON_COMPACT)))
+			return lm_seterr(e, "out of memory");
+		text = redone;
+		len = strlen(redone);
 	}
-	/* keep the input bytes: insert the fields before the closing brace */
-	size_t close = r->len;
-	while (close > 0 && r->line[close - 1] != '}')
+	size_t close = len;
+	while (close > 0 && text[close - 1] != '}')
 		close--;
 	close--;
 	int empty = json_object_size(r->obj) == 0;
 	char num[3][NUM_BUF];
 	for (int k = 0; k < 3; k++)
 		reward_format_double(v[k], num[k], sizeof num[k]);
-	if (fwrite(r->line, 1, close, out) != close ||
-	    fprintf(out, "%s\"reward\":%s,\"format_reward\":%s,\"answer_reward\":%s}\n",
-		    empty ? "" : ",", num[0], num[1], num[2]) < 0)
-		return lm_seterr(e, "%s: write error:", out_name);
-	return 0;
+	int bad = fwrite(text, 1, close, out) != close ||
+		  fprintf(out, "%s\"reward\":%s,\"format_reward\":%s,\"answer_reward\":%s}\n",
+			  empty ? "" : ",", num[0], num[1], num[2]) < 0;
+	free(redone);
+	return bad ? lm_seterr(e, "%s: write error:", out_name) : 0;
 }
 
 int reward_run(const reward_cfg *c, FILE *in, const char *in_name, FILE *out,

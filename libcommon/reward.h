@@ -64,8 +64,8 @@ typedef struct reward_summary {
 /* Read every rollout of in (blank lines skipped), score it, and write each
  * line back to out, in order, with "reward", "format_reward" and
  * "answer_reward" added after the other fields (the input bytes are kept;
- * a line that already has one of those fields is rewritten with the new
- * values).  Errors name in_name and the line. */
+ * a line that already has one of those fields is rewritten compactly
+ * without them, and the new ones added at the end).  Errors name in_name and the line. */
 int reward_run(const reward_cfg *c, FILE *in, const char *in_name, FILE *out,
 	       const char *out_name, reward_summary *sum, lm_err *e);
 
