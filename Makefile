@@ -125,4 +125,10 @@ install: $(PROGRAMS)
 clean:
 	rm -rf build build-san bin
 
+# Regenerate the committed Unicode class table (needs Debian's unicode-data).
+UNICODE_DIR ?= /usr/share/unicode
+unicode:
+	awk -f libcommon/gen_unicode.awk $(UNICODE_DIR)/PropList.txt $(UNICODE_DIR)/UnicodeData.txt \
+		> libcommon/unicode_tab.c.tmp && mv libcommon/unicode_tab.c.tmp libcommon/unicode_tab.c
+
 -include $(OBJ:.o=.d)

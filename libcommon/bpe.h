@@ -39,8 +39,10 @@ int bpe_save(const bpe_tokenizer *t, const char *path, lm_err *e); /* whole or n
 int bpe_load_gpt2(bpe_tokenizer *t, const char *vocab_json, const char *merges_txt, lm_err *e);
 int bpe_save_gpt2(const bpe_tokenizer *t, const char *dir, lm_err *e);
 
-/* Add a special token (its id is n_vocab, appended) unless one with the same
- * bytes exists; sets *id either way. */
+/* Add a special token (its id is n_vocab, appended) unless a special token
+ * with the same bytes exists; sets *id either way.  Bytes that are already a
+ * regular token are a usage error (code 2), as is an empty token.  Works on
+ * a zeroed tokenizer too (then set eot = BPE_NO_TOKEN first). */
 int bpe_add_special(bpe_tokenizer *t, const char *s, size_t len, uint32_t *id, lm_err *e);
 
 void bpe_free(bpe_tokenizer *t);

@@ -1,0 +1,264 @@
+/* sample.c: temperature, top-k, top-p and a seeded draw over one logits row
+ * (see sample.h). */
+#include "sample.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+struct sample_cand {
+	double p;    /* unnormalised probability exp((logit - max) / T) */
+	uint32_t id;
+};
+
+/* splitmix64, to hash the stream's coordinates into a seed. */
+static uint64_t splitmix64(uint64_t *x)
+{
+	uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
+	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+	z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+	return z ^ (z >> 31);
+}
+
+void sample_rng_seed(lm_rng *r, uint64_t seed, uint64_t prompt, uint64_t sample)
+{
+	/* Hash the three coordinates in turn so that (seed, prompt, sample)
+	 * triples that differ anywhere give unrelated streams. */
+	uint64_t x = seed;
+	uint64_t h = splitmix64(&x);
+	x = h ^ prompt;
+	h = splitmix64(&x);
+	x = h ^ sample;
+	rng_seed(r, splitmix64(&x));
+}
+
+int sample_work_init(sample_work *w, uint32_t n_vocab, lm_err *e)
+{
+	w->n_vocab = n_vocab;
+	w->cand = malloc((size_t)(n_vocab ? n_vocab : 1) * sizeof *w->cand);
+	if (!w->cand)
+		return lm_seterr(e, "sampler scratch for %u tokens:", n_vocab);
+	return 0;
+}
+
+void sample_work_free(sample_work *w)
+{
+	free(w->cand);
+	w->cand = NULL;
+}
+
+int sample_params_check(const sample_params *p, lm_err *e)
+{
+	if (!(p->temperature >= 0) || isinf(p->temperature))
+		return lm_usage_err(e, "temperature must be a finite number >= 0");
+	if (!(p->top_p > 0 && p->top_p <= 1))
+		return lm_usage_err(e, "top-p must be in (0, 1]");
+	return 0;
+}
+
+/* Candidate order: more probable first, then lower id. */
+static int before(const struct sample_cand *a, const struct sample_cand *b)
+{
+	return a->p > b->p || (a->p == b->p && a->id < b->id);
+}
+
+static int cmp_cand(const void *pa, const void *pb)
+{
+	const struct sample_cand *a = pa, *b = pb;
+	return before(a, b) ? -1 : before(b, a) ? 1 : 0;
+}
+
+static void swap(struct sample_cand *a, struct sample_cand *b)
+{
+	struct sample_cand t = *a;
+	*a = *b;
+	*b = t;
+}
+
+/* Reorder c[0 .. n) so that its first k entries are the k first in
+ * candidate order (in no particular order among themselves). */
+static void select_top(struct sample_cand *c, size_t n, size_t k)
+{
+	size_t lo = 0, hi = n; /* the k-th boundary lies in [lo, hi) */
+	while (hi - lo > 1) {
+		size_t mid = lo + (hi - lo) / 2;
+		/* median of three to the end as the pivot */
+		if (before(&c[mid], &c[lo]))
+			swap(&c[mid], &c[lo]);
+		if (before(&c[hi - 1], &c[lo]))
+			swap(&c[hi - 1], &c[lo]);
+		if (before(&c[mid], &c[hi - 1]))
+			swap(&c[mid], &c[hi - 1]);
+		struct sample_cand pivot = c[hi - 1];
+		size_t store = lo;
+		for (size_t i = lo; i + 1 < hi; i++)
+			if (before(&c[i], &pivot))
+				swap(&c[i], &c[store++]);
+		swap(&c[store], &c[hi - 1]);
+		if (store == k || store + 1 == k)
+			return;
+		if (store > k)
+			hi = store;
+		else
+			lo = store + 1;
+	}
+}
+
+/* Move the entries with p >= t to the front; return their count and mass. */
+static size_t partition_at(struct sample_cand *c, size_t n, double t, double *mass)
+{
+	size_t m = 0;
+	double s = 0;
+	for (size_t i = 0; i < n; i++)
+		if (c[i].p >= t) {
+			s += c[i].p;
+			swap(&c[i], &c[m++]);
+		}
+	*mass = s;
+	return m;
+}
+
+/* Cut c[0 .. n) (total mass `mass`) to the nucleus of probability top_p:
+ * filter by a falling threshold so that only the head is sorted. */
+static size_t nucleus(struct sample_cand *c, size_t n, double mass, double top_p)
+{
+	enum { THRESHOLD_STEP = 16 };
+	double target = top_p * mass;
+	double t = 1.0 / THRESHOLD_STEP; /* the most probable entry has p = 1 */
+	for (;;) {
+		double head_mass;
+		size_t m = partition_at(c, n, t, &head_mass);
+		if (head_mass >= target || m == n) {
+			qsort(c, m, sizeof *c, cmp_cand);
+			double cum = 0;
+			for (size_t i = 0; i < m; i++) {
+				cum += c[i].p;
+				if (cum >= target)
+					return i + 1;
+			}
+			if (m == n)
+				return n;
+		}
+		t /= THRESHOLD_STEP;
+	}
+}
+
+/* Scan the row: reject NaN and +inf; find the max and the lowest argmax
+ * among the first n_draw ids. */
+static int scan(const float *logits, uint32_t n, uint32_t n_draw, float *max, uint32_t *argmax,
+		lm_err *e)
+{
+	float mx = -INFINITY;
+	uint32_t am = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		float l = logits[i];
+		if (isnan(l) || l == INFINITY)
+			return lm_seterr(e, "logit %u is %s", i, isnan(l) ? "NaN" : "+inf");
+		if (l > mx && i < n_draw) {
+			mx = l;
+			am = i;
+		}
+	}
+	if (mx == -INFINITY)
+		return lm_seterr(e, "every logit is -inf: no token can be chosen");
+	*max = mx;
+	*argmax = am;
+	return 0;
+}
+
+double sample_logprob(const float *logits, uint32_t n_vocab, uint32_t token)
+{
+	float mx = -INFINITY;
+	for (uint32_t i = 0; i < n_vocab; i++)
+		if (logits[i] > mx)
+			mx = logits[i];
+	double s = 0;
+	for (uint32_t i = 0; i < n_vocab; i++)
+		s += exp((double)logits[i] - mx);
+	return (double)logits[token] - mx - log(s);
+}
+
+/* Fill w->cand[0 .. *n) with the candidate set, unnormalised; *mass is
+ * its total.  Greedy leaves the argmax alone. */
+static int support(const float *logits, const sample_params *p, sample_work *w,
+		   size_t *n_out, double *mass_out, lm_err *e)
+{
+	float mx = -INFINITY;
+	uint32_t am = 0;
+	uint32_t n_draw = p->limit && p->limit < w->n_vocab ? p->limit : w->n_vocab;
+	if (sample_params_check(p, e) < 0 || scan(logits, w->n_vocab, n_draw, &mx, &am, e) < 0)
+		return -1;
+	struct sample_cand *c = w->cand;
+	if (p->temperature == 0) {
+		c[0] = (struct sample_cand){ 1.0, am };
+		*n_out = 1;
+		*mass_out = 1.0;
+		return 0;
+	}
+	double inv_t = 1.0 / p->temperature;
+	size_t n = 0;
+	double mass = 0;
+	for (uint32_t i = 0; i < n_draw; i++) {
+		double q = exp(((double)logits[i] - mx) * inv_t);
+		if (q > 0) {
+			c[n++] = (struct sample_cand){ q, i };
+			mass += q;
+		}
+	}
+	if (p->top_k > 0 && p->top_k < n) {
+		select_top(c, n, p->top_k);
+		n = p->top_k;
+		mass = 0;
+		for (size_t i = 0; i < n; i++)
+			mass += c[i].p;
+	}
+	if (p->top_p < 1) {
+		n = nucleus(c, n, mass, p->top_p);
+		mass = 0;
+		for (size_t i = 0; i < n; i++)
+			mass += c[i].p;
+	}
+	*n_out = n;
+	*mass_out = mass;
+	return 0;
+}
+
+int sample_token(const float *logits, const sample_params *p, lm_rng *rng,
+		 sample_work *w, uint32_t *token, double *logprob, lm_err *e)
+{
+	size_t n;
+	double mass;
+	if (support(logits, p, w, &n, &mass, e) < 0)
+		return -1;
+	/* One draw per step even when greedy, so streams stay aligned. */
+	double u = rng_uniform(rng) * mass;
+	const struct sample_cand *c = w->cand;
+	size_t pick = n - 1;
+	double acc = 0;
+	for (size_t i = 0; i < n; i++) {
+		acc += c[i].p;
+		if (u < acc) {
+			pick = i;
+			break;
+		}
+	}
+	*token = c[pick].id;
+	if (logprob)
+		*logprob = sample_logprob(logits, w->n_vocab, *token);
+	return 0;
+}
+
+int sample_support(const float *logits, const sample_params *p, sample_work *w,
+		   uint32_t *ids, double *probs, uint32_t *n_out, lm_err *e)
+{
+	size_t n;
+	double mass;
+	if (support(logits, p, w, &n, &mass, e) < 0)
+		return -1;
+	qsort(w->cand, n, sizeof *w->cand, cmp_cand);
+	for (size_t i = 0; i < n; i++) {
+		ids[i] = w->cand[i].id;
+		probs[i] = w->cand[i].p / mass;
+	}
+	*n_out = (uint32_t)n;
+	return 0;
+}

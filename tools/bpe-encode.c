@@ -1,0 +1,108 @@
+/* bpe-encode: text to token ids with a byte-level BPE tokenizer
+ * (man 1 bpe-encode). */
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "atomic.h"
+#include "bpe_encode.h"
+#include "bpe_open.h"
+#include "bpe_output.h"
+#include "bpe_stream.h"
+#include "die.h"
+#include "io.h"
+#include "opt.h"
+#include "progress.h"
+
+enum { MAX_THREADS = 1024, MIN_CHUNK = 64 };
+
+static bpe_source src;
+static int text, no_specials, doc_per_line, eot_per_file, show_progress;
+static long long threads;
+static uint64_t chunk;
+static const char *output;
+
+static const opt_def options[] = {
+	{ 't', "tokenizer", OPT_STR, &src.tokenizer, "FILE", "lmpipe tokenizer file (man 5 lmpipe-tokenizer)", 0, 0, NULL },
+	{ 0, "gpt2", OPT_STR, &src.gpt2_dir, "DIR", "GPT-2 style DIR/vocab.json and DIR/merges.txt", 0, 0, NULL },
+	{ 0, "vocab", OPT_STR, &src.vocab, "FILE", "GPT-2 style vocab.json (with --merges)", 0, 0, NULL },
+	{ 0, "merges", OPT_STR, &src.merges, "FILE", "GPT-2 style merges.txt (with --vocab)", 0, 0, NULL },
+	{ 0, "special", OPT_STRLIST, &src.special, "TOKEN", "add a special token (repeatable)", 0, 0, NULL },
+	{ 0, "no-specials", OPT_FLAG, &no_specials, NULL, "treat special-token text as ordinary text", 0, 0, NULL },
+	{ 0, "text", OPT_FLAG, &text, NULL, "write decimal ids, one document per line", 0, 0, NULL },
+	{ 'j', "threads", OPT_INT, &threads, "N", "encoding threads (default: all cores)", 1, MAX_THREADS, NULL },
+	{ 0, "doc-per-line", OPT_FLAG, &doc_per_line, NULL,
+	  "each input line is a document: end-of-text replaces its newline", 0, 0, NULL },
+	{ 0, "eot-per-file", OPT_FLAG, &eot_per_file, NULL, "write end-of-text after each input file", 0, 0, NULL },
+	{ 0, "chunk", OPT_SIZE, &chunk, "SIZE", "bytes of text per unit of work (default 256Ki)", MIN_CHUNK,
+	  1 << 30, NULL },
+	{ 'o', "output", OPT_STR, &output, "FILE", "write to FILE (whole or nothing), not stdout", 0, 0, NULL },
+	{ 0, "progress", OPT_FLAG, &show_progress, NULL, "show progress even when stderr is not a terminal", 0, 0, NULL },
+	OPT_END
+};
+
+static const opt_prog prog = {
+	"[OPTION]... [FILE]...",
+	"Encode text (FILEs, or stdin) into token ids: a token stream (man 5 lmpipe-tokens) on stdout.",
+	options,
+	"Each FILE is encoded on its own; special tokens in the text become their ids.",
+};
+
+static progress prog_bar;
+static bpe_stream *stream;
+
+static int sink(void *ctx, const uint32_t *ids, size_t n, lm_err *e)
+{
+	progress_update(&prog_bar, bpe_stream_bytes(stream), NULL);
+	return bpe_output_ids(ctx, ids, n, e);
+}
+
+int main(int argc, char **argv)
+{
+	char **files;
+	lm_err e;
+	bpe_tokenizer t;
+	atomic_file af = { 0 };
+	bpe_output out;
+	lm_init(argv[0]);
+	int n_files = opt_parse_or_exit(&prog, argc, argv, &files);
+	if (bpe_open(&t, &src, &e))
+		die_err(&e);
+	if ((doc_per_line || eot_per_file) && t.eot == BPE_NO_TOKEN)
+		die(EXIT_USAGE, "--doc-per-line and --eot-per-file need an <|endoftext|> token "
+				"(add --special '<|endoftext|>')");
+	bpe_encoder *enc = bpe_encoder_new(&t, !no_specials, &e);
+	if (!enc)
+		die_err(&e);
+	bpe_stream_opts so = { threads ? (int)threads : (int)sysconf(_SC_NPROCESSORS_ONLN), chunk,
+			       doc_per_line, t.eot };
+	if (!(stream = bpe_stream_new(enc, &so, &e)))
+		die_err(&e);
+	FILE *fp = stdout;
+	const char *oname = "<stdout>";
+	if (output) {
+		if (atomic_open(&af, output, &e))
+			die_err(&e);
+		fp = af.fp;
+		oname = output;
+	}
+	if (bpe_output_open(&out, fp, oname, text, t.n_vocab, t.eot, &e))
+		die_err(&e);
+	progress_start(&prog_bar, show_progress, "encoding", "B", 0);
+	for (int i = 0; i < (n_files ? n_files : 1); i++) {
+		const char *path = n_files ? files[i] : "-";
+		FILE *in = io_open_read(path, &e);
+		if (!in || bpe_stream_file(stream, in, io_name(path), sink, &out, &e))
+			die_err(&e);
+		io_close_read(in);
+		if (eot_per_file && bpe_output_ids(&out, &t.eot, 1, &e))
+			die_err(&e);
+	}
+	if (bpe_output_close(&out, &e) || (output && atomic_commit(&af, &e)))
+		die_err(&e);
+	progress_end(&prog_bar, bpe_stream_bytes(stream), NULL);
+	bpe_stream_free(stream);
+	bpe_encoder_free(enc);
+	bpe_free(&t);
+	free(files);
+	return EXIT_OK;
+}

@@ -1,0 +1,87 @@
+/* lm-sample: generate text from a checkpoint, with a KV cache, in batches,
+ * with per-token log-probabilities for RL (man 1 lm-sample). */
+#include <stdlib.h>
+
+#include "backend.h"
+#include "die.h"
+#include "lmsample.h"
+#include "opt.h"
+
+enum { MAX_SAMPLES = 1 << 16, MAX_BATCH = 1 << 16, MAX_TOKENS = 1 << 24, DEFAULT_MAX_TOKENS = 256 };
+
+static lmsample_opts o;
+static double temperature = 1.0, top_p = 1.0;
+static long long top_k, n_samples = 1, batch, max_tokens = DEFAULT_MAX_TOKENS, seed, think_budget,
+		 context;
+static opt_strlist stops;
+static const char *on_error = "stop";
+static const char *const on_error_choices[] = { "stop", "skip", NULL };
+
+static const opt_def options[] = {
+	{ 'c', "checkpoint", OPT_STR, &o.checkpoint, "FILE", "checkpoint from lm-train (required)", 0, 0, NULL },
+	{ 't', "tokenizer", OPT_STR, &o.tok.tokenizer, "FILE", "lmpipe tokenizer file (man 5 lmpipe-tokenizer)", 0, 0, NULL },
+	{ 0, "gpt2", OPT_STR, &o.tok.gpt2_dir, "DIR", "GPT-2 style DIR/vocab.json and DIR/merges.txt", 0, 0, NULL },
+	{ 0, "vocab", OPT_STR, &o.tok.vocab, "FILE", "GPT-2 style vocab.json (with --merges)", 0, 0, NULL },
+	{ 0, "merges", OPT_STR, &o.tok.merges, "FILE", "GPT-2 style merges.txt (with --vocab)", 0, 0, NULL },
+	{ 0, "special", OPT_STRLIST, &o.tok.special, "TOKEN", "add a special token (repeatable)", 0, 0, NULL },
+	{ 'i', "input", OPT_STR, &o.input, "FILE", "read prompts from FILE (default: stdin)", 0, 0, NULL },
+	{ 0, "jsonl", OPT_FLAG, &o.jsonl, NULL, "JSON Lines in ({\"prompt\": ...}) and out (one object per sample)", 0, 0, NULL },
+	{ 0, "max-tokens", OPT_INT, &max_tokens, "N", "completion tokens at most", 1, MAX_TOKENS, NULL },
+	{ 0, "temperature", OPT_DOUBLE, &temperature, "F", "divide the logits by F; 0: greedy", 0, 1e6, NULL },
+	{ 0, "top-p", OPT_DOUBLE, &top_p, "P", "sample from the nucleus of probability P (1: off)", 0, 1, NULL },
+	{ 0, "top-k", OPT_INT, &top_k, "K", "sample from the K most probable tokens (0: off)", 0, 1 << 30, NULL },
+	{ 's', "seed", OPT_INT, &seed, "N", "seed of the samples' random streams", 0, 9.2e18, NULL },
+	{ 'n', "samples", OPT_INT, &n_samples, "K", "samples per prompt, one group", 1, MAX_SAMPLES, NULL },
+	{ 'b', "batch", OPT_INT, &batch, "N", "sequences decoded together (default: 16, at least -n)", 1, MAX_BATCH, NULL },
+	{ 0, "stop", OPT_STRLIST, &stops, "STRING", "stop when the completion contains STRING (repeatable)", 0, 0, NULL },
+	{ 0, "think-budget", OPT_INT, &think_budget, "N", "close a <think> section after N tokens (0: off)", 0, MAX_TOKENS, NULL },
+	{ 0, "think-close", OPT_STR, &o.think_close, "TEXT", "the text that closes it (default: Qwen3's, see lm-sample(1))", 0, 0, NULL },
+	{ 0, "truncate", OPT_FLAG, &o.truncate, NULL, "cut long prompts from the left instead of refusing them", 0, 0, NULL },
+	{ 0, "context", OPT_INT, &context, "N", "positions per sequence (default: the model's context)", 1, 1 << 30, NULL },
+	{ 0, "on-error", OPT_CHOICE, &on_error, "WHAT", "a bad prompt record: stop or skip", 0, 0, on_error_choices },
+	{ 0, "device", OPT_CHOICE, &o.device, "DEV", "where the model runs (default cpu)", 0, 0, backend_names },
+	OPT_END
+};
+
+static const opt_prog prog = {
+	"-c CHECKPOINT -t TOKENIZER [OPTION]... [PROMPT]...",
+	"Generate completions of PROMPTs (or of each line of stdin or --input) with a checkpoint.",
+	options,
+	"Text output streams each completion, followed by a newline.  With --jsonl each sample is\n"
+	"an object with completion, completion_ids, logprobs (log-softmax at temperature 1),\n"
+	"prompt_ids, group, sample and finish_reason.  See lm-sample(1).\n",
+};
+
+static void warn_skip(const char *msg)
+{
+	warnmsg("%s (skipped)", msg);
+}
+
+int main(int argc, char **argv)
+{
+	lm_err e;
+	lm_init(argv[0]);
+	o.n_prompts = opt_parse_or_exit(&prog, argc, argv, &o.prompts);
+	if (!o.checkpoint)
+		die(EXIT_USAGE, "generation needs a checkpoint: -c CHECKPOINT (from lm-train)");
+	if (!o.tok.tokenizer && !o.tok.gpt2_dir && !o.tok.vocab)
+		die(EXIT_USAGE, "generation needs the checkpoint's tokenizer: -t TOKENIZER");
+	o.out = stdout;
+	o.out_name = "<stdout>";
+	o.sp = (sample_params){ temperature, (uint32_t)top_k, top_p, 0 };
+	o.seed = (uint64_t)seed;
+	o.n_samples = (uint32_t)n_samples;
+	o.batch = (uint32_t)batch;
+	o.max_tokens = (uint32_t)max_tokens;
+	o.context = (uint32_t)context;
+	o.stop = &stops;
+	o.think_budget = (uint32_t)think_budget;
+	o.skip_bad = on_error[1] == 'k';
+	o.warn = warn_skip;
+	if (lmsample_run(&o, &e) < 0)
+		die_err(&e);
+	free(o.prompts);
+	free(stops.v);
+	free(o.tok.special.v);
+	return EXIT_OK;
+}
