@@ -1,0 +1,452 @@
+/* rlupdate.c: the policy update of rl-update (see rlupdate.h): records to
+ * sequences, group advantages, per-sequence forward and backward with the
+ * loss weight of rl_loss.h, AdamW steps, checkpoint and metrics. */
+#include "rlupdate.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "backend.h"
+#include "bpe.h"
+#include "bpe_encode.h"
+#include "bpe_open.h"
+#include "ckpt.h"
+#include "model.h"
+#include "optim.h"
+#include "progress.h"
+
+enum { NAME_MAX_LEN = 64 };
+
+/* One training sequence: inputs ids[0..T) predict targets[0..T); targets
+ * of prompt tokens are -1, so only response tokens count. */
+typedef struct seq {
+	int32_t *ids, *targets;
+	int T, n_resp;
+	double reward, adv;
+	unsigned long lineno;
+	char *group;
+} seq;
+
+typedef struct seqs {
+	seq *s;
+	size_t n, cap;
+	const bpe_tokenizer *tok;
+	bpe_worker *w;
+} seqs;
+
+static void seqs_free(seqs *v)
+{
+	for (size_t i = 0; i < v->n; i++) {
+		free(v->s[i].ids);
+		free(v->s[i].targets);
+		free(v->s[i].group);
+	}
+	free(v->s);
+}
+
+/* Append a sequence from prompt and response token ids. */
+static int add_seq(seqs *v, const uint32_t *p, size_t np, const uint32_t *r, size_t nr,
+		   unsigned long lineno, int ctx, const char *name, lm_err *e)
+{
+	size_t L = np + nr;
+	if (np == 0)
+		return lm_seterr(e, "%s:%lu: empty prompt", name, lineno);
+	if (L > (size_t)ctx + 1)
+		return lm_seterr(e, "%s:%lu: %zu tokens do not fit the model's context of %d",
+				 name, lineno, L, ctx);
+	if (v->n == v->cap) {
+		size_t nc = v->cap ? 2 * v->cap : 64;
+		seq *ns = realloc(v->s, nc * sizeof *ns);
+		if (!ns)
+			return lm_seterr(e, "out of memory");
+		v->s = ns, v->cap = nc;
+	}
+	seq *s = &v->s[v->n];
+	memset(s, 0, sizeof *s);
+	s->T = (int)L - 1;
+	s->n_resp = (int)nr;
+	s->lineno = lineno;
+	s->ids = malloc((L ? L : 1) * sizeof *s->ids);
+	s->targets = malloc((L ? L : 1) * sizeof *s->targets);
+	if (!s->ids || !s->targets) {
+		free(s->ids);
+		free(s->targets);
+		return lm_seterr(e, "out of memory");
+	}
+	for (size_t i = 0; i < L; i++) {
+		uint32_t id = i < np ? p[i] : r[i - np];
+		s->ids[i] = (int32_t)id;
+		if (i > 0)
+			s->targets[i - 1] = i >= np ? (int32_t)id : -1;
+	}
+	v->n++;
+	return 0;
+}
+
+/* A JSON array of token ids into a malloc'd array. */
+static int ids_field(json_t *o, const char *key, int vocab, uint32_t **out, size_t *n,
+		     const char *name, unsigned long lineno, lm_err *e)
+{
+	json_t *a = json_object_get(o, key);
+	if (!json_is_array(a))
+		return lm_seterr(e, "%s:%lu: no array '%s' (rollouts come from lm-sample --jsonl)",
+				 name, lineno, key);
+	*n = json_array_size(a);
+	*out = malloc((*n ? *n : 1) * sizeof **out);
+	if (!*out)
+		return lm_seterr(e, "out of memory");
+	for (size_t i = 0; i < *n; i++) {
+		json_t *x = json_array_get(a, i);
+		if (!json_is_integer(x) || json_integer_value(x) < 0 || json_integer_value(x) >= vocab) {
+			free(*out);
+			return lm_seterr(e, "%s:%lu: '%s'[%zu] is not a token id below %d",
+					 name, lineno, key, i, vocab);
+		}
+		(*out)[i] = (uint32_t)json_integer_value(x);
+	}
+	return 0;
+}
+
+static int encode(seqs *v, json_t *o, const char *key, uint32_t **out, size_t *n,
+		  const char *name, unsigned long lineno, lm_err *e)
+{
+	json_t *s = json_object_get(o, key);
+	if (!json_is_string(s))
+		return lm_seterr(e, "%s:%lu: no string field '%s'", name, lineno, key);
+	bpe_ids ids = { 0 };
+	if (bpe_encode(v->w, (const uint8_t *)json_string_value(s), json_string_length(s), &ids, e) < 0)
+		return lm_err_prefix(e, "%s:%lu", name, lineno);
+	*out = ids.v;
+	*n = ids.n;
+	return 0;
+}
+
+static int read_record(const rlu_opts *o, seqs *v, json_t *obj, int vocab, int ctx,
+		       const char *name, unsigned long lineno, lm_err *e)
+{
+	uint32_t *p = NULL, *r = NULL;
+	size_t np = 0, nr = 0;
+	int rc;
+	if (o->algo == RLU_SFT) {
+		rc = encode(v, obj, "prompt", &p, &np, name, lineno, e);
+		if (!rc)
+			rc = encode(v, obj, "response", &r, &nr, name, lineno, e);
+		if (!rc && v->tok->eot != BPE_NO_TOKEN) {
+			/* the response ends with end-of-text, so the model learns to stop */
+			uint32_t *nr2 = realloc(r, (nr + 1) * sizeof *r);
+			if (!nr2)
+				rc = lm_seterr(e, "out of memory");
+			else
+				r = nr2, r[nr++] = v->tok->eot;
+		}
+	} else {
+		rc = ids_field(obj, "prompt_ids", vocab, &p, &np, name, lineno, e);
+		if (!rc)
+			rc = ids_field(obj, "completion_ids", vocab, &r, &nr, name, lineno, e);
+	}
+	if (!rc)
+		rc = add_seq(v, p, np, r, nr, lineno, ctx, name, e);
+	free(p);
+	free(r);
+	if (rc || o->algo == RLU_SFT)
+		return rc;
+	seq *s = &v->s[v->n - 1];
+	json_t *rw = json_object_get(obj, "reward"), *g = json_object_get(obj, "group");
+	if (!json_is_number(rw))
+		return lm_seterr(e, "%s:%lu: no numeric 'reward' (score the rollouts with rl-reward)",
+				 name, lineno);
+	if (!g)
+		return lm_seterr(e, "%s:%lu: no 'group' (the samples of one prompt share it)", name, lineno);
+	s->reward = json_number_value(rw);
+	if (!(s->group = json_dumps(g, JSON_COMPACT | JSON_ENCODE_ANY)))
+		return lm_seterr(e, "out of memory");
+	return 0;
+}
+
+static int read_seqs(const rlu_opts *o, seqs *v, FILE *in, const char *name, int vocab, int ctx,
+		     lm_err *e)
+{
+	char *line = NULL;
+	size_t cap = 0;
+	ssize_t got;
+	int rc = 0;
+	for (unsigned long lineno = 1; rc == 0 && (got = getline(&line, &cap, in)) >= 0; lineno++) {
+		size_t n = (size_t)got;
+		while (n && strchr(" \t\r\n", line[n - 1]))
+			n--;
+		if (n == 0)
+			continue;
+		json_error_t je;
+		json_t *obj = json_loadb(line, n, 0, &je);
+		if (!obj || !json_is_object(obj))
+			rc = obj ? lm_seterr(e, "%s:%lu: not a JSON object", name, lineno)
+				 : lm_seterr(e, "%s:%lu: bad JSON: %s (column %d)", name, lineno, je.text, je.column);
+		else
+			rc = read_record(o, v, obj, vocab, ctx, name, lineno, e);
+		json_decref(obj);
+	}
+	if (rc == 0 && ferror(in))
+		rc = lm_seterr(e, "%s: read error:", name);
+	if (rc == 0 && v->n == 0)
+		rc = lm_seterr(e, "%s: no records", name);
+	free(line);
+	return rc;
+}
+
+static const char *const *cmp_keys;
+static int cmp_idx(const void *a, const void *b)
+{
+	size_t i = *(const size_t *)a, j = *(const size_t *)b;
+	int c = strcmp(cmp_keys[i], cmp_keys[j]);
+	return c ? c : (i > j) - (i < j);
+}
+
+/* Advantages within each group (rl_group_normalize on the group alone). */
+static int advantages(const rlu_opts *o, seqs *v, size_t *n_groups, const char *name, lm_err *e)
+{
+	size_t n = v->n, *idx = malloc(n * sizeof *idx);
+	const char **keys = malloc(n * sizeof *keys);
+	float *r = malloc(n * sizeof *r), *a = malloc(n * sizeof *a);
+	int rc = 0;
+	if (!idx || !keys || !r || !a)
+		rc = lm_seterr(e, "out of memory");
+	for (size_t i = 0; rc == 0 && i < n; i++)
+		idx[i] = i, keys[i] = v->s[i].group;
+	if (rc == 0) {
+		cmp_keys = keys;
+		qsort(idx, n, sizeof *idx, cmp_idx);
+		cmp_keys = NULL;
+	}
+	*n_groups = 0;
+	for (size_t lo = 0; rc == 0 && lo < n;) {
+		size_t hi = lo + 1;
+		while (hi < n && !strcmp(keys[idx[hi]], keys[idx[lo]]))
+			hi++;
+		for (size_t k = lo; k < hi; k++)
+			r[k - lo] = (float)v->s[idx[k]].reward;
+		if (rl_group_normalize(r, hi - lo, hi - lo, !o->no_std, o->adv_eps, a, e)) {
+			rc = lm_err_prefix(e, "%s: group %s (line %lu)", name, keys[idx[lo]],
+					   v->s[idx[lo]].lineno);
+			break;
+		}
+		for (size_t k = lo; k < hi; k++)
+			v->s[idx[k]].adv = a[k - lo];
+		(*n_groups)++;
+		lo = hi;
+	}
+	free(idx);
+	free(keys);
+	free(r);
+	free(a);
+	return rc;
+}
+
+typedef struct stats {
+	double loss, entropy_sum, gnorm_sum, logp_sum;
+	long long tokens, steps;
+} stats;
+
+/* d loss / d logp for every response token of s (one value per sequence). */
+static double token_grad(const rlu_opts *o, const seq *s, double constant, size_t batch)
+{
+	double denom = (o->agg == RL_AGG_NORMALIZE ? constant : (double)s->n_resp) * (double)batch;
+	if (o->algo == RLU_SFT)
+		return -1.0 / denom;
+	double score = o->loss == RL_PG_NO_BASELINE ? s->reward : s->adv;
+	return -score / denom;
+}
+
+/* Forward and backward on one sequence; adds to the stats. */
+static int seq_step(const rlu_opts *o, model *m, const seq *s, double g, float *logits_host,
+		    stats *st, lm_err *e)
+{
+	double mean_ce;
+	if (s->n_resp == 0)
+		return 0;
+	if (model_forward(m, s->ids, s->targets, 1, s->T, &mean_ce, e))
+		return -1;
+	int V = m->cfg.vocab;
+	m->be->download(logits_host, model_logits(m), (size_t)s->T * V * sizeof(float));
+	for (int t = 0; t < s->T; t++) {
+		if (s->targets[t] < 0)
+			continue;
+		float h;
+		rl_entropy(logits_host + (size_t)t * V, 1, (size_t)V, &h);
+		st->entropy_sum += h;
+	}
+	double sum_logp = -mean_ce * (double)model_count(m);
+	st->logp_sum += sum_logp;
+	st->tokens += s->n_resp;
+	st->loss += g * sum_logp; /* the loss is linear in logp with slope g per token */
+	/* model_backward adds the gradient of scale * sum(CE) = -scale * sum(logp) */
+	return model_backward(m, (float)-g, e);
+}
+
+static int train(const rlu_opts *o, model *m, optim *opt, seqs *v, stats *st, lm_err *e)
+{
+	double constant = o->constant;
+	if (o->agg == RL_AGG_NORMALIZE && constant <= 0)
+		for (size_t i = 0; i < v->n; i++)
+			constant = fmax(constant, v->s[i].n_resp);
+	int maxT = 1;
+	for (size_t i = 0; i < v->n; i++)
+		maxT = v->s[i].T > maxT ? v->s[i].T : maxT;
+	float *logits = malloc((size_t)maxT * m->cfg.vocab * sizeof *logits);
+	if (!logits)
+		return lm_seterr(e, "out of memory");
+	size_t batch = o->batch > 0 && (size_t)o->batch < v->n ? (size_t)o->batch : v->n;
+	progress pr;
+	progress_start(&pr, 0, "sequences", "seq", (uint64_t)(v->n * (size_t)o->epochs));
+	int rc = 0;
+	uint64_t done = 0;
+	for (long long ep = 0; rc == 0 && ep < o->epochs; ep++)
+		for (size_t lo = 0; rc == 0 && lo < v->n; lo += batch) {
+			size_t hi = lo + batch < v->n ? lo + batch : v->n;
+			model_zero_grad(m);
+			for (size_t i = lo; rc == 0 && i < hi; i++) {
+				rc = seq_step(o, m, &v->s[i], token_grad(o, &v->s[i], constant, hi - lo),
+					      logits, st, e);
+				progress_update(&pr, ++done, NULL);
+			}
+			if (rc)
+				break;
+			double gn = optim_grad_norm(m);
+			st->gnorm_sum += gn;
+			st->steps++;
+			optim_step(opt, m, o->lr, clip_factor(gn, o->clip_grad));
+		}
+	progress_end(&pr, done, NULL);
+	free(logits);
+	return rc;
+}
+
+static double mean_of(const seqs *v, int adv, double *sd, double *mn, double *mx)
+{
+	double s = 0, ss = 0;
+	*mn = INFINITY, *mx = -INFINITY;
+	for (size_t i = 0; i < v->n; i++) {
+		double x = adv ? v->s[i].adv : v->s[i].reward;
+		s += x;
+		ss += x * x;
+		*mn = fmin(*mn, x), *mx = fmax(*mx, x);
+	}
+	double mean = s / (double)v->n;
+	*sd = sqrt(fmax(0.0, ss / (double)v->n - mean * mean));
+	return mean;
+}
+
+static int write_metrics(const rlu_opts *o, const seqs *v, size_t groups, const stats *st,
+			 const char *ckpt, double secs, FILE *out, lm_err *e)
+{
+	static const char *const loss_names[] = { "no_baseline", "reinforce_with_baseline", "grpo_clip" };
+	json_t *j = json_object();
+	double sd, mn, mx;
+	json_object_set_new(j, "algo", json_string(o->algo == RLU_SFT ? "sft" : "grpo"));
+	json_object_set_new(j, "sequences", json_integer((json_int_t)v->n));
+	if (o->algo == RLU_GRPO) {
+		json_object_set_new(j, "loss_type", json_string(loss_names[o->loss]));
+		json_object_set_new(j, "groups", json_integer((json_int_t)groups));
+		json_object_set_new(j, "reward_mean", json_real(mean_of(v, 0, &sd, &mn, &mx)));
+		json_object_set_new(j, "reward_std", json_real(sd));
+		json_object_set_new(j, "adv_mean", json_real(mean_of(v, 1, &sd, &mn, &mx)));
+		json_object_set_new(j, "adv_std", json_real(sd));
+		json_object_set_new(j, "adv_min", json_real(mn));
+		json_object_set_new(j, "adv_max", json_real(mx));
+		json_object_set_new(j, "clip_frac", json_real(0));
+	}
+	double tok = st->tokens ? (double)st->tokens : 1;
+	json_object_set_new(j, "steps", json_integer(st->steps));
+	json_object_set_new(j, "loss", json_real(st->steps ? st->loss / (double)o->epochs : 0));
+	json_object_set_new(j, "response_tokens", json_integer(st->tokens));
+	json_object_set_new(j, "logp_mean", json_real(st->logp_sum / tok));
+	json_object_set_new(j, "entropy", json_real(st->entropy_sum / tok));
+	json_object_set_new(j, "grad_norm", json_real(st->steps ? st->gnorm_sum / (double)st->steps : 0));
+	json_object_set_new(j, "checkpoint", json_string(ckpt));
+	json_object_set_new(j, "seconds", json_real(secs));
+	int rc = json_dumpf(j, out, JSON_COMPACT | JSON_REAL_PRECISION(6)) || fputc('\n', out) == EOF
+		 ? lm_seterr(e, "writing the metrics:") : 0;
+	json_decref(j);
+	return rc;
+}
+
+int rlu_run(const rlu_opts *o, FILE *in, const char *in_name, FILE *metrics, lm_err *e)
+{
+	if (o->algo == RLU_GRPO && o->loss == RL_PG_GRPO_CLIP)
+		return lm_usage_err(e, "grpo_clip weights each token by its probability ratio, which "
+				    "needs a per-token backward the model does not offer yet; use "
+				    "--loss reinforce_with_baseline or no_baseline");
+	double t0 = lm_now();
+	const lm_backend *be = backend_get(o->device ? o->device : "cpu", e);
+	model_config cfg;
+	if (!be || ckpt_read_config(o->checkpoint, &cfg, e))
+		return -1;
+	backend_set_threads(o->threads);
+	seqs v = { 0 };
+	bpe_tokenizer tok = { 0 };
+	bpe_encoder *enc = NULL;
+	model m = { 0 };
+	optim opt = { 0 };
+	int have_m = 0, have_o = 0, have_t = 0, rc = 0;
+	size_t groups = 0;
+	stats st = { 0 };
+	char name[NAME_MAX_LEN], path[4096];
+	if (o->algo == RLU_SFT) {
+		bpe_source src = { .tokenizer = o->tokenizer };
+		if (!o->tokenizer)
+			rc = lm_usage_err(e, "SFT needs the tokenizer (-t)");
+		else if ((rc = bpe_open(&tok, &src, e)) == 0) {
+			have_t = 1;
+			v.tok = &tok;
+			if (!(enc = bpe_encoder_new(&tok, 1, e)) || !(v.w = bpe_worker_new(enc, e)))
+				rc = -1;
+			else if (tok.n_vocab > (uint32_t)cfg.vocab)
+				rc = lm_seterr(e, "the tokenizer has %u tokens but %s has a vocabulary of %d",
+					       tok.n_vocab, o->checkpoint, cfg.vocab);
+		}
+	}
+	if (rc == 0)
+		rc = read_seqs(o, &v, in, in_name, cfg.vocab, cfg.ctx, e);
+	if (rc == 0 && o->algo == RLU_GRPO)
+		rc = advantages(o, &v, &groups, in_name, e);
+	int maxT = 1;
+	for (size_t i = 0; i < v.n; i++)
+		maxT = v.s[i].T > maxT ? v.s[i].T : maxT;
+	optim_config oc = { o->lr, o->lr, 0, 1, o->beta1, o->beta2, 1e-8, o->weight_decay, o->clip_grad };
+	train_state ts = { 0 };
+	if (rc == 0 && !(rc = model_init(&m, &cfg, be, 1, maxT, e)))
+		have_m = 1;
+	if (rc == 0 && !(rc = optim_init(&opt, &oc, &m, e)))
+		have_o = 1;
+	if (rc == 0)
+		rc = ckpt_load(o->checkpoint, &m, NULL, &ts, e);
+	if (rc == 0 && mkdir(o->out_dir, 0777) && errno != EEXIST)
+		rc = lm_seterr(e, "%s:", o->out_dir);
+	if (rc == 0)
+		rc = train(o, &m, &opt, &v, &st, e);
+	if (rc == 0) {
+		ts.step += st.steps;
+		snprintf(name, sizeof name, "step-%08lld.safetensors", ts.step);
+		snprintf(path, sizeof path, "%s/%s", o->out_dir, name);
+		rc = ckpt_save(path, &m, &opt, &ts, e);
+	}
+	if (rc == 0)
+		rc = ckpt_set_latest(o->out_dir, name, e);
+	if (rc == 0)
+		rc = write_metrics(o, &v, groups, &st, path, lm_now() - t0, metrics, e);
+	if (have_o)
+		optim_free(&opt, &m);
+	if (have_m)
+		model_free(&m);
+	if (v.w)
+		bpe_worker_free(v.w);
+	if (enc)
+		bpe_encoder_free(enc);
+	if (have_t)
+		bpe_free(&tok);
+	seqs_free(&v);
+	return rc;
+}
