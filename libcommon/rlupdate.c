@@ -103,6 +103,7 @@ static int ids_field(json_t *o, const char *key, int vocab, uint32_t **out, size
 		json_t *x = json_array_get(a, i);
 		if (!json_is_integer(x) || json_integer_value(x) < 0 || json_integer_value(x) >= vocab) {
 			free(*out);
+			*out = NULL;
 			return lm_seterr(e, "%s:%lu: '%s'[%zu] is not a token id below %d",
 					 name, lineno, key, i, vocab);
 		}
