@@ -27,6 +27,7 @@ typedef struct seq {
 	int32_t *ids, *targets;
 	int T, n_resp;
 	double reward, adv;
+	double ref_logp;          /* DPO: summed response log-probs under the reference */
 	unsigned long lineno;
 	char *group;
 } seq;
@@ -126,24 +127,55 @@ static int encode(seqs *v, json_t *o, const char *key, uint32_t **out, size_t *n
 	return 0;
 }
 
+/* A response encoded with end-of-text appended, so the model learns to stop. */
+static int encode_response(seqs *v, json_t *o, const char *key, uint32_t **out, size_t *n,
+			   const char *name, unsigned long lineno, lm_err *e)
+{
+	if (encode(v, o, key, out, n, name, lineno, e))
+		return -1;
+	if (v->tok->eot == BPE_NO_TOKEN)
+		return 0;
+	uint32_t *grown = realloc(*out, (*n + 1) * sizeof **out);
+	if (!grown)
+		return lm_seterr(e, "out of memory");
+	*out = grown;
+	(*out)[(*n)++] = v->tok->eot;
+	return 0;
+}
+
+/* DPO: the chosen and the rejected sequence, in that order. */
+static int read_pair(seqs *v, json_t *obj, int ctx, const char *name, unsigned long lineno,
+		     lm_err *e)
+{
+	uint32_t *p = NULL, *c = NULL, *r = NULL;
+	size_t np = 0, nc = 0, nr = 0;
+	int rc = encode(v, obj, "prompt", &p, &np, name, lineno, e);
+	if (!rc)
+		rc = encode_response(v, obj, "chosen", &c, &nc, name, lineno, e);
+	if (!rc)
+		rc = encode_response(v, obj, "rejected", &r, &nr, name, lineno, e);
+	if (!rc)
+		rc = add_seq(v, p, np, c, nc, lineno, ctx, name, e);
+	if (!rc)
+		rc = add_seq(v, p, np, r, nr, lineno, ctx, name, e);
+	free(p);
+	free(c);
+	free(r);
+	return rc;
+}
+
 static int read_record(const rlu_opts *o, seqs *v, json_t *obj, int vocab, int ctx,
 		       const char *name, unsigned long lineno, lm_err *e)
 {
 	uint32_t *p = NULL, *r = NULL;
 	size_t np = 0, nr = 0;
 	int rc;
+	if (o->algo == RLU_DPO)
+		return read_pair(v, obj, ctx, name, lineno, e);
 	if (o->algo == RLU_SFT) {
 		rc = encode(v, obj, "prompt", &p, &np, name, lineno, e);
 		if (!rc)
-			rc = encode(v, obj, "response", &r, &nr, name, lineno, e);
-		if (!rc && v->tok->eot != BPE_NO_TOKEN) {
-			/* the response ends with end-of-text, so the model learns to stop */
-			uint32_t *nr2 = realloc(r, (nr + 1) * sizeof *r);
-			if (!nr2)
-				rc = lm_seterr(e, "out of memory");
-			else
-				r = nr2, r[nr++] = v->tok->eot;
-		}
+			rc = encode_response(v, obj, "response", &r, &nr, name, lineno, e);
 	} else {
 		rc = ids_field(obj, "prompt_ids", vocab, &p, &np, name, lineno, e);
 		if (!rc)
@@ -153,7 +185,7 @@ static int read_record(const rlu_opts *o, seqs *v, json_t *obj, int vocab, int c
 		rc = add_seq(v, p, np, r, nr, lineno, ctx, name, e);
 	free(p);
 	free(r);
-	if (rc || o->algo == RLU_SFT)
+	if (rc || o->algo != RLU_GRPO)
 		return rc;
 	seq *s = &v->s[v->n - 1];
 	json_t *rw = json_object_get(obj, "reward"), *g = json_object_get(obj, "group");
@@ -249,6 +281,8 @@ static int advantages(const rlu_opts *o, seqs *v, size_t *n_groups, const char *
 typedef struct stats {
 	double loss, entropy_sum, gnorm_sum, logp_sum;
 	long long tokens, steps;
+	double margin_sum;        /* DPO: (lc - ref_c) - (lr - ref_r) */
+	long long pairs, right;   /* DPO: pairs seen, pairs with a positive margin */
 } stats;
 
 /* d loss / d logp for every response token of s (one value per sequence). */
@@ -285,6 +319,74 @@ static int seq_step(const rlu_opts *o, model *m, const seq *s, double g, float *
 	st->loss += g * sum_logp; /* the loss is linear in logp with slope g per token */
 	/* model_backward adds the gradient of scale * sum(CE) = -scale * sum(logp) */
 	return model_backward(m, (float)-g, e);
+}
+
+/* Forward one sequence; *sum_logp gets its response log-likelihood. */
+static int seq_logp(model *m, const seq *s, double *sum_logp, lm_err *e)
+{
+	double mean_ce;
+	if (model_forward(m, s->ids, s->targets, 1, s->T, &mean_ce, e))
+		return -1;
+	*sum_logp = -mean_ce * (double)model_count(m);
+	return 0;
+}
+
+/* The reference's log-likelihood of every response, with the policy's shape. */
+static int reference_logps(const rlu_opts *o, const model_config *cfg, const lm_backend *be,
+			   int maxT, seqs *v, lm_err *e)
+{
+	model ref = { 0 };
+	if (model_init(&ref, cfg, be, 1, maxT, e))
+		return -1;
+	int rc = ckpt_load(o->ref, &ref, NULL, NULL, e);
+	if (rc)
+		lm_err_prefix(e, "reference checkpoint");
+	for (size_t i = 0; rc == 0 && i < v->n; i++)
+		rc = seq_logp(&ref, &v->s[i], &v->s[i].ref_logp, e);
+	model_free(&ref);
+	return rc;
+}
+
+/* One DPO pair: chosen c, rejected r; the batch has npairs pairs. */
+static int dpo_pair(const rlu_opts *o, model *m, const seq *c, const seq *r, size_t npairs,
+		    stats *st, lm_err *e)
+{
+	double lr, lc, d_lc, d_lr;
+	if (seq_logp(m, r, &lr, e) || seq_logp(m, c, &lc, e))
+		return -1;
+	double loss = rl_dpo_loss(o->beta, lc, lr, c->ref_logp, r->ref_logp, &d_lc, &d_lr);
+	double margin = (lc - c->ref_logp) - (lr - r->ref_logp);
+	st->loss += loss / (double)npairs;
+	st->margin_sum += margin;
+	st->right += margin > 0;
+	st->pairs++;
+	st->logp_sum += lc + lr;
+	st->tokens += c->n_resp + r->n_resp;
+	/* the chosen sequence's activations are live: its backward first */
+	if (model_backward(m, (float)(-d_lc / (double)npairs), e) || seq_logp(m, r, &lr, e))
+		return -1;
+	return model_backward(m, (float)(-d_lr / (double)npairs), e);
+}
+
+static int train_dpo(const rlu_opts *o, model *m, optim *opt, seqs *v, stats *st, lm_err *e)
+{
+	size_t pairs = v->n / 2;
+	size_t batch = o->batch > 0 && (size_t)o->batch < pairs ? (size_t)o->batch : pairs;
+	int rc = 0;
+	for (long long ep = 0; rc == 0 && ep < o->epochs; ep++)
+		for (size_t lo = 0; rc == 0 && lo < pairs; lo += batch) {
+			size_t hi = lo + batch < pairs ? lo + batch : pairs;
+			model_zero_grad(m);
+			for (size_t i = lo; rc == 0 && i < hi; i++)
+				rc = dpo_pair(o, m, &v->s[2 * i], &v->s[2 * i + 1], hi - lo, st, e);
+			if (rc)
+				break;
+			double gn = optim_grad_norm(m);
+			st->gnorm_sum += gn;
+			st->steps++;
+			optim_step(opt, m, o->lr, clip_factor(gn, o->clip_grad));
+		}
+	return rc;
 }
 
 static int train(const rlu_opts *o, model *m, optim *opt, seqs *v, stats *st, lm_err *e)
@@ -346,7 +448,8 @@ static int write_metrics(const rlu_opts *o, const seqs *v, size_t groups, const 
 	static const char *const loss_names[] = { "no_baseline", "reinforce_with_baseline", "grpo_clip" };
 	json_t *j = json_object();
 	double sd, mn, mx;
-	json_object_set_new(j, "algo", json_string(o->algo == RLU_SFT ? "sft" : "grpo"));
+	static const char *const algo_names[] = { "grpo", "sft", "dpo" };
+	json_object_set_new(j, "algo", json_string(algo_names[o->algo]));
 	json_object_set_new(j, "sequences", json_integer((json_int_t)v->n));
 	if (o->algo == RLU_GRPO) {
 		json_object_set_new(j, "loss_type", json_string(loss_names[o->loss]));
@@ -359,12 +462,20 @@ static int write_metrics(const rlu_opts *o, const seqs *v, size_t groups, const 
 		json_object_set_new(j, "adv_max", json_real(mx));
 		json_object_set_new(j, "clip_frac", json_real(0));
 	}
+	if (o->algo == RLU_DPO) {
+		double np = st->pairs ? (double)st->pairs : 1;
+		json_object_set_new(j, "beta", json_real(o->beta));
+		json_object_set_new(j, "pairs", json_integer((json_int_t)(v->n / 2)));
+		json_object_set_new(j, "accuracy", json_real((double)st->right / np));
+		json_object_set_new(j, "margin_mean", json_real(st->margin_sum / np));
+	}
 	double tok = st->tokens ? (double)st->tokens : 1;
 	json_object_set_new(j, "steps", json_integer(st->steps));
 	json_object_set_new(j, "loss", json_real(st->steps ? st->loss / (double)o->epochs : 0));
 	json_object_set_new(j, "response_tokens", json_integer(st->tokens));
 	json_object_set_new(j, "logp_mean", json_real(st->logp_sum / tok));
-	json_object_set_new(j, "entropy", json_real(st->entropy_sum / tok));
+	if (o->algo != RLU_DPO) /* the DPO pass does not look at the logits */
+		json_object_set_new(j, "entropy", json_real(st->entropy_sum / tok));
 	json_object_set_new(j, "grad_norm", json_real(st->steps ? st->gnorm_sum / (double)st->steps : 0));
 	json_object_set_new(j, "checkpoint", json_string(ckpt));
 	json_object_set_new(j, "seconds", json_real(secs));
@@ -395,10 +506,12 @@ int rlu_run(const rlu_opts *o, FILE *in, const char *in_name, FILE *metrics, lm_
 	size_t groups = 0;
 	stats st = { 0 };
 	char name[NAME_MAX_LEN], path[4096];
-	if (o->algo == RLU_SFT) {
+	if (o->algo == RLU_DPO && !o->ref)
+		rc = lm_usage_err(e, "DPO needs the reference checkpoint (--ref)");
+	if (rc == 0 && o->algo != RLU_GRPO) {
 		bpe_source src = { .tokenizer = o->tokenizer };
 		if (!o->tokenizer)
-			rc = lm_usage_err(e, "SFT needs the tokenizer (-t)");
+			rc = lm_usage_err(e, "%s needs the tokenizer (-t)", o->algo == RLU_SFT ? "SFT" : "DPO");
 		else if ((rc = bpe_open(&tok, &src, e)) == 0) {
 			have_t = 1;
 			v.tok = &tok;
@@ -424,10 +537,12 @@ int rlu_run(const rlu_opts *o, FILE *in, const char *in_name, FILE *metrics, lm_
 		have_o = 1;
 	if (rc == 0)
 		rc = ckpt_load(o->checkpoint, &m, NULL, &ts, e);
+	if (rc == 0 && o->algo == RLU_DPO)
+		rc = reference_logps(o, &cfg, be, maxT, &v, e);
 	if (rc == 0 && mkdir(o->out_dir, 0777) && errno != EEXIST)
 		rc = lm_seterr(e, "%s:", o->out_dir);
 	if (rc == 0)
-		rc = train(o, &m, &opt, &v, &st, e);
+		rc = o->algo == RLU_DPO ? train_dpo(o, &m, &opt, &v, &st, e) : train(o, &m, &opt, &v, &st, e);
 	if (rc == 0) {
 		ts.step += st.steps;
 		snprintf(name, sizeof name, "step-%08lld.safetensors", ts.step);

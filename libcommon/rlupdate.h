@@ -1,5 +1,6 @@
 /* rlupdate.h: one policy update of rl-update: read scored rollouts (GRPO
- * family) or {prompt, response} records (SFT), compute the loss per
+ * family), {prompt, response} records (SFT) or {prompt, chosen, rejected}
+ * records (DPO, against a reference checkpoint), compute the loss per
  * sequence with rl_loss.h, step AdamW, write the new checkpoint and one
  * metrics line.
  *
@@ -7,8 +8,9 @@
  * gradient by one factor, so each sequence is run on its own, with the
  * factor its loss gives its tokens.  That is exact for SFT and for the
  * no_baseline and reinforce_with_baseline losses (one weight per
- * sequence); grpo_clip and the KL penalty weight tokens one by one and need
- * a per-token backward, which model.h does not offer yet: they are refused. */
+ * sequence) and for DPO (one weight per response); grpo_clip and the KL
+ * penalty weight tokens one by one and need a per-token backward, which
+ * model.h does not offer yet: they are refused. */
 #ifndef LMPIPE_RLUPDATE_H
 #define LMPIPE_RLUPDATE_H
 
@@ -17,11 +19,13 @@
 #include "err.h"
 #include "rl_loss.h"
 
-typedef enum rlu_algo { RLU_GRPO, RLU_SFT } rlu_algo;
+typedef enum rlu_algo { RLU_GRPO, RLU_SFT, RLU_DPO } rlu_algo;
 
 typedef struct rlu_opts {
 	rlu_algo algo;
 	const char *checkpoint;   /* the policy */
+	const char *ref;          /* DPO: the reference policy */
+	double beta;              /* DPO */
 	const char *tokenizer;    /* SFT: to encode prompt and response */
 	const char *out_dir;
 	const char *device;

@@ -3,7 +3,7 @@
 # lm-train learns here in seconds: lm-sample rollouts -> rl-reward (an
 # external scorer) -> rl-update, the reward going up over a few rounds; SFT
 # raising the likelihood of its responses; equal rewards changing nothing;
-# bad input with clear messages.
+# DPO against a reference; bad input with clear messages.
 . "$(dirname "$0")/lib.sh"
 cd "$TMP" || exit 1
 STEPS=100 LINES=1500 ROUNDS=6
@@ -74,6 +74,23 @@ run rl-update -a sft -t byte.tok -c ck/latest -o sft0 -e 1 --lr 1e-9 -j 1 sft.js
 b0=$(field "$out" logp_mean)
 perl -e "exit !($b > $b0 + 0.1)"
 ok $? "SFT raises the log-likelihood of the responses ($b0 -> $b per token)"
+
+# DPO: the reference against itself gives log 2; training makes the chosen win
+printf '%s\n' '{"prompt":"Max saw a","chosen":" big kite.","rejected":" red boat."}' \
+	'{"prompt":"Tom lost a","chosen":" big cake.","rejected":" old box."}' > dpo.jsonl
+run rl-update -a dpo -t byte.tok -c ck/latest --ref ck/latest -o dpo0 --lr 1e-9 --beta 0.5 -j 1 dpo.jsonl
+perl -e "exit !(abs($(field "$out" loss) - log(2)) < 1e-5)"
+ok $? "DPO of the reference against itself: loss log 2 ($err$(field "$out" loss))"
+run rl-update -a dpo -t byte.tok -c ck/latest --ref ck/latest -o dpo --lr 5e-3 --beta 0.5 -e 3 -j 1 dpo.jsonl
+run rl-update -a dpo -t byte.tok -c dpo/latest --ref ck/latest -o dpo --lr 1e-9 --beta 0.5 -j 1 dpo.jsonl
+perl -e "exit !($(field "$out" loss) < 0.3 && $(field "$out" accuracy) == 1)"
+ok $? "DPO training: the chosen responses win (loss $(field "$out" loss))"
+lm-train -m tiny --vocab 256 --context 64 --layers 1 -b 4 -n 1 -d d -o other -j 1 2>/dev/null
+run rl-update -a dpo -t byte.tok -c ck/latest --ref other/latest -o x dpo.jsonl
+is "$rc" 1 "a reference of another shape: exit 1"
+case "$err" in "rl-update: reference checkpoint: other/latest: the checkpoint's model"*"differs"*) ok 0 "... and why";; *) ok 1 "... and why: $err";; esac
+run rl-update -a dpo -t byte.tok -c ck/latest -o x dpo.jsonl
+is "$rc" 2 "DPO without --ref: exit 2"
 
 # bad input
 run rl-update -c ck/latest -o x ro.jsonl

@@ -1,6 +1,6 @@
-/* rl-update: one policy update from scored rollouts (GRPO family) or
- * {prompt, response} records (SFT); writes the new checkpoint and a
- * metrics line. */
+/* rl-update: one policy update from scored rollouts (GRPO family),
+ * {prompt, response} records (SFT) or preference pairs (DPO); writes the
+ * new checkpoint and a metrics line. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -9,20 +9,22 @@
 #include "opt.h"
 #include "rlupdate.h"
 
-static const char *const algos[] = { "grpo", "sft", NULL };
+static const char *const algos[] = { "grpo", "sft", "dpo", NULL };
 static const char *const losses[] = { "reinforce_with_baseline", "no_baseline", "grpo_clip", NULL };
 static const char *const aggs[] = { "masked_mean", "normalize", NULL };
 static const char *algo = "grpo", *loss = "reinforce_with_baseline", *agg = "masked_mean";
-static const char *checkpoint, *tokenizer, *out_dir, *device = "cpu";
+static const char *checkpoint, *ref, *tokenizer, *out_dir, *device = "cpu";
 static int no_std;
-static double adv_eps = 1e-6, constant, lr = 1e-5, wd, beta1 = 0.9, beta2 = 0.95, clip = 1.0;
+static double beta = 0.1, adv_eps = 1e-6, constant, lr = 1e-5, wd, beta1 = 0.9, beta2 = 0.95, clip = 1.0;
 static long long batch, epochs = 1, threads;
 
 static const opt_def opts[] = {
 	{ 'c', "checkpoint", OPT_STR, &checkpoint, "FILE", "the policy to update (required)", 0, 0, NULL },
 	{ 'o', "out", OPT_STR, &out_dir, "DIR", "where the new checkpoint goes (step-N.safetensors, latest)", 0, 0, NULL },
 	{ 'a', "algo", OPT_CHOICE, &algo, "ALGO", "algorithm", 0, 0, algos },
-	{ 't', "tokenizer", OPT_STR, &tokenizer, "FILE", "sft: the tokenizer of the model", 0, 0, NULL },
+	{ 't', "tokenizer", OPT_STR, &tokenizer, "FILE", "sft, dpo: the tokenizer of the model", 0, 0, NULL },
+	{ 'r', "ref", OPT_STR, &ref, "FILE", "dpo: the reference checkpoint", 0, 0, NULL },
+	{ 0, "beta", OPT_DOUBLE, &beta, "F", "dpo: the inverse temperature beta", 0, 1e6, NULL },
 	{ 'l', "loss", OPT_CHOICE, &loss, "TYPE", "grpo: policy-gradient loss", 0, 0, losses },
 	{ 0, "no-std", OPT_FLAG, &no_std, NULL, "grpo: advantage r - mean, not divided by the std (Dr. GRPO)", 0, 0, NULL },
 	{ 0, "adv-eps", OPT_DOUBLE, &adv_eps, "F", "grpo: added to the std", 0, 1, NULL },
@@ -42,9 +44,9 @@ static const opt_def opts[] = {
 
 static const opt_prog prog = {
 	"-c CHECKPOINT -o DIR [OPTION]... [FILE]",
-	"Update a policy: GRPO-family policy gradient on scored rollouts (rl-reward output), or\n"
-	"SFT on {\"prompt\", \"response\"} records; read FILE or stdin, write the new checkpoint\n"
-	"in DIR and one JSON metrics line on stdout.",
+	"Update a policy: GRPO-family policy gradient on scored rollouts (rl-reward output),\n"
+	"SFT on {\"prompt\", \"response\"} records, or DPO on {\"prompt\", \"chosen\", \"rejected\"};\n"
+	"read FILE or stdin, write the new checkpoint in DIR and one JSON metrics line on stdout.",
 	opts, NULL
 };
 
@@ -59,8 +61,8 @@ int main(int argc, char **argv)
 		die(EXIT_USAGE, "-c CHECKPOINT and -o DIR are required\nTry 'rl-update --help' for more information.");
 	lm_err e;
 	rlu_opts o = {
-		.algo = strcmp(algo, "sft") ? RLU_GRPO : RLU_SFT,
-		.checkpoint = checkpoint, .tokenizer = tokenizer, .out_dir = out_dir, .device = device,
+		.algo = !strcmp(algo, "sft") ? RLU_SFT : !strcmp(algo, "dpo") ? RLU_DPO : RLU_GRPO,
+		.checkpoint = checkpoint, .ref = ref, .beta = beta, .tokenizer = tokenizer, .out_dir = out_dir, .device = device,
 		.no_std = no_std, .adv_eps = adv_eps,
 		.agg = strcmp(agg, "normalize") ? RL_AGG_MASKED_MEAN : RL_AGG_NORMALIZE,
 		.constant = constant, .batch = batch, .epochs = epochs, .lr = lr, .weight_decay = wd,
