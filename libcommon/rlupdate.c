@@ -18,6 +18,7 @@
 #include "model.h"
 #include "optim.h"
 #include "progress.h"
+#include "rl_backward.h"
 
 enum { NAME_MAX_LEN = 64 };
 
@@ -28,6 +29,8 @@ typedef struct seq {
 	int T, n_resp;
 	double reward, adv;
 	double ref_logp;          /* DPO: summed response log-probs under the reference */
+	float *old_logp;          /* [T]: the rollout's log-probs at the response targets */
+	float *ref_tok;           /* [T]: the reference's, for the KL penalty */
 	unsigned long lineno;
 	char *group;
 } seq;
@@ -45,6 +48,8 @@ static void seqs_free(seqs *v)
 		free(v->s[i].ids);
 		free(v->s[i].targets);
 		free(v->s[i].group);
+		free(v->s[i].old_logp);
+		free(v->s[i].ref_tok);
 	}
 	free(v->s);
 }
@@ -164,6 +169,27 @@ static int read_pair(seqs *v, json_t *obj, int ctx, const char *name, unsigned l
 	return rc;
 }
 
+/* The rollout's per-token log-probs, placed at their targets. */
+static int old_logprobs(seq *s, json_t *a, const char *name, unsigned long lineno, lm_err *e)
+{
+	if (!json_is_array(a))
+		return lm_seterr(e, "%s:%lu: no 'logprobs' (grpo_clip needs the log-probs the rollouts "
+				 "were sampled with)", name, lineno);
+	if (json_array_size(a) != (size_t)s->n_resp)
+		return lm_seterr(e, "%s:%lu: %zu logprobs for %d completion tokens", name, lineno,
+				 json_array_size(a), s->n_resp);
+	if (!(s->old_logp = calloc((size_t)s->T + 1, sizeof *s->old_logp)))
+		return lm_seterr(e, "out of memory");
+	int first = s->T - s->n_resp;
+	for (int k = 0; k < s->n_resp; k++) {
+		json_t *x = json_array_get(a, (size_t)k);
+		if (!json_is_number(x) || !(json_number_value(x) <= 0))
+			return lm_seterr(e, "%s:%lu: logprobs[%d] is not a log-probability", name, lineno, k);
+		s->old_logp[first + k] = (float)json_number_value(x);
+	}
+	return 0;
+}
+
 static int read_record(const rlu_opts *o, seqs *v, json_t *obj, int vocab, int ctx,
 		       const char *name, unsigned long lineno, lm_err *e)
 {
@@ -197,6 +223,8 @@ static int read_record(const rlu_opts *o, seqs *v, json_t *obj, int vocab, int c
 	s->reward = json_number_value(rw);
 	if (!(s->group = json_dumps(g, JSON_COMPACT | JSON_ENCODE_ANY)))
 		return lm_seterr(e, "out of memory");
+	if (o->loss == RL_PG_GRPO_CLIP)
+		return old_logprobs(s, json_object_get(obj, "logprobs"), name, lineno, e);
 	return 0;
 }
 
@@ -281,44 +309,123 @@ static int advantages(const rlu_opts *o, seqs *v, size_t *n_groups, const char *
 typedef struct stats {
 	double loss, entropy_sum, gnorm_sum, logp_sum;
 	long long tokens, steps;
+	double clipped, kl_sum, ratio_sum; /* token sums (GRPO) */
 	double margin_sum;        /* DPO: (lc - ref_c) - (lr - ref_r) */
 	long long pairs, right;   /* DPO: pairs seen, pairs with a positive margin */
 } stats;
 
-/* d loss / d logp for every response token of s (one value per sequence). */
-static double token_grad(const rlu_opts *o, const seq *s, double constant, size_t batch)
+/* Per-sequence scratch, sized for the longest sequence. */
+typedef struct work {
+	float *logits, *logp, *grad, *w;
+	uint8_t *mask;
+} work;
+
+static void work_free(work *w)
 {
-	double denom = (o->agg == RL_AGG_NORMALIZE ? constant : (double)s->n_resp) * (double)batch;
-	if (o->algo == RLU_SFT)
-		return -1.0 / denom;
-	double score = o->loss == RL_PG_NO_BASELINE ? s->reward : s->adv;
-	return -score / denom;
+	free(w->logits);
+	free(w->logp);
+	free(w->grad);
+	free(w->w);
+	free(w->mask);
 }
 
-/* Forward and backward on one sequence; adds to the stats. */
-static int seq_step(const rlu_opts *o, model *m, const seq *s, double g, float *logits_host,
-		    stats *st, lm_err *e)
+static int work_init(work *w, int maxT, int V, lm_err *e)
+{
+	w->logits = malloc((size_t)maxT * V * sizeof *w->logits);
+	w->logp = malloc((size_t)maxT * sizeof *w->logp);
+	w->grad = malloc((size_t)maxT * sizeof *w->grad);
+	w->w = malloc((size_t)maxT * sizeof *w->w);
+	w->mask = malloc((size_t)maxT);
+	if (!w->logits || !w->logp || !w->grad || !w->w || !w->mask) {
+		work_free(w);
+		return lm_seterr(e, "out of memory");
+	}
+	return 0;
+}
+
+/* Forward s; the response tokens' log-probs into w->logp, their mask into
+ * w->mask, and (when st) their entropies into the stats. */
+static int seq_forward(model *m, const seq *s, work *w, stats *st, lm_err *e)
 {
 	double mean_ce;
-	if (s->n_resp == 0)
-		return 0;
 	if (model_forward(m, s->ids, s->targets, 1, s->T, &mean_ce, e))
 		return -1;
 	int V = m->cfg.vocab;
-	m->be->download(logits_host, model_logits(m), (size_t)s->T * V * sizeof(float));
+	m->be->download(w->logits, model_logits(m), (size_t)s->T * V * sizeof(float));
 	for (int t = 0; t < s->T; t++) {
-		if (s->targets[t] < 0)
+		w->mask[t] = s->targets[t] >= 0;
+		w->logp[t] = 0;
+		if (!w->mask[t])
 			continue;
-		float h;
-		rl_entropy(logits_host + (size_t)t * V, 1, (size_t)V, &h);
-		st->entropy_sum += h;
+		const float *z = w->logits + (size_t)t * V;
+		float mx = z[0];
+		for (int j = 1; j < V; j++)
+			mx = z[j] > mx ? z[j] : mx;
+		double se = 0;
+		for (int j = 0; j < V; j++)
+			se += exp((double)z[j] - mx);
+		w->logp[t] = (float)((double)z[s->targets[t]] - mx - log(se));
+		if (st) {
+			float h;
+			rl_entropy(z, 1, (size_t)V, &h);
+			st->entropy_sum += h;
+		}
 	}
-	double sum_logp = -mean_ce * (double)model_count(m);
-	st->logp_sum += sum_logp;
-	st->tokens += s->n_resp;
-	st->loss += g * sum_logp; /* the loss is linear in logp with slope g per token */
-	/* model_backward adds the gradient of scale * sum(CE) = -scale * sum(logp) */
-	return model_backward(m, (float)-g, e);
+	return 0;
+}
+
+/* Forward and backward on one sequence of a batch of `batch` sequences:
+ * the loss of rl_grpo_step (SFT: no_baseline with reward 1), each token's
+ * gradient -d loss / d logp as its cross-entropy weight. */
+static int seq_step(const rlu_opts *o, model *m, const seq *s, double constant, size_t batch,
+		    work *w, stats *st, lm_err *e)
+{
+	if (s->n_resp == 0)
+		return 0;
+	if (seq_forward(m, s, w, st, e))
+		return -1;
+	float one = 1.0f, reward = (float)s->reward, adv = (float)s->adv;
+	rl_grpo_args a = {
+		{ o->algo == RLU_SFT ? RL_PG_NO_BASELINE : o->loss, o->algo == RLU_SFT ? &one : &reward,
+		  &adv, s->old_logp, (float)o->clip_low, (float)o->clip_high },
+		o->agg, constant, (int)batch, s->ref_tok, o->kl_beta,
+	};
+	rl_step_stats ss;
+	if (rl_grpo_step(&a, w->logp, w->mask, 1, (size_t)s->T, w->grad, &ss, e))
+		return -1;
+	for (int t = 0; t < s->T; t++) {
+		w->w[t] = -w->grad[t];
+		st->logp_sum += w->logp[t];
+	}
+	st->loss += ss.loss;
+	st->tokens += (long long)ss.tokens;
+	st->clipped += ss.clip_frac * (double)ss.tokens;
+	st->kl_sum += ss.kl * (double)ss.tokens;
+	st->ratio_sum += ss.ratio_mean * (double)ss.tokens;
+	return rl_backward_tokens(m, w->w, e);
+}
+
+/* The reference's per-token log-probs of every sequence (KL penalty). */
+static int reference_tokens(const rlu_opts *o, const model_config *cfg, const lm_backend *be,
+			    int maxT, seqs *v, lm_err *e)
+{
+	model ref = { 0 };
+	work w = { 0 };
+	if (model_init(&ref, cfg, be, 1, maxT, e))
+		return -1;
+	int rc = work_init(&w, maxT, cfg->vocab, e);
+	if (rc == 0 && (rc = ckpt_load(o->ref, &ref, NULL, NULL, e)))
+		lm_err_prefix(e, "reference checkpoint");
+	for (size_t i = 0; rc == 0 && i < v->n; i++) {
+		seq *s = &v->s[i];
+		if (!(s->ref_tok = malloc(((size_t)s->T + 1) * sizeof *s->ref_tok)))
+			rc = lm_seterr(e, "out of memory");
+		else if (!(rc = seq_forward(&ref, s, &w, NULL, e)))
+			memcpy(s->ref_tok, w.logp, (size_t)s->T * sizeof *s->ref_tok);
+	}
+	work_free(&w);
+	model_free(&ref);
+	return rc;
 }
 
 /* Forward one sequence; *sum_logp gets its response log-likelihood. */
@@ -398,9 +505,9 @@ static int train(const rlu_opts *o, model *m, optim *opt, seqs *v, stats *st, lm
 	int maxT = 1;
 	for (size_t i = 0; i < v->n; i++)
 		maxT = v->s[i].T > maxT ? v->s[i].T : maxT;
-	float *logits = malloc((size_t)maxT * m->cfg.vocab * sizeof *logits);
-	if (!logits)
-		return lm_seterr(e, "out of memory");
+	work w = { 0 };
+	if (work_init(&w, maxT, m->cfg.vocab, e))
+		return -1;
 	size_t batch = o->batch > 0 && (size_t)o->batch < v->n ? (size_t)o->batch : v->n;
 	progress pr;
 	progress_start(&pr, 0, "sequences", "seq", (uint64_t)(v->n * (size_t)o->epochs));
@@ -411,8 +518,7 @@ static int train(const rlu_opts *o, model *m, optim *opt, seqs *v, stats *st, lm
 			size_t hi = lo + batch < v->n ? lo + batch : v->n;
 			model_zero_grad(m);
 			for (size_t i = lo; rc == 0 && i < hi; i++) {
-				rc = seq_step(o, m, &v->s[i], token_grad(o, &v->s[i], constant, hi - lo),
-					      logits, st, e);
+				rc = seq_step(o, m, &v->s[i], constant, hi - lo, &w, st, e);
 				progress_update(&pr, ++done, NULL);
 			}
 			if (rc)
@@ -423,7 +529,7 @@ static int train(const rlu_opts *o, model *m, optim *opt, seqs *v, stats *st, lm
 			optim_step(opt, m, o->lr, clip_factor(gn, o->clip_grad));
 		}
 	progress_end(&pr, done, NULL);
-	free(logits);
+	work_free(&w);
 	return rc;
 }
 
@@ -460,7 +566,10 @@ static int write_metrics(const rlu_opts *o, const seqs *v, size_t groups, const 
 		json_object_set_new(j, "adv_std", json_real(sd));
 		json_object_set_new(j, "adv_min", json_real(mn));
 		json_object_set_new(j, "adv_max", json_real(mx));
-		json_object_set_new(j, "clip_frac", json_real(0));
+		double n = st->tokens ? (double)st->tokens : 1;
+		json_object_set_new(j, "clip_frac", json_real(st->clipped / n));
+		json_object_set_new(j, "ratio_mean", json_real(st->ratio_sum / n));
+		json_object_set_new(j, "kl", json_real(st->kl_sum / n));
 	}
 	if (o->algo == RLU_DPO) {
 		double np = st->pairs ? (double)st->pairs : 1;
@@ -487,10 +596,8 @@ static int write_metrics(const rlu_opts *o, const seqs *v, size_t groups, const 
 
 int rlu_run(const rlu_opts *o, FILE *in, const char *in_name, FILE *metrics, lm_err *e)
 {
-	if (o->algo == RLU_GRPO && o->loss == RL_PG_GRPO_CLIP)
-		return lm_usage_err(e, "grpo_clip weights each token by its probability ratio, which "
-				    "needs a per-token backward the model does not offer yet; use "
-				    "--loss reinforce_with_baseline or no_baseline");
+	if (o->algo == RLU_GRPO && o->kl_beta > 0 && !o->ref)
+		return lm_usage_err(e, "the KL penalty needs the reference checkpoint (--ref)");
 	double t0 = lm_now();
 	const lm_backend *be = backend_get(o->device ? o->device : "cpu", e);
 	model_config cfg;
@@ -539,6 +646,8 @@ int rlu_run(const rlu_opts *o, FILE *in, const char *in_name, FILE *metrics, lm_
 		rc = ckpt_load(o->checkpoint, &m, NULL, &ts, e);
 	if (rc == 0 && o->algo == RLU_DPO)
 		rc = reference_logps(o, &cfg, be, maxT, &v, e);
+	if (rc == 0 && o->algo == RLU_GRPO && o->kl_beta > 0)
+		rc = reference_tokens(o, &cfg, be, maxT, &v, e);
 	if (rc == 0 && mkdir(o->out_dir, 0777) && errno != EEXIST)
 		rc = lm_seterr(e, "%s:", o->out_dir);
 	if (rc == 0)

@@ -4,13 +4,11 @@
  * sequence with rl_loss.h, step AdamW, write the new checkpoint and one
  * metrics line.
  *
- * The model's backward pass (model.h) scales every token's cross-entropy
- * gradient by one factor, so each sequence is run on its own, with the
- * factor its loss gives its tokens.  That is exact for SFT and for the
- * no_baseline and reinforce_with_baseline losses (one weight per
- * sequence) and for DPO (one weight per response); grpo_clip and the KL
- * penalty weight tokens one by one and need a per-token backward, which
- * model.h does not offer yet: they are refused. */
+ * Each sequence is run through the model on its own; the gradient of its
+ * loss w.r.t. each token's log-prob (rl_grpo_step, the code the CS336
+ * conformance tests check) becomes that token's cross-entropy weight in the
+ * backward pass (rl_backward.h).  DPO weights every token of a response
+ * alike (rl_dpo_loss). */
 #ifndef LMPIPE_RLUPDATE_H
 #define LMPIPE_RLUPDATE_H
 
@@ -24,7 +22,7 @@ typedef enum rlu_algo { RLU_GRPO, RLU_SFT, RLU_DPO } rlu_algo;
 typedef struct rlu_opts {
 	rlu_algo algo;
 	const char *checkpoint;   /* the policy */
-	const char *ref;          /* DPO: the reference policy */
+	const char *ref;          /* DPO, KL penalty: the reference policy */
 	double beta;              /* DPO */
 	const char *tokenizer;    /* SFT: to encode prompt and response */
 	const char *out_dir;
@@ -36,6 +34,8 @@ typedef struct rlu_opts {
 	double constant;          /* RL_AGG_NORMALIZE; 0: the longest response */
 	long long batch;          /* sequences per optimizer step; 0: all */
 	long long epochs;
+	double clip_low, clip_high; /* grpo_clip: ratio clipped to [1 - low, 1 + high] */
+	double kl_beta;           /* GRPO: KL(policy || ref) penalty, needs ref */
 	double lr, weight_decay, beta1, beta2, clip_grad;
 	int threads;
 } rlu_opts;

@@ -54,6 +54,27 @@ ok $? "GRPO raises the reward over $ROUNDS rounds ($first -> $last)"
 [ -L pol/latest ] && [ -f "pol/$(readlink pol/latest)" ]
 ok $? "pol/latest points at the newest checkpoint"
 
+# on-policy, the rollouts' log-probs are the policy's: ratio 1, and grpo_clip
+# takes the same step as reinforce_with_baseline
+lm-sample -c ck/latest -t byte.tok --jsonl -i p.jsonl -n 8 --max-tokens 8 --seed 1 > r0.jsonl 2>/dev/null
+rl-reward -c 'perl -ne "print /\"completion\":\" s/ ? 1 : 0, qq(\n)"' r0.jsonl > s0.jsonl
+run rl-update -c ck/latest -o c1 -j 1 s0.jsonl
+clip_out=$out
+perl -e "exit !(abs($(field "$out" ratio_mean) - 1) < 1e-4 && $(field "$out" clip_frac) == 0)"
+ok $? "on-policy: mean ratio 1, nothing clipped ($(field "$out" ratio_mean))"
+run rl-update -c ck/latest -o c2 -j 1 -l reinforce_with_baseline s0.jsonl
+perl -e "exit !(abs($(field "$out" grad_norm) - $(field "$clip_out" grad_norm)) < 1e-3 * $(field "$out" grad_norm))"
+ok $? "on-policy grpo_clip = reinforce_with_baseline (grad norm $(field "$clip_out" grad_norm) vs $(field "$out" grad_norm))"
+run rl-update -c ck/latest -o c3 -j 1 -e 4 --lr 1e-2 --cliprange 0.05 s0.jsonl
+perl -e "exit !($(field "$out" clip_frac) > 0)"
+ok $? "off-policy epochs clip some tokens (clip_frac $(field "$out" clip_frac))"
+run rl-update -c ck/latest -o c4 -j 1 --kl 0.5 --ref ck/latest s0.jsonl
+perl -e "exit !($(field "$out" kl) == 0)"
+ok $? "KL to the reference is 0 before the policy moves ($err)"
+run rl-update -c c3/latest -o c5 -j 1 --kl 0.5 --ref ck/latest --lr 1e-9 s0.jsonl
+perl -e "exit !($(field "$out" kl) > 0)"
+ok $? "KL of a moved policy is positive ($(field "$out" kl))"
+
 # rewards all equal: zero advantages, zero gradient, the same weights
 perl -pe 's/"reward":[-0-9.e+]+/"reward":1/' sc.jsonl > same.jsonl
 run rl-update -c ck/latest -o same -j 1 same.jsonl
@@ -102,8 +123,13 @@ is "$rc" 1 "a group of one: exit 1"
 case "$err" in *"group 0 (line 1): groups of size 1: the standard deviation is undefined"*) ok 0 "... and why";; *) ok 1 "... and why: $err";; esac
 run rl-update -c ck/latest -o x --no-std one.jsonl
 is "$rc" 0 "a group of one is fine without the std"
-run rl-update -c ck/latest -o x -l grpo_clip sc.jsonl
-is "$rc" 2 "grpo_clip is refused for now (exit 2)"
+perl -pe 's/,"logprobs":\[[^]]*\]//' sc.jsonl > nolp.jsonl
+run rl-update -c ck/latest -o x nolp.jsonl
+is "$err" "rl-update: nolp.jsonl:1: no 'logprobs' (grpo_clip needs the log-probs the rollouts were sampled with)" "grpo_clip without log-probs"
+run rl-update -c ck/latest -o x -l reinforce_with_baseline nolp.jsonl
+is "$rc" 0 "reinforce_with_baseline does not need them"
+run rl-update -c ck/latest -o x --kl 0.1 sc.jsonl
+is "$rc" 2 "--kl without --ref: exit 2"
 printf '{"prompt":"x","reward":1,"group":0}\n' > noids.jsonl
 run rl-update -c ck/latest -o x noids.jsonl
 is "$err" "rl-update: noids.jsonl:1: no array 'prompt_ids' (rollouts come from lm-sample --jsonl)" "rollouts without token ids"

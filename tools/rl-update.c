@@ -10,12 +10,12 @@
 #include "rlupdate.h"
 
 static const char *const algos[] = { "grpo", "sft", "dpo", NULL };
-static const char *const losses[] = { "reinforce_with_baseline", "no_baseline", "grpo_clip", NULL };
+static const char *const losses[] = { "grpo_clip", "reinforce_with_baseline", "no_baseline", NULL };
 static const char *const aggs[] = { "masked_mean", "normalize", NULL };
-static const char *algo = "grpo", *loss = "reinforce_with_baseline", *agg = "masked_mean";
+static const char *algo = "grpo", *loss = "grpo_clip", *agg = "masked_mean";
 static const char *checkpoint, *ref, *tokenizer, *out_dir, *device = "cpu";
 static int no_std;
-static double beta = 0.1, adv_eps = 1e-6, constant, lr = 1e-5, wd, beta1 = 0.9, beta2 = 0.95, clip = 1.0;
+static double beta = 0.1, cliprange = 0.2, clip_high, kl_beta, adv_eps = 1e-6, constant, lr = 1e-5, wd, beta1 = 0.9, beta2 = 0.95, clip = 1.0;
 static long long batch, epochs = 1, threads;
 
 static const opt_def opts[] = {
@@ -23,9 +23,12 @@ static const opt_def opts[] = {
 	{ 'o', "out", OPT_STR, &out_dir, "DIR", "where the new checkpoint goes (step-N.safetensors, latest)", 0, 0, NULL },
 	{ 'a', "algo", OPT_CHOICE, &algo, "ALGO", "algorithm", 0, 0, algos },
 	{ 't', "tokenizer", OPT_STR, &tokenizer, "FILE", "sft, dpo: the tokenizer of the model", 0, 0, NULL },
-	{ 'r', "ref", OPT_STR, &ref, "FILE", "dpo: the reference checkpoint", 0, 0, NULL },
+	{ 'r', "ref", OPT_STR, &ref, "FILE", "dpo, --kl: the reference checkpoint", 0, 0, NULL },
 	{ 0, "beta", OPT_DOUBLE, &beta, "F", "dpo: the inverse temperature beta", 0, 1e6, NULL },
 	{ 'l', "loss", OPT_CHOICE, &loss, "TYPE", "grpo: policy-gradient loss", 0, 0, losses },
+	{ 0, "cliprange", OPT_DOUBLE, &cliprange, "F", "grpo_clip: ratio clipped to [1 - F, 1 + F]", 0, 10, NULL },
+	{ 0, "clip-high", OPT_DOUBLE, &clip_high, "F", "grpo_clip: upper clip 1 + F instead (clip-higher)", 0, 10, NULL },
+	{ 0, "kl", OPT_DOUBLE, &kl_beta, "F", "grpo: weight of the KL penalty to --ref", 0, 1e6, NULL },
 	{ 0, "no-std", OPT_FLAG, &no_std, NULL, "grpo: advantage r - mean, not divided by the std (Dr. GRPO)", 0, 0, NULL },
 	{ 0, "adv-eps", OPT_DOUBLE, &adv_eps, "F", "grpo: added to the std", 0, 1, NULL },
 	{ 0, "agg", OPT_CHOICE, &agg, "HOW", "per-sequence loss: mean over its tokens, or sum / constant", 0, 0, aggs },
@@ -62,7 +65,8 @@ int main(int argc, char **argv)
 	lm_err e;
 	rlu_opts o = {
 		.algo = !strcmp(algo, "sft") ? RLU_SFT : !strcmp(algo, "dpo") ? RLU_DPO : RLU_GRPO,
-		.checkpoint = checkpoint, .ref = ref, .beta = beta, .tokenizer = tokenizer, .out_dir = out_dir, .device = device,
+		.checkpoint = checkpoint, .ref = ref, .beta = beta,
+		.clip_low = cliprange, .clip_high = clip_high > 0 ? clip_high : cliprange, .kl_beta = kl_beta, .tokenizer = tokenizer, .out_dir = out_dir, .device = device,
 		.no_std = no_std, .adv_eps = adv_eps,
 		.agg = strcmp(agg, "normalize") ? RL_AGG_MASKED_MEAN : RL_AGG_NORMALIZE,
 		.constant = constant, .batch = batch, .epochs = epochs, .lr = lr, .weight_decay = wd,
