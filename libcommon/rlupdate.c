@@ -580,7 +580,8 @@ static int write_metrics(const rlu_opts *o, const seqs *v, size_t groups, const 
 	}
 	double tok = st->tokens ? (double)st->tokens : 1;
 	json_object_set_new(j, "steps", json_integer(st->steps));
-	json_object_set_new(j, "loss", json_real(st->steps ? st->loss / (double)o->epochs : 0));
+	/* each batch adds its loss: the mean over the optimizer steps */
+	json_object_set_new(j, "loss", json_real(st->steps ? st->loss / (double)st->steps : 0));
 	json_object_set_new(j, "response_tokens", json_integer(st->tokens));
 	json_object_set_new(j, "logp_mean", json_real(st->logp_sum / tok));
 	if (o->algo != RLU_DPO) /* the DPO pass does not look at the logits */
