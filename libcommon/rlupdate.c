@@ -510,7 +510,7 @@ static int train(const rlu_opts *o, model *m, optim *opt, seqs *v, stats *st, lm
 		return -1;
 	size_t batch = o->batch > 0 && (size_t)o->batch < v->n ? (size_t)o->batch : v->n;
 	progress pr;
-	progress_start(&pr, 0, "sequences", "seq", (uint64_t)(v->n * (size_t)o->epochs));
+	progress_start(&pr, o->progress, "sequences", "seq", (uint64_t)(v->n * (size_t)o->epochs));
 	int rc = 0;
 	uint64_t done = 0;
 	for (long long ep = 0; rc == 0 && ep < o->epochs; ep++)

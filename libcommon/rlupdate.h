@@ -38,6 +38,7 @@ typedef struct rlu_opts {
 	double kl_beta;           /* GRPO: KL(policy || ref) penalty, needs ref */
 	double lr, weight_decay, beta1, beta2, clip_grad;
 	int threads;
+	int progress;             /* a progress line even when stderr is no terminal */
 } rlu_opts;
 
 /* Run the update on the records of in; the metrics line goes to metrics. */

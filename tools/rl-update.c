@@ -14,7 +14,7 @@ static const char *const losses[] = { "grpo_clip", "reinforce_with_baseline", "n
 static const char *const aggs[] = { "masked_mean", "normalize", NULL };
 static const char *algo = "grpo", *loss = "grpo_clip", *agg = "masked_mean";
 static const char *checkpoint, *ref, *tokenizer, *out_dir, *device = "cpu";
-static int no_std;
+static int no_std, progress;
 static double beta = 0.1, cliprange = 0.2, clip_high, kl_beta, adv_eps = 1e-6, constant, lr = 1e-5, wd, beta1 = 0.9, beta2 = 0.95, clip = 1.0;
 static long long batch, epochs = 1, threads;
 
@@ -41,6 +41,7 @@ static const opt_def opts[] = {
 	{ 0, "beta2", OPT_DOUBLE, &beta2, "F", "AdamW beta2", 0, 1, NULL },
 	{ 0, "clip", OPT_DOUBLE, &clip, "F", "max global gradient norm, 0: off", 0, 1e30, NULL },
 	{ 0, "device", OPT_STR, &device, "DEV", "compute device", 0, 0, NULL },
+	{ 0, "progress", OPT_FLAG, &progress, NULL, "show progress on stderr even when it is no terminal", 0, 0, NULL },
 	{ 'j', "threads", OPT_INT, &threads, "N", "CPU threads (default: all)", 0, 4096, NULL },
 	OPT_END
 };
@@ -70,7 +71,7 @@ int main(int argc, char **argv)
 		.no_std = no_std, .adv_eps = adv_eps,
 		.agg = strcmp(agg, "normalize") ? RL_AGG_MASKED_MEAN : RL_AGG_NORMALIZE,
 		.constant = constant, .batch = batch, .epochs = epochs, .lr = lr, .weight_decay = wd,
-		.beta1 = beta1, .beta2 = beta2, .clip_grad = clip, .threads = (int)threads,
+		.beta1 = beta1, .beta2 = beta2, .clip_grad = clip, .threads = (int)threads, .progress = progress,
 	};
 	if (rl_pg_type_parse(loss, &o.loss, &e))
 		die_err(&e);
