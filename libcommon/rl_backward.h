@@ -1,0 +1,21 @@
+/* rl_backward.h: the model's backward pass with one loss weight per token,
+ * which the RL losses need (a token's weight is -d loss / d logp of it:
+ * see rl_loss.h).
+ *
+ * model_backward (model.h) scales every token's cross-entropy gradient by
+ * one factor.  This runs the same backward pass through a copy of the
+ * model's op table whose cross-entropy backward takes the per-token weights
+ * instead, so the model code is used unchanged and any backend works.  One
+ * call at a time per process (the weights live in the interposed op). */
+#ifndef LMPIPE_RL_BACKWARD_H
+#define LMPIPE_RL_BACKWARD_H
+
+#include "err.h"
+#include "model.h"
+
+/* After model_forward with targets: ACCUMULATE into m->grads the gradient
+ * of sum_t weights[t] * CE_t over the B*T tokens of the last forward
+ * (weights in host memory; tokens with a negative target get none). */
+int rl_backward_tokens(model *m, const float *weights, lm_err *e);
+
+#endif

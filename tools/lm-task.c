@@ -1,0 +1,97 @@
+/* lm-task: write verifiable problems as JSON Lines {prompt, answer}:
+ * generated arithmetic word problems, or GSM8K records converted. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "atomic.h"
+#include "die.h"
+#include "io.h"
+#include "opt.h"
+#include "task.h"
+
+static long long count = 1000, digits = 2, steps = 1, seed = 1;
+static const char *ops = "+-", *template_path, *output;
+static int with_response;
+
+static const opt_def opts[] = {
+	{ 'n', "count", OPT_INT, &count, "N", "arith: number of problems", 0, 1e15, NULL },
+	{ 'd', "digits", OPT_INT, &digits, "D", "arith: digits of each operand", 1, TASK_MAX_DIGITS, NULL },
+	{ 0, "steps", OPT_INT, &steps, "S", "arith: operations per problem", 1, TASK_MAX_STEPS, NULL },
+	{ 0, "ops", OPT_STR, &ops, "OPS", "arith: operations to draw from, among + - * /", 0, 0, NULL },
+	{ 's', "seed", OPT_INT, &seed, "S", "arith: random seed (same seed, same problems)", 0, 0, NULL },
+	{ 't', "template", OPT_STR, &template_path, "FILE",
+	  "prompt template with {question} (default: the built-in r1-zero prompt)", 0, 0, NULL },
+	{ 'r', "response", OPT_FLAG, &with_response, NULL,
+	  "add a worked \"response\" in r1-zero form (for SFT)", 0, 0, NULL },
+	{ 'o', "output", OPT_STR, &output, "FILE", "write to FILE, whole or not at all (default stdout)", 0, 0, NULL },
+	OPT_END
+};
+
+static const opt_prog prog = {
+	"arith [OPTION]...\n       lm-task gsm8k [OPTION]... [FILE]...",
+	"Write verifiable problems as JSON Lines {\"prompt\", \"answer\"}: arithmetic word problems\n"
+	"generated from a seed (arith), or GSM8K records converted (gsm8k; stdin without FILE).",
+	opts,
+	"The prompt is the CS336 r1-zero prompt unless --template is given.\n"
+};
+
+int main(int argc, char **argv)
+{
+	lm_init(argv[0]);
+	char **operands;
+	int n = opt_parse_or_exit(&prog, argc, argv, &operands);
+	lm_err e;
+	if (n < 1)
+		die(EXIT_USAGE, "missing mode: arith or gsm8k\nTry 'lm-task --help' for more information.");
+	const char *mode = operands[0];
+	int arith = !strcmp(mode, "arith");
+	if (!arith && strcmp(mode, "gsm8k"))
+		die(EXIT_USAGE, "unknown mode '%s': use arith or gsm8k", mode);
+	if (arith && n > 1)
+		die(EXIT_USAGE, "arith reads no files (got '%s')", operands[1]);
+
+	char *tmpl = (char *)TASK_R1_ZERO_TEMPLATE;
+	if (template_path) {
+		uint8_t *buf;
+		size_t len;
+		if (io_read_file(template_path, &buf, &len, &e))
+			die_err(&e);
+		tmpl = (char *)buf;
+		if (task_template_check(tmpl, &e))
+			die(EXIT_USAGE, "%s: %s", template_path, e.msg);
+	}
+	task_arith_cfg cfg = { (int)digits, (int)steps, ops };
+	if (arith && task_arith_check(&cfg, &e))
+		die_err(&e);
+
+	atomic_file af = { 0 };
+	FILE *out = stdout;
+	const char *out_name = output ? output : "<stdout>";
+	if (output) {
+		if (atomic_open(&af, output, &e))
+			die_err(&e);
+		out = af.fp;
+	}
+	if (arith) {
+		if (task_arith_write(out, &cfg, (uint64_t)count, (uint64_t)seed, tmpl, with_response,
+				     out_name, &e))
+			die_err(&e);
+	} else {
+		for (int i = 1; i < n || i == 1; i++) {
+			const char *path = i < n ? operands[i] : "-";
+			FILE *in = io_open_read(path, &e);
+			if (!in)
+				die_err(&e);
+			int rc = task_gsm8k_write(in, io_name(path), out, tmpl, with_response, out_name, &e);
+			io_close_read(in);
+			if (rc)
+				die_err(&e);
+		}
+	}
+	if (output && atomic_commit(&af, &e))
+		die_err(&e);
+	if (tmpl != TASK_R1_ZERO_TEMPLATE)
+		free(tmpl);
+	free(operands);
+	return EXIT_OK;
+}

@@ -1,0 +1,77 @@
+/* rl-reward: add reward, format_reward and answer_reward to rollouts
+ * (JSON Lines from lm-sample --jsonl). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "atomic.h"
+#include "die.h"
+#include "io.h"
+#include "opt.h"
+#include "reward.h"
+
+static const char *const kinds[] = { "r1-zero", "exact", "last-number", NULL };
+static const char *kind = "r1-zero", *cmd, *output, *answer_key = "answer",
+		  *completion_key = "completion";
+static int format_only, verbose;
+static double length_weight;
+
+static const opt_def opts[] = {
+	{ 'r', "reward", OPT_CHOICE, &kind, "FN", "reward function", 0, 0, kinds },
+	{ 'c', "cmd", OPT_STR, &cmd, "PROGRAM",
+	  "score with PROGRAM instead (sh -c): rollouts in, one score per line out", 0, 0, NULL },
+	{ 'f', "format-only", OPT_FLAG, &format_only, NULL, "reward the format alone", 0, 0, NULL },
+	{ 'l', "length-penalty", OPT_DOUBLE, &length_weight, "W",
+	  "add W times the Kimi k1.5 length reward within each group", 0, 1e6, NULL },
+	{ 0, "answer-key", OPT_STR, &answer_key, "KEY", "field of the reference answer", 0, 0, NULL },
+	{ 0, "completion-key", OPT_STR, &completion_key, "KEY", "field of the model's text", 0, 0, NULL },
+	{ 'o', "output", OPT_STR, &output, "FILE", "write to FILE, whole or not at all (default stdout)", 0, 0, NULL },
+	{ 'v', "verbose", OPT_FLAG, &verbose, NULL, "print a summary line on stderr", 0, 0, NULL },
+	OPT_END
+};
+
+static const opt_prog prog = {
+	"[OPTION]... [FILE]",
+	"Score rollouts (JSON Lines from lm-sample --jsonl, stdin without FILE): write each line\n"
+	"back with \"reward\", \"format_reward\" and \"answer_reward\" added.",
+	opts, NULL
+};
+
+int main(int argc, char **argv)
+{
+	lm_init(argv[0]);
+	char **operands;
+	int n = opt_parse_or_exit(&prog, argc, argv, &operands);
+	if (n > 1)
+		die(EXIT_USAGE, "one input file at most (got %d)", n);
+	reward_cfg c = { REWARD_R1_ZERO, cmd, format_only, length_weight, answer_key, completion_key };
+	if (cmd)
+		c.kind = REWARD_CMD;
+	else if (!strcmp(kind, "exact"))
+		c.kind = REWARD_EXACT;
+	else if (!strcmp(kind, "last-number"))
+		c.kind = REWARD_LAST_NUMBER;
+
+	lm_err e;
+	const char *path = n ? operands[0] : "-";
+	FILE *in = io_open_read(path, &e);
+	if (!in)
+		die_err(&e);
+	atomic_file af = { 0 };
+	FILE *out = stdout;
+	if (output) {
+		if (atomic_open(&af, output, &e))
+			die_err(&e);
+		out = af.fp;
+	}
+	reward_summary s;
+	if (reward_run(&c, in, io_name(path), out, output ? output : "<stdout>", &s, &e))
+		die_err(&e);
+	io_close_read(in);
+	if (output && atomic_commit(&af, &e))
+		die_err(&e);
+	if (verbose)
+		warnmsg("%zu rollouts in %zu groups: mean reward %.4f, format %.4f, answer %.4f",
+			s.rollouts, s.groups, s.reward, s.format, s.answer);
+	free(operands);
+	return EXIT_OK;
+}

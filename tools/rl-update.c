@@ -1,0 +1,87 @@
+/* rl-update: one policy update from scored rollouts (GRPO family),
+ * {prompt, response} records (SFT) or preference pairs (DPO); writes the
+ * new checkpoint and a metrics line. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "die.h"
+#include "io.h"
+#include "opt.h"
+#include "rlupdate.h"
+
+static const char *const algos[] = { "grpo", "sft", "dpo", NULL };
+static const char *const losses[] = { "grpo_clip", "reinforce_with_baseline", "no_baseline", NULL };
+static const char *const aggs[] = { "masked_mean", "normalize", NULL };
+static const char *algo = "grpo", *loss = "grpo_clip", *agg = "masked_mean";
+static const char *checkpoint, *ref, *tokenizer, *out_dir, *device = "cpu";
+static int no_std, progress;
+static double beta = 0.1, cliprange = 0.2, clip_high, kl_beta, adv_eps = 1e-6, constant, lr = 1e-5, wd, beta1 = 0.9, beta2 = 0.95, clip = 1.0;
+static long long batch, epochs = 1, threads;
+
+static const opt_def opts[] = {
+	{ 'c', "checkpoint", OPT_STR, &checkpoint, "FILE", "the policy to update (required)", 0, 0, NULL },
+	{ 'o', "out", OPT_STR, &out_dir, "DIR", "where the new checkpoint goes (step-N.safetensors, latest)", 0, 0, NULL },
+	{ 'a', "algo", OPT_CHOICE, &algo, "ALGO", "algorithm", 0, 0, algos },
+	{ 't', "tokenizer", OPT_STR, &tokenizer, "FILE", "sft, dpo: the tokenizer of the model", 0, 0, NULL },
+	{ 'r', "ref", OPT_STR, &ref, "FILE", "dpo, --kl: the reference checkpoint", 0, 0, NULL },
+	{ 0, "beta", OPT_DOUBLE, &beta, "F", "dpo: the inverse temperature beta", 0, 1e6, NULL },
+	{ 'l', "loss", OPT_CHOICE, &loss, "TYPE", "grpo: policy-gradient loss", 0, 0, losses },
+	{ 0, "cliprange", OPT_DOUBLE, &cliprange, "F", "grpo_clip: ratio clipped to [1 - F, 1 + F]", 0, 10, NULL },
+	{ 0, "clip-high", OPT_DOUBLE, &clip_high, "F", "grpo_clip: upper clip 1 + F instead (clip-higher)", 0, 10, NULL },
+	{ 0, "kl", OPT_DOUBLE, &kl_beta, "F", "grpo: weight of the KL penalty to --ref", 0, 1e6, NULL },
+	{ 0, "no-std", OPT_FLAG, &no_std, NULL, "grpo: advantage r - mean, not divided by the std (Dr. GRPO)", 0, 0, NULL },
+	{ 0, "adv-eps", OPT_DOUBLE, &adv_eps, "F", "grpo: added to the std", 0, 1, NULL },
+	{ 0, "agg", OPT_CHOICE, &agg, "HOW", "per-sequence loss: mean over its tokens, or sum / constant", 0, 0, aggs },
+	{ 0, "constant", OPT_DOUBLE, &constant, "C", "normalize: the constant (default: the longest response)", 0, 1e12, NULL },
+	{ 'b', "batch", OPT_INT, &batch, "N", "sequences per optimizer step (default: all)", 0, 1e12, NULL },
+	{ 'e', "epochs", OPT_INT, &epochs, "N", "passes over the records", 1, 1e6, NULL },
+	{ 0, "lr", OPT_DOUBLE, &lr, "F", "learning rate", 0, 10, NULL },
+	{ 0, "weight-decay", OPT_DOUBLE, &wd, "F", "AdamW decoupled weight decay of matrices", 0, 10, NULL },
+	{ 0, "beta1", OPT_DOUBLE, &beta1, "F", "AdamW beta1", 0, 1, NULL },
+	{ 0, "beta2", OPT_DOUBLE, &beta2, "F", "AdamW beta2", 0, 1, NULL },
+	{ 0, "clip", OPT_DOUBLE, &clip, "F", "max global gradient norm, 0: off", 0, 1e30, NULL },
+	{ 0, "device", OPT_STR, &device, "DEV", "compute device", 0, 0, NULL },
+	{ 0, "progress", OPT_FLAG, &progress, NULL, "show progress on stderr even when it is no terminal", 0, 0, NULL },
+	{ 'j', "threads", OPT_INT, &threads, "N", "CPU threads (default: all)", 0, 4096, NULL },
+	OPT_END
+};
+
+static const opt_prog prog = {
+	"-c CHECKPOINT -o DIR [OPTION]... [FILE]",
+	"Update a policy: GRPO-family policy gradient on scored rollouts (rl-reward output),\n"
+	"SFT on {\"prompt\", \"response\"} records, or DPO on {\"prompt\", \"chosen\", \"rejected\"};\n"
+	"read FILE or stdin, write the new checkpoint in DIR and one JSON metrics line on stdout.",
+	opts, NULL
+};
+
+int main(int argc, char **argv)
+{
+	lm_init(argv[0]);
+	char **operands;
+	int n = opt_parse_or_exit(&prog, argc, argv, &operands);
+	if (n > 1)
+		die(EXIT_USAGE, "one input file at most (got %d)", n);
+	if (!checkpoint || !out_dir)
+		die(EXIT_USAGE, "-c CHECKPOINT and -o DIR are required\nTry 'rl-update --help' for more information.");
+	lm_err e;
+	rlu_opts o = {
+		.algo = !strcmp(algo, "sft") ? RLU_SFT : !strcmp(algo, "dpo") ? RLU_DPO : RLU_GRPO,
+		.checkpoint = checkpoint, .ref = ref, .beta = beta,
+		.clip_low = cliprange, .clip_high = clip_high > 0 ? clip_high : cliprange, .kl_beta = kl_beta, .tokenizer = tokenizer, .out_dir = out_dir, .device = device,
+		.no_std = no_std, .adv_eps = adv_eps,
+		.agg = strcmp(agg, "normalize") ? RL_AGG_MASKED_MEAN : RL_AGG_NORMALIZE,
+		.constant = constant, .batch = batch, .epochs = epochs, .lr = lr, .weight_decay = wd,
+		.beta1 = beta1, .beta2 = beta2, .clip_grad = clip, .threads = (int)threads, .progress = progress,
+	};
+	if (rl_pg_type_parse(loss, &o.loss, &e))
+		die_err(&e);
+	const char *path = n ? operands[0] : "-";
+	FILE *in = io_open_read(path, &e);
+	if (!in)
+		die_err(&e);
+	if (rlu_run(&o, in, io_name(path), stdout, &e))
+		die_err(&e);
+	io_close_read(in);
+	free(operands);
+	return EXIT_OK;
+}
