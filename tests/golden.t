@@ -1,7 +1,8 @@
 #!/usr/bin/env perl
 # tests/golden.t: golden CLI tests.  Each tests/golden/*.txt holds cases:
 #
-#   $ command line (run by sh in a scratch directory, bin/ first on PATH)
+#   $ command line (run by sh in an empty scratch directory of its own, bin/
+#                   first on PATH)
 #   > an expected stdout line          (all of stdout must match, in order)
 #   2> an expected stderr line         (all of stderr must match, in order)
 #   ? expected exit code               (default 0)
@@ -46,9 +47,9 @@ for my $f (sort glob("$root/tests/golden/*.txt")) {
 }
 
 my $n = 0;
-my $dir = tempdir(CLEANUP => 1);
 for my $c (@cases) {
 	$n++;
+	my $dir = tempdir(CLEANUP => 1); # each case starts in an empty directory
 	(my $name = $c->{file}) =~ s{.*/}{};
 	$name .= ":$c->{line}: $c->{cmd}";
 	if ($c->{cmd} =~ /\$DATA/ && !$have_data) {
