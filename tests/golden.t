@@ -1,8 +1,8 @@
 #!/usr/bin/env perl
 # tests/golden.t: golden CLI tests.  Each tests/golden/*.txt holds cases:
 #
-#   $ command line (run by sh in an empty scratch directory of its own, bin/
-#                   first on PATH)
+#   $ command line (run by sh, bin/ first on PATH, in a scratch directory
+#                   shared by the cases of one file, in order)
 #   > an expected stdout line          (all of stdout must match, in order)
 #   2> an expected stderr line         (all of stderr must match, in order)
 #   ? expected exit code               (default 0)
@@ -47,9 +47,13 @@ for my $f (sort glob("$root/tests/golden/*.txt")) {
 }
 
 my $n = 0;
+my %dirs;
 for my $c (@cases) {
 	$n++;
-	my $dir = tempdir(CLEANUP => 1); # each case starts in an empty directory
+	# The cases of one file share a scratch directory (a case may use what
+	# an earlier one wrote); each file starts in an empty one.
+	$dirs{$c->{file}} //= tempdir(CLEANUP => 1);
+	my $dir = $dirs{$c->{file}};
 	(my $name = $c->{file}) =~ s{.*/}{};
 	$name .= ":$c->{line}: $c->{cmd}";
 	if ($c->{cmd} =~ /\$DATA/ && !$have_data) {
