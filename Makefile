@@ -7,6 +7,9 @@
 #   make test-gpu        CUDA ops against their CPU twins (on a GPU machine)
 #   make bench-NAME      run bench/NAME.sh (prints JSON lines)
 #   make install PREFIX=/usr/local
+#   make demo            install missing packages (Debian/Ubuntu), build, and run
+#                        pipelines/pretrain.mk then pipelines/align.mk on the
+#                        fortunes corpus in DEMO_DIR (default demo/)
 #
 # Under CI (CI=true) warnings are errors.
 
@@ -70,7 +73,7 @@ LIBS       := $(LIBCOMMON) $(LIBKERNELS)
 OBJ = $(patsubst %.c,$(B)/%.o,$(LIB_SRC) $(KCPU_SRC) $(TOOL_SRC) $(UNIT_SRC) $(GPU_SRC)) \
       $(patsubst %.cu,$(B)/%.cu.o,$(KCUDA_SRC))
 
-.PHONY: all test test-gpu install clean unicode
+.PHONY: all test test-gpu install clean unicode demo
 .SECONDARY:
 
 all: $(PROGRAMS)
@@ -126,6 +129,21 @@ install: $(PROGRAMS)
 
 clean:
 	rm -rf build build-san bin
+
+# The demo: the whole path from text to an aligned model, small enough for a
+# CPU in a few minutes.  DEMO_DEVICE=cuda once the CUDA backend exists.
+DEMO_DIR    ?= demo
+DEMO_DEVICE ?= cpu
+DEMO_PRETRAIN = VOCAB=1024 CONTEXT=192 STEPS=300 BATCH=16 LR=3e-3 EVAL_EVERY=50 \
+                MODEL_OPTS="--vocab 1024 --context 192 --d-model 128 --layers 2 --heads 4 --d-ff 352"
+DEMO_ALIGN  = N_TRAIN=600 SFT_EPOCHS=1 SFT_BATCH=16 N_TEST=50 ROUNDS=3 PROMPTS=16 G=4
+demo:
+	@pipelines/deps.sh
+	$(MAKE) all
+	$(MAKE) -f pipelines/pretrain.mk W=$(DEMO_DIR) DEVICE=$(DEMO_DEVICE) $(DEMO_PRETRAIN)
+	$(MAKE) -f pipelines/align.mk W=$(DEMO_DIR) DEVICE=$(DEMO_DEVICE) $(DEMO_ALIGN)
+	@echo; echo "== samples ($(DEMO_DIR)/samples.txt)"; cat $(DEMO_DIR)/samples.txt
+	@echo; echo "loss curve: $(DEMO_DIR)/loss.png  reward curve: $(DEMO_DIR)/align/reward.png"
 
 # Regenerate the committed Unicode class table (needs Debian's unicode-data).
 UNICODE_DIR ?= /usr/share/unicode

@@ -1,0 +1,29 @@
+#!/bin/sh
+# pipelines/deps.sh: install the Debian/Ubuntu packages lmpipe needs, from
+# the distribution's archive alone, when some are missing.
+#   pipelines/deps.sh           build, tests and the demo
+#   pipelines/deps.sh --check   only say what is missing (exit 1 if any)
+# Needs root (or sudo) to install.  The CUDA toolkit is optional and not
+# installed here: with nvcc on the PATH the CUDA parts are built too.
+set -eu
+# build: compiler, zstd, jansson, OpenBLAS; tests: perl (prove), mandoc,
+# unicode-data (make unicode); demo: fortunes (the corpus), gnuplot (plots).
+pkgs="build-essential perl libzstd-dev libjansson-dev libopenblas-dev mandoc unicode-data gnuplot-nox fortunes"
+missing=""
+for p in $pkgs; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+if [ "${1:-}" = --check ]; then
+	echo "deps.sh: missing packages:$missing" >&2
+	exit 1
+fi
+if [ "$(id -u)" = 0 ]; then SUDO=""; elif command -v sudo >/dev/null; then SUDO=sudo; else
+	echo "deps.sh: missing packages:$missing; install them as root: apt-get install$missing" >&2
+	exit 1
+fi
+echo "deps.sh: installing$missing" >&2
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+# shellcheck disable=SC2086
+$SUDO apt-get install -y -qq --no-install-recommends $missing >/dev/null
