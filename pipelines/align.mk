@@ -38,7 +38,7 @@ GRPO_LR ?= 1e-4
 GRPO_BATCH ?= 64
 GRPO_EPOCHS ?= 1
 GRPO_LOSS ?= grpo_clip
-MAX_TOKENS ?= 24
+MAX_TOKENS ?= 40
 
 TASK   ?= $(BIN)/lm-task arith -d $(DIGITS) --steps $(ARITH_STEPS) --ops '$(OPS)' \
           $(if $(TEMPLATE),-t $(TEMPLATE))
