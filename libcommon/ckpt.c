@@ -84,6 +84,12 @@ static float *download(const model *m, const float *dev)
 int ckpt_save(const char *path, const model *m, const optim *o, const train_state *s,
 	      lm_err *e)
 {
+	return ckpt_save_extra(path, m, o, s, NULL, 0, e);
+}
+
+int ckpt_save_extra(const char *path, const model *m, const optim *o, const train_state *s,
+		    const sft_tensor *extra, size_t n_extra, lm_err *e)
+{
 	meta_buf b = { .n = 0 };
 	put(&b, "format", "pt");
 	put(&b, "lmpipe.format", "checkpoint");
@@ -103,7 +109,7 @@ int ckpt_save(const char *path, const model *m, const optim *o, const train_stat
 	float *mm = o ? download(m, o->m) : NULL, *vv = o ? download(m, o->v) : NULL;
 	model_tensor *tt = NULL;
 	size_t n = 0;
-	sft_tensor *t = p && (!o || (mm && vv)) ? model_entries(m, p, 2, &n, &tt) : NULL;
+	sft_tensor *t = p && (!o || (mm && vv)) ? model_entries(m, p, 2 + n_extra, &n, &tt) : NULL;
 	int rc = -1;
 	if (!t) {
 		lm_seterr(e, "%s: out of memory", path);
@@ -116,6 +122,8 @@ int ckpt_save(const char *path, const model *m, const optim *o, const train_stat
 			om.data = vv;
 			t[n++] = om;
 		}
+		for (size_t i = 0; i < n_extra; i++)
+			t[n++] = extra[i];
 		rc = sft_write(path, t, n, b.kv, b.n, e);
 	}
 	free(t);

@@ -16,6 +16,7 @@
 #include "err.h"
 #include "model.h"
 #include "optim.h"
+#include "safetensors.h"
 
 enum { CKPT_VERSION = 1 };
 
@@ -30,6 +31,10 @@ typedef struct train_state {
 /* Save model, optimizer (NULL: weights only) and state (NULL: none). */
 int ckpt_save(const char *path, const model *m, const optim *o, const train_state *s,
 	      lm_err *e);
+/* The same with n_extra more tensors (host memory) stored beside the
+ * model's, under names model loading ignores (the PPO value head). */
+int ckpt_save_extra(const char *path, const model *m, const optim *o, const train_state *s,
+		    const sft_tensor *extra, size_t n_extra, lm_err *e);
 /* The model shape stored in a checkpoint. */
 int ckpt_read_config(const char *path, model_config *c, lm_err *e);
 /* Load into a model of the same shape (checked), and optionally the

@@ -233,6 +233,7 @@ void model_zero_grad(model *m)
 }
 
 const float *model_logits(const model *m) { return m->a->logits; }
+const float *model_hidden(const model *m) { return m->a->lnf; }
 long long model_count(const model *m) { return m->a->count; }
 
 int model_forward(model *m, const int32_t *ids, const int32_t *targets, int B, int T,

@@ -94,6 +94,10 @@ int model_forward(model *m, const int32_t *ids, const int32_t *targets, int B, i
 int model_backward(model *m, float loss_scale, lm_err *e);
 /* Device pointer to the logits [B*T, V] of the last forward. */
 const float *model_logits(const model *m);
+/* Device pointer to the final hidden states [B*T, d_model] of the last
+ * forward: the residual stream after the final RMSNorm, the LM head's
+ * input (a value head reads it; rl_backward.h feeds its gradient back). */
+const float *model_hidden(const model *m);
 /* Number of targets >= 0 in the last forward. */
 long long model_count(const model *m);
 

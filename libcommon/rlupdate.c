@@ -19,28 +19,9 @@
 #include "optim.h"
 #include "progress.h"
 #include "rl_backward.h"
+#include "rlupdate_int.h"
 
 enum { NAME_MAX_LEN = 64 };
-
-/* One training sequence: inputs ids[0..T) predict targets[0..T); targets
- * of prompt tokens are -1, so only response tokens count. */
-typedef struct seq {
-	int32_t *ids, *targets;
-	int T, n_resp;
-	double reward, adv;
-	double ref_logp;          /* DPO: summed response log-probs under the reference */
-	float *old_logp;          /* [T]: the rollout's log-probs at the response targets */
-	float *ref_tok;           /* [T]: the reference's, for the KL penalty */
-	unsigned long lineno;
-	char *group;
-} seq;
-
-typedef struct seqs {
-	seq *s;
-	size_t n, cap;
-	const bpe_tokenizer *tok;
-	bpe_worker *w;
-} seqs;
 
 static void seqs_free(seqs *v)
 {
@@ -50,6 +31,9 @@ static void seqs_free(seqs *v)
 		free(v->s[i].group);
 		free(v->s[i].old_logp);
 		free(v->s[i].ref_tok);
+		free(v->s[i].old_v);
+		free(v->s[i].adv_tok);
+		free(v->s[i].ret_tok);
 	}
 	free(v->s);
 }
@@ -170,11 +154,12 @@ static int read_pair(seqs *v, json_t *obj, int ctx, const char *name, unsigned l
 }
 
 /* The rollout's per-token log-probs, placed at their targets. */
-static int old_logprobs(seq *s, json_t *a, const char *name, unsigned long lineno, lm_err *e)
+static int old_logprobs(seq *s, json_t *a, const char *who, const char *name, unsigned long lineno,
+			lm_err *e)
 {
 	if (!json_is_array(a))
-		return lm_seterr(e, "%s:%lu: no 'logprobs' (grpo_clip needs the log-probs the rollouts "
-				 "were sampled with)", name, lineno);
+		return lm_seterr(e, "%s:%lu: no 'logprobs' (%s needs the log-probs the rollouts "
+				 "were sampled with)", name, lineno, who);
 	if (json_array_size(a) != (size_t)s->n_resp)
 		return lm_seterr(e, "%s:%lu: %zu logprobs for %d completion tokens", name, lineno,
 				 json_array_size(a), s->n_resp);
@@ -211,20 +196,22 @@ static int read_record(const rlu_opts *o, seqs *v, json_t *obj, int vocab, int c
 		rc = add_seq(v, p, np, r, nr, lineno, ctx, name, e);
 	free(p);
 	free(r);
-	if (rc || o->algo != RLU_GRPO)
+	if (rc || (o->algo != RLU_GRPO && o->algo != RLU_PPO))
 		return rc;
 	seq *s = &v->s[v->n - 1];
 	json_t *rw = json_object_get(obj, "reward"), *g = json_object_get(obj, "group");
 	if (!json_is_number(rw))
 		return lm_seterr(e, "%s:%lu: no numeric 'reward' (score the rollouts with rl-reward)",
 				 name, lineno);
+	s->reward = json_number_value(rw);
+	if (o->algo == RLU_PPO) /* no groups: the value head is the baseline */
+		return old_logprobs(s, json_object_get(obj, "logprobs"), "ppo", name, lineno, e);
 	if (!g)
 		return lm_seterr(e, "%s:%lu: no 'group' (the samples of one prompt share it)", name, lineno);
-	s->reward = json_number_value(rw);
 	if (!(s->group = json_dumps(g, JSON_COMPACT | JSON_ENCODE_ANY)))
 		return lm_seterr(e, "out of memory");
 	if (o->loss == RL_PG_GRPO_CLIP)
-		return old_logprobs(s, json_object_get(obj, "logprobs"), name, lineno, e);
+		return old_logprobs(s, json_object_get(obj, "logprobs"), "grpo_clip", name, lineno, e);
 	return 0;
 }
 
@@ -306,21 +293,7 @@ static int advantages(const rlu_opts *o, seqs *v, size_t *n_groups, const char *
 	return rc;
 }
 
-typedef struct stats {
-	double loss, entropy_sum, gnorm_sum, logp_sum;
-	long long tokens, steps;
-	double clipped, kl_sum, ratio_sum; /* token sums (GRPO) */
-	double margin_sum;        /* DPO: (lc - ref_c) - (lr - ref_r) */
-	long long pairs, right;   /* DPO: pairs seen, pairs with a positive margin */
-} stats;
-
-/* Per-sequence scratch, sized for the longest sequence. */
-typedef struct work {
-	float *logits, *logp, *grad, *w;
-	uint8_t *mask;
-} work;
-
-static void work_free(work *w)
+void work_free(work *w)
 {
 	free(w->logits);
 	free(w->logp);
@@ -329,7 +302,7 @@ static void work_free(work *w)
 	free(w->mask);
 }
 
-static int work_init(work *w, int maxT, int V, lm_err *e)
+int work_init(work *w, int maxT, int V, lm_err *e)
 {
 	w->logits = malloc((size_t)maxT * V * sizeof *w->logits);
 	w->logp = malloc((size_t)maxT * sizeof *w->logp);
@@ -343,9 +316,7 @@ static int work_init(work *w, int maxT, int V, lm_err *e)
 	return 0;
 }
 
-/* Forward s; the response tokens' log-probs into w->logp, their mask into
- * w->mask, and (when st) their entropies into the stats. */
-static int seq_forward(model *m, const seq *s, work *w, stats *st, lm_err *e)
+int seq_forward(model *m, const seq *s, work *w, stats *st, lm_err *e)
 {
 	double mean_ce;
 	if (model_forward(m, s->ids, s->targets, 1, s->T, &mean_ce, e))
@@ -405,9 +376,8 @@ static int seq_step(const rlu_opts *o, model *m, const seq *s, double constant, 
 	return rl_backward_tokens(m, w->w, e);
 }
 
-/* The reference's per-token log-probs of every sequence (KL penalty). */
-static int reference_tokens(const rlu_opts *o, const model_config *cfg, const lm_backend *be,
-			    int maxT, seqs *v, lm_err *e)
+int reference_tokens(const rlu_opts *o, const model_config *cfg, const lm_backend *be,
+		     int maxT, seqs *v, lm_err *e)
 {
 	model ref = { 0 };
 	work w = { 0 };
@@ -548,13 +518,33 @@ static double mean_of(const seqs *v, int adv, double *sd, double *mn, double *mx
 	return mean;
 }
 
+/* PPO: rewards, per-token advantages, returns and values before the
+ * update, and the loss terms' means over all epochs. */
+static void ppo_metrics(const seqs *v, const stats *st, json_t *j)
+{
+	double sd, mn, mx, n = st->ppo.tokens ? (double)st->ppo.tokens : 1;
+	json_object_set_new(j, "reward_mean", json_real(mean_of(v, 0, &sd, &mn, &mx)));
+	json_object_set_new(j, "reward_std", json_real(sd));
+	json_object_set_new(j, "adv_mean", json_real(st->adv_mean));
+	json_object_set_new(j, "adv_std", json_real(st->adv_std));
+	json_object_set_new(j, "return_mean", json_real(st->ret_mean));
+	json_object_set_new(j, "value_mean", json_real(st->value_mean));
+	json_object_set_new(j, "value_head", json_string(st->value_head_loaded ? "loaded" : "new"));
+	json_object_set_new(j, "kl", json_real(st->kl_mean));
+	json_object_set_new(j, "policy_loss", json_real(st->ppo.pg / n));
+	json_object_set_new(j, "value_loss", json_real(st->ppo.vf / n));
+	json_object_set_new(j, "clip_frac", json_real(st->ppo.clipped / n));
+	json_object_set_new(j, "value_clip_frac", json_real(st->ppo.vf_clipped / n));
+	json_object_set_new(j, "ratio_mean", json_real(st->ppo.ratio / n));
+}
+
 static int write_metrics(const rlu_opts *o, const seqs *v, size_t groups, const stats *st,
 			 const char *ckpt, double secs, FILE *out, lm_err *e)
 {
 	static const char *const loss_names[] = { "no_baseline", "reinforce_with_baseline", "grpo_clip" };
 	json_t *j = json_object();
 	double sd, mn, mx;
-	static const char *const algo_names[] = { "grpo", "sft", "dpo" };
+	static const char *const algo_names[] = { "grpo", "sft", "dpo", "ppo" };
 	json_object_set_new(j, "algo", json_string(algo_names[o->algo]));
 	json_object_set_new(j, "sequences", json_integer((json_int_t)v->n));
 	if (o->algo == RLU_GRPO) {
@@ -571,6 +561,8 @@ static int write_metrics(const rlu_opts *o, const seqs *v, size_t groups, const 
 		json_object_set_new(j, "ratio_mean", json_real(st->ratio_sum / n));
 		json_object_set_new(j, "kl", json_real(st->kl_sum / n));
 	}
+	if (o->algo == RLU_PPO)
+		ppo_metrics(v, st, j);
 	if (o->algo == RLU_DPO) {
 		double np = st->pairs ? (double)st->pairs : 1;
 		json_object_set_new(j, "beta", json_real(o->beta));
@@ -597,7 +589,7 @@ static int write_metrics(const rlu_opts *o, const seqs *v, size_t groups, const 
 
 int rlu_run(const rlu_opts *o, FILE *in, const char *in_name, FILE *metrics, lm_err *e)
 {
-	if (o->algo == RLU_GRPO && o->kl_beta > 0 && !o->ref)
+	if ((o->algo == RLU_GRPO || o->algo == RLU_PPO) && o->kl_beta > 0 && !o->ref)
 		return lm_usage_err(e, "the KL penalty needs the reference checkpoint (--ref)");
 	double t0 = lm_now();
 	const lm_backend *be = backend_get(o->device ? o->device : "cpu", e);
@@ -606,6 +598,7 @@ int rlu_run(const rlu_opts *o, FILE *in, const char *in_name, FILE *metrics, lm_
 		return -1;
 	backend_set_threads(o->threads);
 	seqs v = { 0 };
+	value_head vh = { 0 };
 	bpe_tokenizer tok = { 0 };
 	bpe_encoder *enc = NULL;
 	model m = { 0 };
@@ -616,7 +609,7 @@ int rlu_run(const rlu_opts *o, FILE *in, const char *in_name, FILE *metrics, lm_
 	char name[NAME_MAX_LEN], path[4096];
 	if (o->algo == RLU_DPO && !o->ref)
 		rc = lm_usage_err(e, "DPO needs the reference checkpoint (--ref)");
-	if (rc == 0 && o->algo != RLU_GRPO) {
+	if (rc == 0 && (o->algo == RLU_SFT || o->algo == RLU_DPO)) {
 		bpe_source src = { .tokenizer = o->tokenizer };
 		if (!o->tokenizer)
 			rc = lm_usage_err(e, "%s needs the tokenizer (-t)", o->algo == RLU_SFT ? "SFT" : "DPO");
@@ -645,24 +638,34 @@ int rlu_run(const rlu_opts *o, FILE *in, const char *in_name, FILE *metrics, lm_
 		have_o = 1;
 	if (rc == 0)
 		rc = ckpt_load(o->checkpoint, &m, NULL, &ts, e);
+	if (rc == 0 && o->algo == RLU_PPO && !(rc = vh_init(&vh, cfg.d_model, e))) {
+		int got = vh_load(&vh, o->checkpoint, e);
+		rc = got < 0 ? -1 : 0;
+		st.value_head_loaded = got > 0;
+	}
 	if (rc == 0 && o->algo == RLU_DPO)
 		rc = reference_logps(o, &cfg, be, maxT, &v, e);
-	if (rc == 0 && o->algo == RLU_GRPO && o->kl_beta > 0)
+	if (rc == 0 && (o->algo == RLU_GRPO || o->algo == RLU_PPO) && o->kl_beta > 0)
 		rc = reference_tokens(o, &cfg, be, maxT, &v, e);
 	if (rc == 0 && mkdir(o->out_dir, 0777) && errno != EEXIST)
 		rc = lm_seterr(e, "%s:", o->out_dir);
 	if (rc == 0)
-		rc = o->algo == RLU_DPO ? train_dpo(o, &m, &opt, &v, &st, e) : train(o, &m, &opt, &v, &st, e);
+		rc = o->algo == RLU_DPO ? train_dpo(o, &m, &opt, &v, &st, e)
+		   : o->algo == RLU_PPO ? ppo_train(o, &m, &opt, &vh, &v, &st, e)
+		   : train(o, &m, &opt, &v, &st, e);
 	if (rc == 0) {
 		ts.step += st.steps;
 		snprintf(name, sizeof name, "step-%08lld.safetensors", ts.step);
 		snprintf(path, sizeof path, "%s/%s", o->out_dir, name);
-		rc = ckpt_save(path, &m, &opt, &ts, e);
+		sft_tensor vt[2];
+		vh_tensors(&vh, vt);
+		rc = ckpt_save_extra(path, &m, &opt, &ts, vt, o->algo == RLU_PPO ? 2 : 0, e);
 	}
 	if (rc == 0)
 		rc = ckpt_set_latest(o->out_dir, name, e);
 	if (rc == 0)
 		rc = write_metrics(o, &v, groups, &st, path, lm_now() - t0, metrics, e);
+	vh_free(&vh);
 	if (have_o)
 		optim_free(&opt, &m);
 	if (have_m)

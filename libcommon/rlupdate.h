@@ -8,7 +8,9 @@
  * loss w.r.t. each token's log-prob (rl_grpo_step, the code the CS336
  * conformance tests check) becomes that token's cross-entropy weight in the
  * backward pass (rl_backward.h).  DPO weights every token of a response
- * alike (rl_dpo_loss). */
+ * alike (rl_dpo_loss).  PPO (rl_ppo.h) adds a value head on the final
+ * hidden state (value_head.h), trained with the policy through the shared
+ * trunk. */
 #ifndef LMPIPE_RLUPDATE_H
 #define LMPIPE_RLUPDATE_H
 
@@ -17,7 +19,7 @@
 #include "err.h"
 #include "rl_loss.h"
 
-typedef enum rlu_algo { RLU_GRPO, RLU_SFT, RLU_DPO } rlu_algo;
+typedef enum rlu_algo { RLU_GRPO, RLU_SFT, RLU_DPO, RLU_PPO } rlu_algo;
 
 typedef struct rlu_opts {
 	rlu_algo algo;
@@ -35,7 +37,12 @@ typedef struct rlu_opts {
 	long long batch;          /* sequences per optimizer step; 0: all */
 	long long epochs;
 	double clip_low, clip_high; /* grpo_clip: ratio clipped to [1 - low, 1 + high] */
-	double kl_beta;           /* GRPO: KL(policy || ref) penalty, needs ref */
+	double kl_beta;           /* GRPO: KL(policy || ref) penalty; PPO: per-token reward
+				     penalty kl_beta (old_logp - ref_logp); needs ref */
+	double gamma, lambda;     /* PPO: GAE */
+	double vf_coef, vf_clip;  /* PPO: value loss weight, value clip range */
+	double ent_coef;          /* PPO: entropy bonus */
+	int whiten;               /* PPO: advantages to mean 0, std 1 over the batch's tokens */
 	double lr, weight_decay, beta1, beta2, clip_grad;
 	int threads;
 	int progress;             /* a progress line even when stderr is no terminal */

@@ -3,10 +3,11 @@
 # lm-train learns here in seconds: lm-sample rollouts -> rl-reward (an
 # external scorer) -> rl-update, the reward going up over a few rounds; SFT
 # raising the likelihood of its responses; equal rewards changing nothing;
-# DPO against a reference; bad input with clear messages.
+# DPO against a reference; PPO with its value head; bad input with clear
+# messages.
 . "$(dirname "$0")/lib.sh"
 cd "$TMP" || exit 1
-STEPS=100 LINES=1500 ROUNDS=6
+STEPS=100 LINES=1500 ROUNDS=6 PPO_ROUNDS=4
 if [ "${LMPIPE_SANITIZE:-0}" = 1 ]; then LINES=600; fi
 
 perl -e 'print "lmpipe-tokenizer 1\npretokenizer gpt2\ntokens 256\nspecials 0\nmerges 0\n";
@@ -148,4 +149,42 @@ run rl-update -o x sc.jsonl
 is "$rc" 2 "no checkpoint: exit 2"
 run rl-update -c nonexistent -o x sc.jsonl
 is "$rc" 1 "a checkpoint that does not exist: exit 1"
+
+# PPO: on-policy first epoch, a new value head, then learning over rounds
+run rl-update -a ppo -c ck/latest -o q1 -j 1 --lr 1e-3 s0.jsonl
+perl -e "exit !(abs($(field "$out" ratio_mean) - 1) < 1e-4 && $(field "$out" clip_frac) == 0)"
+ok $? "PPO on-policy: mean ratio 1, nothing clipped ($err$(field "$out" ratio_mean))"
+case "$out" in *'"value_mean":0.0,'*'"value_head":"new"'*) ok 0 "a checkpoint without a value head starts one at 0";; *) ok 1 "new value head: $out";; esac
+run rl-update -a ppo -c q1/latest -o q2 -j 1 --lr 1e-9 s0.jsonl
+case "$out" in *'"value_head":"loaded"'*) ok 0 "the value head comes back from the checkpoint";; *) ok 1 "value head loaded: $out";; esac
+perl -e "exit !($(field "$out" value_mean) != 0)"
+ok $? "... trained: values no longer 0 ($(field "$out" value_mean))"
+run rl-update -a ppo -c ck/latest -o q3 -j 1 --kl 0.1 --ref ck/latest --ent-coef 0.01 --vf-coef 0.5 s0.jsonl
+perl -e "exit !($rc == 0 && abs($(field "$out" kl)) < 1e-4)"
+ok $? "PPO with the KL penalty to the same model: KL 0 ($err$(field "$out" kl))"
+cp -r ck ppo
+first="" last="" i=1
+while [ $i -le $PPO_ROUNDS ]; do
+	rc=1 err="sampling or scoring failed"
+	lm-sample -c ppo/latest -t byte.tok --jsonl -i p.jsonl -n 8 --max-tokens 8 --seed $i \
+		> pro.jsonl 2>/dev/null &&
+	rl-reward -c 'perl -ne "print /\"completion\":\" s/ ? 1 : 0, qq(\n)"' pro.jsonl > psc.jsonl &&
+	run rl-update -a ppo -c ppo/latest -o ppo --lr 5e-3 -e 2 -b 16 --whiten -j 1 psc.jsonl
+	[ "$rc" = 0 ] || { ok 1 "PPO round $i: $err"; break; }
+	r=$(field "$out" reward_mean)
+	[ -z "$first" ] && first=$r
+	last=$r
+	echo "# PPO round $i: $out"
+	i=$((i + 1))
+done
+perl -e "exit !($last > $first + 0.25)"
+ok $? "PPO raises the reward over $PPO_ROUNDS rounds ($first -> $last)"
+run rl-update -a ppo -c ck/latest -o x nolp.jsonl
+is "$rc" 1 "PPO on rollouts without log-probs: exit 1"
+is "$err" "rl-update: nolp.jsonl:1: no 'logprobs' (ppo needs the log-probs the rollouts were sampled with)" "... and why"
+run rl-update -a ppo -c ck/latest --kl 0.1 --ref other/latest -o x s0.jsonl
+is "$rc" 1 "PPO with a reference of another shape: exit 1"
+case "$err" in "rl-update: reference checkpoint: other/latest: the checkpoint's model"*"differs"*) ok 0 "... and why";; *) ok 1 "... and why: $err";; esac
+run rl-update -a ppo -c ck/latest --kl 0.1 -o x s0.jsonl
+is "$rc" 2 "PPO --kl without --ref: exit 2"
 done_testing

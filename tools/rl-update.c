@@ -9,12 +9,13 @@
 #include "opt.h"
 #include "rlupdate.h"
 
-static const char *const algos[] = { "grpo", "sft", "dpo", NULL };
+static const char *const algos[] = { "grpo", "sft", "dpo", "ppo", NULL };
 static const char *const losses[] = { "grpo_clip", "reinforce_with_baseline", "no_baseline", NULL };
 static const char *const aggs[] = { "masked_mean", "normalize", NULL };
 static const char *algo = "grpo", *loss = "grpo_clip", *agg = "masked_mean";
 static const char *checkpoint, *ref, *tokenizer, *out_dir, *device = "cpu";
-static int no_std, progress;
+static int no_std, progress, whiten;
+static double gamma_ = 1.0, lambda = 0.95, vf_coef = 0.1, vf_clip = 0.2, ent_coef;
 static double beta = 0.1, cliprange = 0.2, clip_high, kl_beta, adv_eps = 1e-6, constant, lr = 1e-5, wd, beta1 = 0.9, beta2 = 0.95, clip = 1.0;
 static long long batch, epochs = 1, threads;
 
@@ -26,9 +27,15 @@ static const opt_def opts[] = {
 	{ 'r', "ref", OPT_STR, &ref, "FILE", "dpo, --kl: the reference checkpoint", 0, 0, NULL },
 	{ 0, "beta", OPT_DOUBLE, &beta, "F", "dpo: the inverse temperature beta", 0, 1e6, NULL },
 	{ 'l', "loss", OPT_CHOICE, &loss, "TYPE", "grpo: policy-gradient loss", 0, 0, losses },
-	{ 0, "cliprange", OPT_DOUBLE, &cliprange, "F", "grpo_clip: ratio clipped to [1 - F, 1 + F]", 0, 10, NULL },
-	{ 0, "clip-high", OPT_DOUBLE, &clip_high, "F", "grpo_clip: upper clip 1 + F instead (clip-higher)", 0, 10, NULL },
-	{ 0, "kl", OPT_DOUBLE, &kl_beta, "F", "grpo: weight of the KL penalty to --ref", 0, 1e6, NULL },
+	{ 0, "cliprange", OPT_DOUBLE, &cliprange, "F", "grpo_clip, ppo: ratio clipped to [1 - F, 1 + F]", 0, 10, NULL },
+	{ 0, "clip-high", OPT_DOUBLE, &clip_high, "F", "grpo_clip, ppo: upper clip 1 + F instead (clip-higher)", 0, 10, NULL },
+	{ 0, "kl", OPT_DOUBLE, &kl_beta, "F", "grpo, ppo: weight of the KL penalty to --ref", 0, 1e6, NULL },
+	{ 0, "gamma", OPT_DOUBLE, &gamma_, "F", "ppo: GAE discount", 0, 1, NULL },
+	{ 0, "lambda", OPT_DOUBLE, &lambda, "F", "ppo: GAE lambda", 0, 1, NULL },
+	{ 0, "vf-coef", OPT_DOUBLE, &vf_coef, "F", "ppo: weight of the value loss", 0, 1e6, NULL },
+	{ 0, "vf-clip", OPT_DOUBLE, &vf_clip, "F", "ppo: value clipped to the old one +- F", 0, 1e30, NULL },
+	{ 0, "ent-coef", OPT_DOUBLE, &ent_coef, "F", "ppo: weight of the entropy bonus", 0, 1e6, NULL },
+	{ 0, "whiten", OPT_FLAG, &whiten, NULL, "ppo: advantages to mean 0, std 1 over the batch's tokens", 0, 0, NULL },
 	{ 0, "no-std", OPT_FLAG, &no_std, NULL, "grpo: advantage r - mean, not divided by the std (Dr. GRPO)", 0, 0, NULL },
 	{ 0, "adv-eps", OPT_DOUBLE, &adv_eps, "F", "grpo: added to the std", 0, 1, NULL },
 	{ 0, "agg", OPT_CHOICE, &agg, "HOW", "per-sequence loss: mean over its tokens, or sum / constant", 0, 0, aggs },
@@ -48,8 +55,9 @@ static const opt_def opts[] = {
 
 static const opt_prog prog = {
 	"-c CHECKPOINT -o DIR [OPTION]... [FILE]",
-	"Update a policy: GRPO-family policy gradient on scored rollouts (rl-reward output),\n"
-	"SFT on {\"prompt\", \"response\"} records, or DPO on {\"prompt\", \"chosen\", \"rejected\"};\n"
+	"Update a policy: GRPO-family policy gradient or PPO (value head, GAE) on scored\n"
+	"rollouts (rl-reward output), SFT on {\"prompt\", \"response\"} records, or DPO on\n"
+	"{\"prompt\", \"chosen\", \"rejected\"};\n"
 	"read FILE or stdin, write the new checkpoint in DIR and one JSON metrics line on stdout.",
 	opts, NULL
 };
@@ -65,12 +73,15 @@ int main(int argc, char **argv)
 		die(EXIT_USAGE, "-c CHECKPOINT and -o DIR are required\nTry 'rl-update --help' for more information.");
 	lm_err e;
 	rlu_opts o = {
-		.algo = !strcmp(algo, "sft") ? RLU_SFT : !strcmp(algo, "dpo") ? RLU_DPO : RLU_GRPO,
+		.algo = !strcmp(algo, "sft") ? RLU_SFT : !strcmp(algo, "dpo") ? RLU_DPO
+		      : !strcmp(algo, "ppo") ? RLU_PPO : RLU_GRPO,
 		.checkpoint = checkpoint, .ref = ref, .beta = beta,
 		.clip_low = cliprange, .clip_high = clip_high > 0 ? clip_high : cliprange, .kl_beta = kl_beta, .tokenizer = tokenizer, .out_dir = out_dir, .device = device,
 		.no_std = no_std, .adv_eps = adv_eps,
 		.agg = strcmp(agg, "normalize") ? RL_AGG_MASKED_MEAN : RL_AGG_NORMALIZE,
 		.constant = constant, .batch = batch, .epochs = epochs, .lr = lr, .weight_decay = wd,
+		.gamma = gamma_, .lambda = lambda, .vf_coef = vf_coef, .vf_clip = vf_clip,
+		.ent_coef = ent_coef, .whiten = whiten,
 		.beta1 = beta1, .beta2 = beta2, .clip_grad = clip, .threads = (int)threads, .progress = progress,
 	};
 	if (rl_pg_type_parse(loss, &o.loss, &e))
