@@ -108,5 +108,5 @@ $(A)/report.txt: $(A)/log.jsonl
 $(A)/rounds.jsonl: $(foreach k,$(ROUND_NUMBERS),$(A)/round-$(k)/latest)
 	cat $(foreach k,$(ROUND_NUMBERS),$(A)/round-$(k)/metrics.json) > $@
 
-$(A)/reward.png: $(A)/rounds.jsonl
-	$(ROOT)/pipelines/plot-metrics.sh reward $< $@
+$(A)/reward.png: $(A)/rounds.jsonl $(A)/log.jsonl
+	$(ROOT)/pipelines/plot-metrics.sh reward $< $@ $(A)/log.jsonl

@@ -2,13 +2,16 @@
 # plot-metrics.sh: render metrics JSON Lines as a PNG with gnuplot.
 #   plot-metrics.sh loss   TRAIN.jsonl OUT.png   train and validation loss against tokens
 #                                                (lm-train --log)
-#   plot-metrics.sh reward ROUNDS.jsonl OUT.png  mean reward per round (rl-update lines,
-#                                                one per round, in order)
+#   plot-metrics.sh reward ROUNDS.jsonl OUT.png [EVAL.jsonl]
+#                                                mean reward per round (rl-update lines,
+#                                                one per round, in order) and, from
+#                                                align.mk's log, held-out accuracy after
+#                                                SFT (round 0) and after each round
 # The PNG is written whole or not at all.
 set -eu
 usage() { echo "usage: plot-metrics.sh loss|reward IN.jsonl OUT.png" >&2; exit 2; }
-[ $# -eq 3 ] || usage
-kind=$1 in=$2 out=$3
+[ $# -eq 3 ] || [ $# -eq 4 ] || usage
+kind=$1 in=$2 out=$3 evals=${4:-}
 command -v gnuplot >/dev/null || { echo "plot-metrics.sh: gnuplot is not installed (apt-get install gnuplot-nox)" >&2; exit 1; }
 [ -r "$in" ] || { echo "plot-metrics.sh: $in: cannot read" >&2; exit 1; }
 tmp=$(mktemp -d)
@@ -37,8 +40,13 @@ loss)
 reward)
 	field reward_mean < "$in" | awk '$1 != "-" { print NR, $1 }' > "$tmp/reward.dat"
 	[ -s "$tmp/reward.dat" ] || { echo "plot-metrics.sh: $in: no reward_mean lines" >&2; exit 1; }
-	plot="plot '$tmp/reward.dat' using 1:2 with linespoints title 'mean reward'"
-	labels="set xlabel 'round'; set ylabel 'reward'; set title 'rl-update'"
+	plot="plot '$tmp/reward.dat' using 1:2 with linespoints title 'mean training reward'"
+	if [ -n "$evals" ]; then
+		sed -n 's/^{"stage":"sft","accuracy":\([-0-9.eE+]*\).*/0 \1/p;
+			s/^{"stage":"grpo-\([0-9]*\)","accuracy":\([-0-9.eE+]*\).*/\1 \2/p' "$evals" > "$tmp/acc.dat"
+		[ -s "$tmp/acc.dat" ] && plot="$plot, '$tmp/acc.dat' using 1:2 with linespoints title 'held-out accuracy (greedy)'"
+	fi
+	labels="set xlabel 'round (0: after SFT)'; set ylabel 'reward, accuracy'; set title 'alignment'"
 	;;
 *) usage ;;
 esac
