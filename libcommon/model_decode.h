@@ -21,11 +21,12 @@
 
 #include <stdint.h>
 
+#include "decode_ops.h"
 #include "err.h"
 #include "generate.h"
 #include "model.h"
 
-enum { MODEL_DECODE_CHUNK = 256, MODEL_DECODE_WORK = 1 << 23 };
+enum { MODEL_DECODE_CHUNK = 256, MODEL_DECODE_WORK = 1 << 23, MODEL_DECODE_CPU_WORK = 1 << 18 };
 
 typedef struct model_decoder {
 	lm_decoder dec;        /* hand &dec to generate() */
@@ -42,11 +43,21 @@ typedef struct model_decoder {
 	const float **kp, **vp;
 	float *cs_host;
 	int max_threads, threads; /* the caller's thread count; the one set now */
+	/* the CPU backend's own pass (model_decode_cpu.c) */
+	float *xt;             /* [max_threads][MODEL_DECODE_CHUNK][C] normed rows */
+	float *scores;         /* [max_threads][n_ctx] attention scratch */
+	dec_barrier bar;
 } model_decoder;
 
 /* Slots and cache length (<= the model's context) for m, whose weights are
  * loaded.  m must outlive md. */
 int model_decoder_init(model_decoder *md, model *m, uint32_t n_slots, uint32_t n_ctx, lm_err *e);
 void model_decoder_free(model_decoder *md);
+
+/* Inside model_decode*.c: layer l's cache block of one slot in base (kc or
+ * vc), [H][n_ctx][D]; and the CPU backend's pass over a chunk of N tokens
+ * (ids, pos, tok_slot and last_of set), logits to out[last_of[i]]. */
+float *model_decoder_cache(const model_decoder *md, float *base, int l, uint32_t slot);
+void model_decode_cpu_chunk(model_decoder *md, int N, float *const *out);
 
 #endif
