@@ -10,6 +10,14 @@
 #include "blas_single.h"
 #include "vexp.h"
 
+/* The row loops run where the work is: the build targets x86-64-v2, and a
+ * version for AVX2 and for AVX-512 doubles or quadruples their width. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define WIDE __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define WIDE
+#endif
+
 /* Pause-spins before a waiting thread starts yielding its core: a few tens
  * of microseconds, longer than any one op of a decoding step. */
 enum { SPINS_BEFORE_YIELD = 1 << 14 };
@@ -45,7 +53,7 @@ void dec_split(int n, int t, int nt, int align, int *lo, int *hi)
 	*hi = *lo + per < n ? *lo + per : n;
 }
 
-void dec_rmsnorm_row(float *y, const float *x, const float *w, int C, float eps)
+WIDE void dec_rmsnorm_row(float *y, const float *x, const float *w, int C, float eps)
 {
 	float ss = 0;
 	for (int c = 0; c < C; c++)
@@ -55,7 +63,7 @@ void dec_rmsnorm_row(float *y, const float *x, const float *w, int C, float eps)
 		y[c] = x[c] * r * w[c];
 }
 
-void dec_rope_row(float *x, const float *cs, int D)
+WIDE void dec_rope_row(float *x, const float *cs, int D)
 {
 	int half = D / 2;
 	for (int i = 0; i < half; i++) {
@@ -85,7 +93,7 @@ void dec_matmul_cols(float *out, const float *inp, const float *w, int N, int IN
 			    w + (size_t)lo * IN, IN, beta, out + lo, OUT);
 }
 
-void dec_swiglu_cols(float *out, const float *h, int N, int F, int lo, int hi)
+WIDE void dec_swiglu_cols(float *out, const float *h, int N, int F, int lo, int hi)
 {
 	for (int n = 0; n < N; n++) {
 		const float *g = h + (size_t)n * 2 * F, *u = g + F;
@@ -98,7 +106,7 @@ void dec_swiglu_cols(float *out, const float *h, int N, int F, int lo, int hi)
 	}
 }
 
-void attn_decode_row(float *o, const float *q, const float *k, const float *v, int n, int D,
+WIDE void attn_decode_row(float *o, const float *q, const float *k, const float *v, int n, int D,
 		     float scale, float *s)
 {
 	float m = -INFINITY, sum = 0;
