@@ -50,4 +50,9 @@ void dec_swiglu_cols(float *out, const float *h, int N, int F, int lo, int hi);
 void attn_decode_row(float *o, const float *q, const float *k, const float *v, int n, int D,
 		     float scale, float *s);
 
+/* log(sum exp(x[i])) over a row (the sampler's log-probabilities): the
+ * max, then exp (vexp.h) summed in double, vectorised.  NaN entries are
+ * skipped by the max. */
+double dec_row_lse(const float *x, size_t n);
+
 #endif
