@@ -234,11 +234,11 @@ int model_decoder_init(model_decoder *md, model *m, uint32_t n_slots, uint32_t n
 		return lm_seterr(e, "out of memory for a key/value cache of %u x %u positions (%.1f GiB)",
 				 n_slots, n_ctx, 2.0 * cache / (1 << 30));
 	}
+	/* Touch the cache now: page faults in the decoding loop would cost
+	 * more than the steps. */
+	be->zero(md->kc, cache);
+	be->zero(md->vc, cache);
 	if (!strcmp(be->name, "cpu")) {
-		/* Touch the cache now: page faults in the decoding loop would cost
-		 * more than the steps. */
-		be->zero(md->kc, cache);
-		be->zero(md->vc, cache);
 		md->xt = malloc((size_t)md->max_threads * N * C * sizeof *md->xt);
 		md->scores = malloc((size_t)md->max_threads * n_ctx * sizeof *md->scores);
 		if (!md->xt || !md->scores) {

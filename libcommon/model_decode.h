@@ -1,21 +1,22 @@
 /* model_decode.h: the model's forward pass for generation, with a
  * key/value cache per sequence slot, behind generate.h's lm_decoder.
  *
- * It reuses the weights of a `model` (model.h) and its backend's ops
- * (embedding, RMSNorm, matmuls, RoPE, SwiGLU) on ragged batches: the new
+ * It reuses the weights of a `model` (model.h) on ragged batches: the new
  * tokens of all sequences in one call are stacked into one [N, C] matrix,
  * so prefills of different lengths and single decode steps share every
- * matmul.  Attention against the cache is attn_decode_cpu, called
- * directly: the op table has no cached-attention op yet, so this path is
- * CPU only.  Long inputs go through in chunks of MODEL_DECODE_CHUNK tokens.
+ * matmul.  Long inputs go through in chunks of MODEL_DECODE_CHUNK tokens.
  *
- * Cache memory: 2 * layers * slots * n_ctx * d_model floats.
+ * On the CPU backend a chunk is model_decode_cpu.c's single parallel
+ * region: one thread per MODEL_DECODE_CPU_WORK multiply-adds, up to the
+ * thread count in force when the decoder was made, each keeping its own
+ * slice of the weights, meeting at spinning barriers (a token of a small
+ * model is cheaper than waking a thread team per op).  Other backends run
+ * the op table's ops (embedding, RMSNorm, matmuls, RoPE, SwiGLU) with
+ * attn_decode_cpu for the cached attention (the table has no such op yet),
+ * one thread per MODEL_DECODE_WORK multiply-adds.
  *
- * A chunk wakes one thread per MODEL_DECODE_WORK multiply-adds (about a
- * millisecond of one core), up to the thread count in force when the
- * decoder was made: one token of a small model is cheaper than the
- * barriers of a thread team per op, which on a busy machine cost far more
- * than the arithmetic. */
+ * Cache memory: 2 * layers * slots * n_ctx * d_model floats, touched when
+ * the decoder is made. */
 #ifndef LMPIPE_MODEL_DECODE_H
 #define LMPIPE_MODEL_DECODE_H
 
