@@ -6,14 +6,16 @@
  * so prefills of different lengths and single decode steps share every
  * matmul.  Long inputs go through in chunks of MODEL_DECODE_CHUNK tokens.
  *
- * On the CPU backend a chunk is model_decode_cpu.c's single parallel
- * region: one thread per MODEL_DECODE_CPU_WORK multiply-adds, up to the
- * thread count in force when the decoder was made, each keeping its own
- * slice of the weights, meeting at spinning barriers (a token of a small
- * model is cheaper than waking a thread team per op).  Other backends run
+ * A chunk wakes one thread per MODEL_DECODE_WORK multiply-adds (about a
+ * millisecond of one core), up to the thread count in force when the
+ * decoder was made: one token of a small model is cheaper than thread
+ * synchronisation, which on a busy or virtual machine is slow and erratic
+ * (bench/lm-sample-notes.md).  On the CPU backend a chunk is
+ * model_decode_cpu.c's single parallel region, each thread keeping its own
+ * slice of the weights, meeting at spinning barriers.  Other backends run
  * the op table's ops (embedding, RMSNorm, matmuls, RoPE, SwiGLU) with
- * attn_decode_cpu for the cached attention (the table has no such op yet),
- * one thread per MODEL_DECODE_WORK multiply-adds.
+ * attn_decode_cpu for the cached attention (the table has no such op
+ * yet).
  *
  * Cache memory: 2 * layers * slots * n_ctx * d_model floats, touched when
  * the decoder is made. */
@@ -27,7 +29,7 @@
 #include "generate.h"
 #include "model.h"
 
-enum { MODEL_DECODE_CHUNK = 256, MODEL_DECODE_WORK = 1 << 23, MODEL_DECODE_CPU_WORK = 1 << 18 };
+enum { MODEL_DECODE_CHUNK = 256, MODEL_DECODE_WORK = 1 << 23 };
 
 typedef struct model_decoder {
 	lm_decoder dec;        /* hand &dec to generate() */

@@ -106,26 +106,51 @@ WIDE void dec_swiglu_cols(float *out, const float *h, int N, int F, int lo, int 
 	}
 }
 
+/* Dot products of q with keys j .. j+KEYS_AT_ONCE-1: independent sums, so
+ * their horizontal reductions overlap instead of queueing one per key. */
+enum { KEYS_AT_ONCE = 4 };
+
+static inline void dot4(float *s, const float *q, const float *k, int D, float scale)
+{
+	const float *k0 = k, *k1 = k0 + D, *k2 = k1 + D, *k3 = k2 + D;
+	float d0 = 0, d1 = 0, d2 = 0, d3 = 0;
+#pragma omp simd reduction(+ : d0, d1, d2, d3)
+	for (int d = 0; d < D; d++) {
+		d0 += q[d] * k0[d];
+		d1 += q[d] * k1[d];
+		d2 += q[d] * k2[d];
+		d3 += q[d] * k3[d];
+	}
+	s[0] = scale * d0;
+	s[1] = scale * d1;
+	s[2] = scale * d2;
+	s[3] = scale * d3;
+}
+
 WIDE void attn_decode_row(float *o, const float *q, const float *k, const float *v, int n, int D,
-		     float scale, float *s)
+			  float scale, float *s)
 {
 	float m = -INFINITY, sum = 0;
-	for (int j = 0; j < n; j++) {
+	int j = 0;
+	for (; j + KEYS_AT_ONCE <= n; j += KEYS_AT_ONCE)
+		dot4(s + j, q, k + (size_t)j * D, D, scale);
+	for (; j < n; j++) {
 		const float *kj = k + (size_t)j * D;
 		float dot = 0;
 #pragma omp simd reduction(+ : dot)
 		for (int d = 0; d < D; d++)
 			dot += q[d] * kj[d];
 		s[j] = scale * dot;
-		m = s[j] > m ? s[j] : m;
 	}
-	for (int j = 0; j < n; j++) {
+	for (j = 0; j < n; j++)
+		m = s[j] > m ? s[j] : m;
+	for (j = 0; j < n; j++) {
 		s[j] = expf(s[j] - m);
 		sum += s[j];
 	}
 	for (int d = 0; d < D; d++)
 		o[d] = 0;
-	for (int j = 0; j < n; j++) {
+	for (j = 0; j < n; j++) {
 		const float *vj = v + (size_t)j * D;
 		float p = s[j] / sum;
 #pragma omp simd
