@@ -72,7 +72,7 @@ static void store_kv(model_decoder *md, int l, int N)
 /* Threads for a chunk of N tokens (see model_decode.h). */
 static void set_threads(model_decoder *md, int N)
 {
-	double want = 1 + (double)N * md->m->n_params / MODEL_DECODE_WORK;
+	double want = 1 + (double)N * md->m->n_params / md->work;
 	int t = want >= md->max_threads ? md->max_threads : (int)want;
 	if (t != md->threads) {
 		backend_set_threads(t);
@@ -84,7 +84,7 @@ static void set_threads(model_decoder *md, int N)
  * that end their sequence's input to out[last_of[i]]. */
 static int run_chunk(model_decoder *md, int N, float *const *out, lm_err *e)
 {
-	if (md->xt) {
+	if (md->xt && !md->op_table) {
 		model_decode_cpu_chunk(md, N, out);
 		return 0;
 	}
@@ -197,6 +197,7 @@ int model_decoder_init(model_decoder *md, model *m, uint32_t n_slots, uint32_t n
 				    n_slots, n_ctx, c->ctx);
 	md->m = m;
 	md->max_threads = omp_get_max_threads();
+	md->work = MODEL_DECODE_WORK;
 	md->n_slots = n_slots;
 	md->n_ctx = n_ctx;
 	const lm_backend *be = m->be;

@@ -104,11 +104,11 @@ static void chunk_thread(model_decoder *md, int N, int single, float *const *out
 			       (size_t)(hi - lo) * sizeof(float));
 }
 
-/* Threads for a chunk of N tokens: one per MODEL_DECODE_WORK
- * multiply-adds, up to the caller's thread count. */
+/* Threads for a chunk of N tokens: one per md->work multiply-adds, up to
+ * the caller's thread count. */
 static int chunk_threads(const model_decoder *md, int N)
 {
-	double want = 1 + (double)N * md->m->n_params / MODEL_DECODE_WORK;
+	double want = 1 + (double)N * md->m->n_params / md->work;
 	return want >= md->max_threads ? md->max_threads : (int)want;
 }
 
