@@ -186,7 +186,7 @@ static int choose(gen_run *r, gen_sample **act, size_t n, lm_err *e)
 {
 	const gen_config *c = r->c;
 	uint32_t V = r->d->n_vocab;
-	#pragma omp parallel for schedule(dynamic, 1)
+	#pragma omp parallel for schedule(dynamic, 1) if (n > 1)
 	for (size_t i = 0; i < n; i++) {
 		struct gen_state *st = act[i]->st;
 		const float *row = r->rows[st->slot];

@@ -18,8 +18,7 @@ static size_t cache_stride(const model_decoder *md)
 	return (size_t)c->n_heads * md->n_ctx * (c->d_model / c->n_heads);
 }
 
-/* Layer l's cache block of one slot: [H][n_ctx][D]. */
-static float *cache_at(const model_decoder *md, float *base, int l, uint32_t slot)
+float *model_decoder_cache(const model_decoder *md, float *base, int l, uint32_t slot)
 {
 	return base + ((size_t)l * md->n_slots + slot) * cache_stride(md);
 }
@@ -41,8 +40,8 @@ static int md_fork(void *ctx, uint32_t dst, uint32_t src, lm_err *e)
 	for (int l = 0; l < c->n_layers; l++)
 		for (int h = 0; h < c->n_heads; h++) {
 			size_t off = (size_t)h * md->n_ctx * D;
-			md->m->be->copy(cache_at(md, md->kc, l, dst) + off, cache_at(md, md->kc, l, src) + off, n);
-			md->m->be->copy(cache_at(md, md->vc, l, dst) + off, cache_at(md, md->vc, l, src) + off, n);
+			md->m->be->copy(model_decoder_cache(md, md->kc, l, dst) + off, model_decoder_cache(md, md->kc, l, src) + off, n);
+			md->m->be->copy(model_decoder_cache(md, md->vc, l, dst) + off, model_decoder_cache(md, md->vc, l, src) + off, n);
 		}
 	md->len[dst] = md->len[src];
 	return 0;
@@ -56,8 +55,8 @@ static void store_kv(model_decoder *md, int l, int N)
 	int H = c->n_heads;
 	size_t D = (size_t)c->d_model / H;
 	for (int i = 0; i < N; i++) {
-		float *kb = cache_at(md, md->kc, l, md->tok_slot[i]);
-		float *vb = cache_at(md, md->vc, l, md->tok_slot[i]);
+		float *kb = model_decoder_cache(md, md->kc, l, md->tok_slot[i]);
+		float *vb = model_decoder_cache(md, md->vc, l, md->tok_slot[i]);
 		size_t p = (size_t)md->pos[i];
 		for (int h = 0; h < H; h++) {
 			size_t src = ((size_t)h * N + i) * D, dst = ((size_t)h * md->n_ctx + p) * D;
@@ -73,7 +72,7 @@ static void store_kv(model_decoder *md, int l, int N)
 /* Threads for a chunk of N tokens (see model_decode.h). */
 static void set_threads(model_decoder *md, int N)
 {
-	double want = 1 + (double)N * md->m->n_params / MODEL_DECODE_WORK;
+	double want = 1 + (double)N * md->m->n_params / md->work;
 	int t = want >= md->max_threads ? md->max_threads : (int)want;
 	if (t != md->threads) {
 		backend_set_threads(t);
@@ -85,6 +84,10 @@ static void set_threads(model_decoder *md, int N)
  * that end their sequence's input to out[last_of[i]]. */
 static int run_chunk(model_decoder *md, int N, float *const *out, lm_err *e)
 {
+	if (md->xt && !md->op_table) {
+		model_decode_cpu_chunk(md, N, out);
+		return 0;
+	}
 	set_threads(md, N);
 	const model *m = md->m;
 	const lm_backend *be = m->be;
@@ -180,6 +183,8 @@ void model_decoder_free(model_decoder *md)
 	free(md->kp);
 	free(md->vp);
 	free(md->cs_host);
+	free(md->xt);
+	free(md->scores);
 	memset(md, 0, sizeof *md);
 }
 
@@ -192,6 +197,7 @@ int model_decoder_init(model_decoder *md, model *m, uint32_t n_slots, uint32_t n
 				    n_slots, n_ctx, c->ctx);
 	md->m = m;
 	md->max_threads = omp_get_max_threads();
+	md->work = MODEL_DECODE_WORK;
 	md->n_slots = n_slots;
 	md->n_ctx = n_ctx;
 	const lm_backend *be = m->be;
@@ -228,6 +234,18 @@ int model_decoder_init(model_decoder *md, model *m, uint32_t n_slots, uint32_t n
 		model_decoder_free(md);
 		return lm_seterr(e, "out of memory for a key/value cache of %u x %u positions (%.1f GiB)",
 				 n_slots, n_ctx, 2.0 * cache / (1 << 30));
+	}
+	/* Touch the cache now: page faults in the decoding loop would cost
+	 * more than the steps. */
+	be->zero(md->kc, cache);
+	be->zero(md->vc, cache);
+	if (!strcmp(be->name, "cpu")) {
+		md->xt = malloc((size_t)md->max_threads * N * C * sizeof *md->xt);
+		md->scores = malloc((size_t)md->max_threads * n_ctx * sizeof *md->scores);
+		if (!md->xt || !md->scores) {
+			model_decoder_free(md);
+			return lm_seterr(e, "out of memory for the decoder's scratch");
+		}
 	}
 	md->dec = (lm_decoder){ md, (uint32_t)c->vocab, n_ctx, n_slots, md_reset, md_fork, md_feed };
 	return 0;

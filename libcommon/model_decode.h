@@ -1,26 +1,30 @@
 /* model_decode.h: the model's forward pass for generation, with a
  * key/value cache per sequence slot, behind generate.h's lm_decoder.
  *
- * It reuses the weights of a `model` (model.h) and its backend's ops
- * (embedding, RMSNorm, matmuls, RoPE, SwiGLU) on ragged batches: the new
+ * It reuses the weights of a `model` (model.h) on ragged batches: the new
  * tokens of all sequences in one call are stacked into one [N, C] matrix,
  * so prefills of different lengths and single decode steps share every
- * matmul.  Attention against the cache is attn_decode_cpu, called
- * directly: the op table has no cached-attention op yet, so this path is
- * CPU only.  Long inputs go through in chunks of MODEL_DECODE_CHUNK tokens.
- *
- * Cache memory: 2 * layers * slots * n_ctx * d_model floats.
+ * matmul.  Long inputs go through in chunks of MODEL_DECODE_CHUNK tokens.
  *
  * A chunk wakes one thread per MODEL_DECODE_WORK multiply-adds (about a
  * millisecond of one core), up to the thread count in force when the
- * decoder was made: one token of a small model is cheaper than the
- * barriers of a thread team per op, which on a busy machine cost far more
- * than the arithmetic. */
+ * decoder was made: one token of a small model is cheaper than thread
+ * synchronisation, which on a busy or virtual machine is slow and erratic
+ * (bench/lm-sample-notes.md).  On the CPU backend a chunk is
+ * model_decode_cpu.c's single parallel region, each thread keeping its own
+ * slice of the weights, meeting at spinning barriers.  Other backends run
+ * the op table's ops (embedding, RMSNorm, matmuls, RoPE, SwiGLU) with
+ * attn_decode_cpu for the cached attention (the table has no such op
+ * yet).
+ *
+ * Cache memory: 2 * layers * slots * n_ctx * d_model floats, touched when
+ * the decoder is made. */
 #ifndef LMPIPE_MODEL_DECODE_H
 #define LMPIPE_MODEL_DECODE_H
 
 #include <stdint.h>
 
+#include "decode_ops.h"
 #include "err.h"
 #include "generate.h"
 #include "model.h"
@@ -42,11 +46,23 @@ typedef struct model_decoder {
 	const float **kp, **vp;
 	float *cs_host;
 	int max_threads, threads; /* the caller's thread count; the one set now */
+	double work;           /* multiply-adds per thread: MODEL_DECODE_WORK (tests lower it) */
+	int op_table;          /* 1: the op table's ops on the CPU too (tests compare the two) */
+	/* the CPU backend's own pass (model_decode_cpu.c) */
+	float *xt;             /* [max_threads][MODEL_DECODE_CHUNK][C] normed rows */
+	float *scores;         /* [max_threads][n_ctx] attention scratch */
+	dec_barrier bar;
 } model_decoder;
 
 /* Slots and cache length (<= the model's context) for m, whose weights are
  * loaded.  m must outlive md. */
 int model_decoder_init(model_decoder *md, model *m, uint32_t n_slots, uint32_t n_ctx, lm_err *e);
 void model_decoder_free(model_decoder *md);
+
+/* Inside model_decode*.c: layer l's cache block of one slot in base (kc or
+ * vc), [H][n_ctx][D]; and the CPU backend's pass over a chunk of N tokens
+ * (ids, pos, tok_slot and last_of set), logits to out[last_of[i]]. */
+float *model_decoder_cache(const model_decoder *md, float *base, int l, uint32_t slot);
+void model_decode_cpu_chunk(model_decoder *md, int N, float *const *out);
 
 #endif

@@ -2,6 +2,8 @@
  * (see sample.h). */
 #include "sample.h"
 
+#include "decode_ops.h"
+
 #include <math.h>
 #include <stdlib.h>
 
@@ -168,31 +170,15 @@ static int scan(const float *logits, uint32_t n, uint32_t n_draw, float *max, ui
 	return 0;
 }
 
-/* Sum of exp(logit - mx) over the row: expf per term (ample for a
- * log-probability), summed in double. */
-static double sum_exp(const float *logits, uint32_t n, float mx)
-{
-	double s = 0;
-	for (uint32_t i = 0; i < n; i++)
-		s += expf(logits[i] - mx);
-	return s;
-}
-
 double sample_logprob(const float *logits, uint32_t n_vocab, uint32_t token)
 {
-	float mx = -INFINITY;
-	for (uint32_t i = 0; i < n_vocab; i++)
-		if (logits[i] > mx)
-			mx = logits[i];
-	return (double)logits[token] - mx - log(sum_exp(logits, n_vocab, mx));
+	return (double)logits[token] - dec_row_lse(logits, n_vocab);
 }
 
 /* Fill w->cand[0 .. *n) with the candidate set, unnormalised; *mass is
- * its total.  Greedy leaves the argmax alone.  *lse gets the row's
- * log-sum-exp at temperature 1 when the pass computed it for free, else
- * NAN. */
+ * its total.  Greedy leaves the argmax alone. */
 static int support(const float *logits, const sample_params *p, sample_work *w,
-		   size_t *n_out, double *mass_out, double *lse, lm_err *e)
+		   size_t *n_out, double *mass_out, lm_err *e)
 {
 	float mx = -INFINITY;
 	uint32_t am = 0;
@@ -200,7 +186,6 @@ static int support(const float *logits, const sample_params *p, sample_work *w,
 	if (sample_params_check(p, e) < 0 || scan(logits, w->n_vocab, n_draw, &mx, &am, e) < 0)
 		return -1;
 	struct sample_cand *c = w->cand;
-	*lse = NAN;
 	if (p->temperature == 0) {
 		c[0] = (struct sample_cand){ 1.0, am };
 		*n_out = 1;
@@ -217,10 +202,6 @@ static int support(const float *logits, const sample_params *p, sample_work *w,
 			mass += q;
 		}
 	}
-	/* At temperature 1 over the whole row this is sum_exp's sum, term for
-	 * term in the same order. */
-	if (p->temperature == 1 && n_draw == w->n_vocab)
-		*lse = mx + log(mass);
 	if (p->top_k > 0 && p->top_k < n) {
 		select_top(c, n, p->top_k);
 		n = p->top_k;
@@ -243,8 +224,8 @@ int sample_token(const float *logits, const sample_params *p, lm_rng *rng,
 		 sample_work *w, uint32_t *token, double *logprob, lm_err *e)
 {
 	size_t n;
-	double mass, lse;
-	if (support(logits, p, w, &n, &mass, &lse, e) < 0)
+	double mass;
+	if (support(logits, p, w, &n, &mass, e) < 0)
 		return -1;
 	/* One draw per step even when greedy, so streams stay aligned. */
 	double u = rng_uniform(rng) * mass;
@@ -260,8 +241,7 @@ int sample_token(const float *logits, const sample_params *p, lm_rng *rng,
 	}
 	*token = c[pick].id;
 	if (logprob)
-		*logprob = isnan(lse) ? sample_logprob(logits, w->n_vocab, *token)
-				      : (double)logits[*token] - lse;
+		*logprob = sample_logprob(logits, w->n_vocab, *token);
 	return 0;
 }
 
@@ -269,8 +249,8 @@ int sample_support(const float *logits, const sample_params *p, sample_work *w,
 		   uint32_t *ids, double *probs, uint32_t *n_out, lm_err *e)
 {
 	size_t n;
-	double mass, lse;
-	if (support(logits, p, w, &n, &mass, &lse, e) < 0)
+	double mass;
+	if (support(logits, p, w, &n, &mass, e) < 0)
 		return -1;
 	qsort(w->cand, n, sizeof *w->cand, cmp_cand);
 	for (size_t i = 0; i < n; i++) {

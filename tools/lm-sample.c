@@ -3,6 +3,7 @@
 #include <stdlib.h>
 
 #include "backend.h"
+#include "blas_tune.h"
 #include "die.h"
 #include "lmsample.h"
 #include "opt.h"
@@ -66,6 +67,7 @@ static void warn_skip(const char *msg)
 int main(int argc, char **argv)
 {
 	lm_err e;
+	blas_tune_reexec(argv);
 	lm_init(argv[0]);
 	o.n_prompts = opt_parse_or_exit(&prog, argc, argv, &o.prompts);
 	if (!o.checkpoint)

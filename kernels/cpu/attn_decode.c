@@ -1,8 +1,8 @@
 /* attn_decode.c: CPU attention of new tokens against a KV cache (see
  * attn_decode.h). */
 #include "attn_decode.h"
+#include "decode_ops.h"
 
-#include <math.h>
 #include <omp.h>
 #include <stdlib.h>
 
@@ -26,30 +26,7 @@ int attn_decode_cpu(float *o, const float *q, const float *const *kc, const floa
 				const float *k = kc[i] + (size_t)h * stride * D;
 				const float *v = vc[i] + (size_t)h * stride * D;
 				float *oi = o + ((size_t)i * H + h) * D;
-				int n = len[i];
-				float m = -INFINITY, sum = 0;
-				for (int j = 0; j < n; j++) {
-					const float *kj = k + (size_t)j * D;
-					float dot = 0;
-#pragma omp simd reduction(+ : dot)
-					for (int d = 0; d < D; d++)
-						dot += qi[d] * kj[d];
-					s[j] = scale * dot;
-					m = s[j] > m ? s[j] : m;
-				}
-				for (int j = 0; j < n; j++) {
-					s[j] = expf(s[j] - m);
-					sum += s[j];
-				}
-				for (int d = 0; d < D; d++)
-					oi[d] = 0;
-				for (int j = 0; j < n; j++) {
-					const float *vj = v + (size_t)j * D;
-					float p = s[j] / sum;
-#pragma omp simd
-					for (int d = 0; d < D; d++)
-						oi[d] += p * vj[d];
-				}
+				attn_decode_row(oi, qi, k, v, len[i], D, scale, s);
 			}
 	}
 	free(scratch);

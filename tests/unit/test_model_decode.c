@@ -3,7 +3,9 @@
  * the argmax chain of repeated full passes; reported log-probs equal a
  * teacher-forced pass on prompt + completion within 1e-4; the same seed
  * gives the same samples; batches equal one-at-a-time runs; prompts longer
- * than a chunk and slots forked from one prefill agree too. */
+ * than a chunk and slots forked from one prefill agree too, and so do the
+ * CPU pass on all threads and the op table's path. */
+#include <omp.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -76,7 +78,11 @@ static int h_done(void *user, const gen_sample *s, lm_err *e)
 	return 0;
 }
 
-static int run(harness *h, uint32_t slots, const gen_config *c)
+/* How run() drives the decoder: as lm-sample does, with every thread on
+ * every chunk however small, or through the op table's ops. */
+enum { PLAIN, ALL_THREADS, OP_TABLE };
+
+static int run_as(harness *h, uint32_t slots, const gen_config *c, int how)
 {
 	model_decoder md;
 	lm_err e;
@@ -85,12 +91,20 @@ static int run(harness *h, uint32_t slots, const gen_config *c)
 		diag("%s", e.msg);
 		return -1;
 	}
+	if (how == ALL_THREADS)
+		md.work = 1;
+	md.op_table = how == OP_TABLE;
 	gen_io io = { h, h_next, NULL, h_done, NULL };
 	int rc = generate(&md.dec, c, &io, &tok, &e);
 	if (rc < 0)
 		diag("generate: %s", e.msg);
 	model_decoder_free(&md);
 	return rc;
+}
+
+static int run(harness *h, uint32_t slots, const gen_config *c)
+{
+	return run_as(h, slots, c, PLAIN);
 }
 
 /* Full forward of prompt + completion[0 .. n-1]; rows[t] are the logits
@@ -160,6 +174,10 @@ int main(void)
 	c.lazy = 0;
 	ok(run(&hb, 7, &c) == 0 && same(&h1, &hb, 1e-5), "a batch of 7 slots gives the same samples");
 	ok(run(&hs, 12, &c) == 0 && same(&h1, &hs, 1e-5), "a batch of 12 slots: the same again");
+	ok(run_as(&hs, 7, &c, ALL_THREADS) == 0 && same(&h1, &hs, 1e-5),
+	   "every thread on every chunk (%d): the same samples", omp_get_max_threads());
+	ok(run_as(&hs, 7, &c, OP_TABLE) == 0 && same(&h1, &hs, 1e-5),
+	   "the op table's ops instead of the CPU pass: the same samples");
 
 	double worst = 0;
 	for (size_t i = 0; i < h1.n_res; i++) {

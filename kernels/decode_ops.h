@@ -1,0 +1,58 @@
+/* decode_ops.h: the pieces of a CPU decoding step (libcommon/model_decode_cpu.c)
+ * that run inside one OpenMP parallel region: each works on the slice of
+ * rows or columns it is given, so a thread calls it for its own share, and
+ * threads meet at a spinning barrier instead of a parallel region per op.
+ * A token of a small model is a few microseconds of arithmetic per op:
+ * waking a thread team for each (a futex round trip when OpenMP threads
+ * sleep) would cost more than the op.
+ *
+ * Float32; the arithmetic of the ops of rmsnorm.h, rope.h, swiglu.h and
+ * matmul.h, so a step's logits equal a full forward pass's up to rounding
+ * (the BLAS blocks the sums differently). */
+#ifndef LMPIPE_DECODE_OPS_H
+#define LMPIPE_DECODE_OPS_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+
+/* A barrier for the threads of one parallel region: spins (with a pause)
+ * for a while, then yields the core, so an oversubscribed machine still
+ * makes progress.  Zero-initialise; every thread passes the team size. */
+typedef struct dec_barrier {
+	atomic_uint count, gen;
+} dec_barrier;
+
+void dec_barrier_wait(dec_barrier *b, unsigned n_threads);
+
+/* [lo, hi): block t of nt of n items, in multiples of align. */
+void dec_split(int n, int t, int nt, int align, int *lo, int *hi);
+
+/* y = x * rstd * w over one row of C (rmsnorm_fwd_cpu's arithmetic). */
+void dec_rmsnorm_row(float *y, const float *x, const float *w, int C, float eps);
+
+/* Rotate one head vector of D by the cos/sin row cs (rope.h's table and
+ * rotate-half pairing). */
+void dec_rope_row(float *x, const float *cs, int D);
+
+/* Columns [lo, hi) of out[N][OUT] = inp[N][IN] W^T (+ out when
+ * accumulate), W [OUT][IN] row-major: sgemv for one row, else sgemm.  Call
+ * dec_blas_single() once before threads call it. */
+void dec_matmul_cols(float *out, const float *inp, const float *w, int N, int IN, int OUT,
+		     int lo, int hi, int accumulate);
+void dec_blas_single(void);
+
+/* Columns [lo, hi) of out[N][F] = silu(g) u, from h[N][2F] = [g | u]
+ * (swiglu_fwd_cpu's arithmetic). */
+void dec_swiglu_cols(float *out, const float *h, int N, int F, int lo, int hi);
+
+/* One query row q[D] against n cached keys/values k, v ([n][D]), output
+ * o[D]; s is scratch for n scores (attn_decode_cpu's arithmetic). */
+void attn_decode_row(float *o, const float *q, const float *k, const float *v, int n, int D,
+		     float scale, float *s);
+
+/* log(sum exp(x[i])) over a row (the sampler's log-probabilities): the
+ * max, then exp (vexp.h) summed in double, vectorised.  NaN entries are
+ * skipped by the max. */
+double dec_row_lse(const float *x, size_t n);
+
+#endif
