@@ -134,12 +134,12 @@ clean:
 # CPU in a few minutes.  DEMO_DEVICE=cuda once the CUDA backend exists.
 DEMO_DIR    ?= demo
 DEMO_DEVICE ?= cpu
-DEMO_PRETRAIN = VOCAB=1024 CONTEXT=192 STEPS=300 BATCH=16 LR=3e-3 EVAL_EVERY=50 \
+DEMO_PRETRAIN = VOCAB=1024 CONTEXT=192 STEPS=800 BATCH=16 LR=3e-3 EVAL_EVERY=100 \
                 MODEL_OPTS="--vocab 1024 --context 192 --d-model 128 --layers 2 --heads 4 --d-ff 352"
-DEMO_ALIGN  = N_TRAIN=1000 SFT_EPOCHS=2 SFT_BATCH=16 SFT_LR=2e-3 N_TEST=50 ROUNDS=3 PROMPTS=16 G=4
+DEMO_ALIGN  = N_TRAIN=2000 SFT_EPOCHS=2 SFT_BATCH=16 SFT_LR=2e-3 N_TEST=100 ROUNDS=4 PROMPTS=32 G=8
 demo:
 	@pipelines/deps.sh
-	$(MAKE) all
+	$(MAKE) -j$$(nproc) all
 	$(MAKE) -f pipelines/pretrain.mk W=$(DEMO_DIR) DEVICE=$(DEMO_DEVICE) $(DEMO_PRETRAIN)
 	$(MAKE) -f pipelines/align.mk W=$(DEMO_DIR) DEVICE=$(DEMO_DEVICE) $(DEMO_ALIGN)
 	@echo; echo "== samples ($(DEMO_DIR)/samples.txt)"; cat $(DEMO_DIR)/samples.txt
