@@ -46,7 +46,7 @@ reward)
 			s/^{"stage":"grpo-\([0-9]*\)","accuracy":\([-0-9.eE+]*\).*/\1 \2/p' "$evals" > "$tmp/acc.dat"
 		[ -s "$tmp/acc.dat" ] && plot="$plot, '$tmp/acc.dat' using 1:2 with linespoints title 'held-out accuracy (greedy)'"
 	fi
-	labels="set xlabel 'round (0: after SFT)'; set ylabel 'reward, accuracy'; set title 'alignment'"
+	labels="set xlabel 'round (0: after SFT)'; set xtics 1; set ylabel 'reward, accuracy'; set title 'alignment'"
 	;;
 *) usage ;;
 esac
