@@ -14,12 +14,7 @@ static int text;
 static const char *output;
 
 static const opt_def options[] = {
-	{ 't', "tokenizer", OPT_STR, &src.tokenizer, "FILE", "lmpipe tokenizer file (man 5 lmpipe-tokenizer)",
-	  0, 0, NULL },
-	{ 0, "gpt2", OPT_STR, &src.gpt2_dir, "DIR", "GPT-2 style DIR/vocab.json and DIR/merges.txt", 0, 0, NULL },
-	{ 0, "vocab", OPT_STR, &src.vocab, "FILE", "GPT-2 style vocab.json (with --merges)", 0, 0, NULL },
-	{ 0, "merges", OPT_STR, &src.merges, "FILE", "GPT-2 style merges.txt (with --vocab)", 0, 0, NULL },
-	{ 0, "special", OPT_STRLIST, &src.special, "TOKEN", "add a special token (repeatable)", 0, 0, NULL },
+	BPE_SOURCE_OPTIONS(src),
 	{ 0, "text", OPT_FLAG, &text, NULL, "read decimal ids separated by white space", 0, 0, NULL },
 	{ 'o', "output", OPT_STR, &output, "FILE", "write to FILE (whole or nothing), not stdout", 0, 0, NULL },
 	OPT_END

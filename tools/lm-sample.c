@@ -25,11 +25,7 @@ static const char *const on_error_choices[] = { "stop", "skip", NULL };
 
 static const opt_def options[] = {
 	{ 'c', "checkpoint", OPT_STR, &o.checkpoint, "FILE", "checkpoint from lm-train (required)", 0, 0, NULL },
-	{ 't', "tokenizer", OPT_STR, &o.tok.tokenizer, "FILE", "lmpipe tokenizer file (man 5 lmpipe-tokenizer)", 0, 0, NULL },
-	{ 0, "gpt2", OPT_STR, &o.tok.gpt2_dir, "DIR", "GPT-2 style DIR/vocab.json and DIR/merges.txt", 0, 0, NULL },
-	{ 0, "vocab", OPT_STR, &o.tok.vocab, "FILE", "GPT-2 style vocab.json (with --merges)", 0, 0, NULL },
-	{ 0, "merges", OPT_STR, &o.tok.merges, "FILE", "GPT-2 style merges.txt (with --vocab)", 0, 0, NULL },
-	{ 0, "special", OPT_STRLIST, &o.tok.special, "TOKEN", "add a special token (repeatable)", 0, 0, NULL },
+	BPE_SOURCE_OPTIONS(o.tok),
 	{ 'i', "input", OPT_STR, &o.input, "FILE", "read prompts from FILE (default: stdin)", 0, 0, NULL },
 	{ 0, "jsonl", OPT_FLAG, &o.jsonl, NULL, "JSON Lines in ({\"prompt\": ...}) and out (one object per sample)", 0, 0, NULL },
 	{ 0, "max-tokens", OPT_INT, &max_tokens, "N", "completion tokens at most", 1, MAX_TOKENS, NULL },
