@@ -6,6 +6,7 @@
 
 #include <math.h>
 #include <sched.h>
+#include <string.h>
 
 #include "blas_single.h"
 #include "vexp.h"
@@ -108,32 +109,81 @@ WIDE void dec_swiglu_cols(float *out, const float *h, int N, int F, int lo, int 
 
 /* Dot products of q with keys j .. j+KEYS_AT_ONCE-1: independent sums, so
  * their horizontal reductions overlap instead of queueing one per key. */
-enum { KEYS_AT_ONCE = 4 };
+enum { KEYS_AT_ONCE = 8 };
 
-static inline void dot4(float *s, const float *q, const float *k, int D, float scale)
+static inline __attribute__((always_inline)) void dot8(float *s, const float *q,
+							 const float *k, int D, float scale)
 {
 	const float *k0 = k, *k1 = k0 + D, *k2 = k1 + D, *k3 = k2 + D;
-	float d0 = 0, d1 = 0, d2 = 0, d3 = 0;
-#pragma omp simd reduction(+ : d0, d1, d2, d3)
+	const float *k4 = k3 + D, *k5 = k4 + D, *k6 = k5 + D, *k7 = k6 + D;
+	float d0 = 0, d1 = 0, d2 = 0, d3 = 0, d4 = 0, d5 = 0, d6 = 0, d7 = 0;
+#pragma omp simd reduction(+ : d0, d1, d2, d3, d4, d5, d6, d7)
 	for (int d = 0; d < D; d++) {
 		d0 += q[d] * k0[d];
 		d1 += q[d] * k1[d];
 		d2 += q[d] * k2[d];
 		d3 += q[d] * k3[d];
+		d4 += q[d] * k4[d];
+		d5 += q[d] * k5[d];
+		d6 += q[d] * k6[d];
+		d7 += q[d] * k7[d];
 	}
 	s[0] = scale * d0;
 	s[1] = scale * d1;
 	s[2] = scale * d2;
 	s[3] = scale * d3;
+	s[4] = scale * d4;
+	s[5] = scale * d5;
+	s[6] = scale * d6;
+	s[7] = scale * d7;
 }
 
-WIDE void attn_decode_row(float *o, const float *q, const float *k, const float *v, int n, int D,
-			  float scale, float *s)
+/* Head sizes with a compiled-in copy of the row (attn_row16: registers
+ * for the whole output row, loops unrolled); others take attn_row. */
+enum { HEAD_SMALL = 32, HEAD_LARGE = 64, HEAD_MAX_FIXED = HEAD_LARGE };
+
+/* s[j] = exp(s[j] - max s), j < n; returns their sum. */
+static inline __attribute__((always_inline)) float softmax_exp(float *s, int n)
 {
 	float m = -INFINITY, sum = 0;
+	for (int j = 0; j < n; j++)
+		m = s[j] > m ? s[j] : m;
+	for (int j = 0; j < n; j++) {
+		s[j] = expf(s[j] - m);
+		sum += s[j];
+	}
+	return sum;
+}
+
+static inline __attribute__((always_inline)) void softmax_v(float *o, const float *v, int n,
+							      int D, float *s)
+{
+	float sum = softmax_exp(s, n);
+	float acc[HEAD_MAX_FIXED];
+	for (int d0 = 0; d0 < D; d0 += HEAD_MAX_FIXED) {
+		int w = D - d0 < HEAD_MAX_FIXED ? D - d0 : HEAD_MAX_FIXED;
+		for (int d = 0; d < w; d++)
+			acc[d] = 0;
+		for (int j = 0; j < n; j++) {
+			const float *vj = v + (size_t)j * D + d0;
+			float p = s[j];
+#pragma omp simd
+			for (int d = 0; d < w; d++)
+				acc[d] += p * vj[d];
+		}
+		float r = 1.0f / sum;
+		for (int d = 0; d < w; d++)
+			o[d0 + d] = acc[d] * r;
+	}
+}
+
+static inline __attribute__((always_inline)) void attn_row(float *o, const float *q,
+							     const float *k, const float *v,
+							     int n, int D, float scale, float *s)
+{
 	int j = 0;
 	for (; j + KEYS_AT_ONCE <= n; j += KEYS_AT_ONCE)
-		dot4(s + j, q, k + (size_t)j * D, D, scale);
+		dot8(s + j, q, k + (size_t)j * D, D, scale);
 	for (; j < n; j++) {
 		const float *kj = k + (size_t)j * D;
 		float dot = 0;
@@ -142,21 +192,97 @@ WIDE void attn_decode_row(float *o, const float *q, const float *k, const float 
 			dot += q[d] * kj[d];
 		s[j] = scale * dot;
 	}
-	for (j = 0; j < n; j++)
-		m = s[j] > m ? s[j] : m;
-	for (j = 0; j < n; j++) {
-		s[j] = expf(s[j] - m);
-		sum += s[j];
+	softmax_v(o, v, n, D, s);
+}
+
+/* Scores of 16 keys at once for head sizes that are multiples of 16: one
+ * 16-lane product sum per key, then the 16 sums reduced together, halving
+ * the lanes per key at each of four steps (15 shuffle-adds for 16 keys, not
+ * four each).  Keys stay in order: lane i of the result is key i. */
+enum { LANES = 16, MAX_CHUNKS = HEAD_MAX_FIXED / LANES, V_CHAINS = 4 };
+typedef float v16f __attribute__((vector_size(LANES * sizeof(float))));
+typedef int v16i __attribute__((vector_size(LANES * sizeof(int))));
+
+/* (a, b) -> the sums of their lanes in groups of g, a's groups then b's. */
+#define FOLD(g, a, b) (__builtin_shuffle(a, b, (v16i){ HALF_IDX(g, 0) }) + \
+		       __builtin_shuffle(a, b, (v16i){ HALF_IDX(g, 1) }))
+#define IDX(g, h, i) (((i) / (g)) * 2 * (g) + (h) * (g) + (i) % (g))
+#define HALF_IDX(g, h) IDX(g, h, 0), IDX(g, h, 1), IDX(g, h, 2), IDX(g, h, 3), IDX(g, h, 4), \
+	IDX(g, h, 5), IDX(g, h, 6), IDX(g, h, 7), IDX(g, h, 8), IDX(g, h, 9), IDX(g, h, 10), \
+	IDX(g, h, 11), IDX(g, h, 12), IDX(g, h, 13), IDX(g, h, 14), IDX(g, h, 15)
+
+/* an unaligned 16-float load */
+typedef float v16u __attribute__((vector_size(LANES * sizeof(float)), aligned(sizeof(float)), may_alias));
+#define LOAD16(p) (*(const v16u *)(p))
+
+static inline __attribute__((always_inline)) void dot16(float *s, const v16f *q, int nc,
+							  const float *k, int D, float scale)
+{
+	v16f a[LANES];
+	for (int j = 0; j < LANES; j++) {
+		const float *kj = k + (size_t)j * D;
+		v16f t = q[0] * LOAD16(kj);
+		for (int c = 1; c < nc; c++)
+			t += q[c] * LOAD16(kj + c * LANES);
+		a[j] = t;
 	}
-	for (int d = 0; d < D; d++)
-		o[d] = 0;
-	for (j = 0; j < n; j++) {
-		const float *vj = v + (size_t)j * D;
-		float p = s[j] / sum;
-#pragma omp simd
+	for (int j = 0; j < LANES / 2; j++)
+		a[j] = FOLD(8, a[2 * j], a[2 * j + 1]);
+	for (int j = 0; j < LANES / 4; j++)
+		a[j] = FOLD(4, a[2 * j], a[2 * j + 1]);
+	for (int j = 0; j < LANES / 8; j++)
+		a[j] = FOLD(2, a[2 * j], a[2 * j + 1]);
+	v16f r = FOLD(1, a[0], a[1]) * scale;
+	memcpy(s, &r, sizeof r);
+}
+
+static inline __attribute__((always_inline)) void attn_row16(float *o, const float *q,
+							       const float *k, const float *v,
+							       int n, int D, float scale, float *s)
+{
+	int nc = D / LANES, j = 0;
+	v16f qv[MAX_CHUNKS];
+	for (int c = 0; c < nc; c++)
+		qv[c] = LOAD16(q + c * LANES);
+	for (; j + LANES <= n; j += LANES)
+		dot16(s + j, qv, nc, k + (size_t)j * D, D, scale);
+	for (; j < n; j++) {
+		const float *kj = k + (size_t)j * D;
+		float dot = 0;
 		for (int d = 0; d < D; d++)
-			o[d] += p * vj[d];
+			dot += q[d] * kj[d];
+		s[j] = scale * dot;
 	}
+	float sum = softmax_exp(s, n);
+	/* independent sums over every V_CHAINS-th key, so that the adds of
+	 * consecutive keys do not wait for each other */
+	v16f acc[V_CHAINS][MAX_CHUNKS] = { 0 };
+	for (j = 0; j + V_CHAINS <= n; j += V_CHAINS)
+		for (int u = 0; u < V_CHAINS; u++)
+			for (int c = 0; c < nc; c++)
+				acc[u][c] += s[j + u] * LOAD16(v + (size_t)(j + u) * D + c * LANES);
+	for (; j < n; j++)
+		for (int c = 0; c < nc; c++)
+			acc[0][c] += s[j] * LOAD16(v + (size_t)j * D + c * LANES);
+	float r = 1.0f / sum;
+	for (int c = 0; c < nc; c++) {
+		v16f t = acc[0][c];
+		for (int u = 1; u < V_CHAINS; u++)
+			t += acc[u][c];
+		t *= r;
+		memcpy(o + c * LANES, &t, sizeof t);
+	}
+}
+
+WIDE void attn_decode_row(float *o, const float *q, const float *k, const float *v, int n, int D,
+			  float scale, float *s)
+{
+	if (D == HEAD_SMALL)
+		attn_row16(o, q, k, v, n, HEAD_SMALL, scale, s);
+	else if (D == HEAD_LARGE)
+		attn_row16(o, q, k, v, n, HEAD_LARGE, scale, s);
+	else
+		attn_row(o, q, k, v, n, D, scale, s);
 }
 
 WIDE double dec_row_lse(const float *x, size_t n)
