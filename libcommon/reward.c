@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "answer.h"
+#include "order.h"
 
 enum { SHORTEST_DIGITS_MAX = 17, NUM_BUF = 32 };
 
@@ -208,29 +209,15 @@ static int score_cmd(const reward_cfg *c, batch *b, const char *name, lm_err *e)
 	return rc;
 }
 
-static const char *const *sort_keys;
-static int cmp_group(const void *a, const void *b)
-{
-	size_t i = *(const size_t *)a, j = *(const size_t *)b;
-	int c = strcmp(sort_keys[i], sort_keys[j]);
-	return c ? c : (i > j) - (i < j);
-}
-
 /* Sorted order of the rollouts by group (stable); NULL when out of memory. */
 static size_t *group_order(const batch *b)
 {
-	size_t *idx = malloc((b->n + 1) * sizeof *idx);
 	const char **keys = malloc((b->n + 1) * sizeof *keys);
-	if (!idx || !keys) {
-		free(idx);
-		free(keys);
+	if (!keys)
 		return NULL;
-	}
 	for (size_t i = 0; i < b->n; i++)
-		idx[i] = i, keys[i] = b->r[i].group ? b->r[i].group : "";
-	sort_keys = keys;
-	qsort(idx, b->n, sizeof *idx, cmp_group);
-	sort_keys = NULL;
+		keys[i] = b->r[i].group ? b->r[i].group : "";
+	size_t *idx = order_by_key(keys, b->n);
 	free(keys);
 	return idx;
 }
@@ -252,6 +239,8 @@ static int length_penalty(const reward_cfg *c, batch *b, const char *name, lm_er
 			return lm_seterr(e, "%s:%lu: no 'completion_ids' nor '%s' to measure the length",
 					 name, r->lineno, c->completion_key);
 	}
+	if (b->n == 0)
+		return 0;
 	size_t *idx = group_order(b);
 	if (!idx)
 		return lm_seterr(e, "out of memory");

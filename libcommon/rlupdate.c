@@ -16,6 +16,7 @@
 #include "bpe_open.h"
 #include "ckpt.h"
 #include "model.h"
+#include "order.h"
 #include "optim.h"
 #include "progress.h"
 #include "rl_backward.h"
@@ -245,30 +246,19 @@ static int read_seqs(const rlu_opts *o, seqs *v, FILE *in, const char *name, int
 	return rc;
 }
 
-static const char *const *cmp_keys;
-static int cmp_idx(const void *a, const void *b)
-{
-	size_t i = *(const size_t *)a, j = *(const size_t *)b;
-	int c = strcmp(cmp_keys[i], cmp_keys[j]);
-	return c ? c : (i > j) - (i < j);
-}
-
 /* Advantages within each group (rl_group_normalize on the group alone). */
 static int advantages(const rlu_opts *o, seqs *v, size_t *n_groups, const char *name, lm_err *e)
 {
-	size_t n = v->n, *idx = malloc(n * sizeof *idx);
+	size_t n = v->n, *idx = NULL;
 	const char **keys = malloc(n * sizeof *keys);
 	float *r = malloc(n * sizeof *r), *a = malloc(n * sizeof *a);
 	int rc = 0;
-	if (!idx || !keys || !r || !a)
+	for (size_t i = 0; keys && i < n; i++)
+		keys[i] = v->s[i].group;
+	if (keys)
+		idx = order_by_key(keys, n);
+	if (n && (!idx || !keys || !r || !a))
 		rc = lm_seterr(e, "out of memory");
-	for (size_t i = 0; rc == 0 && i < n; i++)
-		idx[i] = i, keys[i] = v->s[i].group;
-	if (rc == 0) {
-		cmp_keys = keys;
-		qsort(idx, n, sizeof *idx, cmp_idx);
-		cmp_keys = NULL;
-	}
 	*n_groups = 0;
 	for (size_t lo = 0; rc == 0 && lo < n;) {
 		size_t hi = lo + 1;
