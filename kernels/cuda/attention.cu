@@ -1,5 +1,7 @@
-// attention.cu: FlashAttention-2 forward on tensor cores (see attention.h),
-// and the launch checks both passes share.
+// attention.cu: the attention forward's entry point and the launch checks
+// both passes share, with the FlashAttention-2 forward kernels (the default
+// forward, FlashAttention-3 style, is in attention_fwd_ws.cu; FWD_WS=0
+// selects these).
 //
 // Each block owns a tile of query rows of one (batch, head), each warp 16
 // of them.  Key and value tiles stream through shared memory (two
@@ -13,6 +15,7 @@
 #include "attention_cuda.cuh"
 #include "mma.cuh"
 #include "wgmma.cuh"
+#include "attention_fwd.cuh"
 
 #include <cuda_runtime.h>
 #include <math.h>
@@ -42,6 +45,11 @@
 #ifndef FWD_WGMMA
 #define FWD_WGMMA 1
 #endif
+// 1: the warp-specialised wgmma + TMA forward (attention_fwd_ws.cu, the
+// default); 0: the kernels of this file.
+#ifndef FWD_WS
+#define FWD_WS 1
+#endif
 // Warpgroups (64 query rows each) per block of the wgmma forward.
 #ifndef FWD64_WG_NWG
 #define FWD64_WG_NWG 3
@@ -52,87 +60,7 @@
 
 namespace {
 
-constexpr float LOG2E = 1.4426950408889634f;
-
-// Scores of keys past T, or (causal) after the row, become -inf.  s is
-// this warp's 16 x BC tile at key k0, first row wrow.
-template <int BC>
-__device__ __forceinline__ void mask_tile(float (&s)[BC / 8][4], int k0, int wrow, int g, int t,
-					  int T, int causal)
-{
-	if (k0 + BC <= T && !(causal && k0 + BC - 1 > wrow))
-		return;
-#pragma unroll
-	for (int nt = 0; nt < BC / 8; nt++)
-#pragma unroll
-		for (int e = 0; e < 4; e++) {
-			int key = k0 + nt * 8 + 2 * t + (e & 1);
-			int row = wrow + g + (e >> 1) * 8;
-			if (key >= T || (causal && key > row))
-				s[nt][e] = -INFINITY;
-		}
-}
-
-// One online-softmax step for this thread's two rows: raise the running
-// max mx, turn s into exp2(s sl2 - max sl2), rescale the running sum and
-// the output accumulators.  sum stays this thread's partial sum (the
-// quad's four partials are added in store_rows).
-template <int BC, int D>
-__device__ __forceinline__ void online_softmax(float (&s)[BC / 8][4], float (&acc)[D / 8][4],
-					       float (&mx)[2], float (&sum)[2], float sl2)
-{
-#pragma unroll
-	for (int r = 0; r < 2; r++) {
-		float m = mx[r];
-#pragma unroll
-		for (int nt = 0; nt < BC / 8; nt++)
-			m = fmaxf(m, fmaxf(s[nt][2 * r], s[nt][2 * r + 1]));
-		m = fmaxf(m, __shfl_xor_sync(0xffffffff, m, 1));
-		m = fmaxf(m, __shfl_xor_sync(0xffffffff, m, 2));
-		// A row with no key yet keeps max -inf: offset 0 keeps exp2 at 0.
-		float ms = m == -INFINITY ? 0.f : m * sl2;
-		float alpha = exp2f(mx[r] * sl2 - ms);
-		mx[r] = m;
-		float ls = 0;
-#pragma unroll
-		for (int nt = 0; nt < BC / 8; nt++) {
-			s[nt][2 * r] = exp2f(fmaf(s[nt][2 * r], sl2, -ms));
-			s[nt][2 * r + 1] = exp2f(fmaf(s[nt][2 * r + 1], sl2, -ms));
-			ls += s[nt][2 * r] + s[nt][2 * r + 1];
-		}
-		sum[r] = sum[r] * alpha + ls;
-#pragma unroll
-		for (int dt = 0; dt < D / 8; dt++) {
-			acc[dt][2 * r] *= alpha;
-			acc[dt][2 * r + 1] *= alpha;
-		}
-	}
-}
-
-// Normalise and store this thread's two output rows and their lse (lse
-// points at this head's T values).
-template <int D>
-__device__ __forceinline__ void store_rows(bf16 *o, float *lse, float (&acc)[D / 8][4],
-					   const float (&mx)[2], float (&sum)[2], int wrow, int g,
-					   int t, int T, float scale)
-{
-#pragma unroll
-	for (int r = 0; r < 2; r++) {
-		sum[r] += __shfl_xor_sync(0xffffffff, sum[r], 1);
-		sum[r] += __shfl_xor_sync(0xffffffff, sum[r], 2);
-		int row = wrow + g + r * 8;
-		if (row >= T)
-			continue;
-		float inv = 1.f / sum[r];
-		bf16 *orow = o + (size_t)row * D;
-#pragma unroll
-		for (int dt = 0; dt < D / 8; dt++)
-			*reinterpret_cast<uint32_t *>(orow + dt * 8 + 2 * t) =
-				pack_bf16(acc[dt][2 * r] * inv, acc[dt][2 * r + 1] * inv);
-		if (t == 0)
-			lse[row] = mx[r] * scale + logf(sum[r]);
-	}
-}
+using namespace attn;
 
 template <int D, int BC, int NW>
 struct FwdCfg {
@@ -406,6 +334,8 @@ extern "C" int attn_fwd_cuda(const uint16_t *q, const uint16_t *k, const uint16_
 	if (!(scale > 0 && scale < INFINITY))  // the running max assumes scores keep their order
 		return ATTN_ESHAPE;
 	cudaStream_t st = (cudaStream_t)stream;
+	if (FWD_WS)
+		return attn_fwd_ws(q, k, v, o, lse, B * H, T, D, causal, scale, st);
 	if (FWD_WGMMA)
 		return D == 64 ? launch_fwd_wgmma<64, FWD64_WG_NWG>(q, k, v, o, lse, B * H, T, causal,
 								   scale, st)

@@ -3,6 +3,7 @@
 #ifndef LMPIPE_ATTENTION_CUDA_CUH
 #define LMPIPE_ATTENTION_CUDA_CUH
 
+#include <cuda_runtime.h>
 #include <stdint.h>
 
 enum {
@@ -15,5 +16,9 @@ enum {
 // bf16 tensors in ptrs, the fp32 one in f32).
 int attn_cuda_check(int B, int H, int T, int D, const void *const *ptrs, int nptrs,
 		    const float *f32);
+
+// The warp-specialised forward (attention_fwd_ws.cu), arguments checked.
+int attn_fwd_ws(const uint16_t *q, const uint16_t *k, const uint16_t *v, uint16_t *o, float *lse,
+		int BH, int T, int D, int causal, float scale, cudaStream_t st);
 
 #endif

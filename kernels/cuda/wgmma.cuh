@@ -66,6 +66,12 @@ __device__ __forceinline__ void wgmma_wait0(void)
 	asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
 }
 
+// Wait until at most one committed group is still running.
+__device__ __forceinline__ void wgmma_wait1(void)
+{
+	asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+}
+
 // Tie accumulator registers to this point: the compiler must not move
 // reads or writes of them across an asynchronous wgmma's issue or wait.
 template <int N>
@@ -76,6 +82,17 @@ __device__ __forceinline__ void fence_regs(float (*d)[4])
 #pragma unroll
 		for (int e = 0; e < 4; e++)
 			asm volatile("" : "+f"(d[i][e])::"memory");
+}
+
+// The same for registers an in-flight wgmma reads (A from registers).
+template <int N>
+__device__ __forceinline__ void fence_regs_u32(uint32_t (*a)[4])
+{
+#pragma unroll
+	for (int i = 0; i < N; i++)
+#pragma unroll
+		for (int e = 0; e < 4; e++)
+			asm volatile("" : "+r"(a[i][e])::"memory");
 }
 
 // Make this thread's generic-proxy shared-memory writes (cp.async

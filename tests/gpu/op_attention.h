@@ -18,6 +18,9 @@ static const int attn_shapes[][GPU_MAX_DIMS] = {
 	{1, 2, 64, 64, 1},   {1, 2, 129, 64, 0},  {1, 2, 129, 128, 1}, {2, 1, 200, 64, 1},
 	{1, 2, 1000, 64, 1}, {1, 2, 1000, 128, 0}, {1, 1, 1000, 128, 1}, {1, 2, 1024, 64, 0},
 	{1, 1, 2049, 128, 1},
+	/* more (head, row tile) items than an H200 has multiprocessors: the
+	 * persistent forward's blocks each take several */
+	{2, 80, 200, 64, 1}, {1, 140, 130, 128, 1}, {1, 70, 250, 128, 0},
 };
 
 /* bf16 rounding of o and of P before P V bounds the forward error near

@@ -1,0 +1,45 @@
+// tma.cu: host side of tma.cuh: tensor maps for the bulk tensor copy
+// engine.  The driver's encoder is looked up through the runtime (no link
+// against libcuda), once.
+#include "tma.cuh"
+
+#include <cuda_runtime.h>
+#include <cudaTypedefs.h>
+
+namespace {
+
+PFN_cuTensorMapEncodeTiled_v12000 encoder(void)
+{
+	static PFN_cuTensorMapEncodeTiled_v12000 fn;
+	static bool tried;
+	if (!tried) {
+		void *p = nullptr;
+		cudaDriverEntryPointQueryResult q;
+		if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000,
+						     cudaEnableDefault, &q) == cudaSuccess &&
+		    q == cudaDriverEntryPointSuccess)
+			fn = (PFN_cuTensorMapEncodeTiled_v12000)p;
+		tried = true;
+	}
+	return fn;
+}
+
+}  // namespace
+
+int tma_map_3d(CUtensorMap *map, const void *base, uint64_t n0, uint64_t n1, uint64_t n2,
+	       uint32_t rows)
+{
+	const int esz = 2;  // bf16
+	PFN_cuTensorMapEncodeTiled_v12000 fn = encoder();
+	if (!fn)
+		return -1;
+	cuuint64_t dims[3] = {n0, n1, n2};
+	cuuint64_t strides[2] = {n0 * esz, n0 * n1 * esz};  // bytes, dims 1 and 2
+	cuuint32_t box[3] = {128 / esz, rows, 1};
+	cuuint32_t estride[3] = {1, 1, 1};
+	CUresult r = fn(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, const_cast<void *>(base), dims,
+			strides, box, estride, CU_TENSOR_MAP_INTERLEAVE_NONE,
+			CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+			CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+	return r == CUDA_SUCCESS ? 0 : -1;
+}

@@ -1,0 +1,88 @@
+// tma.cuh: Hopper's asynchronous data movement for warp-specialised
+// kernels, as inline PTX: shared-memory mbarriers (init, expected bytes,
+// arrive, wait on a phase), bulk tensor copies global -> shared through a
+// tensor map (TMA), completing on an mbarrier, and setmaxnreg to move
+// registers from the producer warpgroup to the consumers.  Host side:
+// tma_map_3d builds the tensor map of a [n2][n1][n0] bf16 array whose boxes
+// land in shared memory in the 128-byte swizzled layout wgmma reads
+// (wgmma.cuh's slabs).
+#ifndef LMPIPE_TMA_CUH
+#define LMPIPE_TMA_CUH
+
+#include <cuda.h>
+#include <stdint.h>
+
+__device__ __forceinline__ void mbar_init(uint64_t *bar, int count)
+{
+	asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(
+			     (uint32_t)__cvta_generic_to_shared(bar)),
+		     "r"(count));
+}
+
+// Make the barriers' initialisation visible to the copy engine.
+__device__ __forceinline__ void mbar_fence_init(void)
+{
+	asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
+
+// Arrive and announce that `bytes` more will complete on this phase.
+__device__ __forceinline__ void mbar_expect_tx(uint64_t *bar, uint32_t bytes)
+{
+	asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(
+			     (uint32_t)__cvta_generic_to_shared(bar)),
+		     "r"(bytes)
+		     : "memory");
+}
+
+__device__ __forceinline__ void mbar_arrive(uint64_t *bar)
+{
+	asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(
+			     (uint32_t)__cvta_generic_to_shared(bar))
+		     : "memory");
+}
+
+// Wait until the phase with parity `parity` has completed.
+__device__ __forceinline__ void mbar_wait(uint64_t *bar, uint32_t parity)
+{
+	asm volatile("{\n.reg .pred done;\n"
+		     "WAIT_%=:\n"
+		     "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+		     "@!done bra WAIT_%=;\n}\n" ::"r"((uint32_t)__cvta_generic_to_shared(bar)),
+		     "r"(parity)
+		     : "memory");
+}
+
+// Copy the box at (c0, c1, c2) of a 3-d tensor map into shared memory at
+// dst; its bytes complete on bar.  Elements outside the tensor arrive as 0.
+__device__ __forceinline__ void tma_load_3d(void *dst, const CUtensorMap *map, uint64_t *bar,
+					    int c0, int c1, int c2)
+{
+	asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes"
+		     " [%0], [%1, {%3, %4, %5}], [%2];\n" ::"r"(
+			     (uint32_t)__cvta_generic_to_shared(dst)),
+		     "l"(map), "r"((uint32_t)__cvta_generic_to_shared(bar)), "r"(c0), "r"(c1),
+		     "r"(c2)
+		     : "memory");
+}
+
+// Register budgets per warpgroup (sm_90a): the producer gives registers
+// back, the consumers take them.  N is a multiple of 8 in [24, 256].
+template <int N>
+__device__ __forceinline__ void regs_dealloc(void)
+{
+	asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N));
+}
+
+template <int N>
+__device__ __forceinline__ void regs_alloc(void)
+{
+	asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N));
+}
+
+// The tensor map of a bf16 array [n2][n1][n0] (n0 contiguous) read in
+// boxes of 64 x rows x 1: 128-byte rows, swizzled as wgmma's 128B mode
+// expects.  0 on success, -1 if the driver refuses.
+int tma_map_3d(CUtensorMap *map, const void *base, uint64_t n0, uint64_t n1, uint64_t n2,
+	       uint32_t rows);
+
+#endif
