@@ -2,18 +2,21 @@
 // arrangement (Hopper, sm_90a): warp specialisation and overlap of the
 // softmax with the tensor cores.
 //
-// A block owns BR = 64 NWG query rows of one (batch, head) and has NWG + 1
-// warpgroups.  The last one is the producer: one of its threads streams Q
-// once and then K and V tiles of BC keys through STAGES shared-memory
-// buffers with the bulk tensor copy engine (TMA), each buffer guarded by
-// "full" mbarriers (bytes arrived) and an "empty" one (every consumer warp
-// is done with it).  It keeps 24 registers and gives the rest to the NWG
-// consumer warpgroups, each owning 64 rows.  A consumer's loop, for tile j:
+// The grid is persistent (one block per multiprocessor); a block takes
+// items of BR = 64 NWG query rows of one (batch, head) and has NWG + 1
+// warpgroups.  The last one is the producer: one of its threads streams
+// each item's Q and its K and V tiles of BC keys through rings of
+// shared-memory buffers with the bulk tensor copy engine (TMA), each
+// buffer guarded by a "full" mbarrier (bytes arrived) and an "empty" one
+// (every consumer warp is done with it).  It keeps 24 registers and gives
+// the rest to the NWG consumer warpgroups, each owning 64 rows of the
+// item.  A consumer's loop, for tile j:
 //
 //   issue S_j = Q K_j^T                 (wgmma, async)
 //   issue O += P_{j-1} V_{j-1}          (wgmma, async, P from registers)
-//   wait for S_j; mask, softmax -> P_j  (while P_{j-1} V_{j-1} runs)
-//   wait for the P V product; release buffer j-1; rescale O
+//   wait for S_j; release K_j; mask, softmax -> P_j
+//                                       (while P_{j-1} V_{j-1} runs)
+//   wait for the P V product; release V_{j-1}; rescale O
 //
 // so the exponentials of one tile run under the matrix products of the
 // other, and no thread ever waits on a block-wide barrier.  With two
@@ -28,19 +31,31 @@
 
 #include <cuda_runtime.h>
 
-// Consumer warpgroups and pipeline depth per head dimension, and the
+// Consumer warpgroups and buffers of Q, K and V per head dimension, and the
 // ping-pong of two consumers; -D overrides them (bench/attention-notes.md).
 #ifndef FWS64_NWG
 #define FWS64_NWG 3
 #endif
-#ifndef FWS64_STAGES
-#define FWS64_STAGES 3
+#ifndef FWS64_QST
+#define FWS64_QST 2
+#endif
+#ifndef FWS64_KST
+#define FWS64_KST 3
+#endif
+#ifndef FWS64_VST
+#define FWS64_VST 3
 #endif
 #ifndef FWS128_NWG
 #define FWS128_NWG 2
 #endif
-#ifndef FWS128_STAGES
-#define FWS128_STAGES 3
+#ifndef FWS128_QST
+#define FWS128_QST 2
+#endif
+#ifndef FWS128_KST
+#define FWS128_KST 3
+#endif
+#ifndef FWS128_VST
+#define FWS128_VST 2
 #endif
 #ifndef FWS_PINGPONG
 #define FWS_PINGPONG 1
@@ -54,15 +69,63 @@ constexpr int BC = 128, WG_ROWS = 64, WG_THREADS = 128, WARPS_PER_WG = 4;
 constexpr int PRODUCER_REGS = 24, REG_FILE = 65536;
 constexpr int TURN_BARRIER = 1;  // named barriers 1 .. NWG: the consumers' turns
 
-template <int D, int NWG, int STAGES>
+// Shared memory: QST buffers of Q (BR x D), KST of K and VST of V tiles
+// (BC x D), each ring with its full and empty mbarriers.
+template <int D, int NWG, int QST, int KST, int VST>
 struct WsCfg {
 	static constexpr int BR = WG_ROWS * NWG, NT = WG_THREADS * (NWG + 1);
 	static constexpr uint32_t QBYTES = BR * D * sizeof(bf16), TILE = BC * D * sizeof(bf16);
-	static constexpr int NBAR = 2 + 3 * STAGES;  // q full, q empty; k full, v full, empty per stage
-	static constexpr size_t SMEM = QBYTES + 2 * STAGES * (size_t)TILE + NBAR * 8 + SW_ATOM_BYTES;
+	static constexpr int NBAR = 2 * (QST + KST + VST);
+	static constexpr size_t SMEM =
+		QST * (size_t)QBYTES + (KST + VST) * (size_t)TILE + NBAR * 8 + SW_ATOM_BYTES;
 	// The consumers' share of the register file, a multiple of 8, at most 240.
 	static constexpr int CR0 = (REG_FILE - PRODUCER_REGS * WG_THREADS) / (NWG * WG_THREADS) / 8 * 8;
 	static constexpr int CONSUMER_REGS = CR0 > 240 ? 240 : CR0;
+};
+
+// A ring of N buffers in shared memory.  Its u-th use (counted from 0 over
+// the block's whole life) takes buffer u % N; full[] completes when the
+// copy engine has written it, empty[] when every consumer warp is done.
+template <int N>
+struct Ring {
+	bf16 *buf;
+	int elems;  // per buffer
+	uint64_t *full, *empty;
+
+	__device__ __forceinline__ bf16 *at(uint32_t u) const { return buf + (u % N) * elems; }
+	__device__ __forceinline__ void wait_full(uint32_t u) const
+	{
+		mbar_wait(&full[u % N], (u / N) & 1);
+	}
+	// Producer: wait until use u - N has been released.
+	__device__ __forceinline__ void wait_empty(uint32_t u) const
+	{
+		if (u >= N)
+			mbar_wait(&empty[u % N], (u / N - 1) & 1);
+	}
+	// Consumer warp: done with use u (one lane per warp).
+	__device__ __forceinline__ void release(uint32_t u, int lane) const
+	{
+		if (lane == 0)
+			mbar_arrive(&empty[u % N]);
+	}
+	__device__ __forceinline__ void init(int consumers) const
+	{
+		for (int i = 0; i < N; i++) {
+			mbar_init(&full[i], 1);
+			mbar_init(&empty[i], consumers);
+		}
+	}
+	// Producer: load rows [row0, row0 + rows) of head bh for use u.
+	__device__ __forceinline__ void load(const CUtensorMap *map, uint32_t u, int rows, int row0,
+					     int bh, int D) const
+	{
+		bf16 *dst = at(u);
+		uint64_t *bar = &full[u % N];
+		mbar_expect_tx(bar, (uint32_t)(rows * D * sizeof(bf16)));
+		for (int sl = 0; sl < D / SLAB_COLS; sl++)
+			tma_load_3d(dst + sl * rows * SLAB_COLS, map, bar, sl * SLAB_COLS, row0, bh);
+	}
 };
 
 template <int D>
@@ -184,65 +247,51 @@ __device__ __forceinline__ Item item_at(long long w, int BH, int T, int causal)
 	return it;
 }
 
-// The producer's thread: for each item of this block, Q once (when the
-// consumers have issued their last product with the previous item's), then the K and V tiles
-// through the ring of STAGES buffers, whose use count `use` runs on
-// across items so the ring never drains between them.
-template <int D, int NWG, int STAGES>
+// The producer's thread: for each item of this block, Q, then its K and V
+// tiles, each into the next buffer of its ring once the consumers have
+// released it; the rings run on across items, so the next item's Q and
+// first tiles arrive while the consumers finish the current one.
+template <int QST, int KST, int VST, int BR, int D>
 __device__ void produce(const CUtensorMap *mq, const CUtensorMap *mk, const CUtensorMap *mv,
-			bf16 *sQ, bf16 *sK, bf16 *sV, uint64_t *qfull, uint64_t *qempty,
-			uint64_t *kfull, uint64_t *vfull, uint64_t *empty, int BH, int T,
-			int causal)
+			const Ring<QST> &rq, const Ring<KST> &rk, const Ring<VST> &rv, int BH,
+			int T, int causal)
 {
-	using C = WsCfg<D, NWG, STAGES>;
-	const long long items = (long long)BH * ((T + C::BR - 1) / C::BR);
+	const long long items = (long long)BH * ((T + BR - 1) / BR);
 	uint32_t use = 0, n = 0;
 	for (long long w = blockIdx.x; w < items; w += gridDim.x, n++) {
-		const Item it = item_at<C::BR>(w, BH, T, causal);
-		if (n > 0)
-			mbar_wait(qempty, (n - 1) & 1);
-		mbar_expect_tx(qfull, C::QBYTES);
-#pragma unroll
-		for (int sl = 0; sl < D / SLAB_COLS; sl++)
-			tma_load_3d(sQ + sl * C::BR * SLAB_COLS, mq, qfull, sl * SLAB_COLS, it.q0, it.bh);
+		const Item it = item_at<BR>(w, BH, T, causal);
+		rq.wait_empty(n);
+		rq.load(mq, n, BR, it.q0, it.bh, D);
 		for (int j = 0; j < it.nkv; j++, use++) {
-			const int s = use % STAGES;
-			if (use >= STAGES)
-				mbar_wait(&empty[s], (use / STAGES - 1) & 1);
-			mbar_expect_tx(&kfull[s], C::TILE);
-#pragma unroll
-			for (int sl = 0; sl < D / SLAB_COLS; sl++)
-				tma_load_3d(sK + s * BC * D + sl * BC * SLAB_COLS, mk, &kfull[s],
-					    sl * SLAB_COLS, j * BC, it.bh);
-			mbar_expect_tx(&vfull[s], C::TILE);
-#pragma unroll
-			for (int sl = 0; sl < D / SLAB_COLS; sl++)
-				tma_load_3d(sV + s * BC * D + sl * BC * SLAB_COLS, mv, &vfull[s],
-					    sl * SLAB_COLS, j * BC, it.bh);
+			rk.wait_empty(use);
+			rk.load(mk, use, BC, j * BC, it.bh, D);
+			rv.wait_empty(use);
+			rv.load(mv, use, BC, j * BC, it.bh, D);
 		}
 	}
 }
 
-// A consumer warpgroup: 64 query rows of each of this block's items.
-template <int D, int NWG, int STAGES, bool PP>
-__device__ void consume(bf16 *sQ, bf16 *sK, bf16 *sV, uint64_t *qfull, uint64_t *qempty,
-			uint64_t *kfull, uint64_t *vfull, uint64_t *empty, bf16 *o, float *lse,
-			int BH, int T, int causal, float scale)
+// A consumer warpgroup: 64 query rows of each of this block's items.  K_j
+// is released as soon as S_j is computed, V_j after P_j V_j, Q after the
+// item's last Q K^T.
+template <int D, int NWG, int QST, int KST, int VST, bool PP>
+__device__ void consume(const Ring<QST> &rq, const Ring<KST> &rk, const Ring<VST> &rv, bf16 *o,
+			float *lse, int BH, int T, int causal, float scale)
 {
-	using C = WsCfg<D, NWG, STAGES>;
+	constexpr int BR = WG_ROWS * NWG;
 	const int wg = threadIdx.x / WG_THREADS;
 	const int lane = threadIdx.x & 31, g = lane / 4, t = lane % 4;
-	const uint32_t qaddr = smem_addr(sQ) + wg * WG_ROWS * SLAB_ROW_BYTES;
 	const float sl2 = scale * LOG2E;
-	const long long items = (long long)BH * ((T + C::BR - 1) / C::BR);
+	const long long items = (long long)BH * ((T + BR - 1) / BR);
 	uint32_t use = 0, n = 0;  // as the producer counts them
 	for (long long w = blockIdx.x; w < items; w += gridDim.x, n++) {
-		const Item it = item_at<C::BR>(w, BH, T, causal);
+		const Item it = item_at<BR>(w, BH, T, causal);
 		const int wgrow = it.q0 + wg * WG_ROWS;                         // warpgroup's first row
 		const int wrow = wgrow + (threadIdx.x % WG_THREADS) / 32 * 16;  // warp's first row
 		// Causal: tiles past this warpgroup's last row are skipped (but released).
-		const int kend = causal ? min(T, it.q0 + C::BR) : T;
+		const int kend = causal ? min(T, it.q0 + BR) : T;
 		const int nj = causal ? (min(kend, wgrow + WG_ROWS) + BC - 1) / BC : it.nkv;
+		const uint32_t qaddr = smem_addr(rq.at(n)) + wg * WG_ROWS * SLAB_ROW_BYTES;
 
 		float acc[D / 8][4];
 #pragma unroll
@@ -252,59 +301,59 @@ __device__ void consume(bf16 *sQ, bf16 *sK, bf16 *sV, uint64_t *qfull, uint64_t 
 		float s[BC / 8][4];
 		uint32_t pa[BC / 16][4];
 
-		mbar_wait(qfull, n & 1);
-		mbar_wait(&kfull[use % STAGES], (use / STAGES) & 1);
+		rq.wait_full(n);
+		rk.wait_full(use);
 		Turns<PP, NWG> turn(wg, it.nkv);
 		turn.begin();
-		issue_qk<D, C::BR>(s, qaddr, smem_addr(sK + use % STAGES * BC * D));
+		issue_qk<D, BR>(s, qaddr, smem_addr(rk.at(use)));
 		turn.end();
 		wgmma_wait0();
 		fence_regs<BC / 8>(s);
-		if (nj == 1 && lane == 0)
-			mbar_arrive(qempty);  // Q read for the last time: the next item's may come
+		rk.release(use, lane);
+		if (nj == 1)
+			rq.release(n, lane);
 		mask_tile<BC>(s, 0, wrow, g, t, T, causal);
 		softmax_rows<BC>(s, mx, sum, alpha, sl2);
 		to_pa(pa, s);
 
 		for (int j = 1; j < nj; j++) {
 			const uint32_t u = use + j;
-			const int st = u % STAGES, pst = (u - 1) % STAGES;
-			mbar_wait(&kfull[st], (u / STAGES) & 1);
-			mbar_wait(&vfull[pst], ((u - 1) / STAGES) & 1);
+			rk.wait_full(u);
+			rv.wait_full(u - 1);
 			turn.begin();
-			issue_qk<D, C::BR>(s, qaddr, smem_addr(sK + st * BC * D));
-			issue_pv<D>(acc, pa, smem_addr(sV + pst * BC * D));
+			issue_qk<D, BR>(s, qaddr, smem_addr(rk.at(u)));
+			issue_pv<D>(acc, pa, smem_addr(rv.at(u - 1)));
 			turn.end();
 			wgmma_wait1();  // S_j is ready; P_{j-1} V_{j-1} may still run
 			fence_regs<BC / 8>(s);
-			if (j == nj - 1 && lane == 0)
-				mbar_arrive(qempty);
+			rk.release(u, lane);
+			if (j == nj - 1)
+				rq.release(n, lane);
 			mask_tile<BC>(s, j * BC, wrow, g, t, T, causal);
 			softmax_rows<BC>(s, mx, sum, alpha, sl2);
 			wgmma_wait0();
 			fence_regs<D / 8>(acc);
 			fence_regs_u32<BC / 16>(pa);
-			if (lane == 0)
-				mbar_arrive(&empty[pst]);
+			rv.release(u - 1, lane);
 			rescale_rows<D>(acc, alpha);
 			to_pa(pa, s);
 		}
 		const uint32_t ul = use + nj - 1;
-		mbar_wait(&vfull[ul % STAGES], (ul / STAGES) & 1);
+		rv.wait_full(ul);
 		turn.begin();
-		issue_pv<D>(acc, pa, smem_addr(sV + ul % STAGES * BC * D));
+		issue_pv<D>(acc, pa, smem_addr(rv.at(ul)));
 		turn.end();
 		wgmma_wait0();
 		fence_regs<D / 8>(acc);
-		if (lane == 0)
-			mbar_arrive(&empty[ul % STAGES]);
+		rv.release(ul, lane);
 		// Release the tiles skipped, each once its phase is the current
 		// one, and take their (empty) turns.
 		for (int j = nj; j < it.nkv; j++) {
 			const uint32_t u = use + j;
-			mbar_wait(&vfull[u % STAGES], (u / STAGES) & 1);
-			if (lane == 0)
-				mbar_arrive(&empty[u % STAGES]);
+			rk.wait_full(u);
+			rk.release(u, lane);
+			rv.wait_full(u);
+			rv.release(u, lane);
 			turn.begin();
 			turn.end();
 		}
@@ -315,7 +364,7 @@ __device__ void consume(bf16 *sQ, bf16 *sK, bf16 *sV, uint64_t *qfull, uint64_t 
 }
 
 // Persistent: one block per multiprocessor, looping over items.
-template <int D, int NWG, int STAGES, bool PINGPONG>
+template <int D, int NWG, int QST, int KST, int VST, bool PINGPONG>
 __global__ void __launch_bounds__(WG_THREADS *(NWG + 1), 1)
 fwd_ws_kernel(const __grid_constant__ CUtensorMap mq, const __grid_constant__ CUtensorMap mk,
 	      const __grid_constant__ CUtensorMap mv, bf16 *__restrict__ o,
@@ -324,25 +373,23 @@ fwd_ws_kernel(const __grid_constant__ CUtensorMap mq, const __grid_constant__ CU
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
 	__trap();  // built without sm_90a: refuse loudly rather than compute nothing
 #else
-	using C = WsCfg<D, NWG, STAGES>;
+	using C = WsCfg<D, NWG, QST, KST, VST>;
 	constexpr bool PP = PINGPONG && NWG >= 2;
+	constexpr int CONSUMER_WARPS = NWG * WARPS_PER_WG;
 	extern __shared__ unsigned char smem_raw[];
 	uintptr_t base = ((uintptr_t)smem_raw + SW_ATOM_BYTES - 1) & ~(uintptr_t)(SW_ATOM_BYTES - 1);
 	bf16 *sQ = reinterpret_cast<bf16 *>(base);
-	bf16 *sK = sQ + C::BR * D;        // STAGES buffers of BC x D
-	bf16 *sV = sK + STAGES * BC * D;  // STAGES buffers of BC x D
-	uint64_t *qfull = reinterpret_cast<uint64_t *>(sV + STAGES * BC * D);
-	uint64_t *qempty = qfull + 1, *kfull = qempty + 1, *vfull = kfull + STAGES,
-		 *empty = vfull + STAGES;
+	bf16 *sK = sQ + QST * C::BR * D;
+	bf16 *sV = sK + KST * BC * D;
+	uint64_t *bar = reinterpret_cast<uint64_t *>(sV + VST * BC * D);
+	const Ring<QST> rq = {sQ, C::BR * D, bar, bar + QST};
+	const Ring<KST> rk = {sK, BC * D, bar + 2 * QST, bar + 2 * QST + KST};
+	const Ring<VST> rv = {sV, BC * D, bar + 2 * (QST + KST), bar + 2 * (QST + KST) + VST};
 
 	if (threadIdx.x == 0) {
-		mbar_init(qfull, 1);
-		mbar_init(qempty, NWG * WARPS_PER_WG);
-		for (int s = 0; s < STAGES; s++) {
-			mbar_init(&kfull[s], 1);
-			mbar_init(&vfull[s], 1);
-			mbar_init(&empty[s], NWG * WARPS_PER_WG);
-		}
+		rq.init(CONSUMER_WARPS);
+		rk.init(CONSUMER_WARPS);
+		rv.init(CONSUMER_WARPS);
 		mbar_fence_init();
 	}
 	__syncthreads();
@@ -350,26 +397,25 @@ fwd_ws_kernel(const __grid_constant__ CUtensorMap mq, const __grid_constant__ CU
 	if (threadIdx.x / WG_THREADS == NWG) {  // the producer warpgroup
 		regs_dealloc<PRODUCER_REGS>();
 		if (threadIdx.x % WG_THREADS == 0)
-			produce<D, NWG, STAGES>(&mq, &mk, &mv, sQ, sK, sV, qfull, qempty, kfull, vfull,
-						empty, BH, T, causal);
+			produce<QST, KST, VST, C::BR, D>(&mq, &mk, &mv, rq, rk, rv, BH, T, causal);
 	} else {
 		regs_alloc<C::CONSUMER_REGS>();
-		consume<D, NWG, STAGES, PP>(sQ, sK, sV, qfull, qempty, kfull, vfull, empty, o, lse, BH,
-					    T, causal, scale);
+		consume<D, NWG, QST, KST, VST, PP>(rq, rk, rv, o, lse, BH, T, causal, scale);
 	}
 #endif
 }
 
-template <int D, int NWG, int STAGES>
+template <int D, int NWG, int QST, int KST, int VST>
 int launch(const uint16_t *q, const uint16_t *k, const uint16_t *v, uint16_t *o, float *lse,
 	   int BH, int T, int causal, float scale, cudaStream_t st)
 {
-	using C = WsCfg<D, NWG, STAGES>;
+	using C = WsCfg<D, NWG, QST, KST, VST>;
+	static_assert(C::SMEM <= 227 * 1024, "the buffers exceed a block's shared memory");
 	CUtensorMap mq, mk, mv;
 	if (tma_map_3d(&mq, q, D, T, BH, C::BR) || tma_map_3d(&mk, k, D, T, BH, BC) ||
 	    tma_map_3d(&mv, v, D, T, BH, BC))
 		return ATTN_EDEVICE;
-	auto kern = fwd_ws_kernel<D, NWG, STAGES, FWS_PINGPONG>;
+	auto kern = fwd_ws_kernel<D, NWG, QST, KST, VST, FWS_PINGPONG>;
 	if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)C::SMEM))
 		return ATTN_EDEVICE;
 	int dev, sms;
@@ -388,6 +434,8 @@ int attn_fwd_ws(const uint16_t *q, const uint16_t *k, const uint16_t *v, uint16_
 		int BH, int T, int D, int causal, float scale, cudaStream_t st)
 {
 	if (D == 64)
-		return launch<64, FWS64_NWG, FWS64_STAGES>(q, k, v, o, lse, BH, T, causal, scale, st);
-	return launch<128, FWS128_NWG, FWS128_STAGES>(q, k, v, o, lse, BH, T, causal, scale, st);
+		return launch<64, FWS64_NWG, FWS64_QST, FWS64_KST, FWS64_VST>(q, k, v, o, lse, BH, T,
+									    causal, scale, st);
+	return launch<128, FWS128_NWG, FWS128_QST, FWS128_KST, FWS128_VST>(q, k, v, o, lse, BH, T,
+									       causal, scale, st);
 }
