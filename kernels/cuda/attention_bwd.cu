@@ -60,6 +60,20 @@
 #ifndef BWD128_WG_NWG
 #define BWD128_WG_NWG 2
 #endif
+// wgmma backward dQ: 1 = staged in shared memory and added by the bulk copy
+// engine (cp.reduce.async.bulk); 0 = red.global.add.v4 from registers.
+#ifndef BWD_DQ_BULK
+#define BWD_DQ_BULK 1
+#endif
+// 1: dV's MMAs issued before dS is computed (overlap, more registers).
+#ifndef BWD_DV_EARLY
+#define BWD_DV_EARLY 0
+#endif
+// D=64 wgmma backward: K and V as A fragments in registers (S^T, dP^T read
+// only Q, dO from shared memory).
+#ifndef BWD64_WG_KV_REGS
+#define BWD64_WG_KV_REGS true
+#endif
 
 namespace {
 
@@ -135,20 +149,13 @@ __device__ __forceinline__ void red_rows(float *dst, const float (*c)[4], int ro
 		}
 }
 
-// Q and dO rows m0.. (swizzled tiles, or wgmma slabs with SLABS), and
-// their lse (base 2) and delta.
-template <int D, int BM, int NT, bool SLABS = false>
+template <int D, int BM, int NT>
 __device__ __forceinline__ void load_q_tiles(bf16 *sQ, bf16 *sdO, float *sL, float *sDl,
 					     const bf16 *q, const bf16 *dout, const float *lse,
 					     const float *delta, int m0, int T)
 {
-	if constexpr (SLABS) {
-		load_slabs<BM, D, NT>(sQ, q, m0, T);
-		load_slabs<BM, D, NT>(sdO, dout, m0, T);
-	} else {
-		load_tile<BM, D, NT>(sQ, q, m0, T);
-		load_tile<BM, D, NT>(sdO, dout, m0, T);
-	}
+	load_tile<BM, D, NT>(sQ, q, m0, T);
+	load_tile<BM, D, NT>(sdO, dout, m0, T);
 	for (int i = threadIdx.x; i < BM; i += NT) {
 		int row = m0 + i;
 		sL[i] = row < T ? lse[row] * LOG2E : INFINITY;  // exp2(s - inf) = 0: no such query
@@ -356,10 +363,29 @@ struct BwdWgCfg {
 	// dQ pieces of 64 rows x DQN columns: enough for every warpgroup.
 	static constexpr int DQN = D * (BM / BWG_MROWS) / NWG >= 64 ? 64 : 32;
 	static constexpr int DQ_PIECES = BM / BWG_MROWS * (D / DQN);
+	// dQ staging rows (fp32), padded by 16 bytes against bank conflicts.
+	static constexpr int DQ_LD = D + 4, DQ_ROWS = BWD_DQ_BULK ? BM : 0;
 	static constexpr size_t SMEM = (size_t)(2 * BN * D + 4 * BM * D + BN * BM) * sizeof(bf16) +
-				       (size_t)4 * BM * sizeof(float) + SW_ATOM_BYTES;
+				       (size_t)(DQ_ROWS * DQ_LD + 4 * BM) * sizeof(float) +
+				       SW_ATOM_BYTES;
 	static_assert(BM == 64 || BM == 128, "query steps of 64 or 128 rows");
 };
+
+// Q and dO rows m0.. as slab tiles, and their lse and delta (0 past T),
+// all by cp.async.
+template <int D, int BM, int NT>
+__device__ __forceinline__ void load_q_slabs(bf16 *sQ, bf16 *sdO, float *sL, float *sDl,
+					     const bf16 *q, const bf16 *dout, const float *lse,
+					     const float *delta, int m0, int T)
+{
+	load_slabs<BM, D, NT>(sQ, q, m0, T);
+	load_slabs<BM, D, NT>(sdO, dout, m0, T);
+	for (int i = threadIdx.x; i < BM; i += NT) {
+		bool valid = m0 + i < T;
+		cp_async4(sL + i, lse + (valid ? m0 + i : 0), valid);
+		cp_async4(sDl + i, delta + (valid ? m0 + i : 0), valid);
+	}
+}
 
 // S^T (64 keys x BM queries), both operands K-major.
 template <int BM>
@@ -369,6 +395,17 @@ __device__ __forceinline__ void wgb_st(float (*d)[4], uint64_t da, uint64_t db, 
 		wgb_ss_n64(d, da, db, scale_d);
 	else
 		wgmma_ss_n128(d, da, db, scale_d);
+}
+
+// The same with A (K or V) from registers.
+template <int BM>
+__device__ __forceinline__ void wgb_st_rs(float (*d)[4], const uint32_t a[4], uint64_t db,
+					  int scale_d)
+{
+	if constexpr (BM == 64)
+		wgb_rs_n64(d, a, db, scale_d);
+	else
+		wgb_rs_n128(d, a, db, scale_d);
 }
 
 // dV or dK (64 keys x D) += A (registers) B (N-major).
@@ -405,6 +442,47 @@ __device__ __forceinline__ void acc_to_a(uint32_t (*a)[4], const float (*c)[4])
 	}
 }
 
+// P^T = exp2(S^T scale log2e - lse log2e) in place of the S^T accumulators
+// (rows: keys from key, columns: queries from m0; lse and delta at shared
+// addresses ls, dl); with MASK 0 for keys or queries past T and (causal)
+// keys after the query; with DS also dS^T = P^T (dP^T - delta) scale in
+// place of dP^T.
+template <int BM, bool MASK, bool DS>
+__device__ __forceinline__ void p_ds(float (*st)[4], float (*dpt)[4], uint32_t ls, uint32_t dl,
+				     float sl2, float scale, int m0, int key, int t, int T, int causal)
+{
+#pragma unroll
+	for (int i = 0; i < BM / 8; i++) {
+		const int q = i * 8 + 2 * t;
+		const float2 l = lds_f2(ls + q * sizeof(float));
+		const float2 d = DS ? lds_f2(dl + q * sizeof(float)) : make_float2(0.f, 0.f);
+#pragma unroll
+		for (int e = 0; e < 4; e++) {
+			const int qi = q + (e & 1), kr = key + (e >> 1) * 8;
+			float p = ex2_fast(fmaf(st[i][e], sl2, -LOG2E * (e & 1 ? l.y : l.x)));
+			if (MASK && (kr >= T || m0 + qi >= T || (causal && m0 + qi < kr)))
+				p = 0;
+			st[i][e] = p;
+			if (DS)
+				dpt[i][e] = p * (dpt[i][e] - (e & 1 ? d.y : d.x)) * scale;
+		}
+	}
+}
+
+// dS^T = P^T (dP^T - delta) scale in place of dP^T.
+template <int BM>
+__device__ __forceinline__ void ds_only(const float (*st)[4], float (*dpt)[4], uint32_t dl,
+					float scale, int t)
+{
+#pragma unroll
+	for (int i = 0; i < BM / 8; i++) {
+		const float2 d = lds_f2(dl + (i * 8 + 2 * t) * sizeof(float));
+#pragma unroll
+		for (int e = 0; e < 4; e++)
+			dpt[i][e] = st[i][e] * (dpt[i][e] - (e & 1 ? d.y : d.x)) * scale;
+	}
+}
+
 template <int N>
 __device__ __forceinline__ void zero_acc(float (*c)[4])
 {
@@ -413,7 +491,7 @@ __device__ __forceinline__ void zero_acc(float (*c)[4])
 		c[i][0] = c[i][1] = c[i][2] = c[i][3] = 0;
 }
 
-template <int D, int BM, int NWG>
+template <int D, int BM, int NWG, bool KV_REGS>
 __global__ void __launch_bounds__(BWG_THREADS * NWG, 1)
 bwd_wgmma_kernel(const bf16 *__restrict__ q, const bf16 *__restrict__ k,
 		 const bf16 *__restrict__ v, const bf16 *__restrict__ dout,
@@ -433,8 +511,9 @@ bwd_wgmma_kernel(const bf16 *__restrict__ q, const bf16 *__restrict__ k,
 	bf16 *sQ = sV + BN * D;        // two buffers of BM x D
 	bf16 *sdO = sQ + 2 * BM * D;   // two buffers of BM x D
 	bf16 *sdS = sdO + 2 * BM * D;  // dS^T: BN keys x BM queries
-	float *sL = reinterpret_cast<float *>(sdS + BN * BM);  // two buffers of BM
-	float *sDl = sL + 2 * BM;                                // two buffers of BM
+	float *sdQ = reinterpret_cast<float *>(sdS + BN * BM);  // DQ_ROWS x DQ_LD
+	float *sL = sdQ + C::DQ_ROWS * C::DQ_LD;                  // two buffers of BM
+	float *sDl = sL + 2 * BM;                                 // two buffers of BM
 
 	const int bh = blockIdx.x, k0 = blockIdx.y * BN;
 	const size_t off = (size_t)bh * T * D;
@@ -449,9 +528,22 @@ bwd_wgmma_kernel(const bf16 *__restrict__ q, const bf16 *__restrict__ k,
 	const int mfirst = causal ? k0 / BM : 0, nmb = (T + BM - 1) / BM;
 	load_slabs<BN, D, NT>(sK, k, k0, T);
 	load_slabs<BN, D, NT>(sV, v, k0, T);
-	load_q_tiles<D, BM, NT, true>(sQ, sdO, sL, sDl, q, dout, lse, delta, mfirst * BM, T);
+	load_q_slabs<D, BM, NT>(sQ, sdO, sL, sDl, q, dout, lse, delta, mfirst * BM, T);
 	cp_async_commit();
 
+	// With KV_REGS the warp's K and V rows stay in registers as A fragments
+	// (the slab layout of a 64-column tile is mma.cuh's swizzled one).
+	static_assert(!KV_REGS || D == SLAB_COLS, "K, V fragments from one-slab tiles only");
+	uint32_t ka[KV_REGS ? D / 16 : 1][4], va[KV_REGS ? D / 16 : 1][4];
+	if constexpr (KV_REGS) {
+		cp_async_wait_all();
+		__syncthreads();
+#pragma unroll
+		for (int kk = 0; kk < D / 16; kk++) {
+			ld_a<D>(ka[kk], sK, krow, kk * 16);
+			ld_a<D>(va[kk], sV, krow, kk * 16);
+		}
+	}
 	float adk[D / 8][4], adv[D / 8][4];
 	zero_acc<D / 8>(adk);
 	zero_acc<D / 8>(adv);
@@ -459,17 +551,20 @@ bwd_wgmma_kernel(const bf16 *__restrict__ q, const bf16 *__restrict__ k,
 	constexpr uint32_t ROWS16 = 16 * SLAB_ROW_BYTES;       // 16 rows of a slab
 	constexpr uint32_t KSLAB = BN * SLAB_ROW_BYTES, QSLAB = BM * SLAB_ROW_BYTES;
 	const uint32_t kbase = smem_addr(sK), vbase = smem_addr(sV), dsbase = smem_addr(sdS);
+	const uint32_t dqaddr = smem_addr(sdQ);
 	const uint32_t wgoff = wg * BWG_KEYS * SLAB_ROW_BYTES;  // the warpgroup's rows of sK, sV
 
 	for (int mb = mfirst; mb < nmb; mb++) {
 		const int buf = (mb - mfirst) & 1, m0 = mb * BM;
 		cp_async_wait_all();
+		if (BWD_DQ_BULK)
+			bulk_wait_read0();  // sdQ free again
 		fence_proxy_async();
 		__syncthreads();
 		if (mb + 1 < nmb) {
 			int nb = buf ^ 1;
-			load_q_tiles<D, BM, NT, true>(sQ + nb * BM * D, sdO + nb * BM * D, sL + nb * BM,
-						      sDl + nb * BM, q, dout, lse, delta, m0 + BM, T);
+			load_q_slabs<D, BM, NT>(sQ + nb * BM * D, sdO + nb * BM * D, sL + nb * BM,
+						sDl + nb * BM, q, dout, lse, delta, m0 + BM, T);
 			cp_async_commit();
 		}
 		const uint32_t qaddr = smem_addr(sQ + buf * BM * D);
@@ -495,57 +590,62 @@ bwd_wgmma_kernel(const bf16 *__restrict__ q, const bf16 *__restrict__ k,
 			for (int kk = 0; kk < D / 16; kk++) {
 				uint32_t ko = (kk / 4) * KSLAB + (kk % 4) * KSTEP;
 				uint32_t qo = (kk / 4) * QSLAB + (kk % 4) * KSTEP;
-				wgb_st<BM>(st, sw128_desc(kaddr + wgoff + ko, 16, SW_ATOM_BYTES),
-					   sw128_desc(qaddr + qo, 16, SW_ATOM_BYTES), kk > 0);
+				uint64_t db = sw128_desc(qaddr + qo, 16, SW_ATOM_BYTES);
+				if constexpr (KV_REGS)
+					wgb_st_rs<BM>(st, ka[kk], db, kk > 0);
+				else
+					wgb_st<BM>(st, sw128_desc(kaddr + wgoff + ko, 16, SW_ATOM_BYTES),
+						   db, kk > 0);
 			}
 			wgmma_commit();
 #pragma unroll
 			for (int kk = 0; kk < D / 16; kk++) {
 				uint32_t ko = (kk / 4) * KSLAB + (kk % 4) * KSTEP;
 				uint32_t qo = (kk / 4) * QSLAB + (kk % 4) * KSTEP;
-				wgb_st<BM>(dpt, sw128_desc(vaddr + wgoff + ko, 16, SW_ATOM_BYTES),
-					   sw128_desc(doaddr + qo, 16, SW_ATOM_BYTES), kk > 0);
+				uint64_t db = sw128_desc(doaddr + qo, 16, SW_ATOM_BYTES);
+				if constexpr (KV_REGS)
+					wgb_st_rs<BM>(dpt, va[kk], db, kk > 0);
+				else
+					wgb_st<BM>(dpt, sw128_desc(vaddr + wgoff + ko, 16, SW_ATOM_BYTES),
+						   db, kk > 0);
 			}
 			wgmma_commit();
-			wgb_wait<1>();  // S^T done, dP^T may still run
+			// With DV_EARLY, dV's MMAs start while dP^T is finishing (P^T and
+			// dS^T in separate passes); else one pass once both are in.
+			wgb_wait<BWD_DV_EARLY ? 1 : 0>();
 			fence_regs<BM / 8>(st);
-
-			// P^T = exp2(S^T scale log2e - lse log2e), 0 past T or (causal) for
-			// keys after the query.
-			const bool mask = wkey + BWG_KEYS > T || (causal && m0 < wkey + BWG_KEYS);
-#pragma unroll
-			for (int i = 0; i < BM / 8; i++)
-#pragma unroll
-				for (int e = 0; e < 4; e++) {
-					int qi = i * 8 + 2 * t + (e & 1), key = k0 + krow + g + (e >> 1) * 8;
-					float p = exp2f(fmaf(st[i][e], sl2, -cL[qi]));
-					if (mask && (key >= T || (causal && m0 + qi < key)))
-						p = 0;
-					st[i][e] = p;
-				}
-			acc_to_a<BM>(pa, st);
-			fence_regs<D / 8>(adv);
-			wgmma_fence();
-#pragma unroll
-			for (int kk = 0; kk < BM / 16; kk++)
-				wgb_rs<D>(adv, pa[kk],
-					  sw128_desc(doaddr + kk * ROWS16, QSLAB, SW_ATOM_BYTES));
-			wgmma_commit();
-			wgb_wait<1>();  // dP^T done, dV may still run
 			fence_regs<BM / 8>(dpt);
+			auto issue_dv = [&] {
+				fence_regs<D / 8>(adv);
+				wgmma_fence();
+#pragma unroll
+				for (int kk = 0; kk < BM / 16; kk++)
+					wgb_rs<D>(adv, pa[kk],
+						  sw128_desc(doaddr + kk * ROWS16, QSLAB, SW_ATOM_BYTES));
+				wgmma_commit();
+			};
 
-			// dS^T = P^T (dP^T - delta) scale, P^T as rounded for dV (its
-			// fp32 registers are free for the compiler from here on).
-#pragma unroll
-			for (int i = 0; i < BM / 8; i++)
-#pragma unroll
-				for (int e = 0; e < 4; e++) {
-					int qi = i * 8 + 2 * t + (e & 1);
-					uint32_t pp = pa[i / 2][(i & 1) * 2 + (e >> 1)];
-					float p = __uint_as_float(e & 1 ? pp & 0xffff0000u : pp << 16);
-					dpt[i][e] = p * (dpt[i][e] - cDl[qi]) * scale;
-				}
+			// P^T (and dS^T unless DV_EARLY); the masked version only where
+			// some key or query is past T or (causal) the tile crosses the
+			// diagonal.
+			const uint32_t ls = smem_addr(cL), dl = smem_addr(cDl);
+			const int key = k0 + krow + g;
+			if (wkey + BWG_KEYS > T || m0 + BM > T || (causal && m0 < wkey + BWG_KEYS))
+				p_ds<BM, true, !BWD_DV_EARLY>(st, dpt, ls, dl, sl2, scale, m0, key, t, T,
+							       causal);
+			else
+				p_ds<BM, false, !BWD_DV_EARLY>(st, dpt, ls, dl, sl2, scale, m0, key, t, T,
+								causal);
+			acc_to_a<BM>(pa, st);
+			if constexpr (BWD_DV_EARLY) {
+				issue_dv();
+				wgb_wait<1>();  // dP^T done, dV may still run
+				fence_regs<BM / 8>(dpt);
+				ds_only<BM>(st, dpt, dl, scale, t);
+			}
 			acc_to_a<BM>(sa, dpt);
+			if constexpr (!BWD_DV_EARLY)
+				issue_dv();
 			fence_regs<D / 8>(adk);
 			wgmma_fence();
 #pragma unroll
@@ -560,13 +660,17 @@ bwd_wgmma_kernel(const bf16 *__restrict__ q, const bf16 *__restrict__ k,
 #pragma unroll
 			for (int e = 0; e < 4; e++) {
 				int row = krow + g + (e & 1) * 8, col = kk * 16 + (e >> 1) * 8 + 2 * t;
-				*reinterpret_cast<uint32_t *>(sdS + slab_off<BN>(row, col)) = sa[kk][e];
+				sts_u32(dsaddr + slab_off<BN>(row, col) * sizeof(bf16), sa[kk][e]);
 			}
 		fence_proxy_async();
 		__syncthreads();
 		wgb_wait<0>();  // dV, dK done: pa, sa free
 		wgb_keep_u32<BM / 16>(pa);
 		wgb_keep_u32<BM / 16>(sa);
+		if constexpr (KV_REGS) {
+			wgb_keep_u32<D / 16>(ka);
+			wgb_keep_u32<D / 16>(va);
+		}
 		fence_regs<D / 8>(adk);
 		fence_regs<D / 8>(adv);
 
@@ -587,9 +691,32 @@ bwd_wgmma_kernel(const bf16 *__restrict__ q, const bf16 *__restrict__ k,
 			wgmma_commit();
 			wgb_wait<0>();
 			fence_regs<DQN / 8>(c);
-			red_rows<D, DQN>(dqacc, c, m0 + rb * BWG_MROWS + warp * 16 + g, c0, t, T);
+			const int r0 = rb * BWG_MROWS + warp * 16 + g;  // row within the step
+			if constexpr (BWD_DQ_BULK) {
+				// Stage the piece, then one thread per row hands it to the
+				// bulk copy engine, which adds it to the workspace.
+#pragma unroll
+				for (int i = 0; i < DQN / 8; i++)
+#pragma unroll
+					for (int h = 0; h < 2; h++)
+						sts_f2(dqaddr + ((r0 + 8 * h) * C::DQ_LD + c0 + 8 * i + 2 * t) *
+									 sizeof(float),
+						       c[i][2 * h], c[i][2 * h + 1]);
+				fence_proxy_async();
+				named_barrier<BWG_THREADS>(1 + wg);
+				const int r = rb * BWG_MROWS + threadIdx.x % BWG_THREADS;
+				if (threadIdx.x % BWG_THREADS < BWG_MROWS && m0 + r < T) {
+					bulk_red_add_f32(dqacc + (size_t)(m0 + r) * D + c0,
+							 sdQ + r * C::DQ_LD + c0, DQN * sizeof(float));
+					bulk_commit();
+				}
+			} else {
+				red_rows<D, DQN>(dqacc, c, m0 + r0, c0, t, T);
+			}
 		}
 	}
+	if (BWD_DQ_BULK)
+		bulk_wait0();
 	fence_regs<D / 8>(adk);
 	fence_regs<D / 8>(adv);
 
@@ -608,14 +735,14 @@ bwd_wgmma_kernel(const bf16 *__restrict__ q, const bf16 *__restrict__ k,
 #endif
 }
 
-template <int D, int BM, int NWG>
+template <int D, int BM, int NWG, bool KV_REGS>
 int launch_bwd_wgmma(const uint16_t *q, const uint16_t *k, const uint16_t *v,
 		     const uint16_t *dout, const float *lse, const float *delta, float *dqacc,
 		     uint16_t *dk, uint16_t *dv, int BH, int T, int causal, float scale,
 		     cudaStream_t st)
 {
 	using C = BwdWgCfg<D, BM, NWG>;
-	auto kern = bwd_wgmma_kernel<D, BM, NWG>;
+	auto kern = bwd_wgmma_kernel<D, BM, NWG, KV_REGS>;
 	if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)C::SMEM))
 		return ATTN_EDEVICE;
 	dim3 grid(BH, (T + C::BN - 1) / C::BN);
@@ -656,9 +783,9 @@ extern "C" int attn_bwd_cuda(const uint16_t *q, const uint16_t *k, const uint16_
 	if (cudaGetLastError())
 		return ATTN_EDEVICE;
 	if (BWD_WGMMA)
-		rc = D == 64 ? launch_bwd_wgmma<64, BWD64_WG_BM, BWD64_WG_NWG>(
+		rc = D == 64 ? launch_bwd_wgmma<64, BWD64_WG_BM, BWD64_WG_NWG, BWD64_WG_KV_REGS>(
 				       q, k, v, dout, lse, delta, dqacc, dk, dv, B * H, T, causal, scale, st)
-			     : launch_bwd_wgmma<128, BWD128_WG_BM, BWD128_WG_NWG>(
+			     : launch_bwd_wgmma<128, BWD128_WG_BM, BWD128_WG_NWG, false>(
 				       q, k, v, dout, lse, delta, dqacc, dk, dv, B * H, T, causal, scale, st);
 	else if (D == 64)
 		rc = launch_bwd<64, BWD64_BM, BWD64_NW, BWD64_MINB, BWD64_KV_REGS>(
