@@ -49,7 +49,7 @@
 // wgmma backward: query rows per step (64 or 128) and warpgroups (64 keys
 // each) per block.
 #ifndef BWD64_WG_BM
-#define BWD64_WG_BM 64
+#define BWD64_WG_BM 128
 #endif
 #ifndef BWD64_WG_NWG
 #define BWD64_WG_NWG 2
@@ -63,7 +63,7 @@
 // wgmma backward dQ: 1 = staged in shared memory and added by the bulk copy
 // engine (cp.reduce.async.bulk); 0 = red.global.add.v4 from registers.
 #ifndef BWD_DQ_BULK
-#define BWD_DQ_BULK 1
+#define BWD_DQ_BULK 0
 #endif
 // 1: dV's MMAs issued before dS is computed (overlap, more registers).
 #ifndef BWD_DV_EARLY
@@ -72,7 +72,7 @@
 // D=64 wgmma backward: K and V as A fragments in registers (S^T, dP^T read
 // only Q, dO from shared memory).
 #ifndef BWD64_WG_KV_REGS
-#define BWD64_WG_KV_REGS true
+#define BWD64_WG_KV_REGS false
 #endif
 
 namespace {
