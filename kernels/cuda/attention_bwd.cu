@@ -8,7 +8,9 @@
 // P^T = exp(K Q^T scale - lse), then dV += P^T dO, dP^T = V dO^T,
 // dS^T = P^T (dP^T - delta) scale, dK += dS^T Q, and adds dQ += dS K into
 // an fp32 workspace with atomics (dS goes through shared memory, since dQ
-// sums over the keys of every warp); (3) dq = bf16(workspace).
+// sums over the keys of every warp); (3) dq = bf16(workspace).  Step (2)
+// has two kernels: Hopper's warpgroup MMA (sm_90a, the default; warpgroups
+// of 64 keys) and mma.sync m16n8k16 (BWD_WGMMA=0; warps of 16 keys).
 #include "attention.h"
 #include "attention_cuda.cuh"
 #include "mma.cuh"
@@ -59,20 +61,6 @@
 #endif
 #ifndef BWD128_WG_NWG
 #define BWD128_WG_NWG 2
-#endif
-// wgmma backward dQ: 1 = staged in shared memory and added by the bulk copy
-// engine (cp.reduce.async.bulk); 0 = red.global.add.v4 from registers.
-#ifndef BWD_DQ_BULK
-#define BWD_DQ_BULK 0
-#endif
-// 1: dV's MMAs issued before dS is computed (overlap, more registers).
-#ifndef BWD_DV_EARLY
-#define BWD_DV_EARLY 0
-#endif
-// D=64 wgmma backward: K and V as A fragments in registers (S^T, dP^T read
-// only Q, dO from shared memory).
-#ifndef BWD64_WG_KV_REGS
-#define BWD64_WG_KV_REGS false
 #endif
 
 namespace {
@@ -363,11 +351,8 @@ struct BwdWgCfg {
 	// dQ pieces of 64 rows x DQN columns: enough for every warpgroup.
 	static constexpr int DQN = D * (BM / BWG_MROWS) / NWG >= 64 ? 64 : 32;
 	static constexpr int DQ_PIECES = BM / BWG_MROWS * (D / DQN);
-	// dQ staging rows (fp32), padded by 16 bytes against bank conflicts.
-	static constexpr int DQ_LD = D + 4, DQ_ROWS = BWD_DQ_BULK ? BM : 0;
 	static constexpr size_t SMEM = (size_t)(2 * BN * D + 4 * BM * D + BN * BM) * sizeof(bf16) +
-				       (size_t)(DQ_ROWS * DQ_LD + 4 * BM) * sizeof(float) +
-				       SW_ATOM_BYTES;
+				       (size_t)4 * BM * sizeof(float) + SW_ATOM_BYTES;
 	static_assert(BM == 64 || BM == 128, "query steps of 64 or 128 rows");
 };
 
@@ -395,17 +380,6 @@ __device__ __forceinline__ void wgb_st(float (*d)[4], uint64_t da, uint64_t db, 
 		wgb_ss_n64(d, da, db, scale_d);
 	else
 		wgmma_ss_n128(d, da, db, scale_d);
-}
-
-// The same with A (K or V) from registers.
-template <int BM>
-__device__ __forceinline__ void wgb_st_rs(float (*d)[4], const uint32_t a[4], uint64_t db,
-					  int scale_d)
-{
-	if constexpr (BM == 64)
-		wgb_rs_n64(d, a, db, scale_d);
-	else
-		wgb_rs_n128(d, a, db, scale_d);
 }
 
 // dV or dK (64 keys x D) += A (registers) B (N-major).
@@ -442,12 +416,12 @@ __device__ __forceinline__ void acc_to_a(uint32_t (*a)[4], const float (*c)[4])
 	}
 }
 
-// P^T = exp2(S^T scale log2e - lse log2e) in place of the S^T accumulators
-// (rows: keys from key, columns: queries from m0; lse and delta at shared
-// addresses ls, dl); with MASK 0 for keys or queries past T and (causal)
-// keys after the query; with DS also dS^T = P^T (dP^T - delta) scale in
-// place of dP^T.
-template <int BM, bool MASK, bool DS>
+// P^T = exp2(S^T scale log2e - lse log2e) and dS^T = P^T (dP^T - delta)
+// scale in place of the S^T and dP^T accumulators (rows: keys from key,
+// columns: queries from m0; lse and delta at shared addresses ls, dl); with
+// MASK, P^T = 0 for keys or queries past T and (causal) keys after the
+// query.
+template <int BM, bool MASK>
 __device__ __forceinline__ void p_ds(float (*st)[4], float (*dpt)[4], uint32_t ls, uint32_t dl,
 				     float sl2, float scale, int m0, int key, int t, int T, int causal)
 {
@@ -455,7 +429,7 @@ __device__ __forceinline__ void p_ds(float (*st)[4], float (*dpt)[4], uint32_t l
 	for (int i = 0; i < BM / 8; i++) {
 		const int q = i * 8 + 2 * t;
 		const float2 l = lds_f2(ls + q * sizeof(float));
-		const float2 d = DS ? lds_f2(dl + q * sizeof(float)) : make_float2(0.f, 0.f);
+		const float2 d = lds_f2(dl + q * sizeof(float));
 #pragma unroll
 		for (int e = 0; e < 4; e++) {
 			const int qi = q + (e & 1), kr = key + (e >> 1) * 8;
@@ -463,23 +437,8 @@ __device__ __forceinline__ void p_ds(float (*st)[4], float (*dpt)[4], uint32_t l
 			if (MASK && (kr >= T || m0 + qi >= T || (causal && m0 + qi < kr)))
 				p = 0;
 			st[i][e] = p;
-			if (DS)
-				dpt[i][e] = p * (dpt[i][e] - (e & 1 ? d.y : d.x)) * scale;
+			dpt[i][e] = p * (dpt[i][e] - (e & 1 ? d.y : d.x)) * scale;
 		}
-	}
-}
-
-// dS^T = P^T (dP^T - delta) scale in place of dP^T.
-template <int BM>
-__device__ __forceinline__ void ds_only(const float (*st)[4], float (*dpt)[4], uint32_t dl,
-					float scale, int t)
-{
-#pragma unroll
-	for (int i = 0; i < BM / 8; i++) {
-		const float2 d = lds_f2(dl + (i * 8 + 2 * t) * sizeof(float));
-#pragma unroll
-		for (int e = 0; e < 4; e++)
-			dpt[i][e] = st[i][e] * (dpt[i][e] - (e & 1 ? d.y : d.x)) * scale;
 	}
 }
 
@@ -491,7 +450,7 @@ __device__ __forceinline__ void zero_acc(float (*c)[4])
 		c[i][0] = c[i][1] = c[i][2] = c[i][3] = 0;
 }
 
-template <int D, int BM, int NWG, bool KV_REGS>
+template <int D, int BM, int NWG>
 __global__ void __launch_bounds__(BWG_THREADS * NWG, 1)
 bwd_wgmma_kernel(const bf16 *__restrict__ q, const bf16 *__restrict__ k,
 		 const bf16 *__restrict__ v, const bf16 *__restrict__ dout,
@@ -511,9 +470,8 @@ bwd_wgmma_kernel(const bf16 *__restrict__ q, const bf16 *__restrict__ k,
 	bf16 *sQ = sV + BN * D;        // two buffers of BM x D
 	bf16 *sdO = sQ + 2 * BM * D;   // two buffers of BM x D
 	bf16 *sdS = sdO + 2 * BM * D;  // dS^T: BN keys x BM queries
-	float *sdQ = reinterpret_cast<float *>(sdS + BN * BM);  // DQ_ROWS x DQ_LD
-	float *sL = sdQ + C::DQ_ROWS * C::DQ_LD;                  // two buffers of BM
-	float *sDl = sL + 2 * BM;                                 // two buffers of BM
+	float *sL = reinterpret_cast<float *>(sdS + BN * BM);  // two buffers of BM
+	float *sDl = sL + 2 * BM;                                // two buffers of BM
 
 	const int bh = blockIdx.x, k0 = blockIdx.y * BN;
 	const size_t off = (size_t)bh * T * D;
@@ -531,19 +489,6 @@ bwd_wgmma_kernel(const bf16 *__restrict__ q, const bf16 *__restrict__ k,
 	load_q_slabs<D, BM, NT>(sQ, sdO, sL, sDl, q, dout, lse, delta, mfirst * BM, T);
 	cp_async_commit();
 
-	// With KV_REGS the warp's K and V rows stay in registers as A fragments
-	// (the slab layout of a 64-column tile is mma.cuh's swizzled one).
-	static_assert(!KV_REGS || D == SLAB_COLS, "K, V fragments from one-slab tiles only");
-	uint32_t ka[KV_REGS ? D / 16 : 1][4], va[KV_REGS ? D / 16 : 1][4];
-	if constexpr (KV_REGS) {
-		cp_async_wait_all();
-		__syncthreads();
-#pragma unroll
-		for (int kk = 0; kk < D / 16; kk++) {
-			ld_a<D>(ka[kk], sK, krow, kk * 16);
-			ld_a<D>(va[kk], sV, krow, kk * 16);
-		}
-	}
 	float adk[D / 8][4], adv[D / 8][4];
 	zero_acc<D / 8>(adk);
 	zero_acc<D / 8>(adv);
@@ -551,14 +496,11 @@ bwd_wgmma_kernel(const bf16 *__restrict__ q, const bf16 *__restrict__ k,
 	constexpr uint32_t ROWS16 = 16 * SLAB_ROW_BYTES;       // 16 rows of a slab
 	constexpr uint32_t KSLAB = BN * SLAB_ROW_BYTES, QSLAB = BM * SLAB_ROW_BYTES;
 	const uint32_t kbase = smem_addr(sK), vbase = smem_addr(sV), dsbase = smem_addr(sdS);
-	const uint32_t dqaddr = smem_addr(sdQ);
 	const uint32_t wgoff = wg * BWG_KEYS * SLAB_ROW_BYTES;  // the warpgroup's rows of sK, sV
 
 	for (int mb = mfirst; mb < nmb; mb++) {
 		const int buf = (mb - mfirst) & 1, m0 = mb * BM;
 		cp_async_wait_all();
-		if (BWD_DQ_BULK)
-			bulk_wait_read0();  // sdQ free again
 		fence_proxy_async();
 		__syncthreads();
 		if (mb + 1 < nmb) {
@@ -591,11 +533,8 @@ bwd_wgmma_kernel(const bf16 *__restrict__ q, const bf16 *__restrict__ k,
 				uint32_t ko = (kk / 4) * KSLAB + (kk % 4) * KSTEP;
 				uint32_t qo = (kk / 4) * QSLAB + (kk % 4) * KSTEP;
 				uint64_t db = sw128_desc(qaddr + qo, 16, SW_ATOM_BYTES);
-				if constexpr (KV_REGS)
-					wgb_st_rs<BM>(st, ka[kk], db, kk > 0);
-				else
-					wgb_st<BM>(st, sw128_desc(kaddr + wgoff + ko, 16, SW_ATOM_BYTES),
-						   db, kk > 0);
+				wgb_st<BM>(st, sw128_desc(kaddr + wgoff + ko, 16, SW_ATOM_BYTES),
+					   db, kk > 0);
 			}
 			wgmma_commit();
 #pragma unroll
@@ -603,49 +542,31 @@ bwd_wgmma_kernel(const bf16 *__restrict__ q, const bf16 *__restrict__ k,
 				uint32_t ko = (kk / 4) * KSLAB + (kk % 4) * KSTEP;
 				uint32_t qo = (kk / 4) * QSLAB + (kk % 4) * KSTEP;
 				uint64_t db = sw128_desc(doaddr + qo, 16, SW_ATOM_BYTES);
-				if constexpr (KV_REGS)
-					wgb_st_rs<BM>(dpt, va[kk], db, kk > 0);
-				else
-					wgb_st<BM>(dpt, sw128_desc(vaddr + wgoff + ko, 16, SW_ATOM_BYTES),
-						   db, kk > 0);
+				wgb_st<BM>(dpt, sw128_desc(vaddr + wgoff + ko, 16, SW_ATOM_BYTES),
+					   db, kk > 0);
 			}
 			wgmma_commit();
-			// With DV_EARLY, dV's MMAs start while dP^T is finishing (P^T and
-			// dS^T in separate passes); else one pass once both are in.
-			wgb_wait<BWD_DV_EARLY ? 1 : 0>();
+			wgb_wait<0>();
 			fence_regs<BM / 8>(st);
 			fence_regs<BM / 8>(dpt);
-			auto issue_dv = [&] {
-				fence_regs<D / 8>(adv);
-				wgmma_fence();
-#pragma unroll
-				for (int kk = 0; kk < BM / 16; kk++)
-					wgb_rs<D>(adv, pa[kk],
-						  sw128_desc(doaddr + kk * ROWS16, QSLAB, SW_ATOM_BYTES));
-				wgmma_commit();
-			};
 
-			// P^T (and dS^T unless DV_EARLY); the masked version only where
-			// some key or query is past T or (causal) the tile crosses the
-			// diagonal.
+			// P^T and dS^T; the masked version only where some key or query
+			// is past T or (causal) the tile crosses the diagonal.
 			const uint32_t ls = smem_addr(cL), dl = smem_addr(cDl);
 			const int key = k0 + krow + g;
 			if (wkey + BWG_KEYS > T || m0 + BM > T || (causal && m0 < wkey + BWG_KEYS))
-				p_ds<BM, true, !BWD_DV_EARLY>(st, dpt, ls, dl, sl2, scale, m0, key, t, T,
-							       causal);
+				p_ds<BM, true>(st, dpt, ls, dl, sl2, scale, m0, key, t, T, causal);
 			else
-				p_ds<BM, false, !BWD_DV_EARLY>(st, dpt, ls, dl, sl2, scale, m0, key, t, T,
-								causal);
+				p_ds<BM, false>(st, dpt, ls, dl, sl2, scale, m0, key, t, T, causal);
 			acc_to_a<BM>(pa, st);
-			if constexpr (BWD_DV_EARLY) {
-				issue_dv();
-				wgb_wait<1>();  // dP^T done, dV may still run
-				fence_regs<BM / 8>(dpt);
-				ds_only<BM>(st, dpt, dl, scale, t);
-			}
 			acc_to_a<BM>(sa, dpt);
-			if constexpr (!BWD_DV_EARLY)
-				issue_dv();
+			fence_regs<D / 8>(adv);
+			wgmma_fence();
+#pragma unroll
+			for (int kk = 0; kk < BM / 16; kk++)
+				wgb_rs<D>(adv, pa[kk],
+					  sw128_desc(doaddr + kk * ROWS16, QSLAB, SW_ATOM_BYTES));
+			wgmma_commit();
 			fence_regs<D / 8>(adk);
 			wgmma_fence();
 #pragma unroll
@@ -667,10 +588,6 @@ bwd_wgmma_kernel(const bf16 *__restrict__ q, const bf16 *__restrict__ k,
 		wgb_wait<0>();  // dV, dK done: pa, sa free
 		wgb_keep_u32<BM / 16>(pa);
 		wgb_keep_u32<BM / 16>(sa);
-		if constexpr (KV_REGS) {
-			wgb_keep_u32<D / 16>(ka);
-			wgb_keep_u32<D / 16>(va);
-		}
 		fence_regs<D / 8>(adk);
 		fence_regs<D / 8>(adv);
 
@@ -691,32 +608,9 @@ bwd_wgmma_kernel(const bf16 *__restrict__ q, const bf16 *__restrict__ k,
 			wgmma_commit();
 			wgb_wait<0>();
 			fence_regs<DQN / 8>(c);
-			const int r0 = rb * BWG_MROWS + warp * 16 + g;  // row within the step
-			if constexpr (BWD_DQ_BULK) {
-				// Stage the piece, then one thread per row hands it to the
-				// bulk copy engine, which adds it to the workspace.
-#pragma unroll
-				for (int i = 0; i < DQN / 8; i++)
-#pragma unroll
-					for (int h = 0; h < 2; h++)
-						sts_f2(dqaddr + ((r0 + 8 * h) * C::DQ_LD + c0 + 8 * i + 2 * t) *
-									 sizeof(float),
-						       c[i][2 * h], c[i][2 * h + 1]);
-				fence_proxy_async();
-				named_barrier<BWG_THREADS>(1 + wg);
-				const int r = rb * BWG_MROWS + threadIdx.x % BWG_THREADS;
-				if (threadIdx.x % BWG_THREADS < BWG_MROWS && m0 + r < T) {
-					bulk_red_add_f32(dqacc + (size_t)(m0 + r) * D + c0,
-							 sdQ + r * C::DQ_LD + c0, DQN * sizeof(float));
-					bulk_commit();
-				}
-			} else {
-				red_rows<D, DQN>(dqacc, c, m0 + r0, c0, t, T);
-			}
+			red_rows<D, DQN>(dqacc, c, m0 + rb * BWG_MROWS + warp * 16 + g, c0, t, T);
 		}
 	}
-	if (BWD_DQ_BULK)
-		bulk_wait0();
 	fence_regs<D / 8>(adk);
 	fence_regs<D / 8>(adv);
 
@@ -735,14 +629,14 @@ bwd_wgmma_kernel(const bf16 *__restrict__ q, const bf16 *__restrict__ k,
 #endif
 }
 
-template <int D, int BM, int NWG, bool KV_REGS>
+template <int D, int BM, int NWG>
 int launch_bwd_wgmma(const uint16_t *q, const uint16_t *k, const uint16_t *v,
 		     const uint16_t *dout, const float *lse, const float *delta, float *dqacc,
 		     uint16_t *dk, uint16_t *dv, int BH, int T, int causal, float scale,
 		     cudaStream_t st)
 {
 	using C = BwdWgCfg<D, BM, NWG>;
-	auto kern = bwd_wgmma_kernel<D, BM, NWG, KV_REGS>;
+	auto kern = bwd_wgmma_kernel<D, BM, NWG>;
 	if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)C::SMEM))
 		return ATTN_EDEVICE;
 	dim3 grid(BH, (T + C::BN - 1) / C::BN);
@@ -783,9 +677,9 @@ extern "C" int attn_bwd_cuda(const uint16_t *q, const uint16_t *k, const uint16_
 	if (cudaGetLastError())
 		return ATTN_EDEVICE;
 	if (BWD_WGMMA)
-		rc = D == 64 ? launch_bwd_wgmma<64, BWD64_WG_BM, BWD64_WG_NWG, BWD64_WG_KV_REGS>(
+		rc = D == 64 ? launch_bwd_wgmma<64, BWD64_WG_BM, BWD64_WG_NWG>(
 				       q, k, v, dout, lse, delta, dqacc, dk, dv, B * H, T, causal, scale, st)
-			     : launch_bwd_wgmma<128, BWD128_WG_BM, BWD128_WG_NWG, false>(
+			     : launch_bwd_wgmma<128, BWD128_WG_BM, BWD128_WG_NWG>(
 				       q, k, v, dout, lse, delta, dqacc, dk, dv, B * H, T, causal, scale, st);
 	else if (D == 64)
 		rc = launch_bwd<64, BWD64_BM, BWD64_NW, BWD64_MINB, BWD64_KV_REGS>(

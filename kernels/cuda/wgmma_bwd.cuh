@@ -23,39 +23,6 @@ __device__ __forceinline__ void cp_async4(void *dst, const void *src, bool valid
 		     :: "r"(smem_addr(dst)), "l"(src), "r"(valid ? 4 : 0));
 }
 
-// *dst += *src element-wise for bytes / 4 floats, by the bulk copy engine
-// (asynchronous; src in shared memory, both 16-byte aligned, bytes a
-// multiple of 16), in this thread's current bulk group.
-__device__ __forceinline__ void bulk_red_add_f32(float *dst, const float *src, uint32_t bytes)
-{
-	asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n"
-		     :: "l"(dst), "r"(smem_addr(src)), "r"(bytes) : "memory");
-}
-
-__device__ __forceinline__ void bulk_commit(void)
-{
-	asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
-}
-
-// This thread's bulk operations have read their shared-memory sources.
-__device__ __forceinline__ void bulk_wait_read0(void)
-{
-	asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
-}
-
-// This thread's bulk operations are complete.
-__device__ __forceinline__ void bulk_wait0(void)
-{
-	asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
-}
-
-// Barrier for the N threads of one warpgroup (id 1.. ; 0 is __syncthreads).
-template <int N>
-__device__ __forceinline__ void named_barrier(int id)
-{
-	asm volatile("bar.sync %0, %1;\n" :: "r"(id), "n"(N) : "memory");
-}
-
 // Shared-memory accesses by address (the compiler cannot always tell that
 // a pointer into dynamic shared memory is one, and then emits slower
 // generic loads and stores).
@@ -69,11 +36,6 @@ __device__ __forceinline__ float2 lds_f2(uint32_t addr)
 __device__ __forceinline__ void sts_u32(uint32_t addr, uint32_t v)
 {
 	asm volatile("st.shared.b32 [%0], %1;\n" :: "r"(addr), "r"(v) : "memory");
-}
-
-__device__ __forceinline__ void sts_f2(uint32_t addr, float a, float b)
-{
-	asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" :: "r"(addr), "f"(a), "f"(b) : "memory");
 }
 
 // 2^x in one special-function instruction (subnormal results flush to 0).
@@ -155,49 +117,5 @@ __device__ __forceinline__ void wgb_ss_tt_n64(float d[8][4], uint64_t da, uint64
 		     : "l"(da), "l"(db), "r"(scale_d));
 }
 
-// d (64 x 64) = (scale_d ? d : 0) + A B; A from registers (the mma.sync A
-// layout per warp), B (64 x 16, i.e. B^T) K-major in shared memory.
-__device__ __forceinline__ void wgb_rs_n64(float d[8][4], const uint32_t a[4], uint64_t db,
-					   int scale_d)
-{
-	asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
-		     "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, "
-		     "{%32,%33,%34,%35}, %36, p, 1, 1, 0;\n}\n"
-		     : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]),
-		       "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]),
-		       "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
-		       "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]),
-		       "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]),
-		       "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]),
-		       "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]),
-		       "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3])
-		     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(scale_d));
-}
-
-// The same with B 128 x 16.
-__device__ __forceinline__ void wgb_rs_n128(float d[16][4], const uint32_t a[4], uint64_t db,
-					   int scale_d)
-{
-	asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
-		     "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, "
-		     "{%64,%65,%66,%67}, %68, p, 1, 1, 0;\n}\n"
-		     : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]),
-		       "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]),
-		       "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
-		       "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]),
-		       "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]),
-		       "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]),
-		       "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]),
-		       "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3]),
-		       "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]), "+f"(d[8][3]),
-		       "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3]),
-		       "+f"(d[10][0]), "+f"(d[10][1]), "+f"(d[10][2]), "+f"(d[10][3]),
-		       "+f"(d[11][0]), "+f"(d[11][1]), "+f"(d[11][2]), "+f"(d[11][3]),
-		       "+f"(d[12][0]), "+f"(d[12][1]), "+f"(d[12][2]), "+f"(d[12][3]),
-		       "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]), "+f"(d[13][3]),
-		       "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]),
-		       "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3])
-		     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(scale_d));
-}
 
 #endif
