@@ -8,10 +8,13 @@
 // P^T = exp(K Q^T scale - lse), then dV += P^T dO, dP^T = V dO^T,
 // dS^T = P^T (dP^T - delta) scale, dK += dS^T Q, and adds dQ += dS K into
 // an fp32 workspace with atomics (dS goes through shared memory, since dQ
-// sums over the keys of every warp); (3) dq = bf16(workspace).
+// sums over the keys of every warp); (3) dq = bf16(workspace).  Step (2)
+// has two kernels: Hopper's warpgroup MMA (sm_90a, the default; warpgroups
+// of 64 keys) and mma.sync m16n8k16 (BWD_WGMMA=0; warps of 16 keys).
 #include "attention.h"
 #include "attention_cuda.cuh"
 #include "mma.cuh"
+#include "wgmma_bwd.cuh"
 
 #include <cuda_runtime.h>
 #include <math.h>
@@ -40,6 +43,24 @@
 #endif
 #ifndef BWD128_MINB
 #define BWD128_MINB 1
+#endif
+// 1: the wgmma backward (sm_90a); 0: the mma.sync backward (v2).
+#ifndef BWD_WGMMA
+#define BWD_WGMMA 1
+#endif
+// wgmma backward: query rows per step (64 or 128) and warpgroups (64 keys
+// each) per block.
+#ifndef BWD64_WG_BM
+#define BWD64_WG_BM 128
+#endif
+#ifndef BWD64_WG_NWG
+#define BWD64_WG_NWG 2
+#endif
+#ifndef BWD128_WG_BM
+#define BWD128_WG_BM 64
+#endif
+#ifndef BWD128_WG_NWG
+#define BWD128_WG_NWG 2
 #endif
 
 namespace {
@@ -312,6 +333,319 @@ int launch_bwd(const uint16_t *q, const uint16_t *k, const uint16_t *v, const ui
 	return cudaGetLastError() == cudaSuccess ? ATTN_OK : ATTN_EDEVICE;
 }
 
+// The same algorithm on Hopper's warpgroup MMA (sm_90a).  NWG warpgroups
+// of 128 threads, each owning 64 of the block's BN = 64 NWG keys with their
+// dK and dV as wgmma accumulators in registers.  Per step of BM query
+// rows: S^T = K Q^T and dP^T = V dO^T (both operands read from the
+// swizzled shared tiles), P^T and dS^T in registers, dV += P^T dO and
+// dK += dS^T Q (A from registers, B = dO or Q read N-major); dS^T goes to
+// shared memory, and after a barrier each warpgroup computes pieces of 64
+// rows x DQN columns of dQ = dS K (A read M-major from that tile, B = K
+// read N-major) and adds them to the fp32 workspace with red.v4.  Q, dO,
+// lse and delta: two buffers filled by cp.async.
+constexpr int BWG_KEYS = 64, BWG_THREADS = 128, BWG_MROWS = 64;
+
+template <int D, int BM, int NWG>
+struct BwdWgCfg {
+	static constexpr int BN = BWG_KEYS * NWG, NT = BWG_THREADS * NWG;
+	// dQ pieces of 64 rows x DQN columns: enough for every warpgroup.
+	static constexpr int DQN = D * (BM / BWG_MROWS) / NWG >= 64 ? 64 : 32;
+	static constexpr int DQ_PIECES = BM / BWG_MROWS * (D / DQN);
+	static constexpr size_t SMEM = (size_t)(2 * BN * D + 4 * BM * D + BN * BM) * sizeof(bf16) +
+				       (size_t)4 * BM * sizeof(float) + SW_ATOM_BYTES;
+	static_assert(BM == 64 || BM == 128, "query steps of 64 or 128 rows");
+};
+
+// Q and dO rows m0.. as slab tiles, and their lse and delta (0 past T),
+// all by cp.async.
+template <int D, int BM, int NT>
+__device__ __forceinline__ void load_q_slabs(bf16 *sQ, bf16 *sdO, float *sL, float *sDl,
+					     const bf16 *q, const bf16 *dout, const float *lse,
+					     const float *delta, int m0, int T)
+{
+	load_slabs<BM, D, NT>(sQ, q, m0, T);
+	load_slabs<BM, D, NT>(sdO, dout, m0, T);
+	for (int i = threadIdx.x; i < BM; i += NT) {
+		bool valid = m0 + i < T;
+		cp_async4(sL + i, lse + (valid ? m0 + i : 0), valid);
+		cp_async4(sDl + i, delta + (valid ? m0 + i : 0), valid);
+	}
+}
+
+// S^T (64 keys x BM queries), both operands K-major.
+template <int BM>
+__device__ __forceinline__ void wgb_st(float (*d)[4], uint64_t da, uint64_t db, int scale_d)
+{
+	if constexpr (BM == 64)
+		wgb_ss_n64(d, da, db, scale_d);
+	else
+		wgmma_ss_n128(d, da, db, scale_d);
+}
+
+// dV or dK (64 keys x D) += A (registers) B (N-major).
+template <int D>
+__device__ __forceinline__ void wgb_rs(float (*d)[4], const uint32_t a[4], uint64_t db)
+{
+	if constexpr (D == 64)
+		wgmma_rs_n64_tb(d, a, db);
+	else
+		wgmma_rs_n128_tb(d, a, db);
+}
+
+// A piece of dQ (64 queries x N) from dS (M-major) and K (N-major).
+template <int N>
+__device__ __forceinline__ void wgb_dq(float (*d)[4], uint64_t da, uint64_t db, int scale_d)
+{
+	if constexpr (N == 32)
+		wgb_ss_tt_n32(d, da, db, scale_d);
+	else
+		wgb_ss_tt_n64(d, da, db, scale_d);
+}
+
+// Four bf16 pairs per k16 step: the accumulator fragments c (64 x BM) as
+// wgmma A fragments.
+template <int BM>
+__device__ __forceinline__ void acc_to_a(uint32_t (*a)[4], const float (*c)[4])
+{
+#pragma unroll
+	for (int kk = 0; kk < BM / 16; kk++) {
+		a[kk][0] = pack_bf16(c[2 * kk][0], c[2 * kk][1]);
+		a[kk][1] = pack_bf16(c[2 * kk][2], c[2 * kk][3]);
+		a[kk][2] = pack_bf16(c[2 * kk + 1][0], c[2 * kk + 1][1]);
+		a[kk][3] = pack_bf16(c[2 * kk + 1][2], c[2 * kk + 1][3]);
+	}
+}
+
+// P^T = exp2(S^T scale log2e - lse log2e) and dS^T = P^T (dP^T - delta)
+// scale in place of the S^T and dP^T accumulators (rows: keys from key,
+// columns: queries from m0; lse and delta at shared addresses ls, dl); with
+// MASK, P^T = 0 for keys or queries past T and (causal) keys after the
+// query.
+template <int BM, bool MASK>
+__device__ __forceinline__ void p_ds(float (*st)[4], float (*dpt)[4], uint32_t ls, uint32_t dl,
+				     float sl2, float scale, int m0, int key, int t, int T, int causal)
+{
+#pragma unroll
+	for (int i = 0; i < BM / 8; i++) {
+		const int q = i * 8 + 2 * t;
+		const float2 l = lds_f2(ls + q * sizeof(float));
+		const float2 d = lds_f2(dl + q * sizeof(float));
+#pragma unroll
+		for (int e = 0; e < 4; e++) {
+			const int qi = q + (e & 1), kr = key + (e >> 1) * 8;
+			float p = ex2_fast(fmaf(st[i][e], sl2, -LOG2E * (e & 1 ? l.y : l.x)));
+			if (MASK && (kr >= T || m0 + qi >= T || (causal && m0 + qi < kr)))
+				p = 0;
+			st[i][e] = p;
+			dpt[i][e] = p * (dpt[i][e] - (e & 1 ? d.y : d.x)) * scale;
+		}
+	}
+}
+
+template <int N>
+__device__ __forceinline__ void zero_acc(float (*c)[4])
+{
+#pragma unroll
+	for (int i = 0; i < N; i++)
+		c[i][0] = c[i][1] = c[i][2] = c[i][3] = 0;
+}
+
+template <int D, int BM, int NWG>
+__global__ void __launch_bounds__(BWG_THREADS * NWG, 1)
+bwd_wgmma_kernel(const bf16 *__restrict__ q, const bf16 *__restrict__ k,
+		 const bf16 *__restrict__ v, const bf16 *__restrict__ dout,
+		 const float *__restrict__ lse, const float *__restrict__ delta,
+		 float *__restrict__ dqacc, bf16 *__restrict__ dk, bf16 *__restrict__ dv, int T,
+		 int causal, float scale)
+{
+#if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+	__trap();  // built without sm_90a: refuse loudly rather than compute nothing
+#else
+	using C = BwdWgCfg<D, BM, NWG>;
+	constexpr int BN = C::BN, NT = C::NT, DQN = C::DQN;
+	extern __shared__ unsigned char smem_raw[];
+	uintptr_t base = ((uintptr_t)smem_raw + SW_ATOM_BYTES - 1) & ~(uintptr_t)(SW_ATOM_BYTES - 1);
+	bf16 *sK = reinterpret_cast<bf16 *>(base);
+	bf16 *sV = sK + BN * D;
+	bf16 *sQ = sV + BN * D;        // two buffers of BM x D
+	bf16 *sdO = sQ + 2 * BM * D;   // two buffers of BM x D
+	bf16 *sdS = sdO + 2 * BM * D;  // dS^T: BN keys x BM queries
+	float *sL = reinterpret_cast<float *>(sdS + BN * BM);  // two buffers of BM
+	float *sDl = sL + 2 * BM;                                // two buffers of BM
+
+	const int bh = blockIdx.x, k0 = blockIdx.y * BN;
+	const size_t off = (size_t)bh * T * D;
+	q += off, k += off, v += off, dout += off, dqacc += off;
+	lse += (size_t)bh * T, delta += (size_t)bh * T;
+	const int wg = threadIdx.x / BWG_THREADS, warp = threadIdx.x % BWG_THREADS / 32;
+	const int lane = threadIdx.x & 31, g = lane / 4, t = lane % 4;
+	const int wkey = k0 + wg * BWG_KEYS;         // the warpgroup's first key
+	const int krow = wg * BWG_KEYS + warp * 16;  // this warp's first key, within the block
+	const float sl2 = scale * LOG2E;
+
+	const int mfirst = causal ? k0 / BM : 0, nmb = (T + BM - 1) / BM;
+	load_slabs<BN, D, NT>(sK, k, k0, T);
+	load_slabs<BN, D, NT>(sV, v, k0, T);
+	load_q_slabs<D, BM, NT>(sQ, sdO, sL, sDl, q, dout, lse, delta, mfirst * BM, T);
+	cp_async_commit();
+
+	float adk[D / 8][4], adv[D / 8][4];
+	zero_acc<D / 8>(adk);
+	zero_acc<D / 8>(adv);
+	constexpr uint32_t KSTEP = 16 * sizeof(bf16);         // a k16 step within a 128-byte row
+	constexpr uint32_t ROWS16 = 16 * SLAB_ROW_BYTES;       // 16 rows of a slab
+	constexpr uint32_t KSLAB = BN * SLAB_ROW_BYTES, QSLAB = BM * SLAB_ROW_BYTES;
+	const uint32_t kbase = smem_addr(sK), vbase = smem_addr(sV), dsbase = smem_addr(sdS);
+	const uint32_t wgoff = wg * BWG_KEYS * SLAB_ROW_BYTES;  // the warpgroup's rows of sK, sV
+
+	for (int mb = mfirst; mb < nmb; mb++) {
+		const int buf = (mb - mfirst) & 1, m0 = mb * BM;
+		cp_async_wait_all();
+		fence_proxy_async();
+		__syncthreads();
+		if (mb + 1 < nmb) {
+			int nb = buf ^ 1;
+			load_q_slabs<D, BM, NT>(sQ + nb * BM * D, sdO + nb * BM * D, sL + nb * BM,
+						sDl + nb * BM, q, dout, lse, delta, m0 + BM, T);
+			cp_async_commit();
+		}
+		const uint32_t qaddr = smem_addr(sQ + buf * BM * D);
+		const uint32_t doaddr = smem_addr(sdO + buf * BM * D);
+		const uint32_t kaddr = wgb_opaque(kbase), vaddr = wgb_opaque(vbase);
+		const uint32_t dsaddr = wgb_opaque(dsbase);
+		const float *cL = sL + buf * BM, *cDl = sDl + buf * BM;
+		uint32_t pa[BM / 16][4], sa[BM / 16][4];
+
+		if (causal && wkey > m0 + BM - 1) {
+			// Every query of this step comes before the warpgroup's keys.
+#pragma unroll
+			for (int kk = 0; kk < BM / 16; kk++)
+#pragma unroll
+				for (int e = 0; e < 4; e++)
+					pa[kk][e] = sa[kk][e] = 0;
+		} else {
+			float st[BM / 8][4], dpt[BM / 8][4];
+			fence_regs<BM / 8>(st);
+			fence_regs<BM / 8>(dpt);
+			wgmma_fence();
+#pragma unroll
+			for (int kk = 0; kk < D / 16; kk++) {
+				uint32_t ko = (kk / 4) * KSLAB + (kk % 4) * KSTEP;
+				uint32_t qo = (kk / 4) * QSLAB + (kk % 4) * KSTEP;
+				uint64_t db = sw128_desc(qaddr + qo, 16, SW_ATOM_BYTES);
+				wgb_st<BM>(st, sw128_desc(kaddr + wgoff + ko, 16, SW_ATOM_BYTES),
+					   db, kk > 0);
+			}
+			wgmma_commit();
+#pragma unroll
+			for (int kk = 0; kk < D / 16; kk++) {
+				uint32_t ko = (kk / 4) * KSLAB + (kk % 4) * KSTEP;
+				uint32_t qo = (kk / 4) * QSLAB + (kk % 4) * KSTEP;
+				uint64_t db = sw128_desc(doaddr + qo, 16, SW_ATOM_BYTES);
+				wgb_st<BM>(dpt, sw128_desc(vaddr + wgoff + ko, 16, SW_ATOM_BYTES),
+					   db, kk > 0);
+			}
+			wgmma_commit();
+			wgb_wait<0>();
+			fence_regs<BM / 8>(st);
+			fence_regs<BM / 8>(dpt);
+
+			// P^T and dS^T; the masked version only where some key or query
+			// is past T or (causal) the tile crosses the diagonal.
+			const uint32_t ls = smem_addr(cL), dl = smem_addr(cDl);
+			const int key = k0 + krow + g;
+			if (wkey + BWG_KEYS > T || m0 + BM > T || (causal && m0 < wkey + BWG_KEYS))
+				p_ds<BM, true>(st, dpt, ls, dl, sl2, scale, m0, key, t, T, causal);
+			else
+				p_ds<BM, false>(st, dpt, ls, dl, sl2, scale, m0, key, t, T, causal);
+			acc_to_a<BM>(pa, st);
+			acc_to_a<BM>(sa, dpt);
+			fence_regs<D / 8>(adv);
+			wgmma_fence();
+#pragma unroll
+			for (int kk = 0; kk < BM / 16; kk++)
+				wgb_rs<D>(adv, pa[kk],
+					  sw128_desc(doaddr + kk * ROWS16, QSLAB, SW_ATOM_BYTES));
+			wgmma_commit();
+			fence_regs<D / 8>(adk);
+			wgmma_fence();
+#pragma unroll
+			for (int kk = 0; kk < BM / 16; kk++)
+				wgb_rs<D>(adk, sa[kk], sw128_desc(qaddr + kk * ROWS16, QSLAB, SW_ATOM_BYTES));
+			wgmma_commit();
+		}
+		// dS^T into its slab tile (A fragment e: row +8 for odd e, column +8
+		// for e >= 2), then the whole block's dS is there for dQ.
+#pragma unroll
+		for (int kk = 0; kk < BM / 16; kk++)
+#pragma unroll
+			for (int e = 0; e < 4; e++) {
+				int row = krow + g + (e & 1) * 8, col = kk * 16 + (e >> 1) * 8 + 2 * t;
+				sts_u32(dsaddr + slab_off<BN>(row, col) * sizeof(bf16), sa[kk][e]);
+			}
+		fence_proxy_async();
+		__syncthreads();
+		wgb_wait<0>();  // dV, dK done: pa, sa free
+		wgb_keep_u32<BM / 16>(pa);
+		wgb_keep_u32<BM / 16>(sa);
+		fence_regs<D / 8>(adk);
+		fence_regs<D / 8>(adv);
+
+		for (int p = wg; p < C::DQ_PIECES; p += NWG) {
+			const int rb = p / (D / DQN), c0 = p % (D / DQN) * DQN;
+			const uint32_t boff = c0 / SLAB_COLS * KSLAB + c0 % SLAB_COLS * sizeof(bf16);
+			float c[DQN / 8][4];
+			zero_acc<DQN / 8>(c);
+			fence_regs<DQN / 8>(c);
+			wgmma_fence();
+#pragma unroll
+			for (int kk = 0; kk < BN / 16; kk++)
+				wgb_dq<DQN>(c,
+					    sw128_desc(dsaddr + rb * KSLAB + kk * ROWS16, KSLAB,
+						       SW_ATOM_BYTES),
+					    sw128_desc(kaddr + boff + kk * ROWS16, KSLAB, SW_ATOM_BYTES),
+					    kk > 0);
+			wgmma_commit();
+			wgb_wait<0>();
+			fence_regs<DQN / 8>(c);
+			red_rows<D, DQN>(dqacc, c, m0 + rb * BWG_MROWS + warp * 16 + g, c0, t, T);
+		}
+	}
+	fence_regs<D / 8>(adk);
+	fence_regs<D / 8>(adv);
+
+#pragma unroll
+	for (int h = 0; h < 2; h++) {
+		int key = k0 + krow + g + h * 8;
+		if (key >= T)
+			continue;
+#pragma unroll
+		for (int dt = 0; dt < D / 8; dt++) {
+			size_t x = off + (size_t)key * D + dt * 8 + 2 * t;
+			*reinterpret_cast<uint32_t *>(dk + x) = pack_bf16(adk[dt][2 * h], adk[dt][2 * h + 1]);
+			*reinterpret_cast<uint32_t *>(dv + x) = pack_bf16(adv[dt][2 * h], adv[dt][2 * h + 1]);
+		}
+	}
+#endif
+}
+
+template <int D, int BM, int NWG>
+int launch_bwd_wgmma(const uint16_t *q, const uint16_t *k, const uint16_t *v,
+		     const uint16_t *dout, const float *lse, const float *delta, float *dqacc,
+		     uint16_t *dk, uint16_t *dv, int BH, int T, int causal, float scale,
+		     cudaStream_t st)
+{
+	using C = BwdWgCfg<D, BM, NWG>;
+	auto kern = bwd_wgmma_kernel<D, BM, NWG>;
+	if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)C::SMEM))
+		return ATTN_EDEVICE;
+	dim3 grid(BH, (T + C::BN - 1) / C::BN);
+	kern<<<grid, C::NT, C::SMEM, st>>>((const bf16 *)q, (const bf16 *)k, (const bf16 *)v,
+					   (const bf16 *)dout, lse, delta, dqacc, (bf16 *)dk,
+					   (bf16 *)dv, T, causal, scale);
+	return cudaGetLastError() == cudaSuccess ? ATTN_OK : ATTN_EDEVICE;
+}
+
 }  // namespace
 
 extern "C" size_t attn_bwd_cuda_workspace(int B, int H, int T, int D)
@@ -342,7 +676,12 @@ extern "C" int attn_bwd_cuda(const uint16_t *q, const uint16_t *k, const uint16_
 		       0, st>>>((const bf16 *)o, (const bf16 *)dout, delta, rows, D);
 	if (cudaGetLastError())
 		return ATTN_EDEVICE;
-	if (D == 64)
+	if (BWD_WGMMA)
+		rc = D == 64 ? launch_bwd_wgmma<64, BWD64_WG_BM, BWD64_WG_NWG>(
+				       q, k, v, dout, lse, delta, dqacc, dk, dv, B * H, T, causal, scale, st)
+			     : launch_bwd_wgmma<128, BWD128_WG_BM, BWD128_WG_NWG>(
+				       q, k, v, dout, lse, delta, dqacc, dk, dv, B * H, T, causal, scale, st);
+	else if (D == 64)
 		rc = launch_bwd<64, BWD64_BM, BWD64_NW, BWD64_MINB, BWD64_KV_REGS>(
 			q, k, v, dout, lse, delta, dqacc, dk, dv, B * H, T, causal, scale, st);
 	else

@@ -1,0 +1,121 @@
+// wgmma_bwd.cuh: the warpgroup MMA shapes and waits the attention backward
+// needs beyond wgmma.cuh (sm_90a): S^T = K Q^T as m64n64 with both operands
+// K-major; dQ = dS K with A = dS read M-major (the tile holds dS^T) and B = K
+// read N-major, as m64n32 and m64n64; waits that leave N groups running.
+// Tiles use wgmma.cuh's 128-byte swizzled slab layout and sw128_desc.
+#ifndef LMPIPE_WGMMA_BWD_CUH
+#define LMPIPE_WGMMA_BWD_CUH
+
+#include "wgmma.cuh"
+
+// Wait until at most N committed wgmma groups of this warpgroup still run.
+template <int N>
+__device__ __forceinline__ void wgb_wait(void)
+{
+	asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+
+// 4 bytes global -> shared; when !valid the destination becomes 0 and
+// nothing is read (src must still be a valid address).
+__device__ __forceinline__ void cp_async4(void *dst, const void *src, bool valid)
+{
+	asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n"
+		     :: "r"(smem_addr(dst)), "l"(src), "r"(valid ? 4 : 0));
+}
+
+// Shared-memory accesses by address (the compiler cannot always tell that
+// a pointer into dynamic shared memory is one, and then emits slower
+// generic loads and stores).
+__device__ __forceinline__ float2 lds_f2(uint32_t addr)
+{
+	float2 v;
+	asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];\n" : "=f"(v.x), "=f"(v.y) : "r"(addr));
+	return v;
+}
+
+__device__ __forceinline__ void sts_u32(uint32_t addr, uint32_t v)
+{
+	asm volatile("st.shared.b32 [%0], %1;\n" :: "r"(addr), "r"(v) : "memory");
+}
+
+// 2^x in one special-function instruction (subnormal results flush to 0).
+__device__ __forceinline__ float ex2_fast(float x)
+{
+	float y;
+	asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+	return y;
+}
+
+// v, hidden from loop-invariant code motion: descriptors built from it
+// inside a loop are formed where used instead of held in registers
+// across the whole loop.
+__device__ __forceinline__ uint32_t wgb_opaque(uint32_t v)
+{
+	asm volatile("" : "+r"(v));
+	return v;
+}
+
+// Keep A fragments that an in-flight wgmma reads in their registers up to
+// this point (place it after the wait).
+template <int N>
+__device__ __forceinline__ void wgb_keep_u32(uint32_t (*a)[4])
+{
+#pragma unroll
+	for (int i = 0; i < N; i++)
+#pragma unroll
+		for (int e = 0; e < 4; e++)
+			asm volatile("" : "+r"(a[i][e])::"memory");
+}
+
+// d (64 x 64) = (scale_d ? d : 0) + A B; A (64 x 16) and B (64 x 16, i.e.
+// B^T) both K-major in shared memory.
+__device__ __forceinline__ void wgb_ss_n64(float d[8][4], uint64_t da, uint64_t db, int scale_d)
+{
+	asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+		     "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, "
+		     "%32, %33, p, 1, 1, 0, 0;\n}\n"
+		     : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]),
+		       "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]),
+		       "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
+		       "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]),
+		       "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]),
+		       "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]),
+		       "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]),
+		       "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3])
+		     : "l"(da), "l"(db), "r"(scale_d));
+}
+
+// d (64 x 32) = (scale_d ? d : 0) + A B; A (64 x 16) M-major and B
+// (16 x 32) N-major in shared memory.
+__device__ __forceinline__ void wgb_ss_tt_n32(float d[4][4], uint64_t da, uint64_t db, int scale_d)
+{
+	asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
+		     "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, "
+		     "%16, %17, p, 1, 1, 1, 1;\n}\n"
+		     : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]),
+		       "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]),
+		       "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
+		       "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3])
+		     : "l"(da), "l"(db), "r"(scale_d));
+}
+
+// d (64 x 64) = (scale_d ? d : 0) + A B; A (64 x 16) M-major and B
+// (16 x 64) N-major in shared memory.
+__device__ __forceinline__ void wgb_ss_tt_n64(float d[8][4], uint64_t da, uint64_t db, int scale_d)
+{
+	asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+		     "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, "
+		     "%32, %33, p, 1, 1, 1, 1;\n}\n"
+		     : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]),
+		       "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]),
+		       "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
+		       "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]),
+		       "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]),
+		       "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]),
+		       "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]),
+		       "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3])
+		     : "l"(da), "l"(db), "r"(scale_d));
+}
+
+
+#endif
