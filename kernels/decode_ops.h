@@ -6,9 +6,9 @@
  * waking a thread team for each (a futex round trip when OpenMP threads
  * sleep) would cost more than the op.
  *
- * Float32; the arithmetic of the ops of rmsnorm.h, rope.h, swiglu.h and
- * matmul.h, so a step's logits equal a full forward pass's up to rounding
- * (the BLAS blocks the sums differently). */
+ * Float32; the arithmetic of the ops of rmsnorm.h, rope.h and swiglu.h,
+ * so a step's logits equal a full forward pass's up to rounding (the
+ * matrix products, decode_gemm.h, sum in another order than the BLAS). */
 #ifndef LMPIPE_DECODE_OPS_H
 #define LMPIPE_DECODE_OPS_H
 
@@ -33,13 +33,6 @@ void dec_rmsnorm_row(float *y, const float *x, const float *w, int C, float eps)
 /* Rotate one head vector of D by the cos/sin row cs (rope.h's table and
  * rotate-half pairing). */
 void dec_rope_row(float *x, const float *cs, int D);
-
-/* Columns [lo, hi) of out[N][OUT] = inp[N][IN] W^T (+ out when
- * accumulate), W [OUT][IN] row-major: sgemv for one row, else sgemm.  Call
- * dec_blas_single() once before threads call it. */
-void dec_matmul_cols(float *out, const float *inp, const float *w, int N, int IN, int OUT,
-		     int lo, int hi, int accumulate);
-void dec_blas_single(void);
 
 /* Columns [lo, hi) of out[N][F] = silu(g) u, from h[N][2F] = [g | u]
  * (swiglu_fwd_cpu's arithmetic). */

@@ -18,7 +18,9 @@
  * yet).
  *
  * Cache memory: 2 * layers * slots * n_ctx * d_model floats, touched when
- * the decoder is made. */
+ * the decoder is made.  The CPU backend also keeps its own copy of the
+ * matrices, packed for decode_gemm.h when the decoder is made: weights
+ * changed later are not seen (make a new decoder). */
 #ifndef LMPIPE_MODEL_DECODE_H
 #define LMPIPE_MODEL_DECODE_H
 
@@ -51,6 +53,11 @@ typedef struct model_decoder {
 	/* the CPU backend's own pass (model_decode_cpu.c) */
 	float *xt;             /* [max_threads][MODEL_DECODE_CHUNK][C] normed rows */
 	float *scores;         /* [max_threads][n_ctx] attention scratch */
+	float *packed;         /* the weights in decode_gemm.h's panels, one block */
+	struct packed_layer {
+		const float *qkv, *o, *gate, *up, *down;
+	} *pl;                 /* per layer, into packed */
+	const float *phead;    /* the output head, into packed */
 	dec_barrier bar;
 } model_decoder;
 
@@ -60,9 +67,11 @@ int model_decoder_init(model_decoder *md, model *m, uint32_t n_slots, uint32_t n
 void model_decoder_free(model_decoder *md);
 
 /* Inside model_decode*.c: layer l's cache block of one slot in base (kc or
- * vc), [H][n_ctx][D]; and the CPU backend's pass over a chunk of N tokens
- * (ids, pos, tok_slot and last_of set), logits to out[last_of[i]]. */
+ * vc), [H][n_ctx][D]; the CPU backend's packing of the weights (0, or -1
+ * out of memory); and its pass over a chunk of N tokens (ids, pos,
+ * tok_slot and last_of set), logits to out[last_of[i]]. */
 float *model_decoder_cache(const model_decoder *md, float *base, int l, uint32_t slot);
+int model_decode_cpu_pack(model_decoder *md);
 void model_decode_cpu_chunk(model_decoder *md, int N, float *const *out);
 
 #endif

@@ -8,7 +8,6 @@
 #include <sched.h>
 #include <string.h>
 
-#include "blas_single.h"
 #include "vexp.h"
 
 /* The row loops run where the work is: the build targets x86-64-v2, and a
@@ -73,25 +72,6 @@ WIDE void dec_rope_row(float *x, const float *cs, int D)
 		x[i] = x0 * c - x1 * s;
 		x[i + half] = x1 * c + x0 * s;
 	}
-}
-
-void dec_blas_single(void)
-{
-	blas_single();
-}
-
-void dec_matmul_cols(float *out, const float *inp, const float *w, int N, int IN, int OUT,
-		     int lo, int hi, int accumulate)
-{
-	if (hi <= lo)
-		return;
-	float beta = accumulate ? 1.0f : 0.0f;
-	if (N == 1)
-		cblas_sgemv(CblasRowMajor, CblasNoTrans, hi - lo, IN, 1.0f, w + (size_t)lo * IN, IN,
-			    inp, 1, beta, out + lo, 1);
-	else
-		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, hi - lo, IN, 1.0f, inp, IN,
-			    w + (size_t)lo * IN, IN, beta, out + lo, OUT);
 }
 
 WIDE void dec_swiglu_cols(float *out, const float *h, int N, int F, int lo, int hi)
