@@ -199,7 +199,8 @@ int model_decoder_init(model_decoder *md, model *m, uint32_t n_slots, uint32_t n
 				    n_slots, n_ctx, c->ctx);
 	md->m = m;
 	md->max_threads = omp_get_max_threads();
-	md->work = MODEL_DECODE_WORK;
+	const char *work = getenv("LMPIPE_DECODE_WORK");
+	md->work = work && atof(work) > 0 ? atof(work) : MODEL_DECODE_WORK;
 	md->n_slots = n_slots;
 	md->n_ctx = n_ctx;
 	const lm_backend *be = m->be;

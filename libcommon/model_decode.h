@@ -48,7 +48,8 @@ typedef struct model_decoder {
 	const float **kp, **vp;
 	float *cs_host;
 	int max_threads, threads; /* the caller's thread count; the one set now */
-	double work;           /* multiply-adds per thread: MODEL_DECODE_WORK (tests lower it) */
+	double work;           /* multiply-adds per thread: MODEL_DECODE_WORK, or the
+				* environment's LMPIPE_DECODE_WORK (tests lower it) */
 	int op_table;          /* 1: the op table's ops on the CPU too (tests compare the two) */
 	/* the CPU backend's own pass (model_decode_cpu.c) */
 	float *xt;             /* [max_threads][MODEL_DECODE_CHUNK][C] normed rows */
