@@ -122,14 +122,16 @@ static inline __attribute__((always_inline)) void dot8(float *s, const float *q,
  * for the whole output row, loops unrolled); others take attn_row. */
 enum { HEAD_SMALL = 32, HEAD_LARGE = 64, HEAD_MAX_FIXED = HEAD_LARGE };
 
-/* s[j] = exp(s[j] - max s), j < n; returns their sum. */
+/* s[j] = exp(s[j] - max s), j < n, vectorised (vexp.h); returns their sum. */
 static inline __attribute__((always_inline)) float softmax_exp(float *s, int n)
 {
 	float m = -INFINITY, sum = 0;
+#pragma omp simd reduction(max : m)
 	for (int j = 0; j < n; j++)
 		m = s[j] > m ? s[j] : m;
+#pragma omp simd reduction(+ : sum)
 	for (int j = 0; j < n; j++) {
-		s[j] = expf(s[j] - m);
+		s[j] = vexpf(s[j] - m);
 		sum += s[j];
 	}
 	return sum;
