@@ -187,6 +187,7 @@ void model_decoder_free(model_decoder *md)
 	free(md->scores);
 	free(md->packed);
 	free(md->pl);
+	dec_barrier_free(&md->bar);
 	memset(md, 0, sizeof *md);
 }
 
@@ -245,7 +246,8 @@ int model_decoder_init(model_decoder *md, model *m, uint32_t n_slots, uint32_t n
 	if (!strcmp(be->name, "cpu")) {
 		md->xt = malloc((size_t)md->max_threads * N * C * sizeof *md->xt);
 		md->scores = malloc((size_t)md->max_threads * n_ctx * sizeof *md->scores);
-		if (!md->xt || !md->scores || model_decode_cpu_pack(md) < 0) {
+		if (!md->xt || !md->scores || dec_barrier_init(&md->bar, md->max_threads) < 0 ||
+		    model_decode_cpu_pack(md) < 0) {
 			model_decoder_free(md);
 			return lm_seterr(e, "out of memory for the decoder's scratch");
 		}

@@ -6,11 +6,11 @@
  * so prefills of different lengths and single decode steps share every
  * matmul.  Long inputs go through in chunks of MODEL_DECODE_CHUNK tokens.
  *
- * A chunk wakes one thread per MODEL_DECODE_WORK multiply-adds (about a
- * millisecond of one core), up to the thread count in force when the
- * decoder was made: one token of a small model is cheaper than thread
- * synchronisation, which on a busy or virtual machine is slow and erratic
- * (bench/lm-sample-notes.md).  On the CPU backend a chunk is
+ * A chunk wakes one thread per MODEL_DECODE_WORK multiply-adds (a quarter
+ * of a million: about a megabyte of float32 weights, so that each thread's
+ * slice of the weights stays in its core's L2 cache from step to step), up
+ * to the thread count in force when the decoder was made; a tiny model
+ * runs on one thread (bench/lm-sample-notes.md).  On the CPU backend a chunk is
  * model_decode_cpu.c's single parallel region, each thread keeping its own
  * slice of the weights, meeting at spinning barriers.  Other backends run
  * the op table's ops (embedding, RMSNorm, matmuls, RoPE, SwiGLU) with
@@ -31,7 +31,7 @@
 #include "generate.h"
 #include "model.h"
 
-enum { MODEL_DECODE_CHUNK = 256, MODEL_DECODE_WORK = 1 << 23 };
+enum { MODEL_DECODE_CHUNK = 256, MODEL_DECODE_WORK = 1 << 18 };
 
 typedef struct model_decoder {
 	lm_decoder dec;        /* hand &dec to generate() */

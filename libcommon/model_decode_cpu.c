@@ -112,17 +112,17 @@ static void chunk_thread(model_decoder *md, int N, int single, float *const *out
 					RMSNORM_EPS);
 		dec_split(3 * C, t, nt, COL_ALIGN, &lo, &hi);
 		dec_gemm_cols(md->qkv, 3 * C, xn, N, C, q->qkv, lo, hi, 0);
-		dec_barrier_wait(b, nt);
+		dec_barrier_wait(b, t, nt);
 		for (int w = t; w < N * H; w += nt)
 			rope_store(md, l, w / H, w % H);
 		if (!single)
-			dec_barrier_wait(b, nt);
+			dec_barrier_wait(b, t, nt);
 		for (int w = t; w < N * H; w += nt)
 			attend(md, l, w / H, w % H, scale, s);
-		dec_barrier_wait(b, nt);
+		dec_barrier_wait(b, t, nt);
 		dec_split(C, t, nt, COL_ALIGN, &lo, &hi);
 		dec_gemm_cols(md->x, C, md->y, N, C, q->o, lo, hi, 1);
-		dec_barrier_wait(b, nt);
+		dec_barrier_wait(b, t, nt);
 		for (int i = 0; i < N; i++)
 			dec_rmsnorm_row(xn + (size_t)i * C, md->x + (size_t)i * C, p->ln2, C,
 					RMSNORM_EPS);
@@ -130,10 +130,10 @@ static void chunk_thread(model_decoder *md, int N, int single, float *const *out
 		dec_gemm_cols(md->h, 2 * F, xn, N, C, q->gate, lo, hi, 0);
 		dec_gemm_cols(md->h + F, 2 * F, xn, N, C, q->up, lo, hi, 0);
 		dec_swiglu_cols(md->sw, md->h, N, F, lo, hi);
-		dec_barrier_wait(b, nt);
+		dec_barrier_wait(b, t, nt);
 		dec_split(C, t, nt, COL_ALIGN, &lo, &hi);
 		dec_gemm_cols(md->x, C, md->sw, N, F, q->down, lo, hi, 1);
-		dec_barrier_wait(b, nt);
+		dec_barrier_wait(b, t, nt);
 	}
 	int nl = 0;
 	for (int i = 0; i < N; i++)

@@ -6,6 +6,7 @@
 
 #include <math.h>
 #include <sched.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "vexp.h"
@@ -29,21 +30,56 @@ static inline void cpu_relax(void)
 #endif
 }
 
-void dec_barrier_wait(dec_barrier *b, unsigned n_threads)
+enum { CACHE_LINE = 64 };
+
+struct dec_mark {
+	_Alignas(CACHE_LINE) atomic_uint v;
+};
+
+int dec_barrier_init(dec_barrier *b, int max_threads)
 {
-	unsigned gen = atomic_load_explicit(&b->gen, memory_order_acquire);
-	if (atomic_fetch_add_explicit(&b->count, 1, memory_order_acq_rel) + 1 == n_threads) {
-		atomic_store_explicit(&b->count, 0, memory_order_relaxed);
-		atomic_store_explicit(&b->gen, gen + 1, memory_order_release);
+	b->max_threads = max_threads;
+	b->mark = aligned_alloc(CACHE_LINE, (size_t)(max_threads + 1) * sizeof *b->mark);
+	if (!b->mark)
+		return -1;
+	for (int i = 0; i <= max_threads; i++)
+		atomic_init(&b->mark[i].v, 0);
+	b->gen = &b->mark[max_threads];
+	return 0;
+}
+
+void dec_barrier_free(dec_barrier *b)
+{
+	free(b->mark);
+	b->mark = b->gen = NULL;
+}
+
+/* Spin until *v differs from x (until_equal 0) or equals it (1). */
+static void wait_while(atomic_uint *v, unsigned x, int until_equal)
+{
+	for (unsigned spins = 0;; spins++) {
+		unsigned now = atomic_load_explicit(v, memory_order_acquire);
+		if (until_equal ? now == x : now != x)
+			return;
+		if (spins < SPINS_BEFORE_YIELD)
+			cpu_relax();
+		else
+			sched_yield();
+	}
+}
+
+void dec_barrier_wait(dec_barrier *b, int t, int nt)
+{
+	/* gen cannot move on before this thread arrives */
+	unsigned g = atomic_load_explicit(&b->gen->v, memory_order_acquire);
+	if (t) {
+		atomic_store_explicit(&b->mark[t].v, g + 1, memory_order_release);
+		wait_while(&b->gen->v, g, 0);
 		return;
 	}
-	for (unsigned spins = 0; atomic_load_explicit(&b->gen, memory_order_acquire) == gen;)
-		if (spins < SPINS_BEFORE_YIELD) {
-			spins++;
-			cpu_relax();
-		} else {
-			sched_yield();
-		}
+	for (int i = 1; i < nt; i++)
+		wait_while(&b->mark[i].v, g + 1, 1);
+	atomic_store_explicit(&b->gen->v, g + 1, memory_order_release);
 }
 
 void dec_split(int n, int t, int nt, int align, int *lo, int *hi)
