@@ -52,7 +52,7 @@ AI void tile(int mr, int np, float *c, int ldc, const float *a, int lda, const f
 			w[j] = *(const v16 *)(b + ((size_t)j * K + k) * DEC_PANEL);
 #pragma GCC unroll 8
 		for (int r = 0; r < mr; r++) {
-			v16 x = (v16){ 0 } + a[(size_t)r * lda + k];
+			v16 x = a[(size_t)r * lda + k] - (v16){ 0 }; /* a splat: x - 0 folds, 0 + x does not (-0) */
 #pragma GCC unroll 8
 			for (int j = 0; j < np; j++)
 				s[r][j] += x * w[j];
