@@ -254,6 +254,19 @@ static inline __attribute__((always_inline)) void dot16(float *s, const v16f *q,
 	memcpy(s, &r, sizeof r);
 }
 
+/* The cache rows of keys j .. j+LANES-1 (those below n) on their way to
+ * the core: a row's keys and values are short streams (a few KB each) in
+ * a cache far larger than the core's, which the hardware prefetcher ramps
+ * up to too late.  The values are fetched while the scores are computed. */
+enum { CACHE_LINE_FLOATS = 16, PREFETCH_BLOCKS = 2 };
+static inline __attribute__((always_inline)) void prefetch_keys(const float *x, int j, int n,
+								  int D)
+{
+	int end = j + LANES < n ? j + LANES : n;
+	for (const float *p = x + (size_t)j * D; p < x + (size_t)end * D; p += CACHE_LINE_FLOATS)
+		__builtin_prefetch(p);
+}
+
 static inline __attribute__((always_inline)) void attn_row16(float *o, const float *q,
 							       const float *k, const float *v,
 							       int n, int D, float scale, float *s)
@@ -262,8 +275,13 @@ static inline __attribute__((always_inline)) void attn_row16(float *o, const flo
 	v16f qv[MAX_CHUNKS];
 	for (int c = 0; c < nc; c++)
 		qv[c] = LOAD16(q + c * LANES);
-	for (; j + LANES <= n; j += LANES)
+	for (int b = 0; b < PREFETCH_BLOCKS; b++)
+		prefetch_keys(k, b * LANES, n, D);
+	for (; j + LANES <= n; j += LANES) {
+		prefetch_keys(k, j + LANES * PREFETCH_BLOCKS, n, D);
+		prefetch_keys(v, j, n, D);
 		dot16(s + j, qv, nc, k + (size_t)j * D, D, scale);
+	}
 	for (; j < n; j++) {
 		const float *kj = k + (size_t)j * D;
 		float dot = 0;
