@@ -12,8 +12,9 @@
 #
 #   THREADS="16 2"  thread counts (default: all cores)
 #   BATCHES="1 64"  MODEL=s5m  PROMPT=32  NEW=64
-#   ROUNDS1=16      rounds at batch 1 (a round of 63 tokens is too short
-#                   to time on a noisy machine); other batches: 1 round
+#   ROUNDS1=16      rounds at batch 1, ROUNDS=4 at other batches (one
+#                   round of 63 steps is too short to time on a noisy
+#                   machine: process start-up varies by tens of ms)
 #   REPEAT=5        lm-sample runs per timing (the least counts)
 #   WAIT="active passive"  OMP_WAIT_POLICY values to run lm-sample with
 #   REF=1           0: no generate() reference (for sweeps in one run)
@@ -31,6 +32,7 @@ NEW=${NEW:-64}
 PYTHON=${PYTHON:-python3}
 WAIT=${WAIT:-active passive}
 ROUNDS1=${ROUNDS1:-16}
+ROUNDS=${ROUNDS:-4}
 REPEAT=${REPEAT:-5}
 REF=${REF:-1}
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/lm-sample-bench.XXXXXX")
@@ -70,7 +72,7 @@ best() { # best CMD...: the least of REPEAT runs
 
 for n in $THREADS; do
 	for b in $BATCHES; do
-		r=1
+		r=$ROUNDS
 		[ "$b" = 1 ] && r=$ROUNDS1
 		tps=0
 		for w in $WAIT; do
