@@ -36,4 +36,13 @@ void dec_pack(float *dst, const float *w, int IN, int OUT);
 void dec_gemm_cols(float *out, int ldo, const float *inp, int N, int IN, const float *packed,
 		   int lo, int hi, int accumulate);
 
+/* The code paths; dec_gemm_cols takes the widest the CPU runs
+ * (dec_gemm_best), dec_gemm_cols_on the one given (<= dec_gemm_best(); for
+ * tests of the narrower ones).  Each path sums in the same order, but only
+ * the wide ones fuse the multiply-adds. */
+enum { DEC_GEMM_BASE, DEC_GEMM_AVX2, DEC_GEMM_AVX512 };
+int dec_gemm_best(void);
+void dec_gemm_cols_on(int path, float *out, int ldo, const float *inp, int N, int IN,
+		      const float *packed, int lo, int hi, int accumulate);
+
 #endif

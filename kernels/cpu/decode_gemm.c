@@ -129,20 +129,36 @@ __attribute__((target("arch=x86-64-v3"))) static void gemm_avx2(GEMM_ARGS)
 }
 #endif
 
-void dec_gemm_cols(GEMM_ARGS)
+int dec_gemm_best(void)
+{
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+	if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+	    __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq"))
+		return DEC_GEMM_AVX512;
+	if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+		return DEC_GEMM_AVX2;
+#endif
+	return DEC_GEMM_BASE;
+}
+
+void dec_gemm_cols_on(int path, GEMM_ARGS)
 {
 	if (hi <= lo)
 		return;
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-	if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-	    __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq")) {
+	if (path == DEC_GEMM_AVX512) {
 		gemm_avx512(GEMM_PASS);
 		return;
 	}
-	if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+	if (path == DEC_GEMM_AVX2) {
 		gemm_avx2(GEMM_PASS);
 		return;
 	}
 #endif
 	gemm_base(GEMM_PASS);
+}
+
+void dec_gemm_cols(GEMM_ARGS)
+{
+	dec_gemm_cols_on(dec_gemm_best(), GEMM_PASS);
 }

@@ -2,7 +2,8 @@
  * double-precision loop, on sizes that are not multiples of the panel or
  * of the register tile, whole and in column slices, overwriting and
  * accumulating; and the promise that a row's result does not depend on the
- * batch it is in (bit for bit). */
+ * batch it is in (bit for bit).  Every code path this CPU runs (AVX-512,
+ * AVX2, plain). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,7 +32,7 @@ static float *packed_of(const float *w, int IN, int OUT)
 enum { LDO_PAD = 3 };
 static const float CANARY = 1234.5f;
 
-static double check(int N, int IN, int OUT, int slice, int accumulate, unsigned *st)
+static double check(int path, int N, int IN, int OUT, int slice, int accumulate, unsigned *st)
 {
 	int ldo = OUT + LDO_PAD;
 	float *a = malloc((size_t)N * IN * sizeof *a), *w = malloc((size_t)OUT * IN * sizeof *w);
@@ -46,7 +47,8 @@ static double check(int N, int IN, int OUT, int slice, int accumulate, unsigned 
 	float *p = packed_of(w, IN, OUT);
 	int step = slice ? slice : OUT;
 	for (int lo = 0; lo < OUT; lo += step)
-		dec_gemm_cols(out, ldo, a, N, IN, p, lo, lo + step < OUT ? lo + step : OUT, accumulate);
+		dec_gemm_cols_on(path, out, ldo, a, N, IN, p, lo, lo + step < OUT ? lo + step : OUT,
+				 accumulate);
 	double err = 0;
 	for (int n = 0; n < N; n++)
 		for (int o = 0; o < ldo; o++) {
@@ -68,7 +70,7 @@ static double check(int N, int IN, int OUT, int slice, int accumulate, unsigned 
 }
 
 /* Row r of an N-row product equals the same row computed alone. */
-static int rows_alone(int N, int IN, int OUT, unsigned *st)
+static int rows_alone(int path, int N, int IN, int OUT, unsigned *st)
 {
 	float *a = malloc((size_t)N * IN * sizeof *a), *w = malloc((size_t)OUT * IN * sizeof *w);
 	float *all = malloc((size_t)N * OUT * sizeof *all), *one = malloc((size_t)OUT * sizeof *one);
@@ -77,10 +79,10 @@ static int rows_alone(int N, int IN, int OUT, unsigned *st)
 	for (int i = 0; i < OUT * IN; i++)
 		w[i] = frand(st);
 	float *p = packed_of(w, IN, OUT);
-	dec_gemm_cols(all, OUT, a, N, IN, p, 0, OUT, 0);
+	dec_gemm_cols_on(path, all, OUT, a, N, IN, p, 0, OUT, 0);
 	int same = 1;
 	for (int r = 0; r < N; r++) {
-		dec_gemm_cols(one, OUT, a + (size_t)r * IN, 1, IN, p, 0, OUT, 0);
+		dec_gemm_cols_on(path, one, OUT, a + (size_t)r * IN, 1, IN, p, 0, OUT, 0);
 		same &= !memcmp(one, all + (size_t)r * OUT, (size_t)OUT * sizeof *one);
 	}
 	free(a);
@@ -96,19 +98,25 @@ int main(void)
 	static const int rows[] = { 1, 2, 5, 6, 7, 13, 64 };
 	static const int ins[] = { 1, 3, 17, 64 };
 	static const int outs[] = { 1, 15, 16, 17, 50, 100 };
+	static const char *const names[] = { "plain", "AVX2", "AVX-512" };
 	const double TOL = 1e-5;
 	unsigned st = 7;
-	for (size_t r = 0; r < sizeof rows / sizeof *rows; r++)
-		for (size_t i = 0; i < sizeof ins / sizeof *ins; i++) {
+	for (int path = dec_gemm_best(); path >= DEC_GEMM_BASE; path--) {
+		for (size_t r = 0; r < sizeof rows / sizeof *rows; r++) {
 			double worst = 0;
-			for (size_t o = 0; o < sizeof outs / sizeof *outs; o++)
-				for (int slice = 0; slice <= 2 * DEC_PANEL; slice += DEC_PANEL)
-					for (int acc = 0; acc < 2; acc++)
-						worst = fmax(worst, check(rows[r], ins[i], outs[o], slice, acc, &st));
-			ok(worst < TOL, "%d rows, %d inputs: every width, slice and mode within %.0g (%.2g)",
-			   rows[r], ins[i], TOL, worst);
+			for (size_t i = 0; i < sizeof ins / sizeof *ins; i++)
+				for (size_t o = 0; o < sizeof outs / sizeof *outs; o++)
+					for (int slice = 0; slice <= 2 * DEC_PANEL; slice += DEC_PANEL)
+						for (int acc = 0; acc < 2; acc++)
+							worst = fmax(worst, check(path, rows[r], ins[i], outs[o],
+										  slice, acc, &st));
+			ok(worst < TOL, "%s: %d rows, every depth, width, slice and mode within %.0g (%.2g)",
+			   names[path], rows[r], TOL, worst);
 		}
-	ok(rows_alone(13, 37, 70, &st), "13 rows at once equal each row alone, bit for bit");
-	ok(rows_alone(64, 256, 96, &st), "64 rows at once equal each row alone, bit for bit");
+		ok(rows_alone(path, 13, 37, 70, &st), "%s: 13 rows at once equal each row alone, bit for bit",
+		   names[path]);
+		ok(rows_alone(path, 64, 256, 96, &st), "%s: 64 rows at once equal each row alone, bit for bit",
+		   names[path]);
+	}
 	return done_testing();
 }
