@@ -20,7 +20,8 @@
  * generation; thread 0 waits for every mark, then announces.  No line is
  * written by more than one thread, so a barrier costs two cache-line
  * transfers in turn, not one per thread queued on one counter (16 threads
- * of the benchmark machine: ~2.5 us with a shared counter).  Waiting
+ * of the benchmark machine: 0.64 us, against 2.5-3 us with a shared
+ * counter).  Waiting
  * threads spin (with a pause) for a while, then yield the core, so an
  * oversubscribed machine still makes progress. */
 struct dec_mark;
