@@ -33,6 +33,20 @@
 
 enum { MODEL_DECODE_CHUNK = 256, MODEL_DECODE_WORK = 1 << 18 };
 
+/* The phases of a CPU decoding step, as thread 0 sees them (each ends at a
+ * barrier; the region's start is in the first, its end in the last), for
+ * model_decoder.phase_s. */
+enum {
+	DECODE_PHASE_QKV,      /* RMSNorm, QKV product */
+	DECODE_PHASE_ROPE,     /* RoPE, cache store */
+	DECODE_PHASE_ATTN,     /* attention */
+	DECODE_PHASE_OUT,      /* output projection */
+	DECODE_PHASE_GATE_UP,  /* RMSNorm, gate and up products, SwiGLU */
+	DECODE_PHASE_DOWN,     /* down product */
+	DECODE_PHASE_HEAD,     /* final RMSNorm, output head, logits copied out */
+	DECODE_PHASES
+};
+
 typedef struct model_decoder {
 	lm_decoder dec;        /* hand &dec to generate() */
 	model *m;
@@ -60,6 +74,10 @@ typedef struct model_decoder {
 	} *pl;                 /* per layer, into packed */
 	const float *phead;    /* the output head, into packed */
 	dec_barrier bar;
+	/* diagnostics (bench/lm-sample-phases.sh): when set, the seconds of
+	 * each phase of every chunk of one token per sequence are added to
+	 * phase_s[DECODE_PHASES] */
+	double *phase_s, phase_t;
 } model_decoder;
 
 /* Slots and cache length (<= the model's context) for m, whose weights are

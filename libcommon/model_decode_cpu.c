@@ -12,6 +12,7 @@
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "decode_gemm.h"
 #include "decode_ops.h"
@@ -91,6 +92,23 @@ static void attend(model_decoder *md, int l, int i, int h, float scale, float *s
 			(int)md->pos[i] + 1, D, scale, s);
 }
 
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Thread 0, when phases are timed: the time since the last mark to phase. */
+static void mark(model_decoder *md, int t, int phase)
+{
+	if (t || !md->phase_t)
+		return;
+	double now = now_s();
+	md->phase_s[phase] += now - md->phase_t;
+	md->phase_t = now;
+}
+
 /* Thread t of nt: its share of every op of the chunk.  single: every token
  * is its sequence's only one in the chunk, so a token's attention reads
  * only what earlier chunks and its own thread wrote. */
@@ -113,16 +131,20 @@ static void chunk_thread(model_decoder *md, int N, int single, float *const *out
 		dec_split(3 * C, t, nt, COL_ALIGN, &lo, &hi);
 		dec_gemm_cols(md->qkv, 3 * C, xn, N, C, q->qkv, lo, hi, 0);
 		dec_barrier_wait(b, t, nt);
+		mark(md, t, DECODE_PHASE_QKV);
 		for (int w = t; w < N * H; w += nt)
 			rope_store(md, l, w / H, w % H);
 		if (!single)
 			dec_barrier_wait(b, t, nt);
+		mark(md, t, DECODE_PHASE_ROPE);
 		for (int w = t; w < N * H; w += nt)
 			attend(md, l, w / H, w % H, scale, s);
 		dec_barrier_wait(b, t, nt);
+		mark(md, t, DECODE_PHASE_ATTN);
 		dec_split(C, t, nt, COL_ALIGN, &lo, &hi);
 		dec_gemm_cols(md->x, C, md->y, N, C, q->o, lo, hi, 1);
 		dec_barrier_wait(b, t, nt);
+		mark(md, t, DECODE_PHASE_OUT);
 		for (int i = 0; i < N; i++)
 			dec_rmsnorm_row(xn + (size_t)i * C, md->x + (size_t)i * C, p->ln2, C,
 					RMSNORM_EPS);
@@ -131,9 +153,11 @@ static void chunk_thread(model_decoder *md, int N, int single, float *const *out
 		dec_gemm_cols(md->h + F, 2 * F, xn, N, C, q->up, lo, hi, 0);
 		dec_swiglu_cols(md->sw, md->h, N, F, lo, hi);
 		dec_barrier_wait(b, t, nt);
+		mark(md, t, DECODE_PHASE_GATE_UP);
 		dec_split(C, t, nt, COL_ALIGN, &lo, &hi);
 		dec_gemm_cols(md->x, C, md->sw, N, F, q->down, lo, hi, 1);
 		dec_barrier_wait(b, t, nt);
+		mark(md, t, DECODE_PHASE_DOWN);
 	}
 	int nl = 0;
 	for (int i = 0; i < N; i++)
@@ -169,6 +193,8 @@ void model_decode_cpu_chunk(model_decoder *md, int N, float *const *out)
 		       (size_t)c->d_model * sizeof(float));
 	}
 	int nt = chunk_threads(md, N);
+	md->phase_t = md->phase_s && single ? now_s() : 0;
 #pragma omp parallel num_threads(nt) if (nt > 1)
 	chunk_thread(md, N, single, out, omp_get_thread_num(), omp_get_num_threads());
+	mark(md, 0, DECODE_PHASE_HEAD);
 }
