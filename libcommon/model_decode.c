@@ -185,6 +185,9 @@ void model_decoder_free(model_decoder *md)
 	free(md->cs_host);
 	free(md->xt);
 	free(md->scores);
+	free(md->packed);
+	free(md->pl);
+	dec_barrier_free(&md->bar);
 	memset(md, 0, sizeof *md);
 }
 
@@ -197,7 +200,8 @@ int model_decoder_init(model_decoder *md, model *m, uint32_t n_slots, uint32_t n
 				    n_slots, n_ctx, c->ctx);
 	md->m = m;
 	md->max_threads = omp_get_max_threads();
-	md->work = MODEL_DECODE_WORK;
+	const char *work = getenv("LMPIPE_DECODE_WORK");
+	md->work = work && atof(work) > 0 ? atof(work) : MODEL_DECODE_WORK;
 	md->n_slots = n_slots;
 	md->n_ctx = n_ctx;
 	const lm_backend *be = m->be;
@@ -242,7 +246,8 @@ int model_decoder_init(model_decoder *md, model *m, uint32_t n_slots, uint32_t n
 	if (!strcmp(be->name, "cpu")) {
 		md->xt = malloc((size_t)md->max_threads * N * C * sizeof *md->xt);
 		md->scores = malloc((size_t)md->max_threads * n_ctx * sizeof *md->scores);
-		if (!md->xt || !md->scores) {
+		if (!md->xt || !md->scores || dec_barrier_init(&md->bar, md->max_threads) < 0 ||
+		    model_decode_cpu_pack(md) < 0) {
 			model_decoder_free(md);
 			return lm_seterr(e, "out of memory for the decoder's scratch");
 		}

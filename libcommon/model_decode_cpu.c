@@ -10,12 +10,59 @@
 
 #include <math.h>
 #include <omp.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
+#include "decode_gemm.h"
 #include "decode_ops.h"
 #include "rmsnorm.h"
 
-enum { COL_ALIGN = 16 };
+/* Thread slices of the matrices' columns: whole panels. */
+enum { COL_ALIGN = DEC_PANEL };
+
+/* Pack W [OUT][IN] at *at (when base is set; else only count) and move
+ * *at past it, keeping the next matrix aligned. */
+static const float *pack_one(float *base, size_t *at, const float *w, int IN, int OUT)
+{
+	const size_t align = DEC_PACK_ALIGN / sizeof(float);
+	float *dst = base + *at;
+	*at += (dec_packed_floats(IN, OUT) + align - 1) / align * align;
+	if (base)
+		dec_pack(dst, w, IN, OUT);
+	return dst;
+}
+
+/* Two passes: the size, then the packing. */
+static size_t pack_all(model_decoder *md, float *base)
+{
+	const model *m = md->m;
+	const model_config *c = &m->cfg;
+	int C = c->d_model, F = c->d_ff;
+	size_t at = 0;
+	for (int l = 0; l < c->n_layers; l++) {
+		const layer_ptrs *p = &m->lp[l];
+		struct packed_layer *q = &md->pl[l];
+		q->qkv = pack_one(base, &at, p->wqkv, C, 3 * C);
+		q->o = pack_one(base, &at, p->wo, C, C);
+		q->gate = pack_one(base, &at, p->wgu, C, F);
+		q->up = pack_one(base, &at, p->wgu + (size_t)F * C, C, F);
+		q->down = pack_one(base, &at, p->wdown, F, C);
+	}
+	md->phead = pack_one(base, &at, m->head, C, c->vocab);
+	return at;
+}
+
+int model_decode_cpu_pack(model_decoder *md)
+{
+	if (!(md->pl = calloc((size_t)md->m->cfg.n_layers, sizeof *md->pl)))
+		return -1;
+	size_t n = pack_all(md, NULL);
+	if (!(md->packed = aligned_alloc(DEC_PACK_ALIGN, n * sizeof(float))))
+		return -1;
+	pack_all(md, md->packed);
+	return 0;
+}
 
 /* Write token i's rotated key and its value into its slot's cache, and
  * rotate its query in place (in qkv). */
@@ -45,6 +92,23 @@ static void attend(model_decoder *md, int l, int i, int h, float scale, float *s
 			(int)md->pos[i] + 1, D, scale, s);
 }
 
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Thread 0, when phases are timed: the time since the last mark to phase. */
+static void mark(model_decoder *md, int t, int phase)
+{
+	if (t || !md->phase_t)
+		return;
+	double now = now_s();
+	md->phase_s[phase] += now - md->phase_t;
+	md->phase_t = now;
+}
+
 /* Thread t of nt: its share of every op of the chunk.  single: every token
  * is its sequence's only one in the chunk, so a token's attention reads
  * only what earlier chunks and its own thread wrote. */
@@ -60,33 +124,40 @@ static void chunk_thread(model_decoder *md, int N, int single, float *const *out
 	int lo, hi;
 	for (int l = 0; l < c->n_layers; l++) {
 		const layer_ptrs *p = &m->lp[l];
+		const struct packed_layer *q = &md->pl[l];
 		for (int i = 0; i < N; i++)
 			dec_rmsnorm_row(xn + (size_t)i * C, md->x + (size_t)i * C, p->ln1, C,
 					RMSNORM_EPS);
 		dec_split(3 * C, t, nt, COL_ALIGN, &lo, &hi);
-		dec_matmul_cols(md->qkv, xn, p->wqkv, N, C, 3 * C, lo, hi, 0);
-		dec_barrier_wait(b, nt);
+		dec_gemm_cols(md->qkv, 3 * C, xn, N, C, q->qkv, lo, hi, 0);
+		dec_barrier_wait(b, t, nt);
+		mark(md, t, DECODE_PHASE_QKV);
 		for (int w = t; w < N * H; w += nt)
 			rope_store(md, l, w / H, w % H);
 		if (!single)
-			dec_barrier_wait(b, nt);
+			dec_barrier_wait(b, t, nt);
+		mark(md, t, DECODE_PHASE_ROPE);
 		for (int w = t; w < N * H; w += nt)
 			attend(md, l, w / H, w % H, scale, s);
-		dec_barrier_wait(b, nt);
+		dec_barrier_wait(b, t, nt);
+		mark(md, t, DECODE_PHASE_ATTN);
 		dec_split(C, t, nt, COL_ALIGN, &lo, &hi);
-		dec_matmul_cols(md->x, md->y, p->wo, N, C, C, lo, hi, 1);
-		dec_barrier_wait(b, nt);
+		dec_gemm_cols(md->x, C, md->y, N, C, q->o, lo, hi, 1);
+		dec_barrier_wait(b, t, nt);
+		mark(md, t, DECODE_PHASE_OUT);
 		for (int i = 0; i < N; i++)
 			dec_rmsnorm_row(xn + (size_t)i * C, md->x + (size_t)i * C, p->ln2, C,
 					RMSNORM_EPS);
 		dec_split(F, t, nt, COL_ALIGN, &lo, &hi);
-		dec_matmul_cols(md->h, xn, p->wgu, N, C, 2 * F, lo, hi, 0);
-		dec_matmul_cols(md->h, xn, p->wgu, N, C, 2 * F, F + lo, F + hi, 0);
+		dec_gemm_cols(md->h, 2 * F, xn, N, C, q->gate, lo, hi, 0);
+		dec_gemm_cols(md->h + F, 2 * F, xn, N, C, q->up, lo, hi, 0);
 		dec_swiglu_cols(md->sw, md->h, N, F, lo, hi);
-		dec_barrier_wait(b, nt);
+		dec_barrier_wait(b, t, nt);
+		mark(md, t, DECODE_PHASE_GATE_UP);
 		dec_split(C, t, nt, COL_ALIGN, &lo, &hi);
-		dec_matmul_cols(md->x, md->sw, p->wdown, N, F, C, lo, hi, 1);
-		dec_barrier_wait(b, nt);
+		dec_gemm_cols(md->x, C, md->sw, N, F, q->down, lo, hi, 1);
+		dec_barrier_wait(b, t, nt);
+		mark(md, t, DECODE_PHASE_DOWN);
 	}
 	int nl = 0;
 	for (int i = 0; i < N; i++)
@@ -96,7 +167,7 @@ static void chunk_thread(model_decoder *md, int N, int single, float *const *out
 	if (!nl)
 		return; /* a chunk within a long prompt only fills the cache */
 	dec_split(V, t, nt, COL_ALIGN, &lo, &hi);
-	dec_matmul_cols(md->logits, xn, m->head, nl, C, V, lo, hi, 0);
+	dec_gemm_cols(md->logits, V, xn, nl, C, md->phead, lo, hi, 0);
 	nl = 0;
 	for (int i = 0; i < N && hi > lo; i++)
 		if (md->last_of[i] >= 0)
@@ -122,7 +193,8 @@ void model_decode_cpu_chunk(model_decoder *md, int N, float *const *out)
 		       (size_t)c->d_model * sizeof(float));
 	}
 	int nt = chunk_threads(md, N);
-	dec_blas_single();
+	md->phase_t = md->phase_s && single ? now_s() : 0;
 #pragma omp parallel num_threads(nt) if (nt > 1)
 	chunk_thread(md, N, single, out, omp_get_thread_num(), omp_get_num_threads());
+	mark(md, 0, DECODE_PHASE_HEAD);
 }

@@ -6,9 +6,9 @@
 
 #include <math.h>
 #include <sched.h>
+#include <stdlib.h>
 #include <string.h>
 
-#include "blas_single.h"
 #include "vexp.h"
 
 /* The row loops run where the work is: the build targets x86-64-v2, and a
@@ -30,21 +30,56 @@ static inline void cpu_relax(void)
 #endif
 }
 
-void dec_barrier_wait(dec_barrier *b, unsigned n_threads)
+enum { CACHE_LINE = 64 };
+
+struct dec_mark {
+	_Alignas(CACHE_LINE) atomic_uint v;
+};
+
+int dec_barrier_init(dec_barrier *b, int max_threads)
 {
-	unsigned gen = atomic_load_explicit(&b->gen, memory_order_acquire);
-	if (atomic_fetch_add_explicit(&b->count, 1, memory_order_acq_rel) + 1 == n_threads) {
-		atomic_store_explicit(&b->count, 0, memory_order_relaxed);
-		atomic_store_explicit(&b->gen, gen + 1, memory_order_release);
+	b->max_threads = max_threads;
+	b->mark = aligned_alloc(CACHE_LINE, (size_t)(max_threads + 1) * sizeof *b->mark);
+	if (!b->mark)
+		return -1;
+	for (int i = 0; i <= max_threads; i++)
+		atomic_init(&b->mark[i].v, 0);
+	b->gen = &b->mark[max_threads];
+	return 0;
+}
+
+void dec_barrier_free(dec_barrier *b)
+{
+	free(b->mark);
+	b->mark = b->gen = NULL;
+}
+
+/* Spin until *v differs from x (until_equal 0) or equals it (1). */
+static void wait_while(atomic_uint *v, unsigned x, int until_equal)
+{
+	for (unsigned spins = 0;; spins++) {
+		unsigned now = atomic_load_explicit(v, memory_order_acquire);
+		if (until_equal ? now == x : now != x)
+			return;
+		if (spins < SPINS_BEFORE_YIELD)
+			cpu_relax();
+		else
+			sched_yield();
+	}
+}
+
+void dec_barrier_wait(dec_barrier *b, int t, int nt)
+{
+	/* gen cannot move on before this thread arrives */
+	unsigned g = atomic_load_explicit(&b->gen->v, memory_order_acquire);
+	if (t) {
+		atomic_store_explicit(&b->mark[t].v, g + 1, memory_order_release);
+		wait_while(&b->gen->v, g, 0);
 		return;
 	}
-	for (unsigned spins = 0; atomic_load_explicit(&b->gen, memory_order_acquire) == gen;)
-		if (spins < SPINS_BEFORE_YIELD) {
-			spins++;
-			cpu_relax();
-		} else {
-			sched_yield();
-		}
+	for (int i = 1; i < nt; i++)
+		wait_while(&b->mark[i].v, g + 1, 1);
+	atomic_store_explicit(&b->gen->v, g + 1, memory_order_release);
 }
 
 void dec_split(int n, int t, int nt, int align, int *lo, int *hi)
@@ -73,25 +108,6 @@ WIDE void dec_rope_row(float *x, const float *cs, int D)
 		x[i] = x0 * c - x1 * s;
 		x[i + half] = x1 * c + x0 * s;
 	}
-}
-
-void dec_blas_single(void)
-{
-	blas_single();
-}
-
-void dec_matmul_cols(float *out, const float *inp, const float *w, int N, int IN, int OUT,
-		     int lo, int hi, int accumulate)
-{
-	if (hi <= lo)
-		return;
-	float beta = accumulate ? 1.0f : 0.0f;
-	if (N == 1)
-		cblas_sgemv(CblasRowMajor, CblasNoTrans, hi - lo, IN, 1.0f, w + (size_t)lo * IN, IN,
-			    inp, 1, beta, out + lo, 1);
-	else
-		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, hi - lo, IN, 1.0f, inp, IN,
-			    w + (size_t)lo * IN, IN, beta, out + lo, OUT);
 }
 
 WIDE void dec_swiglu_cols(float *out, const float *h, int N, int F, int lo, int hi)
@@ -142,14 +158,16 @@ static inline __attribute__((always_inline)) void dot8(float *s, const float *q,
  * for the whole output row, loops unrolled); others take attn_row. */
 enum { HEAD_SMALL = 32, HEAD_LARGE = 64, HEAD_MAX_FIXED = HEAD_LARGE };
 
-/* s[j] = exp(s[j] - max s), j < n; returns their sum. */
+/* s[j] = exp(s[j] - max s), j < n, vectorised (vexp.h); returns their sum. */
 static inline __attribute__((always_inline)) float softmax_exp(float *s, int n)
 {
 	float m = -INFINITY, sum = 0;
+#pragma omp simd reduction(max : m)
 	for (int j = 0; j < n; j++)
 		m = s[j] > m ? s[j] : m;
+#pragma omp simd reduction(+ : sum)
 	for (int j = 0; j < n; j++) {
-		s[j] = expf(s[j] - m);
+		s[j] = vexpf(s[j] - m);
 		sum += s[j];
 	}
 	return sum;
@@ -236,6 +254,19 @@ static inline __attribute__((always_inline)) void dot16(float *s, const v16f *q,
 	memcpy(s, &r, sizeof r);
 }
 
+/* The cache rows of keys j .. j+LANES-1 (those below n) on their way to
+ * the core: a row's keys and values are short streams (a few KB each) in
+ * a cache far larger than the core's, which the hardware prefetcher ramps
+ * up to too late.  The values are fetched while the scores are computed. */
+enum { CACHE_LINE_FLOATS = 16, PREFETCH_BLOCKS = 2 };
+static inline __attribute__((always_inline)) void prefetch_keys(const float *x, int j, int n,
+								  int D)
+{
+	int end = j + LANES < n ? j + LANES : n;
+	for (const float *p = x + (size_t)j * D; p < x + (size_t)end * D; p += CACHE_LINE_FLOATS)
+		__builtin_prefetch(p);
+}
+
 static inline __attribute__((always_inline)) void attn_row16(float *o, const float *q,
 							       const float *k, const float *v,
 							       int n, int D, float scale, float *s)
@@ -244,8 +275,13 @@ static inline __attribute__((always_inline)) void attn_row16(float *o, const flo
 	v16f qv[MAX_CHUNKS];
 	for (int c = 0; c < nc; c++)
 		qv[c] = LOAD16(q + c * LANES);
-	for (; j + LANES <= n; j += LANES)
+	for (int b = 0; b < PREFETCH_BLOCKS; b++)
+		prefetch_keys(k, b * LANES, n, D);
+	for (; j + LANES <= n; j += LANES) {
+		prefetch_keys(k, j + LANES * PREFETCH_BLOCKS, n, D);
+		prefetch_keys(v, j, n, D);
 		dot16(s + j, qv, nc, k + (size_t)j * D, D, scale);
+	}
 	for (; j < n; j++) {
 		const float *kj = k + (size_t)j * D;
 		float dot = 0;
