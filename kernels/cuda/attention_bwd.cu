@@ -48,6 +48,11 @@
 #ifndef BWD_WGMMA
 #define BWD_WGMMA 1
 #endif
+// 1: the wgmma backward issues dQ's products without first waiting for dV
+// and dK; 0: it waits (the first wgmma version).
+#ifndef BWD_DQ_QUEUED
+#define BWD_DQ_QUEUED 1
+#endif
 // wgmma backward: query rows per step (64 or 128) and warpgroups (64 keys
 // each) per block.
 #ifndef BWD64_WG_BM
@@ -585,12 +590,16 @@ bwd_wgmma_kernel(const bf16 *__restrict__ q, const bf16 *__restrict__ k,
 			}
 		fence_proxy_async();
 		__syncthreads();
-		wgb_wait<0>();  // dV, dK done: pa, sa free
-		wgb_keep_u32<BM / 16>(pa);
-		wgb_keep_u32<BM / 16>(sa);
-		fence_regs<D / 8>(adk);
-		fence_regs<D / 8>(adv);
+		if (!BWD_DQ_QUEUED) {
+			wgb_wait<0>();  // dV, dK done: pa, sa free
+			wgb_keep_u32<BM / 16>(pa);
+			wgb_keep_u32<BM / 16>(sa);
+			fence_regs<D / 8>(adk);
+			fence_regs<D / 8>(adv);
+		}
 
+		// dQ's products queue behind dV's and dK's (BWD_DQ_QUEUED): one wait
+		// for all three.
 		for (int p = wg; p < C::DQ_PIECES; p += NWG) {
 			const int rb = p / (D / DQN), c0 = p % (D / DQN) * DQN;
 			const uint32_t boff = c0 / SLAB_COLS * KSLAB + c0 % SLAB_COLS * sizeof(bf16);
@@ -609,6 +618,13 @@ bwd_wgmma_kernel(const bf16 *__restrict__ q, const bf16 *__restrict__ k,
 			wgb_wait<0>();
 			fence_regs<DQN / 8>(c);
 			red_rows<D, DQN>(dqacc, c, m0 + rb * BWG_MROWS + warp * 16 + g, c0, t, T);
+		}
+		if (BWD_DQ_QUEUED) {
+			wgb_wait<0>();  // (a warpgroup without a dQ piece) dV, dK done
+			wgb_keep_u32<BM / 16>(pa);
+			wgb_keep_u32<BM / 16>(sa);
+			fence_regs<D / 8>(adk);
+			fence_regs<D / 8>(adv);
 		}
 	}
 	fence_regs<D / 8>(adk);
