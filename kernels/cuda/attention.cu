@@ -180,15 +180,6 @@ struct WgCfg {
 	static constexpr size_t SMEM = (size_t)(BR * D + 4 * WG_BC * D) * sizeof(bf16) + SW_ATOM_BYTES;
 };
 
-template <int D>
-__device__ __forceinline__ void wgmma_pv(float (*acc)[4], const uint32_t a[4], uint64_t db)
-{
-	if constexpr (D == 64)
-		wgmma_rs_n64_tb(acc, a, db);
-	else
-		wgmma_rs_n128_tb(acc, a, db);
-}
-
 template <int D, int NWG>
 __global__ void __launch_bounds__(WG_THREADS * NWG, 1)
 fwd_wgmma_kernel(const bf16 *__restrict__ q, const bf16 *__restrict__ k,
@@ -262,27 +253,21 @@ fwd_wgmma_kernel(const bf16 *__restrict__ q, const bf16 *__restrict__ k,
 			wgmma_ss_n128(s, da, db, kk > 0);
 		}
 		wgmma_commit();
-		wgmma_wait0();
+		wgmma_wait<0>();
 		fence_regs<BC / 8>(s);
 
 		mask_tile<BC>(s, k0, wrow, g, t, T, causal);
 		online_softmax<BC, D>(s, acc, mx, sum, sl2);
 		uint32_t pa[BC / 16][4];
-#pragma unroll
-		for (int kk = 0; kk < BC / 16; kk++) {
-			pa[kk][0] = pack_bf16(s[2 * kk][0], s[2 * kk][1]);
-			pa[kk][1] = pack_bf16(s[2 * kk][2], s[2 * kk][3]);
-			pa[kk][2] = pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]);
-			pa[kk][3] = pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3]);
-		}
+		to_pa<BC>(pa, s);
 		fence_regs<D / 8>(acc);
 		wgmma_fence();
 #pragma unroll
 		for (int kk = 0; kk < BC / 16; kk++)
-			wgmma_pv<D>(acc, pa[kk], sw128_desc(vaddr + kk * 16 * SLAB_ROW_BYTES, KSLAB,
+			wgmma_rs_tb<D>(acc, pa[kk], sw128_desc(vaddr + kk * 16 * SLAB_ROW_BYTES, KSLAB,
 							    SW_ATOM_BYTES));
 		wgmma_commit();
-		wgmma_wait0();
+		wgmma_wait<0>();
 		fence_regs<D / 8>(acc);
 	}
 

@@ -438,7 +438,7 @@ __device__ __forceinline__ void p_ds(float (*st)[4], float (*dpt)[4], uint32_t l
 #pragma unroll
 		for (int e = 0; e < 4; e++) {
 			const int qi = q + (e & 1), kr = key + (e >> 1) * 8;
-			float p = ex2_fast(fmaf(st[i][e], sl2, -LOG2E * (e & 1 ? l.y : l.x)));
+			float p = exp2_ftz(fmaf(st[i][e], sl2, -LOG2E * (e & 1 ? l.y : l.x)));
 			if (MASK && (kr >= T || m0 + qi >= T || (causal && m0 + qi < kr)))
 				p = 0;
 			st[i][e] = p;
@@ -551,7 +551,7 @@ bwd_wgmma_kernel(const bf16 *__restrict__ q, const bf16 *__restrict__ k,
 					   db, kk > 0);
 			}
 			wgmma_commit();
-			wgb_wait<0>();
+			wgmma_wait<0>();
 			fence_regs<BM / 8>(st);
 			fence_regs<BM / 8>(dpt);
 
@@ -591,9 +591,9 @@ bwd_wgmma_kernel(const bf16 *__restrict__ q, const bf16 *__restrict__ k,
 		fence_proxy_async();
 		__syncthreads();
 		if (!BWD_DQ_QUEUED) {
-			wgb_wait<0>();  // dV, dK done: pa, sa free
-			wgb_keep_u32<BM / 16>(pa);
-			wgb_keep_u32<BM / 16>(sa);
+			wgmma_wait<0>();  // dV, dK done: pa, sa free
+			fence_regs_u32<BM / 16>(pa);
+			fence_regs_u32<BM / 16>(sa);
 			fence_regs<D / 8>(adk);
 			fence_regs<D / 8>(adv);
 		}
@@ -615,14 +615,14 @@ bwd_wgmma_kernel(const bf16 *__restrict__ q, const bf16 *__restrict__ k,
 					    sw128_desc(kaddr + boff + kk * ROWS16, KSLAB, SW_ATOM_BYTES),
 					    kk > 0);
 			wgmma_commit();
-			wgb_wait<0>();
+			wgmma_wait<0>();
 			fence_regs<DQN / 8>(c);
 			red_rows<D, DQN>(dqacc, c, m0 + rb * BWG_MROWS + warp * 16 + g, c0, t, T);
 		}
 		if (BWD_DQ_QUEUED) {
-			wgb_wait<0>();  // (a warpgroup without a dQ piece) dV, dK done
-			wgb_keep_u32<BM / 16>(pa);
-			wgb_keep_u32<BM / 16>(sa);
+			wgmma_wait<0>();  // (a warpgroup without a dQ piece) dV, dK done
+			fence_regs_u32<BM / 16>(pa);
+			fence_regs_u32<BM / 16>(sa);
 			fence_regs<D / 8>(adk);
 			fence_regs<D / 8>(adv);
 		}

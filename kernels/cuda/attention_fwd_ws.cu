@@ -128,15 +128,6 @@ struct Ring {
 	}
 };
 
-template <int D>
-__device__ __forceinline__ void wgmma_pv(float (*acc)[4], const uint32_t a[4], uint64_t db)
-{
-	if constexpr (D == 64)
-		wgmma_rs_n64_tb(acc, a, db);
-	else
-		wgmma_rs_n128_tb(acc, a, db);
-}
-
 // S (64 x BC) = Q K^T for this warpgroup's rows: both operands K-major
 // slabs in shared memory.
 template <int D, int BR>
@@ -170,7 +161,7 @@ __device__ __forceinline__ void issue_pv(float (&acc)[D / 8][4], uint32_t (&pa)[
 	wgmma_fence();
 #pragma unroll
 	for (int kk = 0; kk < BC / 16; kk++)
-		wgmma_pv<D>(acc, pa[kk], sw128_desc(vaddr + kk * 16 * SLAB_ROW_BYTES, KSLAB,
+		wgmma_rs_tb<D>(acc, pa[kk], sw128_desc(vaddr + kk * 16 * SLAB_ROW_BYTES, KSLAB,
 						    SW_ATOM_BYTES));
 	wgmma_commit();
 }
@@ -214,18 +205,6 @@ struct Turns {
 			turn_pass<ON, NWG>(wg);
 	}
 };
-
-// Round the probabilities to bf16 A fragments.
-__device__ __forceinline__ void to_pa(uint32_t (&pa)[BC / 16][4], const float (&s)[BC / 8][4])
-{
-#pragma unroll
-	for (int kk = 0; kk < BC / 16; kk++) {
-		pa[kk][0] = pack_bf16(s[2 * kk][0], s[2 * kk][1]);
-		pa[kk][1] = pack_bf16(s[2 * kk][2], s[2 * kk][3]);
-		pa[kk][2] = pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]);
-		pa[kk][3] = pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3]);
-	}
-}
 
 // One unit of work: BR query rows of one (batch, head).  Items are
 // numbered heavy first (causal: the last row tiles, which see the most
@@ -307,14 +286,14 @@ __device__ void consume(const Ring<QST> &rq, const Ring<KST> &rk, const Ring<VST
 		turn.begin();
 		issue_qk<D, BR>(s, qaddr, smem_addr(rk.at(use)));
 		turn.end();
-		wgmma_wait0();
+		wgmma_wait<0>();
 		fence_regs<BC / 8>(s);
 		rk.release(use, lane);
 		if (nj == 1)
 			rq.release(n, lane);
 		mask_tile<BC>(s, 0, wrow, g, t, T, causal);
 		softmax_rows<BC>(s, mx, sum, alpha, sl2);
-		to_pa(pa, s);
+		to_pa<BC>(pa, s);
 
 		for (int j = 1; j < nj; j++) {
 			const uint32_t u = use + j;
@@ -324,26 +303,26 @@ __device__ void consume(const Ring<QST> &rq, const Ring<KST> &rk, const Ring<VST
 			issue_qk<D, BR>(s, qaddr, smem_addr(rk.at(u)));
 			issue_pv<D>(acc, pa, smem_addr(rv.at(u - 1)));
 			turn.end();
-			wgmma_wait1();  // S_j is ready; P_{j-1} V_{j-1} may still run
+			wgmma_wait<1>();  // S_j is ready; P_{j-1} V_{j-1} may still run
 			fence_regs<BC / 8>(s);
 			rk.release(u, lane);
 			if (j == nj - 1)
 				rq.release(n, lane);
 			mask_tile<BC>(s, j * BC, wrow, g, t, T, causal);
 			softmax_rows<BC>(s, mx, sum, alpha, sl2);
-			wgmma_wait0();
+			wgmma_wait<0>();
 			fence_regs<D / 8>(acc);
 			fence_regs_u32<BC / 16>(pa);
 			rv.release(u - 1, lane);
 			rescale_rows<D>(acc, alpha);
-			to_pa(pa, s);
+			to_pa<BC>(pa, s);
 		}
 		const uint32_t ul = use + nj - 1;
 		rv.wait_full(ul);
 		turn.begin();
 		issue_pv<D>(acc, pa, smem_addr(rv.at(ul)));
 		turn.end();
-		wgmma_wait0();
+		wgmma_wait<0>();
 		fence_regs<D / 8>(acc);
 		rv.release(ul, lane);
 		// Release the tiles skipped, each once its phase is the current

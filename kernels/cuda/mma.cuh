@@ -136,4 +136,13 @@ __device__ __forceinline__ void ld_at(uint32_t a[4], const bf16 *tile, int r0, i
 	ldsm_x4_t(a, tile + swz<COLS>(c0 + (l & 7) + (l >> 4) * 8, r0 + ((l >> 3) & 1) * 8));
 }
 
+// 2^x on the special-function unit, results below 2^-126 flushed to 0
+// (exp2f's non-flushing form wraps each MUFU.EX2 in denormal handling).
+__device__ __forceinline__ float exp2_ftz(float x)
+{
+	float y;
+	asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+	return y;
+}
+
 #endif

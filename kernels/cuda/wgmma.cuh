@@ -61,15 +61,11 @@ __device__ __forceinline__ void wgmma_commit(void)
 	asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
 }
 
-__device__ __forceinline__ void wgmma_wait0(void)
+// Wait until at most N committed groups of this warpgroup still run.
+template <int N>
+__device__ __forceinline__ void wgmma_wait(void)
 {
-	asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-}
-
-// Wait until at most one committed group is still running.
-__device__ __forceinline__ void wgmma_wait1(void)
-{
-	asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+	asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
 }
 
 // Tie accumulator registers to this point: the compiler must not move
@@ -170,6 +166,16 @@ __device__ __forceinline__ void wgmma_rs_n128_tb(float d[16][4], const uint32_t 
 		       "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]),
 		       "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3])
 		     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
+}
+
+// d (64 x D) += A B for D = 64 or 128 (the two above).
+template <int D>
+__device__ __forceinline__ void wgmma_rs_tb(float (*d)[4], const uint32_t a[4], uint64_t db)
+{
+	if constexpr (D == 64)
+		wgmma_rs_n64_tb(d, a, db);
+	else
+		wgmma_rs_n128_tb(d, a, db);
 }
 
 #endif

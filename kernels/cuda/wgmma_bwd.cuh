@@ -1,19 +1,12 @@
-// wgmma_bwd.cuh: the warpgroup MMA shapes and waits the attention backward
-// needs beyond wgmma.cuh (sm_90a): S^T = K Q^T as m64n64 with both operands
-// K-major; dQ = dS K with A = dS read M-major (the tile holds dS^T) and B = K
-// read N-major, as m64n32 and m64n64; waits that leave N groups running.
-// Tiles use wgmma.cuh's 128-byte swizzled slab layout and sw128_desc.
+// wgmma_bwd.cuh: the warpgroup MMA shapes and shared-memory helpers the
+// attention backward needs beyond wgmma.cuh (sm_90a): S^T = K Q^T as m64n64
+// with both operands K-major; dQ = dS K with A = dS read M-major (the tile
+// holds dS^T) and B = K read N-major, as m64n32 and m64n64.  Tiles use
+// wgmma.cuh's 128-byte swizzled slab layout and sw128_desc.
 #ifndef LMPIPE_WGMMA_BWD_CUH
 #define LMPIPE_WGMMA_BWD_CUH
 
 #include "wgmma.cuh"
-
-// Wait until at most N committed wgmma groups of this warpgroup still run.
-template <int N>
-__device__ __forceinline__ void wgb_wait(void)
-{
-	asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
-}
 
 // 4 bytes global -> shared; when !valid the destination becomes 0 and
 // nothing is read (src must still be a valid address).
@@ -38,14 +31,6 @@ __device__ __forceinline__ void sts_u32(uint32_t addr, uint32_t v)
 	asm volatile("st.shared.b32 [%0], %1;\n" :: "r"(addr), "r"(v) : "memory");
 }
 
-// 2^x in one special-function instruction (subnormal results flush to 0).
-__device__ __forceinline__ float ex2_fast(float x)
-{
-	float y;
-	asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-	return y;
-}
-
 // v, hidden from loop-invariant code motion: descriptors built from it
 // inside a loop are formed where used instead of held in registers
 // across the whole loop.
@@ -53,18 +38,6 @@ __device__ __forceinline__ uint32_t wgb_opaque(uint32_t v)
 {
 	asm volatile("" : "+r"(v));
 	return v;
-}
-
-// Keep A fragments that an in-flight wgmma reads in their registers up to
-// this point (place it after the wait).
-template <int N>
-__device__ __forceinline__ void wgb_keep_u32(uint32_t (*a)[4])
-{
-#pragma unroll
-	for (int i = 0; i < N; i++)
-#pragma unroll
-		for (int e = 0; e < 4; e++)
-			asm volatile("" : "+r"(a[i][e])::"memory");
 }
 
 // d (64 x 64) = (scale_d ? d : 0) + A B; A (64 x 16) and B (64 x 16, i.e.
