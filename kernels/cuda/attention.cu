@@ -259,7 +259,7 @@ fwd_wgmma_kernel(const bf16 *__restrict__ q, const bf16 *__restrict__ k,
 		mask_tile<BC>(s, k0, wrow, g, t, T, causal);
 		online_softmax<BC, D>(s, acc, mx, sum, sl2);
 		uint32_t pa[BC / 16][4];
-		to_pa<BC>(pa, s);
+		acc_to_a<BC>(pa, s);
 		fence_regs<D / 8>(acc);
 		wgmma_fence();
 #pragma unroll

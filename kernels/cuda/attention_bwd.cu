@@ -387,16 +387,6 @@ __device__ __forceinline__ void wgb_st(float (*d)[4], uint64_t da, uint64_t db, 
 		wgmma_ss_n128(d, da, db, scale_d);
 }
 
-// dV or dK (64 keys x D) += A (registers) B (N-major).
-template <int D>
-__device__ __forceinline__ void wgb_rs(float (*d)[4], const uint32_t a[4], uint64_t db)
-{
-	if constexpr (D == 64)
-		wgmma_rs_n64_tb(d, a, db);
-	else
-		wgmma_rs_n128_tb(d, a, db);
-}
-
 // A piece of dQ (64 queries x N) from dS (M-major) and K (N-major).
 template <int N>
 __device__ __forceinline__ void wgb_dq(float (*d)[4], uint64_t da, uint64_t db, int scale_d)
@@ -405,20 +395,6 @@ __device__ __forceinline__ void wgb_dq(float (*d)[4], uint64_t da, uint64_t db, 
 		wgb_ss_tt_n32(d, da, db, scale_d);
 	else
 		wgb_ss_tt_n64(d, da, db, scale_d);
-}
-
-// Four bf16 pairs per k16 step: the accumulator fragments c (64 x BM) as
-// wgmma A fragments.
-template <int BM>
-__device__ __forceinline__ void acc_to_a(uint32_t (*a)[4], const float (*c)[4])
-{
-#pragma unroll
-	for (int kk = 0; kk < BM / 16; kk++) {
-		a[kk][0] = pack_bf16(c[2 * kk][0], c[2 * kk][1]);
-		a[kk][1] = pack_bf16(c[2 * kk][2], c[2 * kk][3]);
-		a[kk][2] = pack_bf16(c[2 * kk + 1][0], c[2 * kk + 1][1]);
-		a[kk][3] = pack_bf16(c[2 * kk + 1][2], c[2 * kk + 1][3]);
-	}
 }
 
 // P^T = exp2(S^T scale log2e - lse log2e) and dS^T = P^T (dP^T - delta)
@@ -569,14 +545,14 @@ bwd_wgmma_kernel(const bf16 *__restrict__ q, const bf16 *__restrict__ k,
 			wgmma_fence();
 #pragma unroll
 			for (int kk = 0; kk < BM / 16; kk++)
-				wgb_rs<D>(adv, pa[kk],
+				wgmma_rs_tb<D>(adv, pa[kk],
 					  sw128_desc(doaddr + kk * ROWS16, QSLAB, SW_ATOM_BYTES));
 			wgmma_commit();
 			fence_regs<D / 8>(adk);
 			wgmma_fence();
 #pragma unroll
 			for (int kk = 0; kk < BM / 16; kk++)
-				wgb_rs<D>(adk, sa[kk], sw128_desc(qaddr + kk * ROWS16, QSLAB, SW_ATOM_BYTES));
+				wgmma_rs_tb<D>(adk, sa[kk], sw128_desc(qaddr + kk * ROWS16, QSLAB, SW_ATOM_BYTES));
 			wgmma_commit();
 		}
 		// dS^T into its slab tile (A fragment e: row +8 for odd e, column +8

@@ -1,8 +1,7 @@
 // attention_fwd.cuh: the per-row pieces of the attention forward that its
 // kernels share (attention.cu, attention_fwd_ws.cu): causal and tail
-// masking of a score fragment, one online-softmax step, the bf16 P
-// fragments of the P V product, and the store of the normalised output
-// rows with their log-sum-exp.  Fragments have the mma.sync C layout per
+// masking of a score fragment, one online-softmax step, and the store of
+// the normalised output rows with their log-sum-exp.  Fragments have the mma.sync C layout per
 // warp (mma.cuh): thread (g, t) holds rows g and g + 8, columns 8i + 2t
 // and 8i + 2t + 1.
 #ifndef LMPIPE_ATTENTION_FWD_CUH
@@ -88,20 +87,6 @@ __device__ __forceinline__ void online_softmax(float (&s)[BC / 8][4], float (&ac
 	float alpha[2];
 	softmax_rows<BC>(s, mx, sum, alpha, sl2);
 	rescale_rows<D>(acc, alpha);
-}
-
-// Round probabilities to bf16 A fragments of the P V product (m16n8k16 /
-// wgmma register-A layout): two column tiles of 8 make one k16 step.
-template <int BC>
-__device__ __forceinline__ void to_pa(uint32_t (&pa)[BC / 16][4], const float (&s)[BC / 8][4])
-{
-#pragma unroll
-	for (int kk = 0; kk < BC / 16; kk++) {
-		pa[kk][0] = pack_bf16(s[2 * kk][0], s[2 * kk][1]);
-		pa[kk][1] = pack_bf16(s[2 * kk][2], s[2 * kk][3]);
-		pa[kk][2] = pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]);
-		pa[kk][3] = pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3]);
-	}
 }
 
 // Normalise and store this thread's two output rows and their lse (lse

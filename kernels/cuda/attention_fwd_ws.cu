@@ -293,7 +293,7 @@ __device__ void consume(const Ring<QST> &rq, const Ring<KST> &rk, const Ring<VST
 			rq.release(n, lane);
 		mask_tile<BC>(s, 0, wrow, g, t, T, causal);
 		softmax_rows<BC>(s, mx, sum, alpha, sl2);
-		to_pa<BC>(pa, s);
+		acc_to_a<BC>(pa, s);
 
 		for (int j = 1; j < nj; j++) {
 			const uint32_t u = use + j;
@@ -315,7 +315,7 @@ __device__ void consume(const Ring<QST> &rq, const Ring<KST> &rk, const Ring<VST
 			fence_regs_u32<BC / 16>(pa);
 			rv.release(u - 1, lane);
 			rescale_rows<D>(acc, alpha);
-			to_pa<BC>(pa, s);
+			acc_to_a<BC>(pa, s);
 		}
 		const uint32_t ul = use + nj - 1;
 		rv.wait_full(ul);

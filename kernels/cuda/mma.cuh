@@ -145,4 +145,19 @@ __device__ __forceinline__ float exp2_ftz(float x)
 	return y;
 }
 
+// Accumulator fragments c (16 rows a warp x N columns, the C layout) as
+// bf16 A fragments of a product with k = N (four bf16 pairs per k16 step):
+// how P or dS feeds the next product from registers.
+template <int N>
+__device__ __forceinline__ void acc_to_a(uint32_t (*a)[4], const float (*c)[4])
+{
+#pragma unroll
+	for (int kk = 0; kk < N / 16; kk++) {
+		a[kk][0] = pack_bf16(c[2 * kk][0], c[2 * kk][1]);
+		a[kk][1] = pack_bf16(c[2 * kk][2], c[2 * kk][3]);
+		a[kk][2] = pack_bf16(c[2 * kk + 1][0], c[2 * kk + 1][1]);
+		a[kk][3] = pack_bf16(c[2 * kk + 1][2], c[2 * kk + 1][3]);
+	}
+}
+
 #endif
