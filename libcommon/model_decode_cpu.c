@@ -2,8 +2,9 @@
  * as one OpenMP parallel region per chunk (see model_decode.h).
  *
  * Each thread keeps the same slice of every weight matrix from step to step
- * (columns of the output), so at batch 1 the weights stay in the cores'
- * caches and one token is a few microseconds of work per op.  Threads meet
+ * (columns of the output; at larger batches a block of rows and columns,
+ * split2d), so at batch 1 the weights stay in the cores' caches and one
+ * token is a few microseconds of work per op.  Threads meet
  * at decode_ops.h's spinning barrier: five per layer.  RMSNorm is computed
  * by every thread for itself (it is tiny), which saves two more. */
 #include "model_decode.h"
@@ -20,6 +21,44 @@
 
 /* Thread slices of the matrices' columns: whole panels. */
 enum { COL_ALIGN = DEC_PANEL };
+
+/* A thread's block of an N x OUT product.  At batch 1 every thread takes a
+ * column slice.  A slice narrower than MIN_PANELS panels starves the
+ * product's register tile (one panel: 6 multiply-adds per 7 loads), so at
+ * larger batches the threads form fewer column groups, halving their
+ * number while each group still gets MIN_ROWS rows a thread, and the
+ * threads of a group split the rows.  A row's result does not depend on
+ * the block it falls in (decode_gemm.h). */
+enum { MIN_PANELS = 4, MIN_ROWS = 6 };
+
+struct block {
+	int r0, r1, lo, hi;  /* rows [r0, r1), columns [lo, hi) */
+};
+
+static struct block split2d(int N, int OUT, int t, int nt)
+{
+	int panels = (OUT + DEC_PANEL - 1) / DEC_PANEL, cg = nt;
+	while (cg > 1 && panels / cg < MIN_PANELS && N / (nt / (cg / 2)) >= MIN_ROWS)
+		cg /= 2;
+	int rg = nt / cg, ci = t % cg, ri = t / cg;
+	struct block b = { 0, 0, 0, 0 };
+	if (ri >= rg)
+		return b; /* nt not a multiple of cg: this thread rests */
+	int per = (N + rg - 1) / rg;
+	b.r0 = ri * per < N ? ri * per : N;
+	b.r1 = b.r0 + per < N ? b.r0 + per : N;
+	dec_split(OUT, ci, cg, COL_ALIGN, &b.lo, &b.hi);
+	return b;
+}
+
+/* out[r0..r1) (+)= inp[r0..r1) . W^T over the block's columns. */
+static void gemm_block(struct block b, float *out, int ldo, const float *inp, int IN,
+		       const float *packed, int accumulate)
+{
+	if (b.r1 > b.r0)
+		dec_gemm_cols(out + (size_t)b.r0 * ldo, ldo, inp + (size_t)b.r0 * IN, b.r1 - b.r0,
+			      IN, packed, b.lo, b.hi, accumulate);
+}
 
 /* Pack W [OUT][IN] at *at (when base is set; else only count) and move
  * *at past it, keeping the next matrix aligned. */
@@ -128,8 +167,7 @@ static void chunk_thread(model_decoder *md, int N, int single, float *const *out
 		for (int i = 0; i < N; i++)
 			dec_rmsnorm_row(xn + (size_t)i * C, md->x + (size_t)i * C, p->ln1, C,
 					RMSNORM_EPS);
-		dec_split(3 * C, t, nt, COL_ALIGN, &lo, &hi);
-		dec_gemm_cols(md->qkv, 3 * C, xn, N, C, q->qkv, lo, hi, 0);
+		gemm_block(split2d(N, 3 * C, t, nt), md->qkv, 3 * C, xn, C, q->qkv, 0);
 		dec_barrier_wait(b, t, nt);
 		mark(md, t, DECODE_PHASE_QKV);
 		for (int w = t; w < N * H; w += nt)
@@ -141,21 +179,20 @@ static void chunk_thread(model_decoder *md, int N, int single, float *const *out
 			attend(md, l, w / H, w % H, scale, s);
 		dec_barrier_wait(b, t, nt);
 		mark(md, t, DECODE_PHASE_ATTN);
-		dec_split(C, t, nt, COL_ALIGN, &lo, &hi);
-		dec_gemm_cols(md->x, C, md->y, N, C, q->o, lo, hi, 1);
+		gemm_block(split2d(N, C, t, nt), md->x, C, md->y, C, q->o, 1);
 		dec_barrier_wait(b, t, nt);
 		mark(md, t, DECODE_PHASE_OUT);
 		for (int i = 0; i < N; i++)
 			dec_rmsnorm_row(xn + (size_t)i * C, md->x + (size_t)i * C, p->ln2, C,
 					RMSNORM_EPS);
-		dec_split(F, t, nt, COL_ALIGN, &lo, &hi);
-		dec_gemm_cols(md->h, 2 * F, xn, N, C, q->gate, lo, hi, 0);
-		dec_gemm_cols(md->h + F, 2 * F, xn, N, C, q->up, lo, hi, 0);
-		dec_swiglu_cols(md->sw, md->h, N, F, lo, hi);
+		struct block gu = split2d(N, F, t, nt);
+		gemm_block(gu, md->h, 2 * F, xn, C, q->gate, 0);
+		gemm_block(gu, md->h + F, 2 * F, xn, C, q->up, 0);
+		dec_swiglu_cols(md->sw + (size_t)gu.r0 * F, md->h + (size_t)gu.r0 * 2 * F,
+				gu.r1 - gu.r0, F, gu.lo, gu.hi);
 		dec_barrier_wait(b, t, nt);
 		mark(md, t, DECODE_PHASE_GATE_UP);
-		dec_split(C, t, nt, COL_ALIGN, &lo, &hi);
-		dec_gemm_cols(md->x, C, md->sw, N, F, q->down, lo, hi, 1);
+		gemm_block(split2d(N, C, t, nt), md->x, C, md->sw, F, q->down, 1);
 		dec_barrier_wait(b, t, nt);
 		mark(md, t, DECODE_PHASE_DOWN);
 	}

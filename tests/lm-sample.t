@@ -70,6 +70,13 @@ ok $? "another seed: other samples"
 perl -MJSON::PP -e 'my (@a, @b); for my $f (@ARGV) { open my $h, "<", $f or die; push @{$f eq $ARGV[0] ? \@a : \@b}, map { @{decode_json($_)->{logprobs}} } <$h> }
 	my $w = 0; for (0 .. $#a) { my $d = abs($a[$_] - $b[$_]); $w = $d if $d > $w } exit($w <= 1e-5 ? 0 : 1)' r1.jsonl r3.jsonl
 ok $? "batch 64 log-probs equal one-prompt-at-a-time's within 1e-5"
+# 48 sequences on 8 threads: the products split rows as well as columns
+# (model_decode_cpu.c's split2d); a row's result must not depend on it
+perl -e 'printf "{\"prompt\":\"%s\"}\n", (qw(Max Sam Lily Tom Ann Bob))[$_ % 6] . " saw" x ($_ % 4) for 0 .. 11' > p12.jsonl
+S --jsonl -i p12.jsonl -n 4 --max-tokens 8 --seed 5 -b 64 -j 1 > j1.jsonl
+S --jsonl -i p12.jsonl -n 4 --max-tokens 8 --seed 5 -b 64 -j 8 > j8.jsonl
+cmp -s j1.jsonl j8.jsonl
+ok $? "batch 48 on 8 threads: the same output, log-probs too, as on 1"
 
 # teacher forcing: lm-train --dump-logits on prompt + completion (all of one
 # length here) gives the log-probs lm-sample reported
