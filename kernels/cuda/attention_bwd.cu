@@ -7,13 +7,15 @@
 // tiles of BM rows (from the diagonal on when causal): it recomputes
 // P^T = exp(K Q^T scale - lse), then dV += P^T dO, dP^T = V dO^T,
 // dS^T = P^T (dP^T - delta) scale, dK += dS^T Q, and adds dQ += dS K into
-// an fp32 workspace with atomics (dS goes through shared memory, since dQ
-// sums over the keys of every warp); (3) dq = bf16(workspace).  Step (2)
+// an fp32 workspace with atomics or bulk reductions (dS goes through
+// shared memory, since dQ sums over the keys of every warp); (3) dq =
+// bf16(workspace).  Step (2)
 // has two kernels: Hopper's warpgroup MMA (sm_90a, the default; warpgroups
 // of 64 keys) and mma.sync m16n8k16 (BWD_WGMMA=0; warps of 16 keys).
 #include "attention.h"
 #include "attention_cuda.cuh"
 #include "mma.cuh"
+#include "tma.cuh"
 #include "wgmma_bwd.cuh"
 
 #include <cuda_runtime.h>
@@ -53,6 +55,13 @@
 #ifndef BWD_DQ_QUEUED
 #define BWD_DQ_QUEUED 1
 #endif
+// 1: the wgmma backward adds each dQ piece to the workspace by one bulk
+// reduction from shared memory (the copy engine does the fp32 adds), the
+// workspace in tiles of 64 x 64 in the accumulators' order (DQ_TILE
+// below); 0: every thread adds its fragments with red.global.add.v4.
+#ifndef BWD_DQ_BULK
+#define BWD_DQ_BULK 1
+#endif
 // wgmma backward: query rows per step (64 or 128) and warpgroups (64 keys
 // each) per block.
 #ifndef BWD64_WG_BM
@@ -73,6 +82,18 @@ namespace {
 constexpr float LOG2E = 1.4426950408889634f;
 constexpr int ROWS_PER_BLOCK = 8;   // delta kernel: one warp per row
 constexpr int CONVERT_THREADS = 256;
+// The dQ workspace's rows are padded to a multiple of DQ_ROWS, so that a
+// bulk-reduced tile never runs past a head; with BWD_DQ_BULK it is laid
+// out in tiles of DQ_ROWS x DQ_COLS floats, tiles row-major within a head,
+// each tile in the order of a 64 x 64 wgmma accumulator: float4 number
+// j * 128 + thread holds c[j][0..3] of that thread of the warpgroup
+// (rows 16 warp + lane / 4 and + 8, columns 8 j + 2 (lane % 4) and + 1).
+constexpr int DQ_ROWS = 64, DQ_COLS = 64, DQ_TILE = DQ_ROWS * DQ_COLS;
+
+__host__ __device__ constexpr int dq_rows_padded(int T)
+{
+	return (T + DQ_ROWS - 1) / DQ_ROWS * DQ_ROWS;
+}
 
 template <int D, int BM, int NW>
 struct BwdCfg {
@@ -105,11 +126,41 @@ __global__ void delta_kernel(const bf16 *__restrict__ o, const bf16 *__restrict_
 		delta[row] = s;
 }
 
-__global__ void convert_kernel(const float *__restrict__ in, bf16 *__restrict__ out, size_t n)
+// dq = bf16(workspace), the workspace row-major [BH][Tpad][D].
+__global__ void convert_kernel(const float *__restrict__ in, bf16 *__restrict__ out, size_t BH,
+			       int T, int D)
 {
+	const size_t n = BH * T * D, tpad = dq_rows_padded(T);
 	size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-	for (; i < n; i += (size_t)gridDim.x * blockDim.x)
-		out[i] = __float2bfloat16_rn(in[i]);
+	for (; i < n; i += (size_t)gridDim.x * blockDim.x) {
+		size_t bh = i / ((size_t)T * D), r = i % ((size_t)T * D);
+		out[i] = __float2bfloat16_rn(in[bh * tpad * D + r]);
+	}
+}
+
+// The same from the tiled workspace (BWD_DQ_BULK): one float4 of a tile
+// per thread, two bf16 pairs out.
+__global__ void convert_tiles_kernel(const float4 *__restrict__ in, bf16 *__restrict__ out,
+				     size_t BH, int T, int D)
+{
+	const int tiles_row = D / DQ_COLS, tiles_head = dq_rows_padded(T) / DQ_ROWS * tiles_row;
+	const size_t n = BH * tiles_head * (DQ_TILE / 4);
+	size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+	for (; i < n; i += (size_t)gridDim.x * blockDim.x) {
+		const size_t tile = i / (DQ_TILE / 4);
+		const int within = (int)(i % (DQ_TILE / 4)), j = within / 128, thr = within % 128;
+		const size_t bh = tile / tiles_head;
+		const int th = (int)(tile % tiles_head), mt = th / tiles_row, ct = th % tiles_row;
+		const int lane = thr % 32;
+		const int row = mt * DQ_ROWS + thr / 32 * 16 + lane / 4;
+		const int col = ct * DQ_COLS + j * 8 + 2 * (lane % 4);
+		const float4 v = in[i];
+		bf16 *o = out + (bh * T + row) * D + col;
+		if (row < T)
+			*reinterpret_cast<uint32_t *>(o) = pack_bf16(v.x, v.y);
+		if (row + 8 < T)
+			*reinterpret_cast<uint32_t *>(o + 8 * D) = pack_bf16(v.z, v.w);
+	}
 }
 
 // Add a warp's 16 x N fp32 C fragments (rows row, row + 8) into dst
@@ -175,7 +226,8 @@ bwd_kernel(const bf16 *__restrict__ q, const bf16 *__restrict__ k, const bf16 *_
 
 	const int bh = blockIdx.x, k0 = blockIdx.y * C::BN;
 	const size_t off = (size_t)bh * T * D;
-	q += off, k += off, v += off, dout += off, dqacc += off, dk += off, dv += off;
+	q += off, k += off, v += off, dout += off, dk += off, dv += off;
+	dqacc += (size_t)bh * dq_rows_padded(T) * D;
 	lse += (size_t)bh * T, delta += (size_t)bh * T;
 	const int warp = threadIdx.x / 32, lane = threadIdx.x & 31, g = lane / 4, t = lane % 4;
 	const int krow = warp * 16;  // this warp's first key, within the tile
@@ -346,8 +398,10 @@ int launch_bwd(const uint16_t *q, const uint16_t *k, const uint16_t *v, const ui
 // dK += dS^T Q (A from registers, B = dO or Q read N-major); dS^T goes to
 // shared memory, and after a barrier each warpgroup computes pieces of 64
 // rows x DQN columns of dQ = dS K (A read M-major from that tile, B = K
-// read N-major) and adds them to the fp32 workspace with red.v4.  Q, dO,
-// lse and delta: two buffers filled by cp.async.
+// read N-major) and adds them to the fp32 workspace: each piece written to
+// shared memory and added by one bulk reduction that the copy engine
+// carries out while the warpgroups go on (BWD_DQ_BULK), or with red.v4 by
+// every thread.  Q, dO, lse and delta: two buffers filled by cp.async.
 constexpr int BWG_KEYS = 64, BWG_THREADS = 128, BWG_MROWS = 64;
 
 template <int D, int BM, int NWG>
@@ -356,8 +410,13 @@ struct BwdWgCfg {
 	// dQ pieces of 64 rows x DQN columns: enough for every warpgroup.
 	static constexpr int DQN = D * (BM / BWG_MROWS) / NWG >= 64 ? 64 : 32;
 	static constexpr int DQ_PIECES = BM / BWG_MROWS * (D / DQN);
+	// dQ pieces go to the workspace by bulk reduction (one shared tile
+	// each) where they are workspace tiles.
+	static constexpr bool BULK = BWD_DQ_BULK && DQN == DQ_COLS && BWG_MROWS == DQ_ROWS;
 	static constexpr size_t SMEM = (size_t)(2 * BN * D + 4 * BM * D + BN * BM) * sizeof(bf16) +
-				       (size_t)4 * BM * sizeof(float) + SW_ATOM_BYTES;
+				       (size_t)4 * BM * sizeof(float) +
+				       (BULK ? (size_t)DQ_PIECES * DQ_TILE * sizeof(float) : 0) +
+				       SW_ATOM_BYTES;
 	static_assert(BM == 64 || BM == 128, "query steps of 64 or 128 rows");
 };
 
@@ -453,12 +512,15 @@ bwd_wgmma_kernel(const bf16 *__restrict__ q, const bf16 *__restrict__ k,
 	bf16 *sdS = sdO + 2 * BM * D;  // dS^T: BN keys x BM queries
 	float *sL = reinterpret_cast<float *>(sdS + BN * BM);  // two buffers of BM
 	float *sDl = sL + 2 * BM;                                // two buffers of BM
+	float *sDq = sDl + 2 * BM;  // BULK: a tile per dQ piece
 
 	const int bh = blockIdx.x, k0 = blockIdx.y * BN;
 	const size_t off = (size_t)bh * T * D;
-	q += off, k += off, v += off, dout += off, dqacc += off;
+	q += off, k += off, v += off, dout += off;
+	dqacc += (size_t)bh * dq_rows_padded(T) * D;
 	lse += (size_t)bh * T, delta += (size_t)bh * T;
 	const int wg = threadIdx.x / BWG_THREADS, warp = threadIdx.x % BWG_THREADS / 32;
+	const int wtid = threadIdx.x % BWG_THREADS;
 	const int lane = threadIdx.x & 31, g = lane / 4, t = lane % 4;
 	const int wkey = k0 + wg * BWG_KEYS;         // the warpgroup's first key
 	const int krow = wg * BWG_KEYS + warp * 16;  // this warp's first key, within the block
@@ -565,6 +627,8 @@ bwd_wgmma_kernel(const bf16 *__restrict__ q, const bf16 *__restrict__ k,
 				sts_u32(dsaddr + slab_off<BN>(row, col) * sizeof(bf16), sa[kk][e]);
 			}
 		fence_proxy_async();
+		if (C::BULK && wtid == 0)
+			bulk_wait_read();  // the last step's dQ tiles were read: free
 		__syncthreads();
 		if (!BWD_DQ_QUEUED) {
 			wgmma_wait<0>();  // dV, dK done: pa, sa free
@@ -593,7 +657,22 @@ bwd_wgmma_kernel(const bf16 *__restrict__ q, const bf16 *__restrict__ k,
 			wgmma_commit();
 			wgmma_wait<0>();
 			fence_regs<DQN / 8>(c);
-			red_rows<D, DQN>(dqacc, c, m0 + rb * BWG_MROWS + warp * 16 + g, c0, t, T);
+			if constexpr (C::BULK) {
+				float4 *tile = reinterpret_cast<float4 *>(sDq + p * DQ_TILE);
+#pragma unroll
+				for (int j = 0; j < DQN / 8; j++)
+					tile[j * BWG_THREADS + wtid] = make_float4(c[j][0], c[j][1], c[j][2], c[j][3]);
+				fence_proxy_async();
+				asm volatile("bar.sync %0, %1;\n" ::"r"(1 + wg), "n"(BWG_THREADS) : "memory");
+				if (wtid == 0) {
+					const size_t mt = (m0 + rb * BWG_MROWS) / DQ_ROWS;
+					bulk_reduce_add_f32(dqacc + (mt * (D / DQ_COLS) + c0 / DQ_COLS) * DQ_TILE,
+							    sDq + p * DQ_TILE, DQ_TILE * sizeof(float));
+					bulk_commit();
+				}
+			} else {
+				red_rows<D, DQN>(dqacc, c, m0 + rb * BWG_MROWS + warp * 16 + g, c0, t, T);
+			}
 		}
 		if (BWD_DQ_QUEUED) {
 			wgmma_wait<0>();  // (a warpgroup without a dQ piece) dV, dK done
@@ -605,6 +684,8 @@ bwd_wgmma_kernel(const bf16 *__restrict__ q, const bf16 *__restrict__ k,
 	}
 	fence_regs<D / 8>(adk);
 	fence_regs<D / 8>(adv);
+	if (C::BULK && wtid == 0)
+		bulk_wait_done();
 
 #pragma unroll
 	for (int h = 0; h < 2; h++) {
@@ -644,8 +725,8 @@ extern "C" size_t attn_bwd_cuda_workspace(int B, int H, int T, int D)
 {
 	if (B <= 0 || H <= 0 || T <= 0 || D <= 0)
 		return 0;
-	size_t rows = (size_t)B * H * T;
-	return rows * (size_t)(D + 1) * sizeof(float);
+	size_t BH = (size_t)B * H;
+	return (BH * dq_rows_padded(T) * D + BH * T) * sizeof(float);
 }
 
 extern "C" int attn_bwd_cuda(const uint16_t *q, const uint16_t *k, const uint16_t *v,
@@ -660,7 +741,7 @@ extern "C" int attn_bwd_cuda(const uint16_t *q, const uint16_t *k, const uint16_
 	if (!(scale > 0 && scale < INFINITY))
 		return ATTN_ESHAPE;
 	cudaStream_t st = (cudaStream_t)stream;
-	size_t rows = (size_t)B * H * T, n = rows * D;
+	const size_t BH = (size_t)B * H, rows = BH * T, n = BH * dq_rows_padded(T) * D;
 	float *dqacc = (float *)workspace, *delta = dqacc + n;
 	if (cudaMemsetAsync(dqacc, 0, n * sizeof(float), st))
 		return ATTN_EDEVICE;
@@ -681,8 +762,14 @@ extern "C" int attn_bwd_cuda(const uint16_t *q, const uint16_t *k, const uint16_
 			q, k, v, dout, lse, delta, dqacc, dk, dv, B * H, T, causal, scale, st);
 	if (rc)
 		return rc;
-	size_t blocks = (n + CONVERT_THREADS - 1) / CONVERT_THREADS;
-	convert_kernel<<<(unsigned)(blocks < 65536 ? blocks : 65536), CONVERT_THREADS, 0, st>>>(
-		dqacc, (bf16 *)dq, n);
+	const bool tiled = BWD_WGMMA && (D == 64 ? BwdWgCfg<64, BWD64_WG_BM, BWD64_WG_NWG>::BULK
+					       : BwdWgCfg<128, BWD128_WG_BM, BWD128_WG_NWG>::BULK);
+	size_t blocks = ((tiled ? n / 4 : rows * D) + CONVERT_THREADS - 1) / CONVERT_THREADS;
+	unsigned grid = (unsigned)(blocks < 65536 ? blocks : 65536);
+	if (tiled)
+		convert_tiles_kernel<<<grid, CONVERT_THREADS, 0, st>>>((const float4 *)dqacc, (bf16 *)dq,
+								       BH, T, D);
+	else
+		convert_kernel<<<grid, CONVERT_THREADS, 0, st>>>(dqacc, (bf16 *)dq, BH, T, D);
 	return cudaGetLastError() == cudaSuccess ? ATTN_OK : ATTN_EDEVICE;
 }

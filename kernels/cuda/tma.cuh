@@ -2,7 +2,9 @@
 // kernels, as inline PTX: shared-memory mbarriers (init, expected bytes,
 // arrive, wait on a phase), bulk tensor copies global -> shared through a
 // tensor map (TMA), completing on an mbarrier, and setmaxnreg to move
-// registers from the producer warpgroup to the consumers.  Host side:
+// registers from the producer warpgroup to the consumers; bulk reductions
+// shared -> global (fp32 adds done by the copy engine, in bulk groups).
+// Host side:
 // tma_map_3d builds the tensor map of a [n2][n1][n0] bf16 array whose boxes
 // land in shared memory in the 128-byte swizzled layout wgmma reads
 // (wgmma.cuh's slabs).
@@ -77,6 +79,34 @@ template <int N>
 __device__ __forceinline__ void regs_alloc(void)
 {
 	asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N));
+}
+
+// dst[0 .. bytes/4) += src[...] in fp32, read from shared memory by the
+// copy engine: one thread issues it, after the writers' proxy fence and a
+// barrier.  Addresses 16-byte aligned, bytes a multiple of 16.  Then
+// bulk_commit() closes the group.
+__device__ __forceinline__ void bulk_reduce_add_f32(float *dst, const float *src, uint32_t bytes)
+{
+	asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n"
+		     ::"l"(dst), "r"((uint32_t)__cvta_generic_to_shared(src)), "r"(bytes)
+		     : "memory");
+}
+
+__device__ __forceinline__ void bulk_commit(void)
+{
+	asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+}
+
+// The issuing thread's bulk groups have all read their shared source (it
+// may be written again); bulk_wait_done: and their writes are complete.
+__device__ __forceinline__ void bulk_wait_read(void)
+{
+	asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
+}
+
+__device__ __forceinline__ void bulk_wait_done(void)
+{
+	asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
 }
 
 // The tensor map of a bf16 array [n2][n1][n0] (n0 contiguous) read in
