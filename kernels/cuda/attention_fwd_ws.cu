@@ -60,6 +60,11 @@
 #ifndef FWS_PINGPONG
 #define FWS_PINGPONG 1
 #endif
+// 1: work dealt in units of equal cost, numbered head by head (Sched
+// below); 0: items one by one, heavy first, heads fastest.
+#ifndef FWS_UNITS
+#define FWS_UNITS 1
+#endif
 
 namespace {
 
@@ -206,25 +211,53 @@ struct Turns {
 	}
 };
 
-// One unit of work: BR query rows of one (batch, head).  Items are
-// numbered heavy first (causal: the last row tiles, which see the most
-// keys), heads fastest.
+// An item: BR query rows of one (batch, head).
 struct Item {
 	int bh, q0, nkv;  // head, first row, key tiles to visit
 };
 
+// The order of the items.  Block b takes units b, b + grid, ...; a unit is
+// one or two items of one head.  FWS_UNITS: causal units pair row tiles
+// nq-1-p and p (nq + 1 key tiles together, so every block gets the same
+// work whatever units it draws; the middle tile of an odd nq alone), and
+// units are numbered head by head, so that the blocks running at once
+// read the K and V of a few heads, which stay in L2 (heads fastest, the
+// K and V of ~132 heads at once did not: DRAM 66 % busy at T = 1024).
+// Otherwise one item a unit, heavy first (the last row tiles), heads
+// fastest.
 template <int BR>
-__device__ __forceinline__ Item item_at(long long w, int BH, int T, int causal)
-{
-	const int nq = (T + BR - 1) / BR;
-	const int qi = (int)(w / BH);
-	Item it;
-	it.bh = (int)(w % BH);
-	it.q0 = (causal ? nq - 1 - qi : qi) * BR;
-	const int kend = causal ? min(T, it.q0 + BR) : T;
-	it.nkv = (kend + BC - 1) / BC;
-	return it;
-}
+struct Sched {
+	int BH, T, causal, nq, per_head;  // units per head
+	__device__ Sched(int BH_, int T_, int causal_) : BH(BH_), T(T_), causal(causal_)
+	{
+		nq = (T + BR - 1) / BR;
+		per_head = FWS_UNITS && causal ? (nq + 1) / 2 : nq;
+	}
+	__device__ long long units(void) const { return (long long)BH * per_head; }
+	__device__ int items(long long u) const
+	{
+		if (!FWS_UNITS || !causal || (nq % 2 && u % per_head == per_head - 1))
+			return 1;
+		return 2;
+	}
+	__device__ Item item(long long u, int i) const
+	{
+		Item it;
+		int qi;
+		if (FWS_UNITS) {
+			const int p = (int)(u % per_head);
+			it.bh = (int)(u / per_head);
+			qi = causal ? (i == 0 ? nq - 1 - p : p) : p;
+		} else {
+			it.bh = (int)(u % BH);
+			qi = causal ? nq - 1 - (int)(u / BH) : (int)(u / BH);
+		}
+		it.q0 = qi * BR;
+		const int kend = causal ? min(T, it.q0 + BR) : T;
+		it.nkv = (kend + BC - 1) / BC;
+		return it;
+	}
+};
 
 // The producer's thread: for each item of this block, Q, then its K and V
 // tiles, each into the next buffer of its ring once the consumers have
@@ -235,10 +268,11 @@ __device__ void produce(const CUtensorMap *mq, const CUtensorMap *mk, const CUte
 			const Ring<QST> &rq, const Ring<KST> &rk, const Ring<VST> &rv, int BH,
 			int T, int causal)
 {
-	const long long items = (long long)BH * ((T + BR - 1) / BR);
+	const Sched<BR> sched(BH, T, causal);
 	uint32_t use = 0, n = 0;
-	for (long long w = blockIdx.x; w < items; w += gridDim.x, n++) {
-		const Item it = item_at<BR>(w, BH, T, causal);
+	for (long long u = blockIdx.x; u < sched.units(); u += gridDim.x)
+	for (int i = 0; i < sched.items(u); i++, n++) {
+		const Item it = sched.item(u, i);
 		rq.wait_empty(n);
 		rq.load(mq, n, BR, it.q0, it.bh, D);
 		for (int j = 0; j < it.nkv; j++, use++) {
@@ -261,10 +295,11 @@ __device__ void consume(const Ring<QST> &rq, const Ring<KST> &rk, const Ring<VST
 	const int wg = threadIdx.x / WG_THREADS;
 	const int lane = threadIdx.x & 31, g = lane / 4, t = lane % 4;
 	const float sl2 = scale * LOG2E;
-	const long long items = (long long)BH * ((T + BR - 1) / BR);
+	const Sched<BR> sched(BH, T, causal);
 	uint32_t use = 0, n = 0;  // as the producer counts them
-	for (long long w = blockIdx.x; w < items; w += gridDim.x, n++) {
-		const Item it = item_at<BR>(w, BH, T, causal);
+	for (long long u = blockIdx.x; u < sched.units(); u += gridDim.x)
+	for (int i = 0; i < sched.items(u); i++, n++) {
+		const Item it = sched.item(u, i);
 		const int wgrow = it.q0 + wg * WG_ROWS;                         // warpgroup's first row
 		const int wrow = wgrow + (threadIdx.x % WG_THREADS) / 32 * 16;  // warp's first row
 		// Causal: tiles past this warpgroup's last row are skipped (but released).
@@ -400,8 +435,9 @@ int launch(const uint16_t *q, const uint16_t *k, const uint16_t *v, uint16_t *o,
 	int dev, sms;
 	if (cudaGetDevice(&dev) || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev))
 		return ATTN_EDEVICE;
-	const long long items = (long long)BH * ((T + C::BR - 1) / C::BR);
-	const int grid = items < sms ? (int)items : sms;
+	const long long nq = (T + C::BR - 1) / C::BR;
+	const long long units = BH * (FWS_UNITS && causal ? (nq + 1) / 2 : nq);
+	const int grid = units < sms ? (int)units : sms;
 	kern<<<grid, C::NT, C::SMEM, st>>>(mq, mk, mv, (bf16 *)o, lse, BH, T, causal, scale);
 	return cudaGetLastError() == cudaSuccess ? ATTN_OK : ATTN_EDEVICE;
 }
