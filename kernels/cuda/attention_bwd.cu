@@ -2,21 +2,20 @@
 // attention.h).
 //
 // Three launches: (1) delta = rowsum(dout * o) per query row; (2) one
-// block of NW warps per tile of BN = 16 NW keys, each warp owning 16 keys
-// and their dK, dV accumulators in registers, walking over the query
-// tiles of BM rows (from the diagonal on when causal): it recomputes
-// P^T = exp(K Q^T scale - lse), then dV += P^T dO, dP^T = V dO^T,
-// dS^T = P^T (dP^T - delta) scale, dK += dS^T Q, and adds dQ += dS K into
-// an fp32 workspace with atomics or bulk reductions (dS goes through
-// shared memory, since dQ sums over the keys of every warp); (3) dq =
-// bf16(workspace).  Step (2)
-// has two kernels: Hopper's warpgroup MMA (sm_90a, the default; warpgroups
-// of 64 keys) and mma.sync m16n8k16 (BWD_WGMMA=0; warps of 16 keys).
+// block per tile of keys, its warps owning the keys' dK, dV accumulators
+// in registers, walking over the query tiles of BM rows (from the diagonal
+// on when causal): it recomputes P^T = exp(K Q^T scale - lse), then dV +=
+// P^T dO, dP^T = V dO^T, dS^T = P^T (dP^T - delta) scale, dK += dS^T Q,
+// and adds dQ += dS K into an fp32 workspace with atomics or bulk
+// reductions (dS goes through shared memory, since dQ sums over the keys
+// of every warp); (3) dq = bf16(workspace).  Step (2) has three kernels:
+// the default (BWD_WS=1, attention_bwd_ws.cu, sm_90a) gives dQ a
+// warpgroup of its own; this file has the warpgroup MMA kernel whose key
+// warpgroups also compute dQ (BWD_WS=0, BWD_WGMMA=1; warpgroups of 64
+// keys) and the mma.sync m16n8k16 one (BWD_WGMMA=0; warps of 16 keys).
 #include "attention.h"
+#include "attention_bwd.cuh"
 #include "attention_cuda.cuh"
-#include "mma.cuh"
-#include "tma.cuh"
-#include "wgmma_bwd.cuh"
 
 #include <cuda_runtime.h>
 #include <math.h>
@@ -45,6 +44,11 @@
 #endif
 #ifndef BWD128_MINB
 #define BWD128_MINB 1
+#endif
+// 1: the backward with a warpgroup of its own for dQ (attention_bwd_ws.cu,
+// sm_90a); 0: BWD_WGMMA picks one of this file's kernels.
+#ifndef BWD_WS
+#define BWD_WS 1
 #endif
 // 1: the wgmma backward (sm_90a); 0: the mma.sync backward (v2).
 #ifndef BWD_WGMMA
@@ -79,21 +83,10 @@
 
 namespace {
 
-constexpr float LOG2E = 1.4426950408889634f;
+using namespace bwd;
+
 constexpr int ROWS_PER_BLOCK = 8;   // delta kernel: one warp per row
 constexpr int CONVERT_THREADS = 256;
-// The dQ workspace's rows are padded to a multiple of DQ_ROWS, so that a
-// bulk-reduced tile never runs past a head; with BWD_DQ_BULK it is laid
-// out in tiles of DQ_ROWS x DQ_COLS floats, tiles row-major within a head,
-// each tile in the order of a 64 x 64 wgmma accumulator: float4 number
-// j * 128 + thread holds c[j][0..3] of that thread of the warpgroup
-// (rows 16 warp + lane / 4 and + 8, columns 8 j + 2 (lane % 4) and + 1).
-constexpr int DQ_ROWS = 64, DQ_COLS = 64, DQ_TILE = DQ_ROWS * DQ_COLS;
-
-__host__ __device__ constexpr int dq_rows_padded(int T)
-{
-	return (T + DQ_ROWS - 1) / DQ_ROWS * DQ_ROWS;
-}
 
 template <int D, int BM, int NW>
 struct BwdCfg {
@@ -402,7 +395,6 @@ int launch_bwd(const uint16_t *q, const uint16_t *k, const uint16_t *v, const ui
 // shared memory and added by one bulk reduction that the copy engine
 // carries out while the warpgroups go on (BWD_DQ_BULK), or with red.v4 by
 // every thread.  Q, dO, lse and delta: two buffers filled by cp.async.
-constexpr int BWG_KEYS = 64, BWG_THREADS = 128, BWG_MROWS = 64;
 
 template <int D, int BM, int NWG>
 struct BwdWgCfg {
@@ -420,75 +412,7 @@ struct BwdWgCfg {
 	static_assert(BM == 64 || BM == 128, "query steps of 64 or 128 rows");
 };
 
-// Q and dO rows m0.. as slab tiles, and their lse and delta (0 past T),
-// all by cp.async.
-template <int D, int BM, int NT>
-__device__ __forceinline__ void load_q_slabs(bf16 *sQ, bf16 *sdO, float *sL, float *sDl,
-					     const bf16 *q, const bf16 *dout, const float *lse,
-					     const float *delta, int m0, int T)
-{
-	load_slabs<BM, D, NT>(sQ, q, m0, T);
-	load_slabs<BM, D, NT>(sdO, dout, m0, T);
-	for (int i = threadIdx.x; i < BM; i += NT) {
-		bool valid = m0 + i < T;
-		cp_async4(sL + i, lse + (valid ? m0 + i : 0), valid);
-		cp_async4(sDl + i, delta + (valid ? m0 + i : 0), valid);
-	}
-}
 
-// S^T (64 keys x BM queries), both operands K-major.
-template <int BM>
-__device__ __forceinline__ void wgb_st(float (*d)[4], uint64_t da, uint64_t db, int scale_d)
-{
-	if constexpr (BM == 64)
-		wgb_ss_n64(d, da, db, scale_d);
-	else
-		wgmma_ss_n128(d, da, db, scale_d);
-}
-
-// A piece of dQ (64 queries x N) from dS (M-major) and K (N-major).
-template <int N>
-__device__ __forceinline__ void wgb_dq(float (*d)[4], uint64_t da, uint64_t db, int scale_d)
-{
-	if constexpr (N == 32)
-		wgb_ss_tt_n32(d, da, db, scale_d);
-	else
-		wgb_ss_tt_n64(d, da, db, scale_d);
-}
-
-// P^T = exp2(S^T scale log2e - lse log2e) and dS^T = P^T (dP^T - delta)
-// scale in place of the S^T and dP^T accumulators (rows: keys from key,
-// columns: queries from m0; lse and delta at shared addresses ls, dl); with
-// MASK, P^T = 0 for keys or queries past T and (causal) keys after the
-// query.
-template <int BM, bool MASK>
-__device__ __forceinline__ void p_ds(float (*st)[4], float (*dpt)[4], uint32_t ls, uint32_t dl,
-				     float sl2, float scale, int m0, int key, int t, int T, int causal)
-{
-#pragma unroll
-	for (int i = 0; i < BM / 8; i++) {
-		const int q = i * 8 + 2 * t;
-		const float2 l = lds_f2(ls + q * sizeof(float));
-		const float2 d = lds_f2(dl + q * sizeof(float));
-#pragma unroll
-		for (int e = 0; e < 4; e++) {
-			const int qi = q + (e & 1), kr = key + (e >> 1) * 8;
-			float p = exp2_ftz(fmaf(st[i][e], sl2, -LOG2E * (e & 1 ? l.y : l.x)));
-			if (MASK && (kr >= T || m0 + qi >= T || (causal && m0 + qi < kr)))
-				p = 0;
-			st[i][e] = p;
-			dpt[i][e] = p * (dpt[i][e] - (e & 1 ? d.y : d.x)) * scale;
-		}
-	}
-}
-
-template <int N>
-__device__ __forceinline__ void zero_acc(float (*c)[4])
-{
-#pragma unroll
-	for (int i = 0; i < N; i++)
-		c[i][0] = c[i][1] = c[i][2] = c[i][3] = 0;
-}
 
 template <int D, int BM, int NWG>
 __global__ void __launch_bounds__(BWG_THREADS * NWG, 1)
@@ -535,9 +459,6 @@ bwd_wgmma_kernel(const bf16 *__restrict__ q, const bf16 *__restrict__ k,
 	float adk[D / 8][4], adv[D / 8][4];
 	zero_acc<D / 8>(adk);
 	zero_acc<D / 8>(adv);
-	constexpr uint32_t KSTEP = 16 * sizeof(bf16);         // a k16 step within a 128-byte row
-	constexpr uint32_t ROWS16 = 16 * SLAB_ROW_BYTES;       // 16 rows of a slab
-	constexpr uint32_t KSLAB = BN * SLAB_ROW_BYTES, QSLAB = BM * SLAB_ROW_BYTES;
 	const uint32_t kbase = smem_addr(sK), vbase = smem_addr(sV), dsbase = smem_addr(sdS);
 	const uint32_t wgoff = wg * BWG_KEYS * SLAB_ROW_BYTES;  // the warpgroup's rows of sK, sV
 
@@ -558,74 +479,11 @@ bwd_wgmma_kernel(const bf16 *__restrict__ q, const bf16 *__restrict__ k,
 		const uint32_t dsaddr = wgb_opaque(dsbase);
 		const float *cL = sL + buf * BM, *cDl = sDl + buf * BM;
 		uint32_t pa[BM / 16][4], sa[BM / 16][4];
-
-		if (causal && wkey > m0 + BM - 1) {
-			// Every query of this step comes before the warpgroup's keys.
-#pragma unroll
-			for (int kk = 0; kk < BM / 16; kk++)
-#pragma unroll
-				for (int e = 0; e < 4; e++)
-					pa[kk][e] = sa[kk][e] = 0;
-		} else {
-			float st[BM / 8][4], dpt[BM / 8][4];
-			fence_regs<BM / 8>(st);
-			fence_regs<BM / 8>(dpt);
-			wgmma_fence();
-#pragma unroll
-			for (int kk = 0; kk < D / 16; kk++) {
-				uint32_t ko = (kk / 4) * KSLAB + (kk % 4) * KSTEP;
-				uint32_t qo = (kk / 4) * QSLAB + (kk % 4) * KSTEP;
-				uint64_t db = sw128_desc(qaddr + qo, 16, SW_ATOM_BYTES);
-				wgb_st<BM>(st, sw128_desc(kaddr + wgoff + ko, 16, SW_ATOM_BYTES),
-					   db, kk > 0);
-			}
-			wgmma_commit();
-#pragma unroll
-			for (int kk = 0; kk < D / 16; kk++) {
-				uint32_t ko = (kk / 4) * KSLAB + (kk % 4) * KSTEP;
-				uint32_t qo = (kk / 4) * QSLAB + (kk % 4) * KSTEP;
-				uint64_t db = sw128_desc(doaddr + qo, 16, SW_ATOM_BYTES);
-				wgb_st<BM>(dpt, sw128_desc(vaddr + wgoff + ko, 16, SW_ATOM_BYTES),
-					   db, kk > 0);
-			}
-			wgmma_commit();
-			wgmma_wait<0>();
-			fence_regs<BM / 8>(st);
-			fence_regs<BM / 8>(dpt);
-
-			// P^T and dS^T; the masked version only where some key or query
-			// is past T or (causal) the tile crosses the diagonal.
-			const uint32_t ls = smem_addr(cL), dl = smem_addr(cDl);
-			const int key = k0 + krow + g;
-			if (wkey + BWG_KEYS > T || m0 + BM > T || (causal && m0 < wkey + BWG_KEYS))
-				p_ds<BM, true>(st, dpt, ls, dl, sl2, scale, m0, key, t, T, causal);
-			else
-				p_ds<BM, false>(st, dpt, ls, dl, sl2, scale, m0, key, t, T, causal);
-			acc_to_a<BM>(pa, st);
-			acc_to_a<BM>(sa, dpt);
-			fence_regs<D / 8>(adv);
-			wgmma_fence();
-#pragma unroll
-			for (int kk = 0; kk < BM / 16; kk++)
-				wgmma_rs_tb<D>(adv, pa[kk],
-					  sw128_desc(doaddr + kk * ROWS16, QSLAB, SW_ATOM_BYTES));
-			wgmma_commit();
-			fence_regs<D / 8>(adk);
-			wgmma_fence();
-#pragma unroll
-			for (int kk = 0; kk < BM / 16; kk++)
-				wgmma_rs_tb<D>(adk, sa[kk], sw128_desc(qaddr + kk * ROWS16, QSLAB, SW_ATOM_BYTES));
-			wgmma_commit();
-		}
-		// dS^T into its slab tile (A fragment e: row +8 for odd e, column +8
-		// for e >= 2), then the whole block's dS is there for dQ.
-#pragma unroll
-		for (int kk = 0; kk < BM / 16; kk++)
-#pragma unroll
-			for (int e = 0; e < 4; e++) {
-				int row = krow + g + (e & 1) * 8, col = kk * 16 + (e >> 1) * 8 + 2 * t;
-				sts_u32(dsaddr + slab_off<BN>(row, col) * sizeof(bf16), sa[kk][e]);
-			}
+		kv_step<D, BM, BN>(adk, adv, pa, sa, kaddr + wgoff, vaddr + wgoff, qaddr, doaddr,
+				   smem_addr(cL), smem_addr(cDl), sl2, scale, m0, wkey,
+				   k0 + krow + g, t, T, causal);
+		// dS^T into its tile, then the whole block's dS is there for dQ.
+		store_ds<BM, BN>(dsaddr, sa, krow + g, t);
 		fence_proxy_async();
 		if (C::BULK && wtid == 0)
 			bulk_wait_read();  // the last step's dQ tiles were read: free
@@ -642,34 +500,15 @@ bwd_wgmma_kernel(const bf16 *__restrict__ q, const bf16 *__restrict__ k,
 		// for all three.
 		for (int p = wg; p < C::DQ_PIECES; p += NWG) {
 			const int rb = p / (D / DQN), c0 = p % (D / DQN) * DQN;
-			const uint32_t boff = c0 / SLAB_COLS * KSLAB + c0 % SLAB_COLS * sizeof(bf16);
 			float c[DQN / 8][4];
-			zero_acc<DQN / 8>(c);
-			fence_regs<DQN / 8>(c);
-			wgmma_fence();
-#pragma unroll
-			for (int kk = 0; kk < BN / 16; kk++)
-				wgb_dq<DQN>(c,
-					    sw128_desc(dsaddr + rb * KSLAB + kk * ROWS16, KSLAB,
-						       SW_ATOM_BYTES),
-					    sw128_desc(kaddr + boff + kk * ROWS16, KSLAB, SW_ATOM_BYTES),
-					    kk > 0);
-			wgmma_commit();
+			issue_dq<BN, DQN>(c, dsaddr, kaddr, rb, c0);
 			wgmma_wait<0>();
 			fence_regs<DQN / 8>(c);
 			if constexpr (C::BULK) {
-				float4 *tile = reinterpret_cast<float4 *>(sDq + p * DQ_TILE);
-#pragma unroll
-				for (int j = 0; j < DQN / 8; j++)
-					tile[j * BWG_THREADS + wtid] = make_float4(c[j][0], c[j][1], c[j][2], c[j][3]);
-				fence_proxy_async();
-				asm volatile("bar.sync %0, %1;\n" ::"r"(1 + wg), "n"(BWG_THREADS) : "memory");
-				if (wtid == 0) {
-					const size_t mt = (m0 + rb * BWG_MROWS) / DQ_ROWS;
-					bulk_reduce_add_f32(dqacc + (mt * (D / DQ_COLS) + c0 / DQ_COLS) * DQ_TILE,
-							    sDq + p * DQ_TILE, DQ_TILE * sizeof(float));
-					bulk_commit();
-				}
+				const size_t mt = (m0 + rb * BWG_MROWS) / DQ_ROWS;
+				dq_tile_write<DQN>(sDq + p * DQ_TILE, c, 0, wtid);
+				dq_tile_reduce(dqacc + (mt * (D / DQ_COLS) + c0 / DQ_COLS) * DQ_TILE,
+					       sDq + p * DQ_TILE, wtid, 1 + wg);
 			} else {
 				red_rows<D, DQN>(dqacc, c, m0 + rb * BWG_MROWS + warp * 16 + g, c0, t, T);
 			}
@@ -687,18 +526,7 @@ bwd_wgmma_kernel(const bf16 *__restrict__ q, const bf16 *__restrict__ k,
 	if (C::BULK && wtid == 0)
 		bulk_wait_done();
 
-#pragma unroll
-	for (int h = 0; h < 2; h++) {
-		int key = k0 + krow + g + h * 8;
-		if (key >= T)
-			continue;
-#pragma unroll
-		for (int dt = 0; dt < D / 8; dt++) {
-			size_t x = off + (size_t)key * D + dt * 8 + 2 * t;
-			*reinterpret_cast<uint32_t *>(dk + x) = pack_bf16(adk[dt][2 * h], adk[dt][2 * h + 1]);
-			*reinterpret_cast<uint32_t *>(dv + x) = pack_bf16(adv[dt][2 * h], adv[dt][2 * h + 1]);
-		}
-	}
+	store_dkdv<D>(dk + off, dv + off, adk, adv, k0 + krow + g, t, T);
 #endif
 }
 
@@ -749,7 +577,10 @@ extern "C" int attn_bwd_cuda(const uint16_t *q, const uint16_t *k, const uint16_
 		       0, st>>>((const bf16 *)o, (const bf16 *)dout, delta, rows, D);
 	if (cudaGetLastError())
 		return ATTN_EDEVICE;
-	if (BWD_WGMMA)
+	if (BWD_WS)
+		rc = attn_bwd_ws(q, k, v, dout, lse, delta, dqacc, dk, dv, B * H, T, D, causal, scale,
+				 st);
+	else if (BWD_WGMMA)
 		rc = D == 64 ? launch_bwd_wgmma<64, BWD64_WG_BM, BWD64_WG_NWG>(
 				       q, k, v, dout, lse, delta, dqacc, dk, dv, B * H, T, causal, scale, st)
 			     : launch_bwd_wgmma<128, BWD128_WG_BM, BWD128_WG_NWG>(
@@ -762,7 +593,7 @@ extern "C" int attn_bwd_cuda(const uint16_t *q, const uint16_t *k, const uint16_
 			q, k, v, dout, lse, delta, dqacc, dk, dv, B * H, T, causal, scale, st);
 	if (rc)
 		return rc;
-	const bool tiled = BWD_WGMMA && (D == 64 ? BwdWgCfg<64, BWD64_WG_BM, BWD64_WG_NWG>::BULK
+	const bool tiled = BWD_WS || BWD_WGMMA && (D == 64 ? BwdWgCfg<64, BWD64_WG_BM, BWD64_WG_NWG>::BULK
 					       : BwdWgCfg<128, BWD128_WG_BM, BWD128_WG_NWG>::BULK);
 	size_t blocks = ((tiled ? n / 4 : rows * D) + CONVERT_THREADS - 1) / CONVERT_THREADS;
 	unsigned grid = (unsigned)(blocks < 65536 ? blocks : 65536);

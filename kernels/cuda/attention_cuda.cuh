@@ -1,5 +1,6 @@
-// attention_cuda.cuh: what the two CUDA attention files share: limits of
-// the launch grids and the argument check both entry points run.
+// attention_cuda.cuh: what the CUDA attention files share: limits of the
+// launch grids, the argument check both entry points run, and the kernels
+// that have files of their own.
 #ifndef LMPIPE_ATTENTION_CUDA_CUH
 #define LMPIPE_ATTENTION_CUDA_CUH
 
@@ -19,6 +20,13 @@ int attn_cuda_check(int B, int H, int T, int D, const void *const *ptrs, int npt
 
 // The warp-specialised forward (attention_fwd_ws.cu), arguments checked.
 int attn_fwd_ws(const uint16_t *q, const uint16_t *k, const uint16_t *v, uint16_t *o, float *lse,
+		int BH, int T, int D, int causal, float scale, cudaStream_t st);
+
+// The backward's key blocks with a warpgroup of their own for dQ
+// (attention_bwd_ws.cu), arguments checked: dqacc is the zeroed workspace
+// in attention_bwd.cuh's tiles, delta the row sums dout.o.
+int attn_bwd_ws(const uint16_t *q, const uint16_t *k, const uint16_t *v, const uint16_t *dout,
+		const float *lse, const float *delta, float *dqacc, uint16_t *dk, uint16_t *dv,
 		int BH, int T, int D, int causal, float scale, cudaStream_t st);
 
 #endif

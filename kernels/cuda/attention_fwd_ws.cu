@@ -83,8 +83,12 @@ struct WsCfg {
 	static constexpr int NBAR = 2 * (QST + KST + VST);
 	static constexpr size_t SMEM =
 		QST * (size_t)QBYTES + (KST + VST) * (size_t)TILE + NBAR * 8 + SW_ATOM_BYTES;
-	// The consumers' share of the register file, a multiple of 8, at most 240.
-	static constexpr int CR0 = (REG_FILE - PRODUCER_REGS * WG_THREADS) / (NWG * WG_THREADS) / 8 * 8;
+	// The consumers' share of the registers the block is launched with
+	// (setmaxnreg moves them from the producer; asking for more than it
+	// gives up would wait forever), a multiple of 8, at most 240.
+	static constexpr int LAUNCH_REGS = REG_FILE / NT / 8 * 8;
+	static constexpr int CR0 =
+		(LAUNCH_REGS * NT - PRODUCER_REGS * WG_THREADS) / (NWG * WG_THREADS) / 8 * 8;
 	static constexpr int CONSUMER_REGS = CR0 > 240 ? 240 : CR0;
 };
 

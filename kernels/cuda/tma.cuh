@@ -97,11 +97,13 @@ __device__ __forceinline__ void bulk_commit(void)
 	asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
 }
 
-// The issuing thread's bulk groups have all read their shared source (it
-// may be written again); bulk_wait_done: and their writes are complete.
+// All but the last N of the issuing thread's bulk groups have read their
+// shared source (it may be written again); bulk_wait_done: all groups
+// are complete, their writes too.
+template <int N = 0>
 __device__ __forceinline__ void bulk_wait_read(void)
 {
-	asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
+	asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory");
 }
 
 __device__ __forceinline__ void bulk_wait_done(void)

@@ -1,0 +1,223 @@
+// attention_bwd_ws.cu: the attention backward with a warpgroup of its own
+// for dQ (Hopper, sm_90a; attention_bwd.cu launches it, BWD_WS).
+//
+// A block owns BN = 64 NWG keys of one (batch, head).  NWG key warpgroups
+// own 64 keys each with their dK and dV accumulators, as in
+// attention_bwd.cu's wgmma kernel; one more warpgroup computes dQ.  For
+// query step j (BM rows) the key warpgroups compute S^T, dP^T, P^T and
+// dS^T, issue dV += P^T dO and dK += dS^T Q, and write dS^T into buffer
+// j % 2.  The dQ warpgroup, once that buffer is full, computes dQ = dS K
+// in pieces of 64 x 64, writes each piece to shared memory, has the copy
+// engine add it to the fp32 workspace (one bulk reduction), and frees the
+// buffer.  So the key warpgroups never wait for dQ's products nor for its
+// reduction, and meet only once a step (for the Q and dO they load by
+// cp.async), where the single-role kernel met twice and then waited.
+//
+// Named barriers: KEYS, the key warpgroups at the top of a step; FULL[b]
+// (key warpgroups arrive, the dQ warpgroup waits) and EMPTY[b] (the other
+// way round) for dS buffer b; DQ, the dQ warpgroup's own.
+#include "attention.h"
+#include "attention_bwd.cuh"
+#include "attention_cuda.cuh"
+
+#include <cuda_runtime.h>
+
+// Query rows per step at each head dimension (-D overrides them).
+#ifndef BWS64_BM
+#define BWS64_BM 64
+#endif
+#ifndef BWS128_BM
+#define BWS128_BM 64
+#endif
+#ifndef BWS_DQ_REGS
+#define BWS_DQ_REGS 48
+#endif
+#ifndef BWS_DQ_N
+#define BWS_DQ_N 32
+#endif
+
+namespace {
+
+using namespace bwd;
+
+enum { BAR_KEYS = 1, BAR_FULL = 2, BAR_EMPTY = 4, BAR_DQ = 6 };
+// The dQ warpgroup's registers, and the columns of its products (a
+// 64 x 64 piece in 64 / DQ_N products, to fit them).
+constexpr int REG_FILE = 65536, DQ_REGS = BWS_DQ_REGS, DQ_N = BWS_DQ_N;
+
+template <int D, int BM, int NWG>
+struct WsCfg {
+	static constexpr int BN = BWG_KEYS * NWG, KT = BWG_THREADS * NWG, NT = KT + BWG_THREADS;
+	static constexpr int PIECES = BM / DQ_ROWS * (D / DQ_COLS);
+	// K, V; two buffers each of Q, dO and dS^T; lse and delta; dQ tiles.
+	static constexpr size_t SMEM = (size_t)(2 * BN * D + 4 * BM * D + 2 * BN * BM) * sizeof(bf16) +
+				       (size_t)4 * BM * sizeof(float) +
+				       (size_t)PIECES * DQ_TILE * sizeof(float) + SW_ATOM_BYTES;
+	// Registers: the block is launched with LAUNCH_REGS a thread (what
+	// ptxas allots for NT threads), and setmaxnreg only moves them between
+	// its warpgroups, so the key warpgroups get what the dQ warpgroup
+	// gives up (asking for more leaves them waiting forever): a multiple
+	// of 8, at most 240.
+	static constexpr int LAUNCH_REGS = REG_FILE / NT / 8 * 8;
+	static constexpr int KR0 = (LAUNCH_REGS * NT - DQ_REGS * BWG_THREADS) / KT / 8 * 8;
+	static constexpr int KEY_REGS = KR0 > 240 ? 240 : KR0;
+	static_assert(KEY_REGS * KT + DQ_REGS * BWG_THREADS <= LAUNCH_REGS * NT, "registers");
+	static_assert(BM == 64 || BM == 128, "query steps of 64 or 128 rows");
+	static_assert(SMEM <= 227 * 1024, "the buffers exceed a block's shared memory");
+};
+
+// The dQ warpgroup: for each query step, once dS^T buffer j % 2 is full,
+// dQ piece by piece into the workspace (rows of this head from 0).
+template <int D, int BM, int NWG>
+__device__ void dq_role(const bf16 *sK, const bf16 *sdS, float *sDq, float *dqacc, int mfirst,
+			int nsteps)
+{
+	using C = WsCfg<D, BM, NWG>;
+	constexpr int BN = C::BN, NT = C::NT, P = C::PIECES;
+	const int wtid = threadIdx.x % BWG_THREADS;
+	const uint32_t kbase = smem_addr(sK), dsbase = smem_addr(sdS);
+	for (int j = 0; j < nsteps; j++) {
+		const int buf = j & 1, m0 = (mfirst + j) * BM;
+		named_bar_sync(BAR_FULL + buf, NT);
+		const uint32_t dsaddr = wgb_opaque(dsbase + buf * BN * BM * (uint32_t)sizeof(bf16));
+		for (int p = 0; p < P; p++) {
+			const int rb = p / (D / DQ_COLS), c0 = p % (D / DQ_COLS) * DQ_COLS;
+			// Tile p is free once its reduction of the last step has read
+			// it: P - 1 groups were committed after that one.
+			if (wtid == 0)
+				bulk_wait_read<P - 1>();
+			named_bar_sync(BAR_DQ, BWG_THREADS);
+#pragma unroll
+			for (int h = 0; h < DQ_COLS / DQ_N; h++) {
+				float c[DQ_N / 8][4];
+				issue_dq<BN, DQ_N, true>(c, dsaddr, wgb_opaque(kbase), rb, c0 + h * DQ_N);
+				wgmma_wait<0>();
+				fence_regs<DQ_N / 8>(c);
+				dq_tile_write<DQ_N>(sDq + p * DQ_TILE, c, h * DQ_N / 8, wtid);
+			}
+			if (p == P - 1 && j + 2 < nsteps)
+				named_bar_arrive(BAR_EMPTY + buf, NT);  // read: step j + 2 may write it
+			const size_t mt = (m0 + rb * DQ_ROWS) / DQ_ROWS;
+			dq_tile_reduce(dqacc + (mt * (D / DQ_COLS) + c0 / DQ_COLS) * DQ_TILE,
+				       sDq + p * DQ_TILE, wtid, BAR_DQ);
+		}
+	}
+	if (wtid == 0)
+		bulk_wait_done();
+}
+
+template <int D, int BM, int NWG>
+__global__ void __launch_bounds__(WsCfg<D, BM, NWG>::NT, 1)
+bwd_ws_kernel(const bf16 *__restrict__ q, const bf16 *__restrict__ k, const bf16 *__restrict__ v,
+	      const bf16 *__restrict__ dout, const float *__restrict__ lse,
+	      const float *__restrict__ delta, float *__restrict__ dqacc, bf16 *__restrict__ dk,
+	      bf16 *__restrict__ dv, int T, int causal, float scale)
+{
+#if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+	__trap();  // built without sm_90a: refuse loudly rather than compute nothing
+#else
+	using C = WsCfg<D, BM, NWG>;
+	constexpr int BN = C::BN, KT = C::KT, NT = C::NT;
+	extern __shared__ unsigned char smem_raw[];
+	uintptr_t base = ((uintptr_t)smem_raw + SW_ATOM_BYTES - 1) & ~(uintptr_t)(SW_ATOM_BYTES - 1);
+	bf16 *sK = reinterpret_cast<bf16 *>(base);
+	bf16 *sV = sK + BN * D;
+	bf16 *sQ = sV + BN * D;        // two buffers of BM x D
+	bf16 *sdO = sQ + 2 * BM * D;   // two buffers of BM x D
+	bf16 *sdS = sdO + 2 * BM * D;  // two buffers of dS^T: BN keys x BM queries
+	float *sL = reinterpret_cast<float *>(sdS + 2 * BN * BM);  // two buffers of BM
+	float *sDl = sL + 2 * BM;                                    // two buffers of BM
+	float *sDq = sDl + 2 * BM;                                   // PIECES tiles
+
+	const int bh = blockIdx.x, k0 = blockIdx.y * BN;
+	const size_t off = (size_t)bh * T * D;
+	const int mfirst = causal ? k0 / BM : 0, nmb = (T + BM - 1) / BM;
+	const int wg = threadIdx.x / BWG_THREADS;
+	if (wg == NWG) {
+		regs_dealloc<DQ_REGS>();
+		dq_role<D, BM, NWG>(sK, sdS, sDq, dqacc + (size_t)bh * dq_rows_padded(T) * D, mfirst,
+				    nmb - mfirst);
+		return;
+	}
+	regs_alloc<C::KEY_REGS>();
+	q += off, k += off, v += off, dout += off;
+	lse += (size_t)bh * T, delta += (size_t)bh * T;
+	const int warp = threadIdx.x % BWG_THREADS / 32;
+	const int lane = threadIdx.x & 31, g = lane / 4, t = lane % 4;
+	const int wkey = k0 + wg * BWG_KEYS;         // the warpgroup's first key
+	const int krow = wg * BWG_KEYS + warp * 16;  // this warp's first key, within the block
+	const float sl2 = scale * LOG2E;
+
+	load_slabs<BN, D, KT>(sK, k, k0, T);
+	load_slabs<BN, D, KT>(sV, v, k0, T);
+	load_q_slabs<D, BM, KT>(sQ, sdO, sL, sDl, q, dout, lse, delta, mfirst * BM, T);
+	cp_async_commit();
+
+	float adk[D / 8][4], adv[D / 8][4];
+	zero_acc<D / 8>(adk);
+	zero_acc<D / 8>(adv);
+	const uint32_t kbase = smem_addr(sK), vbase = smem_addr(sV), dsbase = smem_addr(sdS);
+	const uint32_t wgoff = wg * BWG_KEYS * SLAB_ROW_BYTES;  // the warpgroup's rows of sK, sV
+
+	for (int mb = mfirst; mb < nmb; mb++) {
+		const int j = mb - mfirst, buf = j & 1, m0 = mb * BM;
+		cp_async_wait_all();
+		fence_proxy_async();
+		named_bar_sync(BAR_KEYS, KT);
+		if (mb + 1 < nmb) {
+			int nb = buf ^ 1;
+			load_q_slabs<D, BM, KT>(sQ + nb * BM * D, sdO + nb * BM * D, sL + nb * BM,
+						sDl + nb * BM, q, dout, lse, delta, m0 + BM, T);
+			cp_async_commit();
+		}
+		const uint32_t qaddr = smem_addr(sQ + buf * BM * D);
+		const uint32_t doaddr = smem_addr(sdO + buf * BM * D);
+		const uint32_t kaddr = wgb_opaque(kbase), vaddr = wgb_opaque(vbase);
+		const uint32_t dsaddr = wgb_opaque(dsbase + buf * BN * BM * (uint32_t)sizeof(bf16));
+		uint32_t pa[BM / 16][4], sa[BM / 16][4];
+		kv_step<D, BM, BN>(adk, adv, pa, sa, kaddr + wgoff, vaddr + wgoff, qaddr, doaddr,
+				   smem_addr(sL + buf * BM), smem_addr(sDl + buf * BM), sl2, scale, m0,
+				   wkey, k0 + krow + g, t, T, causal);
+		if (j >= 2)
+			named_bar_sync(BAR_EMPTY + buf, NT);  // dQ of step j - 2 has read it
+		store_ds<BM, BN>(dsaddr, sa, krow + g, t);
+		fence_proxy_async();
+		named_bar_arrive(BAR_FULL + buf, NT);
+		wgmma_wait<0>();  // dV, dK done: pa, sa and this step's Q, dO free
+		fence_regs_u32<BM / 16>(pa);
+		fence_regs_u32<BM / 16>(sa);
+		fence_regs<D / 8>(adk);
+		fence_regs<D / 8>(adv);
+	}
+	store_dkdv<D>(dk + off, dv + off, adk, adv, k0 + krow + g, t, T);
+#endif
+}
+
+template <int D, int BM, int NWG>
+int launch(const uint16_t *q, const uint16_t *k, const uint16_t *v, const uint16_t *dout,
+	   const float *lse, const float *delta, float *dqacc, uint16_t *dk, uint16_t *dv, int BH,
+	   int T, int causal, float scale, cudaStream_t st)
+{
+	using C = WsCfg<D, BM, NWG>;
+	auto kern = bwd_ws_kernel<D, BM, NWG>;
+	if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)C::SMEM))
+		return ATTN_EDEVICE;
+	dim3 grid(BH, (T + C::BN - 1) / C::BN);
+	kern<<<grid, C::NT, C::SMEM, st>>>((const bf16 *)q, (const bf16 *)k, (const bf16 *)v,
+					   (const bf16 *)dout, lse, delta, dqacc, (bf16 *)dk,
+					   (bf16 *)dv, T, causal, scale);
+	return cudaGetLastError() == cudaSuccess ? ATTN_OK : ATTN_EDEVICE;
+}
+
+}  // namespace
+
+int attn_bwd_ws(const uint16_t *q, const uint16_t *k, const uint16_t *v, const uint16_t *dout,
+		const float *lse, const float *delta, float *dqacc, uint16_t *dk, uint16_t *dv,
+		int BH, int T, int D, int causal, float scale, cudaStream_t st)
+{
+	if (D == 64)
+		return launch<64, BWS64_BM, 2>(q, k, v, dout, lse, delta, dqacc, dk, dv, BH, T,
+					      causal, scale, st);
+	return launch<128, BWS128_BM, 2>(q, k, v, dout, lse, delta, dqacc, dk, dv, BH, T, causal,
+					 scale, st);
+}
