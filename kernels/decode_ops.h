@@ -6,9 +6,10 @@
  * waking a thread team for each (a futex round trip when OpenMP threads
  * sleep) would cost more than the op.
  *
- * Float32; the arithmetic of the ops of rmsnorm.h, rope.h and swiglu.h,
- * so a step's logits equal a full forward pass's up to rounding (the
- * matrix products, decode_gemm.h, sum in another order than the BLAS). */
+ * Float32; the arithmetic of the ops of rmsnorm.h and rope.h (swiglu.h's
+ * is in decode_gemm.h's gated product), so a step's logits equal a full
+ * forward pass's up to rounding (the matrix products, decode_gemm.h, sum
+ * in another order than the BLAS). */
 #ifndef LMPIPE_DECODE_OPS_H
 #define LMPIPE_DECODE_OPS_H
 
@@ -47,10 +48,6 @@ void dec_rmsnorm_row(float *y, const float *x, const float *w, int C, float eps)
  * rotate-half pairing). */
 void dec_rope_row(float *x, const float *cs, int D);
 
-/* Columns [lo, hi) of out[N][F] = silu(g) u, from h[N][2F] = [g | u]
- * (swiglu_fwd_cpu's arithmetic). */
-void dec_swiglu_cols(float *out, const float *h, int N, int F, int lo, int hi);
-
 /* One query row q[D] against n cached keys/values k, v ([n][D]), output
  * o[D]; s is scratch for n scores (attn_decode_cpu's arithmetic). */
 void attn_decode_row(float *o, const float *q, const float *k, const float *v, int n, int D,
@@ -60,5 +57,12 @@ void attn_decode_row(float *o, const float *q, const float *k, const float *v, i
  * max, then exp (vexp.h) summed in double, vectorised.  NaN entries are
  * skipped by the max. */
 double dec_row_lse(const float *x, size_t n);
+
+/* The index of the first NaN or +inf of a row, or -1 when there is none. */
+long dec_row_bad(const float *x, size_t n);
+
+/* The largest entry of a row without NaN (n >= 1), and at *at the lowest
+ * index holding it: a sequential scan's answer, vectorised. */
+float dec_row_argmax(const float *x, size_t n, size_t *at);
 
 #endif

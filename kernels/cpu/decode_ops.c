@@ -110,19 +110,6 @@ WIDE void dec_rope_row(float *x, const float *cs, int D)
 	}
 }
 
-WIDE void dec_swiglu_cols(float *out, const float *h, int N, int F, int lo, int hi)
-{
-	for (int n = 0; n < N; n++) {
-		const float *g = h + (size_t)n * 2 * F, *u = g + F;
-		float *o = out + (size_t)n * F;
-#pragma omp simd
-		for (int i = lo; i < hi; i++) {
-			float sig = 1.0f / (1.0f + vexpf(-g[i]));
-			o[i] = g[i] * sig * u[i];
-		}
-	}
-}
-
 /* Dot products of q with keys j .. j+KEYS_AT_ONCE-1: independent sums, so
  * their horizontal reductions overlap instead of queueing one per key. */
 enum { KEYS_AT_ONCE = 8 };
@@ -332,4 +319,41 @@ WIDE double dec_row_lse(const float *x, size_t n)
 	for (size_t i = 0; i < n; i++)
 		sum += vexpf(x[i] - mx);
 	return mx + log(sum);
+}
+
+WIDE long dec_row_bad(const float *x, size_t n)
+{
+	int bad = 0;
+#pragma omp simd reduction(| : bad)
+	for (size_t i = 0; i < n; i++)
+		bad |= !(x[i] < INFINITY);
+	for (size_t i = 0; bad && i < n; i++)
+		if (!(x[i] < INFINITY))
+			return (long)i;
+	return -1;
+}
+
+/* Entries compared at once while looking for the first maximum. */
+enum { ARGMAX_BLOCK = 64 };
+
+WIDE float dec_row_argmax(const float *x, size_t n, size_t *at)
+{
+	float mx = -INFINITY;
+#pragma omp simd reduction(max : mx)
+	for (size_t i = 0; i < n; i++)
+		mx = x[i] > mx ? x[i] : mx;
+	for (size_t i0 = 0; i0 < n; i0 += ARGMAX_BLOCK) {
+		size_t end = n - i0 < ARGMAX_BLOCK ? n : i0 + ARGMAX_BLOCK;
+		int hit = 0;
+#pragma omp simd reduction(| : hit)
+		for (size_t i = i0; i < end; i++)
+			hit |= x[i] == mx;
+		for (size_t i = i0; hit && i < end; i++)
+			if (x[i] == mx) {
+				*at = i;
+				return x[i];
+			}
+	}
+	*at = 0; /* every entry -inf */
+	return mx;
 }
