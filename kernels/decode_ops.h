@@ -41,7 +41,9 @@ void dec_barrier_wait(dec_barrier *b, int t, int nt);
 /* [lo, hi): block t of nt of n items, in multiples of align. */
 void dec_split(int n, int t, int nt, int align, int *lo, int *hi);
 
-/* y = x * rstd * w over one row of C (rmsnorm_fwd_cpu's arithmetic). */
+/* y = x * rstd * w over one row of C (y not overlapping x): as
+ * rmsnorm_fwd_cpu, but the sum of squares in 16 interleaved partial sums
+ * (vectorised; the same order for every row). */
 void dec_rmsnorm_row(float *y, const float *x, const float *w, int C, float eps);
 
 /* Rotate one head vector of D by the cos/sin row cs (rope.h's table and
