@@ -6,7 +6,9 @@
  * split2d), so at batch 1 the weights stay in the cores' caches and one
  * token is a few microseconds of work per op.  Threads meet
  * at decode_ops.h's spinning barrier: five per layer.  RMSNorm is computed
- * by every thread for itself (it is tiny), which saves two more. */
+ * by every thread for the rows of its own product block (it is tiny),
+ * which saves two more; the gate and up products and SwiGLU are one pass
+ * (decode_gemm.h's gated product). */
 #include "model_decode.h"
 
 #include <math.h>
