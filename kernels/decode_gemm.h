@@ -45,4 +45,17 @@ int dec_gemm_best(void);
 void dec_gemm_cols_on(int path, float *out, int ldo, const float *inp, int N, int IN,
 		      const float *packed, int lo, int hi, int accumulate);
 
+/* The gated unit of the feed-forward block in one pass: W [2F][IN] is the
+ * gate's F rows then the up projection's (model.h's wgu), packed by
+ * dec_pack_glu as pairs of panels (gate, up) of the same columns, and
+ *   out[n][f] = silu(g) u,  g = inp[n] . W[f],  u = inp[n] . W[F + f]
+ * for the columns f in [lo, hi) (lo a multiple of DEC_PANEL, hi <= F), with
+ * swiglu_fwd_cpu's arithmetic on the sums: neither sum is written out. */
+size_t dec_packed_glu_floats(int IN, int F);
+void dec_pack_glu(float *dst, const float *w, int IN, int F);
+void dec_gemm_glu_cols(float *out, int ldo, const float *inp, int N, int IN, const float *packed,
+		       int lo, int hi);
+void dec_gemm_glu_cols_on(int path, float *out, int ldo, const float *inp, int N, int IN,
+			  const float *packed, int lo, int hi);
+
 #endif

@@ -6,9 +6,10 @@
  * waking a thread team for each (a futex round trip when OpenMP threads
  * sleep) would cost more than the op.
  *
- * Float32; the arithmetic of the ops of rmsnorm.h, rope.h and swiglu.h,
- * so a step's logits equal a full forward pass's up to rounding (the
- * matrix products, decode_gemm.h, sum in another order than the BLAS). */
+ * Float32; the arithmetic of the ops of rmsnorm.h and rope.h (swiglu.h's
+ * is in decode_gemm.h's gated product), so a step's logits equal a full
+ * forward pass's up to rounding (the matrix products, decode_gemm.h, sum
+ * in another order than the BLAS). */
 #ifndef LMPIPE_DECODE_OPS_H
 #define LMPIPE_DECODE_OPS_H
 
@@ -40,16 +41,14 @@ void dec_barrier_wait(dec_barrier *b, int t, int nt);
 /* [lo, hi): block t of nt of n items, in multiples of align. */
 void dec_split(int n, int t, int nt, int align, int *lo, int *hi);
 
-/* y = x * rstd * w over one row of C (rmsnorm_fwd_cpu's arithmetic). */
+/* y = x * rstd * w over one row of C (y not overlapping x): as
+ * rmsnorm_fwd_cpu, but the sum of squares in 16 interleaved partial sums
+ * (vectorised; the same order for every row). */
 void dec_rmsnorm_row(float *y, const float *x, const float *w, int C, float eps);
 
 /* Rotate one head vector of D by the cos/sin row cs (rope.h's table and
  * rotate-half pairing). */
 void dec_rope_row(float *x, const float *cs, int D);
-
-/* Columns [lo, hi) of out[N][F] = silu(g) u, from h[N][2F] = [g | u]
- * (swiglu_fwd_cpu's arithmetic). */
-void dec_swiglu_cols(float *out, const float *h, int N, int F, int lo, int hi);
 
 /* One query row q[D] against n cached keys/values k, v ([n][D]), output
  * o[D]; s is scratch for n scores (attn_decode_cpu's arithmetic). */
@@ -60,5 +59,12 @@ void attn_decode_row(float *o, const float *q, const float *k, const float *v, i
  * max, then exp (vexp.h) summed in double, vectorised.  NaN entries are
  * skipped by the max. */
 double dec_row_lse(const float *x, size_t n);
+
+/* The index of the first NaN or +inf of a row, or -1 when there is none. */
+long dec_row_bad(const float *x, size_t n);
+
+/* The largest entry of a row without NaN (n >= 1), and at *at the lowest
+ * index holding it: a sequential scan's answer, vectorised. */
+float dec_row_argmax(const float *x, size_t n, size_t *at);
 
 #endif

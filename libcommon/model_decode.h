@@ -70,7 +70,7 @@ typedef struct model_decoder {
 	float *scores;         /* [max_threads][n_ctx] attention scratch */
 	float *packed;         /* the weights in decode_gemm.h's panels, one block */
 	struct packed_layer {
-		const float *qkv, *o, *gate, *up, *down;
+		const float *qkv, *o, *gu, *down; /* gu: gate and up (dec_pack_glu) */
 	} *pl;                 /* per layer, into packed */
 	const float *phead;    /* the output head, into packed */
 	dec_barrier bar;

@@ -6,7 +6,9 @@
  * split2d), so at batch 1 the weights stay in the cores' caches and one
  * token is a few microseconds of work per op.  Threads meet
  * at decode_ops.h's spinning barrier: five per layer.  RMSNorm is computed
- * by every thread for itself (it is tiny), which saves two more. */
+ * by every thread for the rows of its own product block (it is tiny),
+ * which saves two more; the gate and up products and SwiGLU are one pass
+ * (decode_gemm.h's gated product). */
 #include "model_decode.h"
 
 #include <math.h>
@@ -61,13 +63,17 @@ static void gemm_block(struct block b, float *out, int ldo, const float *inp, in
 }
 
 /* Pack W [OUT][IN] at *at (when base is set; else only count) and move
- * *at past it, keeping the next matrix aligned. */
-static const float *pack_one(float *base, size_t *at, const float *w, int IN, int OUT)
+ * *at past it, keeping the next matrix aligned; glu: W is [2F][IN], the
+ * gate then the up projection, packed for dec_gemm_glu_cols (OUT = F). */
+static const float *pack_one(float *base, size_t *at, const float *w, int IN, int OUT, int glu)
 {
 	const size_t align = DEC_PACK_ALIGN / sizeof(float);
 	float *dst = base + *at;
-	*at += (dec_packed_floats(IN, OUT) + align - 1) / align * align;
-	if (base)
+	size_t n = glu ? dec_packed_glu_floats(IN, OUT) : dec_packed_floats(IN, OUT);
+	*at += (n + align - 1) / align * align;
+	if (base && glu)
+		dec_pack_glu(dst, w, IN, OUT);
+	else if (base)
 		dec_pack(dst, w, IN, OUT);
 	return dst;
 }
@@ -82,13 +88,12 @@ static size_t pack_all(model_decoder *md, float *base)
 	for (int l = 0; l < c->n_layers; l++) {
 		const layer_ptrs *p = &m->lp[l];
 		struct packed_layer *q = &md->pl[l];
-		q->qkv = pack_one(base, &at, p->wqkv, C, 3 * C);
-		q->o = pack_one(base, &at, p->wo, C, C);
-		q->gate = pack_one(base, &at, p->wgu, C, F);
-		q->up = pack_one(base, &at, p->wgu + (size_t)F * C, C, F);
-		q->down = pack_one(base, &at, p->wdown, F, C);
+		q->qkv = pack_one(base, &at, p->wqkv, C, 3 * C, 0);
+		q->o = pack_one(base, &at, p->wo, C, C, 0);
+		q->gu = pack_one(base, &at, p->wgu, C, F, 1);
+		q->down = pack_one(base, &at, p->wdown, F, C, 0);
 	}
-	md->phead = pack_one(base, &at, m->head, C, c->vocab);
+	md->phead = pack_one(base, &at, m->head, C, c->vocab, 0);
 	return at;
 }
 
@@ -148,10 +153,20 @@ static void mark(model_decoder *md, int t, int phase)
 	md->phase_t = now;
 }
 
+/* Rows [r0, r1) of the normed input, each thread its own: a thread's
+ * product reads only the rows of its block. */
+static void norm_rows(float *xn, const float *x, const float *w, struct block b, int C)
+{
+	for (int i = b.r0; i < b.r1; i++)
+		dec_rmsnorm_row(xn + (size_t)i * C, x + (size_t)i * C, w, C, RMSNORM_EPS);
+}
+
 /* Thread t of nt: its share of every op of the chunk.  single: every token
  * is its sequence's only one in the chunk, so a token's attention reads
- * only what earlier chunks and its own thread wrote. */
-static void chunk_thread(model_decoder *md, int N, int single, float *const *out, int t, int nt)
+ * only what earlier chunks and its own thread wrote.  logits: where the
+ * head writes its nl rows (V apart). */
+static void chunk_thread(model_decoder *md, int N, int single, float *const *out, float *logits,
+			 int t, int nt)
 {
 	const model *m = md->m;
 	const model_config *c = &m->cfg;
@@ -160,14 +175,14 @@ static void chunk_thread(model_decoder *md, int N, int single, float *const *out
 	float *xn = md->xt + (size_t)t * MODEL_DECODE_CHUNK * C;
 	float *s = md->scores + (size_t)t * md->n_ctx;
 	dec_barrier *b = &md->bar;
+	struct block qkv = split2d(N, 3 * C, t, nt), sq = split2d(N, C, t, nt);
+	struct block gu = split2d(N, F, t, nt);
 	int lo, hi;
 	for (int l = 0; l < c->n_layers; l++) {
 		const layer_ptrs *p = &m->lp[l];
 		const struct packed_layer *q = &md->pl[l];
-		for (int i = 0; i < N; i++)
-			dec_rmsnorm_row(xn + (size_t)i * C, md->x + (size_t)i * C, p->ln1, C,
-					RMSNORM_EPS);
-		gemm_block(split2d(N, 3 * C, t, nt), md->qkv, 3 * C, xn, C, q->qkv, 0);
+		norm_rows(xn, md->x, p->ln1, qkv, C);
+		gemm_block(qkv, md->qkv, 3 * C, xn, C, q->qkv, 0);
 		dec_barrier_wait(b, t, nt);
 		mark(md, t, DECODE_PHASE_QKV);
 		for (int w = t; w < N * H; w += nt)
@@ -179,20 +194,16 @@ static void chunk_thread(model_decoder *md, int N, int single, float *const *out
 			attend(md, l, w / H, w % H, scale, s);
 		dec_barrier_wait(b, t, nt);
 		mark(md, t, DECODE_PHASE_ATTN);
-		gemm_block(split2d(N, C, t, nt), md->x, C, md->y, C, q->o, 1);
+		gemm_block(sq, md->x, C, md->y, C, q->o, 1);
 		dec_barrier_wait(b, t, nt);
 		mark(md, t, DECODE_PHASE_OUT);
-		for (int i = 0; i < N; i++)
-			dec_rmsnorm_row(xn + (size_t)i * C, md->x + (size_t)i * C, p->ln2, C,
-					RMSNORM_EPS);
-		struct block gu = split2d(N, F, t, nt);
-		gemm_block(gu, md->h, 2 * F, xn, C, q->gate, 0);
-		gemm_block(gu, md->h + F, 2 * F, xn, C, q->up, 0);
-		dec_swiglu_cols(md->sw + (size_t)gu.r0 * F, md->h + (size_t)gu.r0 * 2 * F,
-				gu.r1 - gu.r0, F, gu.lo, gu.hi);
+		norm_rows(xn, md->x, p->ln2, gu, C);
+		if (gu.r1 > gu.r0)
+			dec_gemm_glu_cols(md->sw + (size_t)gu.r0 * F, F, xn + (size_t)gu.r0 * C,
+					  gu.r1 - gu.r0, C, q->gu, gu.lo, gu.hi);
 		dec_barrier_wait(b, t, nt);
 		mark(md, t, DECODE_PHASE_GATE_UP);
-		gemm_block(split2d(N, C, t, nt), md->x, C, md->sw, F, q->down, 1);
+		gemm_block(sq, md->x, C, md->sw, F, q->down, 1);
 		dec_barrier_wait(b, t, nt);
 		mark(md, t, DECODE_PHASE_DOWN);
 	}
@@ -204,12 +215,34 @@ static void chunk_thread(model_decoder *md, int N, int single, float *const *out
 	if (!nl)
 		return; /* a chunk within a long prompt only fills the cache */
 	dec_split(V, t, nt, COL_ALIGN, &lo, &hi);
-	dec_gemm_cols(md->logits, V, xn, nl, C, md->phead, lo, hi, 0);
+	dec_gemm_cols(logits, V, xn, nl, C, md->phead, lo, hi, 0);
+	if (logits != md->logits)
+		return;
 	nl = 0;
 	for (int i = 0; i < N && hi > lo; i++)
 		if (md->last_of[i] >= 0)
 			memcpy(out[md->last_of[i]] + lo, md->logits + (size_t)nl++ * V + lo,
 			       (size_t)(hi - lo) * sizeof(float));
+}
+
+/* The caller's rows for the chunk's logits when they lie V apart in
+ * order (every sequence of a decoding step, slots in order): the head
+ * writes there itself.  Else the decoder's own buffer, copied out. */
+static float *logits_to(const model_decoder *md, int N, float *const *out)
+{
+	size_t V = (size_t)md->m->cfg.vocab;
+	float *first = NULL;
+	int nl = 0;
+	for (int i = 0; i < N; i++) {
+		if (md->last_of[i] < 0)
+			continue;
+		if (!first)
+			first = out[md->last_of[i]];
+		else if (out[md->last_of[i]] != first + nl * V)
+			return md->logits;
+		nl++;
+	}
+	return first ? first : md->logits;
 }
 
 /* Threads for a chunk of N tokens: one per md->work multiply-adds, up to
@@ -230,8 +263,9 @@ void model_decode_cpu_chunk(model_decoder *md, int N, float *const *out)
 		       (size_t)c->d_model * sizeof(float));
 	}
 	int nt = chunk_threads(md, N);
+	float *logits = logits_to(md, N, out);
 	md->phase_t = md->phase_s && single ? now_s() : 0;
 #pragma omp parallel num_threads(nt) if (nt > 1)
-	chunk_thread(md, N, single, out, omp_get_thread_num(), omp_get_num_threads());
+	chunk_thread(md, N, single, out, logits, omp_get_thread_num(), omp_get_num_threads());
 	mark(md, 0, DECODE_PHASE_HEAD);
 }

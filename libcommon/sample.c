@@ -152,21 +152,15 @@ static size_t nucleus(struct sample_cand *c, size_t n, double mass, double top_p
 static int scan(const float *logits, uint32_t n, uint32_t n_draw, float *max, uint32_t *argmax,
 		lm_err *e)
 {
-	float mx = -INFINITY;
-	uint32_t am = 0;
-	for (uint32_t i = 0; i < n; i++) {
-		float l = logits[i];
-		if (isnan(l) || l == INFINITY)
-			return lm_seterr(e, "logit %u is %s", i, isnan(l) ? "NaN" : "+inf");
-		if (l > mx && i < n_draw) {
-			mx = l;
-			am = i;
-		}
-	}
+	long bad = dec_row_bad(logits, n);
+	if (bad >= 0)
+		return lm_seterr(e, "logit %ld is %s", bad, isnan(logits[bad]) ? "NaN" : "+inf");
+	size_t am;
+	float mx = dec_row_argmax(logits, n_draw, &am);
 	if (mx == -INFINITY)
 		return lm_seterr(e, "every logit is -inf: no token can be chosen");
 	*max = mx;
-	*argmax = am;
+	*argmax = (uint32_t)am;
 	return 0;
 }
 
