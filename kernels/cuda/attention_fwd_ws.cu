@@ -263,6 +263,27 @@ struct Sched {
 	}
 };
 
+// This block's items in order: units blockIdx.x, blockIdx.x + gridDim.x,
+// ..., the items of each unit in turn.
+template <int BR>
+struct Walk {
+	Sched<BR> sched;
+	long long u;
+	int i;
+	__device__ Walk(int BH, int T, int causal) : sched(BH, T, causal), u(blockIdx.x), i(0) {}
+	__device__ bool next(Item &it)
+	{
+		if (u >= sched.units())
+			return false;
+		it = sched.item(u, i);
+		if (++i == sched.items(u)) {
+			u += gridDim.x;
+			i = 0;
+		}
+		return true;
+	}
+};
+
 // The producer's thread: for each item of this block, Q, then its K and V
 // tiles, each into the next buffer of its ring once the consumers have
 // released it; the rings run on across items, so the next item's Q and
@@ -272,11 +293,10 @@ __device__ void produce(const CUtensorMap *mq, const CUtensorMap *mk, const CUte
 			const Ring<QST> &rq, const Ring<KST> &rk, const Ring<VST> &rv, int BH,
 			int T, int causal)
 {
-	const Sched<BR> sched(BH, T, causal);
-	uint32_t use = 0, n = 0;
-	for (long long u = blockIdx.x; u < sched.units(); u += gridDim.x)
-	for (int i = 0; i < sched.items(u); i++, n++) {
-		const Item it = sched.item(u, i);
+	Walk<BR> walk(BH, T, causal);
+	uint32_t use = 0;
+	Item it;
+	for (uint32_t n = 0; walk.next(it); n++) {
 		rq.wait_empty(n);
 		rq.load(mq, n, BR, it.q0, it.bh, D);
 		for (int j = 0; j < it.nkv; j++, use++) {
@@ -299,11 +319,10 @@ __device__ void consume(const Ring<QST> &rq, const Ring<KST> &rk, const Ring<VST
 	const int wg = threadIdx.x / WG_THREADS;
 	const int lane = threadIdx.x & 31, g = lane / 4, t = lane % 4;
 	const float sl2 = scale * LOG2E;
-	const Sched<BR> sched(BH, T, causal);
-	uint32_t use = 0, n = 0;  // as the producer counts them
-	for (long long u = blockIdx.x; u < sched.units(); u += gridDim.x)
-	for (int i = 0; i < sched.items(u); i++, n++) {
-		const Item it = sched.item(u, i);
+	Walk<BR> walk(BH, T, causal);
+	uint32_t use = 0;  // as the producer counts them
+	Item it;
+	for (uint32_t n = 0; walk.next(it); n++) {
 		const int wgrow = it.q0 + wg * WG_ROWS;                         // warpgroup's first row
 		const int wrow = wgrow + (threadIdx.x % WG_THREADS) / 32 * 16;  // warp's first row
 		// Causal: tiles past this warpgroup's last row are skipped (but released).
