@@ -31,8 +31,9 @@ constexpr float LOG2E = 1.4426950408889634f;
 constexpr int BWG_KEYS = 64, BWG_THREADS = 128, BWG_MROWS = 64;
 
 // The dQ workspace's rows are padded to a multiple of DQ_ROWS, so that a
-// bulk-reduced tile never runs past a head; with BWD_DQ_BULK it is laid
-// out in tiles of DQ_ROWS x DQ_COLS floats, tiles row-major within a head,
+// bulk-reduced tile never runs past a head.  Where dQ is added by bulk
+// reductions (the default BWD_WS kernel, or BWD_DQ_BULK) it is laid out
+// in tiles of DQ_ROWS x DQ_COLS floats, tiles row-major within a head,
 // each tile in the order of a 64 x 64 wgmma accumulator: float4 number
 // j * 128 + thread holds c[j][0..3] of that thread of the warpgroup
 // (rows 16 warp + lane / 4 and + 8, columns 8 j + 2 (lane % 4) and + 1).
