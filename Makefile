@@ -44,19 +44,19 @@ endif
 OPTFLAGS ?= -O2 -march=x86-64-v2
 CFLAGS   ?= $(OPTFLAGS) -g
 ALL_CFLAGS := -std=c11 -D_GNU_SOURCE $(WARN) $(CFLAGS) $(SANFLAGS) -fopenmp -pthread \
-              -Ilibcommon -Ikernels -MMD -MP
+              -I. -Ilibcommon -MMD -MP
 LDFLAGS  ?=
 LDLIBS   := -Wl,--as-needed -lzstd -ljansson -lopenblas -lm
 ALL_LDFLAGS := $(LDFLAGS) $(SANFLAGS) -fopenmp -pthread
 
 NVCCFLAGS ?= -O3 -gencode=arch=compute_90a,code=sm_90a -lineinfo
-ALL_NVCCFLAGS := $(NVCCFLAGS) -std=c++17 -Ilibcommon -Ikernels -Xcompiler -Wall -MMD -MP
+ALL_NVCCFLAGS := $(NVCCFLAGS) -std=c++17 -I. -Ilibcommon -Xcompiler -Wall -MMD -MP
 ifeq ($(CUDA),1)
   ALL_CFLAGS += -DLMPIPE_CUDA=1 -I$(CUDA_HOME)/include
   LDLIBS += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lnccl -lcudart -lstdc++
 endif
 
-LIB_SRC    := $(sort $(wildcard libcommon/*.c))
+LIB_SRC    := $(sort $(wildcard libcommon/*/*.c))
 KCPU_SRC   := $(sort $(wildcard kernels/*.c kernels/cpu/*.c))
 KCUDA_SRC  := $(if $(filter 1,$(CUDA)),$(sort $(wildcard kernels/cuda/*.cu)))
 TOOL_SRC   := $(sort $(wildcard tools/*.c))
@@ -148,7 +148,7 @@ demo:
 # Regenerate the committed Unicode class table (needs Debian's unicode-data).
 UNICODE_DIR ?= /usr/share/unicode
 unicode:
-	awk -f libcommon/gen_unicode.awk $(UNICODE_DIR)/PropList.txt $(UNICODE_DIR)/UnicodeData.txt \
-		> libcommon/unicode_tab.c.tmp && mv libcommon/unicode_tab.c.tmp libcommon/unicode_tab.c
+	awk -f libcommon/text/gen_unicode.awk $(UNICODE_DIR)/PropList.txt $(UNICODE_DIR)/UnicodeData.txt \
+		> libcommon/text/unicode_tab.c.tmp && mv libcommon/text/unicode_tab.c.tmp libcommon/text/unicode_tab.c
 
 -include $(OBJ:.o=.d)

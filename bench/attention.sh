@@ -16,7 +16,7 @@ PYTHON=${PYTHON:-python3}
 
 if [ ! -x "$BENCH" ]; then
 	mkdir -p "$BUILD/bench"
-	${CC:-cc} -std=c11 -O2 -I"$ROOT/kernels" -I"$CUDA_HOME/include" -o "$BENCH" \
+	${CC:-cc} -std=c11 -O2 -I"$ROOT" -I"$CUDA_HOME/include" -o "$BENCH" \
 		"$ROOT/bench/attention_bench.c" "$BUILD/libkernels.a" -L"$CUDA_HOME/lib64" \
 		-Wl,-rpath,"$CUDA_HOME/lib64" -lcudart -lstdc++ -lm -fopenmp
 fi

@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "attention.h"
+#include "kernels/attention.h"
 
 enum { WARMUP = 3, RUNS = 21, SAMPLES = 6, TOKENS = 16384, WIDTH = 2048 };
 static const double TOL_MAX = 4e-2;  /* per sampled row: max |err| / max |ref| */

@@ -13,8 +13,8 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "backend.h"
-#include "model_decode.h"
+#include "gen/model_decode.h"
+#include "model/backend.h"
 
 static const char *const phase_names[DECODE_PHASES] = {
 	"qkv_ms", "rope_store_ms", "attention_ms", "out_proj_ms", "gate_up_ms", "down_ms", "head_ms"

@@ -20,7 +20,7 @@ ROUNDS=${ROUNDS:-4}
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/decode-phases.XXXXXX")
 trap 'rm -rf "$TMP"' EXIT
 ${CC:-cc} -std=c11 -D_GNU_SOURCE -O2 -march=x86-64-v2 -fopenmp -pthread ${CFLAGS:-} \
-	-I"$ROOT/libcommon" -I"$ROOT/kernels" -o "$TMP/decode_phases" "$ROOT/bench/decode_phases.c" \
+	-I"$ROOT" -I"$ROOT/libcommon" -o "$TMP/decode_phases" "$ROOT/bench/decode_phases.c" \
 	"$B_DIR/libcommon.a" "$B_DIR/libkernels.a" ${LDFLAGS:-} -lzstd -ljansson -lopenblas -lm
 for n in $THREADS; do
 	for b in $BATCHES; do

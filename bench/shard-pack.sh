@@ -33,7 +33,7 @@ HELPER=${SHARD_BENCH_HELPER:-}
 if [ -z "$HELPER" ]; then
 	HELPER=$W/shard_bench
 	B_DIR=${LMPIPE_BUILD:-$ROOT/build}
-	cc -std=c11 -D_GNU_SOURCE -O2 -march=x86-64-v2 -fopenmp -pthread -I"$ROOT/libcommon" \
+	cc -std=c11 -D_GNU_SOURCE -O2 -march=x86-64-v2 -fopenmp -pthread -I"$ROOT" -I"$ROOT/libcommon" \
 		-o "$HELPER" "$ROOT/bench/shard_bench.c" "$B_DIR/libcommon.a" -lzstd -lm
 fi
 

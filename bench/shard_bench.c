@@ -21,11 +21,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "die.h"
-#include "progress.h"
-#include "rng.h"
-#include "shard_reader.h"
-#include "tokstream.h"
+#include "base/rng.h"
+#include "cli/die.h"
+#include "cli/progress.h"
+#include "data/shard_reader.h"
+#include "data/tokstream.h"
 
 enum { GEN_CHUNK = 1 << 16, WARMUP_BATCHES = 20 };
 static const double STEP_S = 10e-3; /* a stand-in training step */

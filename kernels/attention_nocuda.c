@@ -1,6 +1,6 @@
 /* attention_nocuda.c: the CUDA entry points of attention.h in a build
  * without CUDA (make CUDA=0), so programs link and report ATTN_ENOCUDA. */
-#include "attention.h"
+#include "kernels/attention.h"
 
 #ifndef LMPIPE_CUDA
 int attn_fwd_cuda(const uint16_t *q, const uint16_t *k, const uint16_t *v, uint16_t *o,

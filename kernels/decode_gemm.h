@@ -1,5 +1,5 @@
 /* decode_gemm.h: the CPU decoder's matrix product with weights packed once,
- * for libcommon/model_decode_cpu.c.
+ * for libcommon/gen/model_decode_cpu.c.
  *
  *   out[N, OUT] (+)= inp[N, IN] . W[OUT, IN]^T      (matmul.h's layout)
  *

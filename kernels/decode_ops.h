@@ -1,4 +1,4 @@
-/* decode_ops.h: the pieces of a CPU decoding step (libcommon/model_decode_cpu.c)
+/* decode_ops.h: the pieces of a CPU decoding step (libcommon/gen/model_decode_cpu.c)
  * that run inside one OpenMP parallel region: each works on the slice of
  * rows or columns it is given, so a thread calls it for its own share, and
  * threads meet at a spinning barrier instead of a parallel region per op.

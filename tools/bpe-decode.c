@@ -2,12 +2,12 @@
  * (man 1 bpe-decode). */
 #include <stdlib.h>
 
-#include "atomic.h"
-#include "bpe_decode.h"
-#include "bpe_open.h"
-#include "die.h"
-#include "io.h"
-#include "opt.h"
+#include "base/atomic.h"
+#include "base/io.h"
+#include "cli/die.h"
+#include "cli/options.h"
+#include "cli/tok_options.h"
+#include "tok/bpe_decode.h"
 
 static bpe_source src;
 static int text;

@@ -3,15 +3,15 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "atomic.h"
-#include "bpe_encode.h"
-#include "bpe_open.h"
-#include "bpe_output.h"
-#include "bpe_stream.h"
-#include "die.h"
-#include "io.h"
-#include "opt.h"
-#include "progress.h"
+#include "base/atomic.h"
+#include "base/io.h"
+#include "cli/die.h"
+#include "cli/options.h"
+#include "cli/progress.h"
+#include "cli/tok_options.h"
+#include "tok/bpe_encode.h"
+#include "tok/bpe_output.h"
+#include "tok/bpe_stream.h"
 
 enum { MAX_THREADS = 1024, MIN_CHUNK = 64 };
 

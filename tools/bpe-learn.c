@@ -5,12 +5,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "bpe.h"
-#include "bpe_train.h"
-#include "die.h"
-#include "io.h"
-#include "opt.h"
-#include "progress.h"
+#include "base/io.h"
+#include "cli/die.h"
+#include "cli/options.h"
+#include "cli/progress.h"
+#include "learn/bpe_learn.h"
+#include "tok/bpe.h"
 
 enum { MAX_THREADS = 1024, MAX_VOCAB = 1 << 30 };
 

@@ -2,11 +2,11 @@
  * with per-token log-probabilities for RL (man 1 lm-sample). */
 #include <stdlib.h>
 
-#include "backend.h"
-#include "blas_tune.h"
-#include "die.h"
-#include "lmsample.h"
-#include "opt.h"
+#include "app/lm_sample.h"
+#include "cli/blas_tune.h"
+#include "cli/die.h"
+#include "cli/options.h"
+#include "model/backend.h"
 
 enum {
 	MAX_THREADS = 1024, MAX_SAMPLES = 1 << 16, MAX_BATCH = 1 << 16, MAX_TOKENS = 1 << 24,

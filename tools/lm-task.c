@@ -3,11 +3,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "atomic.h"
-#include "die.h"
-#include "io.h"
-#include "opt.h"
-#include "task.h"
+#include "base/atomic.h"
+#include "base/io.h"
+#include "cli/die.h"
+#include "cli/options.h"
+#include "tasks/task.h"
 
 static long long count = 1000, digits = 2, steps = 1, seed = 1;
 static const char *ops = "+-", *template_path, *output;

@@ -5,11 +5,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
-#include "blas_tune.h"
-#include "die.h"
-#include "opt.h"
-#include "train.h"
+#include "app/lm_train.h"
+#include "cli/blas_tune.h"
+#include "cli/die.h"
+#include "cli/options.h"
+#include "model/backend.h"
 
 enum { DIM_MAX = 1 << 20, THREADS_MAX = 1024 };
 static const double STEPS_MAX = 1e15;

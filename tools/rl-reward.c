@@ -3,11 +3,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "atomic.h"
-#include "die.h"
-#include "io.h"
-#include "opt.h"
-#include "reward.h"
+#include "base/atomic.h"
+#include "base/io.h"
+#include "cli/die.h"
+#include "cli/options.h"
+#include "tasks/reward.h"
 
 static const char *const kinds[] = { "r1-zero", "exact", "last-number", NULL };
 static const char *kind = "r1-zero", *cmd, *output, *answer_key = "answer",

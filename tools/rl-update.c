@@ -4,10 +4,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "die.h"
-#include "io.h"
-#include "opt.h"
-#include "rlupdate.h"
+#include "app/rl_update.h"
+#include "base/io.h"
+#include "cli/die.h"
+#include "cli/options.h"
 
 static const char *const algos[] = { "grpo", "sft", "dpo", "ppo", NULL };
 static const char *const losses[] = { "grpo_clip", "reinforce_with_baseline", "no_baseline", NULL };

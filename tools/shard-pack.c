@@ -4,10 +4,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "die.h"
-#include "opt.h"
-#include "shard.h"
-#include "shard_pack.h"
+#include "app/shard_pack.h"
+#include "cli/die.h"
+#include "cli/options.h"
+#include "data/shard.h"
 
 enum { MAX_LEVEL = 22, MAX_THREADS = 256 };
 

@@ -1,6 +1,6 @@
 /* adamw.c: CPU twin of the AdamW step and the gradient sum of squares (see
  * adamw.h). */
-#include "adamw.h"
+#include "kernels/adamw.h"
 
 #include <math.h>
 

@@ -2,7 +2,7 @@
  * attention.h): float32 forward saving the log-sum-exp, and the backward
  * pass that recomputes the probabilities from it.  One (batch, head) pair
  * per OpenMP iteration; each keeps one row of scores in scratch memory. */
-#include "attention.h"
+#include "kernels/attention.h"
 
 #include <math.h>
 #include <stdint.h>

@@ -2,7 +2,7 @@
  * single-threaded (see attn_blas.h and blas_single.h). */
 #pragma GCC optimize("no-trapping-math") /* so that vexpf vectorizes (vexp.h) */
 
-#include "attn_blas.h"
+#include "kernels/attn_blas.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -11,8 +11,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "attention.h"
 #include "blas_single.h"
+#include "kernels/attention.h"
 #include "vexp.h"
 
 static int check_shape(int B, int H, int T, int D)

@@ -1,7 +1,7 @@
 /* attn_decode.c: CPU attention of new tokens against a KV cache (see
  * attn_decode.h). */
-#include "attn_decode.h"
-#include "decode_ops.h"
+#include "kernels/attn_decode.h"
+#include "kernels/decode_ops.h"
 
 #include <omp.h>
 #include <stdlib.h>

@@ -3,7 +3,7 @@
 #pragma GCC optimize("fp-contract=fast") /* acc += x * w as one fused multiply-add */
 #pragma GCC optimize("no-trapping-math") /* so that vexpf vectorizes (vexp.h) */
 
-#include "decode_gemm.h"
+#include "kernels/decode_gemm.h"
 
 #include <string.h>
 

@@ -2,7 +2,7 @@
  * decode_ops.h). */
 #pragma GCC optimize("no-trapping-math") /* so that vexpf vectorizes (vexp.h) */
 
-#include "decode_ops.h"
+#include "kernels/decode_ops.h"
 
 #include <math.h>
 #include <sched.h>

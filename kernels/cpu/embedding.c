@@ -1,5 +1,5 @@
 /* embedding.c: CPU twin of the token embedding (see embedding.h). */
-#include "embedding.h"
+#include "kernels/embedding.h"
 
 #include <stddef.h>
 #include <string.h>

@@ -6,7 +6,7 @@
  * partial sums to add); the BLAS's edge kernels may still round blocks of
  * other sizes differently, so bit-exact results need the same thread
  * count. */
-#include "matmul.h"
+#include "kernels/matmul.h"
 
 #include <cblas.h>
 #include <omp.h>

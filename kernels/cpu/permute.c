@@ -1,6 +1,6 @@
 /* permute.c: CPU twins of the layout changes around attention (see
  * permute.h). */
-#include "permute.h"
+#include "kernels/permute.h"
 
 #include <stddef.h>
 #include <string.h>

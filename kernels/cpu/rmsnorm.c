@@ -1,5 +1,5 @@
 /* rmsnorm.c: CPU twin of RMSNorm (see rmsnorm.h). */
-#include "rmsnorm.h"
+#include "kernels/rmsnorm.h"
 
 #include <math.h>
 #include <stddef.h>

@@ -1,6 +1,6 @@
 /* rope.c: CPU twin of rotary position embedding, rotate-half pairing (see
  * rope.h), and the host-side table of cos/sin. */
-#include "rope.h"
+#include "kernels/rope.h"
 
 #include <math.h>
 #include <stddef.h>

@@ -1,7 +1,7 @@
 /* sdpa.c: CPU reference of masked attention with Tq != Tk (see sdpa.h).
  * One (slice, query) pair per OpenMP iteration; scores are recomputed per
  * key on the second pass so no scratch row is needed. */
-#include "sdpa.h"
+#include "kernels/sdpa.h"
 
 #include <math.h>
 #include <stddef.h>

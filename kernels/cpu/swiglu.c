@@ -1,7 +1,7 @@
 /* swiglu.c: CPU twin of the SwiGLU gate (see swiglu.h). */
 #pragma GCC optimize("no-trapping-math") /* so that vexpf vectorizes (vexp.h) */
 
-#include "swiglu.h"
+#include "kernels/swiglu.h"
 #include "vexp.h"
 
 #include <math.h>

@@ -1,7 +1,7 @@
 /* xent.c: CPU twin of the softmax cross-entropy (see xent.h). */
 #pragma GCC optimize("no-trapping-math") /* so that vexpf vectorizes (vexp.h) */
 
-#include "xent.h"
+#include "kernels/xent.h"
 #include "vexp.h"
 
 #include <math.h>

@@ -11,11 +11,11 @@
 // base 2), so no T x T matrix exists anywhere.  Rows and keys past T are
 // zero-filled and masked.  Two kernels: wgmma (Hopper's warpgroup MMA,
 // sm_90a, the default) and mma.sync m16n8k16 (FWD_WGMMA=0).
-#include "attention.h"
 #include "attention_cuda.cuh"
+#include "attention_fwd.cuh"
+#include "kernels/attention.h"
 #include "mma.cuh"
 #include "wgmma.cuh"
-#include "attention_fwd.cuh"
 
 #include <cuda_runtime.h>
 #include <math.h>

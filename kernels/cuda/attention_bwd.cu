@@ -13,9 +13,9 @@
 // warpgroup of its own; this file has the warpgroup MMA kernel whose key
 // warpgroups also compute dQ (BWD_WS=0, BWD_WGMMA=1; warpgroups of 64
 // keys) and the mma.sync m16n8k16 one (BWD_WGMMA=0; warps of 16 keys).
-#include "attention.h"
 #include "attention_bwd.cuh"
 #include "attention_cuda.cuh"
+#include "kernels/attention.h"
 
 #include <cuda_runtime.h>
 #include <math.h>

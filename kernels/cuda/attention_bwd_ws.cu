@@ -16,9 +16,9 @@
 // Named barriers: KEYS, the key warpgroups at the top of a step; FULL[b]
 // (key warpgroups arrive, the dQ warpgroup waits) and EMPTY[b] (the other
 // way round) for dS buffer b; DQ, the dQ warpgroup's own.
-#include "attention.h"
 #include "attention_bwd.cuh"
 #include "attention_cuda.cuh"
+#include "kernels/attention.h"
 
 #include <cuda_runtime.h>
 

@@ -23,9 +23,9 @@
 // or more consumers (FWS_PINGPONG) they also take turns to issue their
 // matrix products (named barriers), so that one warpgroup's softmax runs
 // while another's products occupy the tensor cores.
-#include "attention.h"
 #include "attention_cuda.cuh"
 #include "attention_fwd.cuh"
+#include "kernels/attention.h"
 #include "tma.cuh"
 #include "wgmma.cuh"
 

@@ -7,7 +7,7 @@ Splits random multilingual byte strings with the GPT-2 pattern in Python's
 Bytes are decoded with errors="surrogateescape", so each byte of an invalid
 UTF-8 sequence becomes one lone surrogate: a character that is neither
 letter, number nor space, as pretok.h specifies.  tests/unit/test_pretok.c
-checks libcommon/pretok.c against tests/data/pretok-regex.txt, made by
+checks libcommon/text/pretok.c against tests/data/pretok-regex.txt, made by
     python3 tests/gen/pretok_regex.py 600 1 > tests/data/pretok-regex.txt
 (needs the `regex` module; Debian: python3-regex).  For a larger check:
     python3 tests/gen/pretok_regex.py 200000 7 > /tmp/big.txt

@@ -9,8 +9,8 @@
 
 #include "../attn_ref.h"
 #include "../st_read.h"
-#include "attention.h"
 #include "gpu_harness.h"
+#include "kernels/attention.h"
 
 /* Shapes: B, H, T, D, causal. */
 static const int attn_shapes[][GPU_MAX_DIMS] = {

@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "../tap.h"
-#include "answer.h"
+#include "tasks/answer.h"
 
 static void norm(const char *in, const char *want)
 {

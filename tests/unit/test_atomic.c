@@ -6,8 +6,8 @@
 #include <unistd.h>
 
 #include "../tap.h"
-#include "atomic.h"
-#include "io.h"
+#include "base/atomic.h"
+#include "base/io.h"
 
 static int exists(const char *p)
 {

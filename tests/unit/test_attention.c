@@ -4,10 +4,10 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "../tap.h"
 #include "../attn_ref.h"
 #include "../st_read.h"
-#include "attention.h"
+#include "../tap.h"
+#include "kernels/attention.h"
 
 enum { CS_B = 4, CS_T = 128, CS_D = 64 };
 static const double FP32_TOL = 2e-5;  /* float32 twin vs double, max abs */

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 
 #include "../tap.h"
-#include "decode_ops.h"
+#include "kernels/decode_ops.h"
 
 enum { MAX_D = 64, MAX_N = 70 };
 static const double TOL = 1e-5;

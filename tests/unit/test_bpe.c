@@ -5,7 +5,7 @@
 #include <unistd.h>
 
 #include "../tap.h"
-#include "bpe.h"
+#include "tok/bpe.h"
 
 static char dir[] = "/tmp/lmpipe-bpe.XXXXXX";
 

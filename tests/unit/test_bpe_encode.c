@@ -7,10 +7,10 @@
 #include <unistd.h>
 
 #include "../tap.h"
-#include "bpe.h"
-#include "bpe_encode.h"
-#include "bpe_stream.h"
-#include "pretok.h"
+#include "text/pretok.h"
+#include "tok/bpe.h"
+#include "tok/bpe_encode.h"
+#include "tok/bpe_stream.h"
 
 static char dir[] = "/tmp/lmpipe-enc.XXXXXX";
 

@@ -12,9 +12,9 @@
 #include <unistd.h>
 
 #include "../tap.h"
-#include "bpe_train.h"
-#include "io.h"
-#include "pretok.h"
+#include "base/io.h"
+#include "learn/bpe_learn.h"
+#include "text/pretok.h"
 
 static void tok_free(bpe_tokenizer *t)
 {

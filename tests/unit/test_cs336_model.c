@@ -10,11 +10,11 @@
 #include <string.h>
 
 #include "../tap.h"
-#include "adamw.h"
-#include "optim.h"
-#include "rope.h"
-#include "safetensors.h"
-#include "sdpa.h"
+#include "kernels/adamw.h"
+#include "kernels/rope.h"
+#include "kernels/sdpa.h"
+#include "model/optimizer.h"
+#include "model/safetensors.h"
 
 static const double SDPA_ATOL = 1e-5, ROPE_ATOL = 1e-5, ADAMW_ATOL = 1e-4, CLIP_ATOL = 1e-5;
 static const double RTOL = 1e-4;

@@ -6,7 +6,7 @@
 #include <stdatomic.h>
 
 #include "../tap.h"
-#include "decode_ops.h"
+#include "kernels/decode_ops.h"
 
 enum { MAX_T = 8, ROUNDS = 300 };
 

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "../tap.h"
-#include "decode_gemm.h"
+#include "kernels/decode_gemm.h"
 
 static float frand(unsigned *st)
 {

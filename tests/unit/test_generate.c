@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "../tap.h"
-#include "generate.h"
+#include "gen/generate.h"
 
 enum { V = 257, EOT = 256, CTX = 160, MAX_RES = 256 };
 

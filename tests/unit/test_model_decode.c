@@ -11,8 +11,8 @@
 #include <string.h>
 
 #include "../tap.h"
-#include "backend.h"
-#include "model_decode.h"
+#include "gen/model_decode.h"
+#include "model/backend.h"
 
 enum { V = 300, CTX = 320, EOT = 299, MAX_RES = 64, MAX_TOK = 24 };
 

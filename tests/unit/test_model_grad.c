@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "../tap.h"
-#include "model.h"
+#include "model/model.h"
 
 enum { BATCH = 2, SEQ = 7 };
 static const double FD_EPS = 1e-2, FD_TOL = 1e-3;

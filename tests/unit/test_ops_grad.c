@@ -8,15 +8,15 @@
 #include <string.h>
 
 #include "../tap.h"
-#include "attention.h"
-#include "attn_blas.h"
-#include "embedding.h"
-#include "matmul.h"
-#include "permute.h"
-#include "rmsnorm.h"
-#include "rope.h"
-#include "swiglu.h"
-#include "xent.h"
+#include "kernels/attention.h"
+#include "kernels/attn_blas.h"
+#include "kernels/embedding.h"
+#include "kernels/matmul.h"
+#include "kernels/permute.h"
+#include "kernels/rmsnorm.h"
+#include "kernels/rope.h"
+#include "kernels/swiglu.h"
+#include "kernels/xent.h"
 
 enum { N = 6, C = 8, IN = 5, OUT = 7, F = 4, B = 2, H = 2, T = 5, D = 4, V = 9 };
 static const double FD_EPS = 1e-2, FD_TOL = 2e-3;

@@ -3,7 +3,7 @@
 #include <string.h>
 
 #include "../tap.h"
-#include "opt.h"
+#include "cli/options.h"
 
 static long long n_int;
 static uint64_t n_size;

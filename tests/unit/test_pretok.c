@@ -6,8 +6,8 @@
 #include <string.h>
 
 #include "../tap.h"
-#include "pretok.h"
-#include "unicode.h"
+#include "text/pretok.h"
+#include "text/unicode.h"
 
 enum { MAX_TOKENS = 4096, MAX_LINE = 1 << 16 };
 

@@ -5,8 +5,8 @@
 #include <string.h>
 
 #include "../tap.h"
-#include "prompts.h"
-#include "rollout.h"
+#include "gen/prompts.h"
+#include "gen/rollout.h"
 
 static FILE *mem(const char *s)
 {

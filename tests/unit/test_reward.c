@@ -3,7 +3,7 @@
 #include <string.h>
 
 #include "../tap.h"
-#include "reward.h"
+#include "tasks/reward.h"
 
 static reward_scores score(reward_kind k, const char *c, const char *ref)
 {

@@ -4,10 +4,10 @@
 #include <stdlib.h>
 
 #include "../tap.h"
-#include "backend.h"
-#include "model.h"
-#include "rl_backward.h"
-#include "rng_stream.h"
+#include "base/rng_stream.h"
+#include "model/backend.h"
+#include "model/model.h"
+#include "rl/rl_backward.h"
 
 enum { T = 6 };
 

@@ -11,8 +11,8 @@
 #include <string.h>
 
 #include "../tap.h"
-#include "rl_loss.h"
-#include "safetensors.h"
+#include "model/safetensors.h"
+#include "rl/rl_loss.h"
 
 static const double RTOL = 1e-4, ATOL = 1e-5;
 enum { B = 2, T = 10, V = 100, GROUP = 4, N_ROLLOUTS = 8, STEPS = 10 };

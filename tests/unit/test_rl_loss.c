@@ -7,7 +7,7 @@
 #include <stdlib.h>
 
 #include "../tap.h"
-#include "rl_loss.h"
+#include "rl/rl_loss.h"
 
 enum { B = 3, T = 5, V = 7 };
 static const double FD_H = 1e-3;   /* finite-difference step */

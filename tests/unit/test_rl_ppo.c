@@ -10,12 +10,12 @@
 #include <unistd.h>
 
 #include "../tap.h"
-#include "backend.h"
-#include "ckpt.h"
-#include "rl_loss.h"
-#include "rl_ppo.h"
-#include "rng_stream.h"
-#include "value_head.h"
+#include "base/rng_stream.h"
+#include "model/backend.h"
+#include "model/ckpt.h"
+#include "rl/rl_loss.h"
+#include "rl/rl_ppo.h"
+#include "rl/value_head.h"
 
 enum { N = 24 };
 static const double FD_H = 1e-3;

@@ -5,7 +5,7 @@
 #include <unistd.h>
 
 #include "../tap.h"
-#include "safetensors.h"
+#include "model/safetensors.h"
 
 static void write_raw(const char *path, const void *buf, size_t n)
 {

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "../tap.h"
-#include "sample.h"
+#include "gen/sampler.h"
 
 enum { MAXV = 512, DRAWS = 200000, RANDOM_ROWS = 300 };
 

@@ -9,10 +9,10 @@
 #include <unistd.h>
 
 #include "../tap.h"
-#include "io.h"
-#include "shard.h"
-#include "shard_pack.h"
-#include "shard_reader.h"
+#include "app/shard_pack.h"
+#include "base/io.h"
+#include "data/shard.h"
+#include "data/shard_reader.h"
 
 static char dir[] = "/tmp/lmpipe-shard.XXXXXX";
 

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "../tap.h"
-#include "task.h"
+#include "tasks/task.h"
 
 /* Check "a op b = c." steps; returns the last c, or -1 when a step is wrong. */
 static long long check_solution(const char *s, long long *max_operand)

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "../tap.h"
-#include "tokstream.h"
+#include "data/tokstream.h"
 
 enum { BIG_N = 200000, U32_VOCAB = 100000 };
 

@@ -7,12 +7,12 @@
 #include <stdlib.h>
 
 #include "../tap.h"
-#include "backend.h"
-#include "model.h"
-#include "rl_backward.h"
-#include "rl_loss.h"
-#include "rng_stream.h"
-#include "value_head.h"
+#include "base/rng_stream.h"
+#include "model/backend.h"
+#include "model/model.h"
+#include "rl/rl_backward.h"
+#include "rl/rl_loss.h"
+#include "rl/value_head.h"
 
 enum { T = 6, V = 64, C = 32, PROBES = 48 };
 static const float FD_H = 1e-2f;

@@ -1,0 +1,281 @@
+/* lm_train.c: the training loop of lm-train (see lm_train.h): batches from the
+ * shard reader, forward/backward with gradient accumulation, clipping,
+ * AdamW on the cosine schedule, evaluation on the validation shards,
+ * checkpoints (DIR/step-NNNNNNNN.safetensors and DIR/latest), metrics as
+ * JSON Lines and one progress line on stderr. */
+#define _POSIX_C_SOURCE 200809L
+#include "app/lm_train.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "cli/progress.h"
+#include "data/shard_reader.h"
+#include "model/backend.h"
+#include "model/ckpt.h"
+
+enum { NAME_MAX_LEN = 64, EXTRA_LEN = 96 };
+
+typedef struct trainer {
+	const train_config *tc;
+	model m;
+	optim o;
+	train_state st;
+	shard_reader *data, *val;
+	uint32_t *win;               /* B x (T + 1) window buffer */
+	int32_t *ids, *tgt;
+	FILE *log;
+	char last_ckpt[4096];
+	int B, T;
+} trainer;
+
+static int open_reader(shard_reader **r, const char *const *paths, size_t n, sr_mode mode,
+		       const trainer *t, lm_err *e)
+{
+	sr_config c = { .mode = mode, .batch = t->B, .context = t->T, .seed = t->st.data_seed,
+			.prefetch = 1 };
+	if (sr_open(r, paths, n, &c, e))
+		return -1;
+	if (sr_vocab_size(*r) > (uint32_t)t->m.cfg.vocab)
+		return lm_seterr(e, "%s: the shards' vocabulary (%u) is larger than the model's (%d)",
+				 paths[0], sr_vocab_size(*r), t->m.cfg.vocab);
+	return 0;
+}
+
+/* Split windows of T + 1 tokens into inputs and targets. */
+static void split_windows(trainer *t, int rows)
+{
+	int T = t->T;
+	for (int b = 0; b < rows; b++)
+		for (int i = 0; i < T; i++) {
+			t->ids[b * T + i] = (int32_t)t->win[(size_t)b * (T + 1) + i];
+			t->tgt[b * T + i] = (int32_t)t->win[(size_t)b * (T + 1) + i + 1];
+		}
+}
+
+static int evaluate(trainer *t, double *val_loss, lm_err *e)
+{
+	double sum = 0;
+	long long count = 0;
+	if (sr_seek(t->val, 0, e))
+		return -1;
+	for (long long i = 0; !t->tc->eval_batches || i < t->tc->eval_batches; i++) {
+		int rows = sr_next(t->val, t->win, e);
+		if (rows < 0)
+			return -1;
+		if (rows == 0)
+			break;
+		split_windows(t, rows);
+		double loss;
+		if (model_forward(&t->m, t->ids, t->tgt, rows, t->T, &loss, e))
+			return -1;
+		sum += loss * model_count(&t->m);
+		count += model_count(&t->m);
+	}
+	*val_loss = count ? sum / count : NAN;
+	return 0;
+}
+
+static int save(trainer *t, lm_err *e)
+{
+	const char *dir = t->tc->out_dir;
+	char name[NAME_MAX_LEN];
+	snprintf(name, sizeof name, "step-%08lld.safetensors", t->st.step);
+	t->st.data_pos = sr_tell(t->data);
+	snprintf(t->last_ckpt, sizeof t->last_ckpt, "%s/%s", dir, name);
+	if (ckpt_save(t->last_ckpt, &t->m, &t->o, &t->st, e) || ckpt_set_latest(dir, name, e))
+		return -1;
+	return 0;
+}
+
+/* One optimizer step: accum micro-batches.  *loss is their mean loss. */
+static int step(trainer *t, double lr, double *loss, double *gnorm, lm_err *e)
+{
+	const train_config *tc = t->tc;
+	model_zero_grad(&t->m);
+	*loss = 0;
+	for (int a = 0; a < tc->accum; a++) {
+		if (sr_next(t->data, t->win, e) < 0)
+			return -1;
+		split_windows(t, t->B);
+		double l;
+		if (model_forward(&t->m, t->ids, t->tgt, t->B, t->T, &l, e) ||
+		    model_backward(&t->m, 1.0f / (float)(model_count(&t->m) * tc->accum), e))
+			return -1;
+		*loss += l / tc->accum;
+	}
+	*gnorm = optim_grad_norm(&t->m);
+	if (!isfinite(*loss) || !isfinite(*gnorm))
+		return 0;
+	optim_step(&t->o, &t->m, lr, clip_factor(*gnorm, tc->opt.clip));
+	return 0;
+}
+
+static int stop_nonfinite(trainer *t, double loss, double gnorm, lm_err *e)
+{
+	return lm_seterr(e, "step %lld: %s is %s; stopped%s%s", t->st.step + 1,
+			 isfinite(loss) ? "gradient norm" : "loss",
+			 isfinite(loss) ? (isnan(gnorm) ? "nan" : "inf") : (isnan(loss) ? "nan" : "inf"),
+			 t->last_ckpt[0] ? ", last good checkpoint " : " (no checkpoint written)",
+			 t->last_ckpt);
+}
+
+static int loop(trainer *t, long long steps, lm_err *e)
+{
+	const train_config *tc = t->tc;
+	const optim_config *oc = &tc->opt;
+	long long cycle = oc->cycle ? oc->cycle : steps;
+	uint64_t per_step = (uint64_t)t->B * t->T * tc->accum;
+	progress p;
+	progress_start(&p, tc->progress, "step", "steps", (uint64_t)steps);
+	double t0 = lm_now();
+	while (t->st.step < steps) {
+		double lr = lr_cosine(t->st.step, oc->lr_max, oc->lr_min, oc->warmup, cycle);
+		double loss, gnorm, ts = lm_now();
+		if (step(t, lr, &loss, &gnorm, e))
+			return -1;
+		if (!isfinite(loss) || !isfinite(gnorm))
+			return stop_nonfinite(t, loss, gnorm, e);
+		t->st.step++;
+		t->st.tokens += per_step;
+		double now = lm_now(), tps = per_step / (now - ts);
+		if (t->log)
+			fprintf(t->log, "{\"step\":%lld,\"loss\":%.17g,\"lr\":%.17g,\"grad_norm\":%.17g,"
+				"\"tokens\":%llu,\"tokens_per_s\":%.1f,\"elapsed_s\":%.3f}\n",
+				t->st.step, loss, lr, gnorm, (unsigned long long)t->st.tokens, tps,
+				now - t0);
+		char extra[EXTRA_LEN];
+		snprintf(extra, sizeof extra, "loss %.4f  %.0f tok/s", loss, tps);
+		progress_update(&p, (uint64_t)t->st.step, extra);
+		int last = t->st.step == steps;
+		if (t->val && tc->eval_every && (t->st.step % tc->eval_every == 0 || last)) {
+			double vl;
+			if (evaluate(t, &vl, e))
+				return -1;
+			if (t->log)
+				fprintf(t->log, "{\"step\":%lld,\"val_loss\":%.17g}\n", t->st.step, vl);
+		}
+		if (t->log)
+			fflush(t->log);
+		if (tc->out_dir && ((tc->ckpt_every && t->st.step % tc->ckpt_every == 0) || last) &&
+		    save(t, e))
+			return -1;
+	}
+	progress_end(&p, (uint64_t)t->st.step, NULL);
+	if (t->log && ferror(t->log))
+		return lm_seterr(e, "%s: write error", tc->log_path);
+	return 0;
+}
+
+static int setup_model(trainer *t, const lm_backend *be, char *resume_path, lm_err *e)
+{
+	const train_config *tc = t->tc;
+	model_config c = tc->model;
+	if (resume_path && !tc->model_given && ckpt_read_config(resume_path, &c, e))
+		return -1;
+	if (tc->context > c.ctx)
+		return lm_usage_err(e, "training context %d exceeds the model's context %d",
+				    tc->context, c.ctx);
+	t->T = tc->context ? tc->context : c.ctx;
+	t->B = tc->batch;
+	if (model_init(&t->m, &c, be, t->B, t->T, e) || optim_init(&t->o, &tc->opt, &t->m, e))
+		return -1;
+	if (resume_path)
+		return ckpt_load(resume_path, &t->m, &t->o, &t->st, e);
+	return model_init_weights(&t->m, &t->st.rng, e);
+}
+
+static char *resume_path(const train_config *tc, lm_err *e)
+{
+	if (!tc->resume)
+		return NULL;
+	size_t n = strlen(tc->out_dir) + sizeof "/latest";
+	char *p = malloc(n);
+	if (!p) {
+		lm_seterr(e, "out of memory");
+		return NULL;
+	}
+	snprintf(p, n, "%s/latest", tc->out_dir);
+	struct stat st;
+	if (stat(p, &st)) {
+		lm_seterr(e, "%s: no checkpoint to resume from:", p);
+		free(p);
+		return NULL;
+	}
+	return p;
+}
+
+static void trainer_free(trainer *t)
+{
+	if (t->data)
+		sr_close(t->data);
+	if (t->val)
+		sr_close(t->val);
+	if (t->log && t->log != stdout)
+		fclose(t->log);
+	free(t->win);
+	free(t->ids);
+	free(t->tgt);
+	if (t->m.be) {
+		optim_free(&t->o, &t->m);
+		model_free(&t->m);
+	}
+}
+
+int train_run(const train_config *tc, lm_err *e)
+{
+	trainer t = { .tc = tc };
+	int rc = -1;
+	const lm_backend *be = backend_get(tc->device, e);
+	if (!be)
+		return -1;
+	backend_set_threads(tc->threads);
+	if (tc->resume && !tc->out_dir)
+		return lm_usage_err(e, "--resume needs --out DIR");
+	if (tc->out_dir && mkdir(tc->out_dir, 0777) && errno != EEXIST)
+		return lm_seterr(e, "%s:", tc->out_dir);
+	char *rp = resume_path(tc, e);
+	if (tc->resume && !rp)
+		return -1;
+	t.st.data_seed = tc->seed;
+	rng_seed(&t.st.rng, tc->seed);
+	if (setup_model(&t, be, rp, e))
+		goto out;
+	if (rp)
+		snprintf(t.last_ckpt, sizeof t.last_ckpt, "%s", rp);
+	t.win = malloc((size_t)t.B * (t.T + 1) * sizeof *t.win);
+	t.ids = malloc((size_t)t.B * t.T * sizeof *t.ids);
+	t.tgt = malloc((size_t)t.B * t.T * sizeof *t.tgt);
+	if (!t.win || !t.ids || !t.tgt) {
+		lm_seterr(e, "out of memory");
+		goto out;
+	}
+	if (open_reader(&t.data, tc->data, tc->n_data, SR_RANDOM, &t, e) ||
+	    (tc->n_val && open_reader(&t.val, tc->val, tc->n_val, SR_SEQUENTIAL, &t, e)) ||
+	    sr_seek(t.data, t.st.data_pos, e))
+		goto out;
+	if (tc->log_path) {
+		t.log = !strcmp(tc->log_path, "-") ? stdout : fopen(tc->log_path, rp ? "a" : "w");
+		if (!t.log) {
+			lm_seterr(e, "%s:", tc->log_path);
+			goto out;
+		}
+	}
+	if (t.log) {
+		char what[EXTRA_LEN * 2];
+		be->describe(what, sizeof what);
+		fprintf(t.log, "{\"device\":\"%s\",\"backend\":\"%s\",\"parameters\":%zu}\n",
+			be->name, what, t.m.n_params);
+	}
+	uint64_t per_step = (uint64_t)t.B * t.T * tc->accum;
+	long long steps = tc->steps ? tc->steps : (long long)((tc->tokens + per_step - 1) / per_step);
+	rc = loop(&t, steps, e);
+out:
+	free(rp);
+	trainer_free(&t);
+	return rc;
+}

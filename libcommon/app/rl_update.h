@@ -1,0 +1,54 @@
+/* rl_update.h: one policy update of rl-update: read scored rollouts (GRPO
+ * family), {prompt, response} records (SFT) or {prompt, chosen, rejected}
+ * records (DPO, against a reference checkpoint), compute the loss per
+ * sequence with rl_loss.h, step AdamW, write the new checkpoint and one
+ * metrics line.
+ *
+ * Each sequence is run through the model on its own; the gradient of its
+ * loss w.r.t. each token's log-prob (rl_grpo_step, the code the CS336
+ * conformance tests check) becomes that token's cross-entropy weight in the
+ * backward pass (rl_backward.h).  DPO weights every token of a response
+ * alike (rl_dpo_loss).  PPO (rl_ppo.h) adds a value head on the final
+ * hidden state (value_head.h), trained with the policy through the shared
+ * trunk. */
+#ifndef LMPIPE_RL_UPDATE_H
+#define LMPIPE_RL_UPDATE_H
+
+#include <stdio.h>
+
+#include "base/err.h"
+#include "rl/rl_loss.h"
+
+typedef enum rlu_algo { RLU_GRPO, RLU_SFT, RLU_DPO, RLU_PPO } rlu_algo;
+
+typedef struct rlu_opts {
+	rlu_algo algo;
+	const char *checkpoint;   /* the policy */
+	const char *ref;          /* DPO, KL penalty: the reference policy */
+	double beta;              /* DPO */
+	const char *tokenizer;    /* SFT: to encode prompt and response */
+	const char *out_dir;
+	const char *device;
+	rl_pg_type loss;
+	int no_std;               /* Dr. GRPO: advantages r - mean, no std */
+	double adv_eps;
+	rl_agg agg;
+	double constant;          /* RL_AGG_NORMALIZE; 0: the longest response */
+	long long batch;          /* sequences per optimizer step; 0: all */
+	long long epochs;
+	double clip_low, clip_high; /* grpo_clip: ratio clipped to [1 - low, 1 + high] */
+	double kl_beta;           /* GRPO: KL(policy || ref) penalty; PPO: per-token reward
+				     penalty kl_beta (old_logp - ref_logp); needs ref */
+	double gamma, lambda;     /* PPO: GAE */
+	double vf_coef, vf_clip;  /* PPO: value loss weight, value clip range */
+	double ent_coef;          /* PPO: entropy bonus */
+	int whiten;               /* PPO: advantages to mean 0, std 1 over the batch's tokens */
+	double lr, weight_decay, beta1, beta2, clip_grad;
+	int threads;
+	int progress;             /* a progress line even when stderr is no terminal */
+} rlu_opts;
+
+/* Run the update on the records of in; the metrics line goes to metrics. */
+int rlu_run(const rlu_opts *o, FILE *in, const char *in_name, FILE *metrics, lm_err *e);
+
+#endif

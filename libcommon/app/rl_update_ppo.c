@@ -1,0 +1,221 @@
+/* rl_update_ppo.c: rl-update --algo ppo (see rl_ppo.h for the math).
+ *
+ * Before the update, one forward pass per sequence gives the old values
+ * (the value head on the final hidden state) of its completion tokens;
+ * with the rollout's log-probs, the reference's (KL penalty) and the reward
+ * they give the per-token rewards, GAE advantages and returns, optionally
+ * whitened over all the batch's tokens.  Then each epoch walks the
+ * sequences in input order in minibatches of --batch: per sequence a
+ * forward pass, the PPO loss, and one backward pass that carries the
+ * policy's per-token weights, the entropy bonus's logit gradient and the
+ * value loss's hidden-state gradient into the shared trunk
+ * (rl_backward_extra); per minibatch an AdamW step of the model and of the
+ * value head, clipped by their joint gradient norm. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "app/rl_update_internal.h"
+#include "cli/progress.h"
+#include "model/backend.h"
+#include "rl/rl_backward.h"
+#include "rl/rl_loss.h"
+
+typedef struct ppo_work {
+	work w;
+	float *hidden, *dhidden;   /* [maxT, d_model] */
+	float *dlogits;            /* [maxT, vocab] */
+	float *values, *ent, *dlogp, *dvalue, *dent, *rewards; /* [maxT] */
+} ppo_work;
+
+static void ppo_work_free(ppo_work *p)
+{
+	work_free(&p->w);
+	float *all[] = { p->hidden, p->dhidden, p->dlogits, p->values, p->ent, p->dlogp,
+			 p->dvalue, p->dent, p->rewards };
+	for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+		free(all[i]);
+}
+
+static int ppo_work_init(ppo_work *p, int maxT, const model_config *c, lm_err *e)
+{
+	memset(p, 0, sizeof *p);
+	if (work_init(&p->w, maxT, c->vocab, e))
+		return -1;
+	size_t T = (size_t)maxT;
+	p->hidden = malloc(T * c->d_model * sizeof *p->hidden);
+	p->dhidden = malloc(T * c->d_model * sizeof *p->dhidden);
+	p->dlogits = malloc(T * c->vocab * sizeof *p->dlogits);
+	float **small[] = { &p->values, &p->ent, &p->dlogp, &p->dvalue, &p->dent, &p->rewards };
+	int fail = !p->hidden || !p->dhidden || !p->dlogits;
+	for (size_t i = 0; i < sizeof small / sizeof small[0]; i++)
+		fail |= !(*small[i] = malloc(T * sizeof **small[i]));
+	if (fail) {
+		ppo_work_free(p);
+		return lm_seterr(e, "out of memory");
+	}
+	return 0;
+}
+
+/* Forward s; the values of its completion tokens into p->values (and the
+ * final hidden states into p->hidden). */
+static int seq_values(model *m, const value_head *h, const seq *s, ppo_work *p, stats *st,
+		      lm_err *e)
+{
+	if (seq_forward(m, s, &p->w, st, e))
+		return -1;
+	size_t C = (size_t)m->cfg.d_model, first = (size_t)(s->T - s->n_resp);
+	m->be->download(p->hidden, model_hidden(m), (size_t)s->T * C * sizeof *p->hidden);
+	vh_forward(h, p->hidden + first * C, (size_t)s->n_resp, p->values);
+	return 0;
+}
+
+/* Old values, rewards, GAE and returns of every sequence; their means. */
+static int prepare(const rlu_opts *o, model *m, const value_head *h, seqs *v, ppo_work *p,
+		   stats *st, lm_err *e)
+{
+	double n = 0, adv = 0, adv2 = 0, ret = 0, val = 0, kl = 0;
+	for (size_t i = 0; i < v->n; i++) {
+		seq *s = &v->s[i];
+		size_t k = (size_t)s->n_resp, first = (size_t)(s->T - s->n_resp);
+		if (k == 0)
+			continue;
+		s->old_v = malloc(k * sizeof *s->old_v);
+		s->adv_tok = malloc(k * sizeof *s->adv_tok);
+		s->ret_tok = malloc(k * sizeof *s->ret_tok);
+		if (!s->old_v || !s->adv_tok || !s->ret_tok)
+			return lm_seterr(e, "out of memory");
+		if (seq_values(m, h, s, p, NULL, e))
+			return -1;
+		memcpy(s->old_v, p->values, k * sizeof *s->old_v);
+		const float *ref = s->ref_tok ? s->ref_tok + first : NULL, *old = s->old_logp + first;
+		rl_ppo_rewards(old, ref, k, s->reward, o->kl_beta, p->rewards);
+		rl_gae(p->rewards, s->old_v, k, 0.0f, (float)o->gamma, (float)o->lambda, s->adv_tok,
+		       s->ret_tok);
+		for (size_t t = 0; t < k; t++) {
+			adv += s->adv_tok[t];
+			adv2 += (double)s->adv_tok[t] * s->adv_tok[t];
+			ret += s->ret_tok[t];
+			val += s->old_v[t];
+			kl += ref ? (double)old[t] - ref[t] : 0;
+		}
+		n += (double)k;
+	}
+	if (n > 0) {
+		st->adv_mean = adv / n;
+		st->adv_std = sqrt(fmax(0.0, adv2 / n - st->adv_mean * st->adv_mean));
+		st->ret_mean = ret / n;
+		st->value_mean = val / n;
+		st->kl_mean = kl / n;
+	}
+	return 0;
+}
+
+/* Whiten the advantages over all the completion tokens of the batch. */
+static int whiten_all(seqs *v, lm_err *e)
+{
+	size_t n = 0, at = 0;
+	for (size_t i = 0; i < v->n; i++)
+		n += (size_t)v->s[i].n_resp;
+	float *all = malloc((n ? n : 1) * sizeof *all);
+	if (!all)
+		return lm_seterr(e, "out of memory");
+	for (size_t i = 0; i < v->n; i++) {
+		size_t k = (size_t)v->s[i].n_resp;
+		if (k)
+			memcpy(all + at, v->s[i].adv_tok, k * sizeof *all);
+		at += k;
+	}
+	rl_whiten(all, n);
+	at = 0;
+	for (size_t i = 0; i < v->n; i++) {
+		size_t k = (size_t)v->s[i].n_resp;
+		if (k)
+			memcpy(v->s[i].adv_tok, all + at, k * sizeof *all);
+		at += k;
+	}
+	free(all);
+	return 0;
+}
+
+/* Forward and backward of one sequence in a minibatch of mb sequences. */
+static int seq_step(const rlu_opts *o, model *m, value_head *h, const seq *s, double constant,
+		    size_t mb, ppo_work *p, stats *st, lm_err *e)
+{
+	if (s->n_resp == 0)
+		return 0;
+	if (seq_values(m, h, s, p, st, e))
+		return -1;
+	size_t k = (size_t)s->n_resp, first = (size_t)(s->T - s->n_resp), T = (size_t)s->T;
+	size_t V = (size_t)m->cfg.vocab, C = (size_t)m->cfg.d_model;
+	for (size_t t = 0; t < k; t++)
+		rl_entropy(p->w.logits + (first + t) * V, 1, V, &p->ent[t]);
+	double per_seq = o->agg == RL_AGG_MASKED_MEAN ? (double)k : constant;
+	rl_ppo_args a = { (float)o->clip_low, (float)o->clip_high, (float)o->vf_clip, o->vf_coef,
+			  o->ent_coef };
+	st->loss += rl_ppo_loss(&a, p->w.logp + first, s->old_logp + first, s->adv_tok, p->values,
+				s->old_v, s->ret_tok, p->ent, k, 1.0 / (per_seq * (double)mb),
+				p->dlogp, p->dvalue, p->dent, &st->ppo);
+	st->tokens += (long long)k;
+	for (size_t t = 0; t < T; t++) {
+		p->w.w[t] = t < first ? 0.0f : -p->dlogp[t - first];
+		st->logp_sum += p->w.logp[t];
+	}
+	float *dlogits = NULL;
+	if (o->ent_coef != 0) {
+		dlogits = p->dlogits;
+		memset(dlogits, 0, first * V * sizeof *dlogits);
+		for (size_t t = 0; t < k; t++) {
+			float *g = dlogits + (first + t) * V;
+			rl_entropy_grad(p->w.logits + (first + t) * V, V, g);
+			for (size_t j = 0; j < V; j++)
+				g[j] *= p->dent[t];
+		}
+	}
+	memset(p->dhidden, 0, first * C * sizeof *p->dhidden);
+	vh_backward(h, p->hidden + first * C, p->dvalue, k, p->dhidden + first * C);
+	return rl_backward_extra(m, p->w.w, dlogits, p->dhidden, e);
+}
+
+int ppo_train(const rlu_opts *o, model *m, optim *opt, value_head *h, seqs *v, stats *st,
+	      lm_err *e)
+{
+	int maxT = 1;
+	double constant = o->constant;
+	for (size_t i = 0; i < v->n; i++) {
+		maxT = v->s[i].T > maxT ? v->s[i].T : maxT;
+		if (o->agg == RL_AGG_NORMALIZE && o->constant <= 0)
+			constant = fmax(constant, v->s[i].n_resp);
+	}
+	ppo_work p;
+	if (ppo_work_init(&p, maxT, &m->cfg, e))
+		return -1;
+	int rc = prepare(o, m, h, v, &p, st, e);
+	if (rc == 0 && o->whiten)
+		rc = whiten_all(v, e);
+	size_t batch = o->batch > 0 && (size_t)o->batch < v->n ? (size_t)o->batch : v->n;
+	progress pr;
+	progress_start(&pr, o->progress, "sequences", "seq", (uint64_t)(v->n * (size_t)o->epochs));
+	uint64_t done = 0;
+	for (long long ep = 0; rc == 0 && ep < o->epochs; ep++)
+		for (size_t lo = 0; rc == 0 && lo < v->n; lo += batch) {
+			size_t hi = lo + batch < v->n ? lo + batch : v->n;
+			model_zero_grad(m);
+			vh_zero_grad(h);
+			for (size_t i = lo; rc == 0 && i < hi; i++) {
+				rc = seq_step(o, m, h, &v->s[i], constant, hi - lo, &p, st, e);
+				progress_update(&pr, ++done, NULL);
+			}
+			if (rc)
+				break;
+			double gm = optim_grad_norm(m), gn = sqrt(gm * gm + vh_grad_sumsq(h));
+			double f = clip_factor(gn, o->clip_grad);
+			st->gnorm_sum += gn;
+			st->steps++;
+			optim_step(opt, m, o->lr, f);
+			vh_step(h, o->lr, opt->cfg.beta1, opt->cfg.beta2, opt->cfg.eps, f);
+		}
+	progress_end(&pr, done, NULL);
+	ppo_work_free(&p);
+	return rc;
+}

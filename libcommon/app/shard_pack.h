@@ -1,0 +1,48 @@
+/* shard_pack.h: what the shard-pack program does, as library calls: pack
+ * token streams into shards with a validation split, and list, test or
+ * decompress shards (man 1 shard-pack, man 5 lmpipe-shard). */
+#ifndef LMPIPE_SHARD_PACK_H
+#define LMPIPE_SHARD_PACK_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "base/err.h"
+
+enum { SHARD_DEFAULT_SHARD_TOKENS = 100000000 };
+
+typedef struct shard_pack_opts {
+	const char *prefix;      /* PREFIX-000000.lms ..., PREFIX-val-000000.lms ... */
+	uint64_t shard_tokens;   /* tokens per shard (the last holds fewer) */
+	uint32_t frame_tokens;   /* 0: default */
+	uint64_t val_docs;       /* 0: none; else this many documents */
+	double val_fraction;     /* 0: none; else each document with this probability */
+	uint64_t seed;
+	int level, threads;
+	int force;               /* replace existing shards of the prefix */
+	int progress;            /* --progress */
+	int verbose;             /* summary on stderr */
+} shard_pack_opts;
+
+/* Pack the token streams of inputs ("-": stdin; n = 0: stdin).  On error no
+ * shard of this run is left behind. */
+int shard_pack(const shard_pack_opts *o, const char *const *inputs, int n, lm_err *e);
+
+/* Install signal handlers that also remove the shards a shard_pack() in
+ * progress has committed (call after lm_init). */
+void shard_pack_signals(void);
+
+/* Listing (-l): a header line, one line per file, a total line. */
+typedef struct shard_list_total {
+	uint64_t files, tokens, docs, frames, bytes, raw_bytes;
+} shard_list_total;
+void shard_list_header(FILE *out);
+int shard_list_one(const char *path, shard_list_total *t, FILE *out, lm_err *e);
+void shard_list_footer(const shard_list_total *t, FILE *out);
+/* Verify one shard: header, index, every frame checksum, ids < vocab size,
+ * token and document counts. */
+int shard_test(const char *path, lm_err *e);
+/* Write the ids of the shards, in order, as one token stream on out. */
+int shard_decompress(const char *const *paths, int n, FILE *out, lm_err *e);
+
+#endif

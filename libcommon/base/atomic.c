@@ -1,0 +1,175 @@
+/* atomic.c: whole-or-nothing output files (see atomic.h). */
+#define _POSIX_C_SOURCE 200809L
+#include "base/atomic.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+enum { MAX_OPEN = 64 };
+
+/* Temporary names of the files not yet committed.  The signal handler reads
+ * these; entries are published with a full string before the slot is set. */
+static char *volatile pending[MAX_OPEN];
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int add_pending(char *tmp)
+{
+	int slot = -1;
+	pthread_mutex_lock(&lock);
+	for (int i = 0; i < MAX_OPEN; i++)
+		if (!pending[i]) {
+			pending[i] = tmp;
+			slot = i;
+			break;
+		}
+	pthread_mutex_unlock(&lock);
+	return slot;
+}
+
+static void drop_pending(int slot)
+{
+	if (slot < 0)
+		return;
+	pthread_mutex_lock(&lock);
+	pending[slot] = NULL;
+	pthread_mutex_unlock(&lock);
+}
+
+static char *tmp_name(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+	size_t dirlen = slash ? (size_t)(slash - path + 1) : 0;
+	const char *base = path + dirlen;
+	size_t n = strlen(path) + sizeof ".tmp-XXXXXX" + 2;
+	char *t = malloc(n);
+	if (!t)
+		return NULL;
+	snprintf(t, n, "%.*s.%s.tmp-XXXXXX", (int)dirlen, path, base);
+	return t;
+}
+
+int atomic_open(atomic_file *af, const char *path, lm_err *e)
+{
+	memset(af, 0, sizeof *af);
+	af->slot = -1;
+	af->path = strdup(path);
+	af->tmp = tmp_name(path);
+	if (!af->path || !af->tmp) {
+		atomic_abort(af);
+		return lm_seterr(e, "%s: out of memory", path);
+	}
+	int fd = mkstemp(af->tmp);
+	if (fd < 0) {
+		int saved = errno;
+		free(af->tmp);
+		af->tmp = NULL;
+		atomic_abort(af);
+		errno = saved;
+		return lm_seterr(e, "%s:", path);
+	}
+	af->slot = add_pending(af->tmp);
+	if (af->slot < 0) {
+		close(fd);
+		unlink(af->tmp);
+		atomic_abort(af);
+		return lm_seterr(e, "%s: too many output files open at once", path);
+	}
+	mode_t mask = umask(0);
+	umask(mask);
+	fchmod(fd, 0666 & ~mask); /* mkstemp made it 0600 */
+	af->fp = fdopen(fd, "wb");
+	if (!af->fp) {
+		close(fd);
+		atomic_abort(af);
+		return lm_seterr(e, "%s:", path);
+	}
+	return 0;
+}
+
+static int fsync_dir(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+	char *dir = slash ? strndup(path, (size_t)(slash - path) + 1) : strdup(".");
+	if (!dir)
+		return -1;
+	int fd = open(dir, O_RDONLY | O_DIRECTORY);
+	free(dir);
+	if (fd < 0)
+		return -1;
+	int rc = fsync(fd);
+	close(fd);
+	return rc;
+}
+
+int atomic_commit(atomic_file *af, lm_err *e)
+{
+	if (!af->fp)
+		return lm_seterr(e, "%s: output file is not open", af->path ? af->path : "?");
+	FILE *fp = af->fp;
+	af->fp = NULL;
+	int bad = fflush(fp) != 0 || ferror(fp);
+	if (!bad && fsync(fileno(fp)) != 0 && errno != EINVAL)
+		bad = 1;
+	int saved = errno;
+	if (fclose(fp) != 0 && !bad) {
+		bad = 1;
+		saved = errno;
+	}
+	if (!bad && rename(af->tmp, af->path) != 0) {
+		bad = 1;
+		saved = errno;
+	}
+	if (bad) {
+		errno = saved;
+		lm_seterr(e, "%s:", af->path);
+		atomic_abort(af);
+		return -1;
+	}
+	drop_pending(af->slot);
+	fsync_dir(af->path);
+	free(af->tmp);
+	free(af->path);
+	memset(af, 0, sizeof *af);
+	af->slot = -1;
+	return 0;
+}
+
+void atomic_abort(atomic_file *af)
+{
+	if (af->fp)
+		fclose(af->fp);
+	if (af->tmp && af->slot >= 0)
+		unlink(af->tmp);
+	drop_pending(af->slot);
+	free(af->tmp);
+	free(af->path);
+	memset(af, 0, sizeof *af);
+	af->slot = -1;
+}
+
+void atomic_abort_all(void)
+{
+	pthread_mutex_lock(&lock);
+	for (int i = 0; i < MAX_OPEN; i++)
+		if (pending[i]) {
+			unlink(pending[i]);
+			pending[i] = NULL;
+		}
+	pthread_mutex_unlock(&lock);
+}
+
+void atomic_abort_all_signal_safe(void)
+{
+	for (int i = 0; i < MAX_OPEN; i++) {
+		char *p = pending[i];
+		if (p)
+			unlink(p);
+	}
+}

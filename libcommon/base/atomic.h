@@ -1,0 +1,35 @@
+/* atomic.h: output files that appear whole or not at all.
+ *
+ * atomic_open() creates a hidden temporary file beside the destination
+ * (".NAME.tmp-XXXXXX" in the same directory, so the final rename cannot cross
+ * file systems); atomic_commit() flushes, fsyncs, renames it over the
+ * destination and fsyncs the directory.  Until then the temporary file is on
+ * a process-wide list; die(), exit and SIGINT/SIGTERM/SIGHUP remove every
+ * file still on it, so an interrupted run leaves nothing that looks valid. */
+#ifndef LMPIPE_ATOMIC_H
+#define LMPIPE_ATOMIC_H
+
+#include <stdio.h>
+
+#include "base/err.h"
+
+typedef struct atomic_file {
+	FILE *fp;        /* write here */
+	char *path;      /* final name */
+	char *tmp;       /* temporary name */
+	int slot;        /* index in the process-wide list */
+} atomic_file;
+
+int atomic_open(atomic_file *af, const char *path, lm_err *e);
+/* Flush, fsync, close and rename into place.  On failure the temporary
+ * file is removed and -1 returned. */
+int atomic_commit(atomic_file *af, lm_err *e);
+/* Close and remove the temporary file (safe on a zeroed or committed af). */
+void atomic_abort(atomic_file *af);
+
+/* Remove every unfinished temporary file (called by die and at exit). */
+void atomic_abort_all(void);
+/* The same, using only async-signal-safe calls (for signal handlers). */
+void atomic_abort_all_signal_safe(void);
+
+#endif

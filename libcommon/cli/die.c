@@ -1,0 +1,97 @@
+/* die.c: "prog: message" diagnostics, exit codes and the checked close of
+ * stdout (see die.h). */
+#define _POSIX_C_SOURCE 200809L
+#include "cli/die.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/atomic.h"
+
+const char *lm_progname = "lmpipe";
+
+static void vmsg(const char *fmt, va_list ap)
+{
+	int saved = errno;
+	size_t n = strlen(fmt);
+	fflush(stdout);
+	fprintf(stderr, "%s: ", lm_progname);
+	vfprintf(stderr, fmt, ap);
+	if (n > 0 && fmt[n - 1] == ':')
+		fprintf(stderr, " %s", strerror(saved));
+	fputc('\n', stderr);
+}
+
+void warnmsg(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vmsg(fmt, ap);
+	va_end(ap);
+}
+
+noreturn void die(int status, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vmsg(fmt, ap);
+	va_end(ap);
+	atomic_abort_all();
+	exit(status);
+}
+
+noreturn void die_err(const lm_err *e)
+{
+	die(e->code ? e->code : EXIT_RUNTIME, "%s", e->msg);
+}
+
+void lm_close_stdout(void)
+{
+	static int closed;
+	if (closed)
+		return;
+	closed = 1;
+	if (fflush(stdout) != 0 || ferror(stdout) || fclose(stdout) != 0) {
+		if (errno == EPIPE)
+			_exit(EXIT_RUNTIME);
+		fprintf(stderr, "%s: write error on standard output: %s\n",
+			lm_progname, strerror(errno));
+		atomic_abort_all();
+		_exit(EXIT_RUNTIME);
+	}
+}
+
+static void on_signal(int sig)
+{
+	atomic_abort_all_signal_safe();
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
+static void at_exit(void)
+{
+	lm_close_stdout();
+	atomic_abort_all();
+}
+
+void lm_init(const char *argv0)
+{
+	const char *slash = argv0 ? strrchr(argv0, '/') : NULL;
+	if (argv0)
+		lm_progname = slash ? slash + 1 : argv0;
+	struct sigaction sa;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = on_signal;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+	/* A closed pipe downstream is reported as a write error, not a signal. */
+	signal(SIGPIPE, SIG_IGN);
+	atexit(at_exit);
+}

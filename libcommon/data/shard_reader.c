@@ -1,0 +1,490 @@
+/* shard_reader.c: random and sequential windows over a set of shards, with
+ * a frame cache and a prefetching thread (see shard_reader.h). */
+#define _POSIX_C_SOURCE 200809L
+#include "data/shard_reader.h"
+
+#include <omp.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <zstd.h>
+
+#include "base/rng.h"
+#include "data/shard.h"
+
+enum {
+	DEFAULT_CACHE_FRAMES = 64,
+	NAME_EXTRA = 32,        /* room for "-000000.lms" after a prefix */
+};
+
+typedef struct cache_entry {
+	size_t file;
+	uint64_t frame;
+	uint64_t last_use;      /* 0: empty */
+	uint8_t *raw;
+} cache_entry;
+
+/* What one filling thread owns: its frame cache and decompression state. */
+typedef struct sr_worker {
+	cache_entry *cache;
+	size_t n_cache;
+	uint64_t clock;
+	ZSTD_DCtx *dctx;
+	uint8_t *comp;
+	lm_err err;
+} sr_worker;
+
+struct shard_reader {
+	sr_config cfg;
+	shard_file *files;
+	size_t n_files;
+	uint64_t *start_prefix;  /* n_files + 1: cumulative random start positions */
+	uint64_t *win_prefix;    /* n_files + 1: cumulative sequential windows */
+	uint64_t total_tokens;
+	uint32_t frame_tokens_max;
+	size_t max_frame_size;
+	int dtype;
+
+	/* Used only by whoever fills batches (the prefetch thread, if on). */
+	sr_worker *workers;
+	int n_workers;
+
+	uint64_t pos;            /* windows handed out */
+
+	/* Prefetch: the thread fills buf with the batch at want_pos. */
+	pthread_t thread;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int thread_on, stop;
+	int requested, ready;    /* a fill was asked for / is done */
+	uint64_t want_pos;
+	uint32_t *buf;
+	int buf_count, buf_rc;
+	lm_err buf_err;
+};
+
+static size_t window_len(const shard_reader *r)
+{
+	return (size_t)r->cfg.context + 1;
+}
+
+/* The decompressed ids of frame k of file i, through the cache. */
+static const uint8_t *get_frame(const shard_reader *r, sr_worker *w, size_t i, uint64_t k,
+				lm_err *e)
+{
+	cache_entry *victim = &w->cache[0];
+	w->clock++;
+	for (size_t c = 0; c < w->n_cache; c++) {
+		cache_entry *ce = &w->cache[c];
+		if (ce->last_use && ce->file == i && ce->frame == k) {
+			ce->last_use = w->clock;
+			return ce->raw;
+		}
+		if (ce->last_use < victim->last_use)
+			victim = ce;
+	}
+	victim->last_use = 0;
+	if (shard_read_frame(&r->files[i], k, w->dctx, w->comp, victim->raw, e))
+		return NULL;
+	victim->file = i;
+	victim->frame = k;
+	victim->last_use = w->clock;
+	return victim->raw;
+}
+
+/* Copy n ids of file i from token start on into out. */
+static int read_tokens(const shard_reader *r, sr_worker *w, size_t i, uint64_t start,
+		       size_t n, uint32_t *out, lm_err *e)
+{
+	const shard_file *f = &r->files[i];
+	const uint64_t F = f->m.frame_tokens;
+	while (n > 0) {
+		uint64_t k = start / F, off = start % F;
+		const uint8_t *raw = get_frame(r, w, i, k, e);
+		if (!raw)
+			return -1;
+		size_t take = (size_t)(F - off) < n ? (size_t)(F - off) : n;
+		shard_ids_from_raw(raw + off * (uint64_t)f->m.dtype, f->m.dtype, take, out);
+		out += take;
+		n -= take;
+		start += take;
+	}
+	return 0;
+}
+
+/* The shard holding global index x of a cumulative table (prefix[i] <= x <
+ * prefix[i + 1]). */
+static size_t find_shard(const uint64_t *prefix, size_t n, uint64_t x)
+{
+	size_t lo = 0, hi = n;
+	while (hi - lo > 1) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (prefix[mid] <= x)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/* Window k: its shard and first token. */
+static void locate(const shard_reader *r, uint64_t k, size_t *i, uint64_t *start)
+{
+	if (r->cfg.mode == SR_RANDOM) {
+		/* this rank's window k -> the global window of the same draw */
+		uint64_t B = (uint64_t)r->cfg.batch, world = (uint64_t)r->cfg.world;
+		uint64_t g = (k / B * world + (uint64_t)r->cfg.rank) * B + k % B;
+		uint64_t u = lm_draw_below(r->cfg.seed, g, r->start_prefix[r->n_files]);
+		*i = find_shard(r->start_prefix, r->n_files, u);
+		*start = u - r->start_prefix[*i];
+	} else {
+		*i = find_shard(r->win_prefix, r->n_files, k);
+		*start = (k - r->win_prefix[*i]) * (uint64_t)r->cfg.context;
+	}
+}
+
+/* Fill the batch of windows pos .. pos + B - 1 into out; returns the
+ * count (fewer at the end of sequential windows) or -1. */
+static int fill(shard_reader *r, uint64_t pos, uint32_t *out, lm_err *e)
+{
+	const size_t W = window_len(r);
+	int count = r->cfg.batch;
+	if (r->cfg.mode == SR_SEQUENTIAL) {
+		uint64_t total = r->win_prefix[r->n_files];
+		uint64_t left = pos < total ? total - pos : 0;
+		count = left < (uint64_t)count ? (int)left : count;
+	}
+	int failed = 0;
+	for (int t = 0; t < r->n_workers; t++)
+		r->workers[t].err.msg[0] = '\0';
+	/* Each thread uses its own worker; the windows do not depend on which. */
+#pragma omp parallel for num_threads(r->n_workers) schedule(static, 1) if (r->n_workers > 1)
+	for (int b = 0; b < count; b++) {
+		sr_worker *w = &r->workers[omp_get_thread_num()];
+		size_t i;
+		uint64_t start;
+		int stop;
+#pragma omp atomic read
+		stop = failed;
+		if (stop)
+			continue;
+		locate(r, pos + (uint64_t)b, &i, &start);
+		if (read_tokens(r, w, i, start, W, out + (size_t)b * W, &w->err)) {
+#pragma omp atomic write
+			failed = 1;
+		}
+	}
+	if (failed) {
+		for (int t = 0; t < r->n_workers; t++)
+			if (r->workers[t].err.msg[0]) {
+				if (e)
+					*e = r->workers[t].err;
+				break;
+			}
+		return -1;
+	}
+	return count;
+}
+
+static void *prefetch_main(void *arg)
+{
+	shard_reader *r = arg;
+	pthread_mutex_lock(&r->mu);
+	for (;;) {
+		while (!r->requested && !r->stop)
+			pthread_cond_wait(&r->cv, &r->mu);
+		if (r->stop)
+			break;
+		uint64_t pos = r->want_pos;
+		pthread_mutex_unlock(&r->mu);
+		lm_err e = { .msg = "" };
+		int rc = fill(r, pos, r->buf, &e);
+		pthread_mutex_lock(&r->mu);
+		r->buf_count = rc;
+		r->buf_rc = rc < 0 ? -1 : 0;
+		r->buf_err = e;
+		r->requested = 0;
+		r->ready = 1;
+		pthread_cond_broadcast(&r->cv);
+	}
+	pthread_mutex_unlock(&r->mu);
+	return NULL;
+}
+
+/* Ask the thread for the batch at pos (it must be idle). */
+static void request(shard_reader *r, uint64_t pos)
+{
+	pthread_mutex_lock(&r->mu);
+	r->want_pos = pos;
+	r->ready = 0;
+	r->requested = 1;
+	pthread_cond_broadcast(&r->cv);
+	pthread_mutex_unlock(&r->mu);
+}
+
+static void wait_ready(shard_reader *r)
+{
+	pthread_mutex_lock(&r->mu);
+	while (!r->ready)
+		pthread_cond_wait(&r->cv, &r->mu);
+	pthread_mutex_unlock(&r->mu);
+}
+
+int sr_next(shard_reader *r, uint32_t *out, lm_err *e)
+{
+	int count;
+	if (!r->thread_on) {
+		count = fill(r, r->pos, out, e);
+	} else {
+		wait_ready(r);
+		count = r->buf_count;
+		if (r->buf_rc) {
+			if (e)
+				*e = r->buf_err;
+			request(r, r->pos); /* a later call retries, and fails again */
+			return -1;
+		}
+		memcpy(out, r->buf, (size_t)count * window_len(r) * sizeof *out);
+	}
+	if (count < 0)
+		return -1;
+	r->pos += (uint64_t)count;
+	if (r->thread_on)
+		request(r, r->pos);
+	return count;
+}
+
+uint64_t sr_tell(const shard_reader *r)
+{
+	return r->pos;
+}
+
+int sr_seek(shard_reader *r, uint64_t windows, lm_err *e)
+{
+	if (r->thread_on) {
+		wait_ready(r);
+		request(r, windows);
+	}
+	r->pos = windows;
+	return 0;
+}
+
+/* ---- opening ---- */
+
+static int is_file(const char *path)
+{
+	struct stat st;
+	return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+static int add_file(shard_reader *r, const char *path, size_t *cap, lm_err *e)
+{
+	if (r->n_files == *cap) {
+		size_t c = *cap ? *cap * 2 : 16;
+		shard_file *p = realloc(r->files, c * sizeof *p);
+		if (!p)
+			return lm_seterr(e, "out of memory");
+		r->files = p;
+		*cap = c;
+	}
+	if (shard_file_open(&r->files[r->n_files], path, e))
+		return -1;
+	r->n_files++;
+	return 0;
+}
+
+/* A path that is a file, or a PREFIX of PREFIX-000000.lms, ... */
+static int add_path(shard_reader *r, const char *path, size_t *cap, lm_err *e)
+{
+	if (is_file(path))
+		return add_file(r, path, cap, e);
+	size_t len = strlen(path) + NAME_EXTRA;
+	char *name = malloc(len);
+	if (!name)
+		return lm_seterr(e, "out of memory");
+	unsigned i = 0;
+	for (;; i++) {
+		snprintf(name, len, "%s-%06u%s", path, i, SHARD_EXT);
+		if (!is_file(name))
+			break;
+		if (add_file(r, name, cap, e)) {
+			free(name);
+			return -1;
+		}
+	}
+	free(name);
+	if (i == 0)
+		return lm_seterr(e, "%s: no such shard, and no %s-000000%s", path, path, SHARD_EXT);
+	return 0;
+}
+
+static int check_set(shard_reader *r, lm_err *e)
+{
+	const shard_meta *m0 = &r->files[0].m;
+	const uint64_t T = (uint64_t)r->cfg.context;
+	r->start_prefix = calloc(r->n_files + 1, sizeof *r->start_prefix);
+	r->win_prefix = calloc(r->n_files + 1, sizeof *r->win_prefix);
+	if (!r->start_prefix || !r->win_prefix)
+		return lm_seterr(e, "out of memory");
+	r->dtype = m0->dtype;
+	for (size_t i = 0; i < r->n_files; i++) {
+		const shard_file *f = &r->files[i];
+		const shard_meta *m = &f->m;
+		if (m->vocab_size != m0->vocab_size || m->eot != m0->eot)
+			return lm_seterr(e, "%s: vocabulary size %u and end-of-text id %u differ "
+					 "from %s's %u and %u", f->path, m->vocab_size, m->eot,
+					 r->files[0].path, m0->vocab_size, m0->eot);
+		uint64_t n = m->n_tokens;
+		r->start_prefix[i + 1] = r->start_prefix[i] + (n > T ? n - T : 0);
+		r->win_prefix[i + 1] = r->win_prefix[i] + (n > 0 ? (n - 1) / T : 0);
+		r->total_tokens += n;
+		if (m->frame_tokens > r->frame_tokens_max)
+			r->frame_tokens_max = m->frame_tokens;
+		if (f->max_frame_size > r->max_frame_size)
+			r->max_frame_size = f->max_frame_size;
+	}
+	if (r->start_prefix[r->n_files] == 0)
+		return lm_seterr(e, "%s: no shard holds a window of %llu tokens", r->files[0].path,
+				 (unsigned long long)(T + 1));
+	return 0;
+}
+
+static int alloc_buffers(shard_reader *r, lm_err *e)
+{
+	r->n_workers = r->cfg.threads > 1 ? r->cfg.threads : 1;
+	r->workers = calloc((size_t)r->n_workers, sizeof *r->workers);
+	if (!r->workers)
+		return lm_seterr(e, "out of memory");
+	size_t frame_bytes = (size_t)r->frame_tokens_max * (size_t)r->dtype;
+	for (int t = 0; t < r->n_workers; t++) {
+		sr_worker *w = &r->workers[t];
+		w->n_cache = r->cfg.cache_frames ? r->cfg.cache_frames : DEFAULT_CACHE_FRAMES;
+		w->cache = calloc(w->n_cache, sizeof *w->cache);
+		w->dctx = ZSTD_createDCtx();
+		w->comp = malloc(r->max_frame_size ? r->max_frame_size : 1);
+		if (!w->cache || !w->dctx || !w->comp)
+			return lm_seterr(e, "out of memory");
+		for (size_t c = 0; c < w->n_cache; c++)
+			if (!(w->cache[c].raw = malloc(frame_bytes)))
+				return lm_seterr(e, "out of memory");
+	}
+	return 0;
+}
+
+static int start_thread(shard_reader *r, lm_err *e)
+{
+	size_t n = (size_t)r->cfg.batch * window_len(r);
+	r->buf = malloc(n * sizeof *r->buf);
+	if (!r->buf)
+		return lm_seterr(e, "out of memory for a batch of %zu tokens", n);
+	pthread_mutex_init(&r->mu, NULL);
+	pthread_cond_init(&r->cv, NULL);
+	r->ready = 1; /* idle: nothing asked yet */
+	if (pthread_create(&r->thread, NULL, prefetch_main, r)) {
+		pthread_mutex_destroy(&r->mu);
+		pthread_cond_destroy(&r->cv);
+		return lm_seterr(e, "cannot start the prefetch thread");
+	}
+	r->thread_on = 1;
+	request(r, r->pos);
+	return 0;
+}
+
+int sr_open(shard_reader **out, const char *const *paths, size_t n,
+	    const sr_config *cfg, lm_err *e)
+{
+	*out = NULL;
+	if (cfg->batch < 1 || cfg->context < 1)
+		return lm_usage_err(e, "shard reader: batch %d and context %d must be >= 1",
+				    cfg->batch, cfg->context);
+	if (n == 0)
+		return lm_usage_err(e, "shard reader: no shards given");
+	if (cfg->world < 0 || cfg->rank < 0 || (cfg->world > 0 && cfg->rank >= cfg->world) ||
+	    (cfg->world == 0 && cfg->rank > 0))
+		return lm_usage_err(e, "shard reader: rank %d of world %d", cfg->rank, cfg->world);
+	shard_reader *r = calloc(1, sizeof *r);
+	if (!r)
+		return lm_seterr(e, "out of memory");
+	r->cfg = *cfg;
+	if (r->cfg.world == 0)
+		r->cfg.world = 1;
+	size_t cap = 0;
+	int rc = 0;
+	for (size_t i = 0; !rc && i < n; i++)
+		rc = add_path(r, paths[i], &cap, e);
+	if (!rc)
+		rc = check_set(r, e);
+	if (!rc)
+		rc = alloc_buffers(r, e);
+	if (!rc && cfg->prefetch)
+		rc = start_thread(r, e);
+	if (rc) {
+		sr_close(r);
+		return -1;
+	}
+	*out = r;
+	return 0;
+}
+
+void sr_close(shard_reader *r)
+{
+	if (!r)
+		return;
+	if (r->thread_on) {
+		pthread_mutex_lock(&r->mu);
+		r->stop = 1;
+		pthread_cond_broadcast(&r->cv);
+		pthread_mutex_unlock(&r->mu);
+		pthread_join(r->thread, NULL);
+		pthread_mutex_destroy(&r->mu);
+		pthread_cond_destroy(&r->cv);
+	}
+	for (int t = 0; r->workers && t < r->n_workers; t++) {
+		sr_worker *w = &r->workers[t];
+		for (size_t c = 0; w->cache && c < w->n_cache; c++)
+			free(w->cache[c].raw);
+		free(w->cache);
+		ZSTD_freeDCtx(w->dctx);
+		free(w->comp);
+	}
+	free(r->workers);
+	for (size_t i = 0; i < r->n_files; i++)
+		shard_file_close(&r->files[i]);
+	free(r->buf);
+	free(r->files);
+	free(r->start_prefix);
+	free(r->win_prefix);
+	free(r);
+}
+
+uint32_t sr_vocab_size(const shard_reader *r)
+{
+	return r->files[0].m.vocab_size;
+}
+
+uint32_t sr_eot(const shard_reader *r)
+{
+	return r->files[0].m.eot;
+}
+
+uint64_t sr_tokens(const shard_reader *r)
+{
+	return r->total_tokens;
+}
+
+uint64_t sr_starts(const shard_reader *r)
+{
+	return r->start_prefix[r->n_files];
+}
+
+uint64_t sr_windows(const shard_reader *r)
+{
+	return r->win_prefix[r->n_files];
+}
+
+size_t sr_shards(const shard_reader *r)
+{
+	return r->n_files;
+}

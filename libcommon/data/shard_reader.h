@@ -1,0 +1,89 @@
+/* shard_reader.h: training and evaluation batches from token shards
+ * (man 5 lmpipe-shard), for lm-train.
+ *
+ * A reader opens a set of shards, either a list of files or a PREFIX
+ * (meaning the files PREFIX-000000.lms, PREFIX-000001.lms, ... that
+ * shard-pack -o PREFIX wrote; its validation set is the prefix PREFIX-val).
+ * All shards of a set must share vocabulary size, end-of-text id and dtype.
+ *
+ * Each call of sr_next() fills one batch: B windows of T+1 consecutive
+ * tokens, row-major in out[B * (T + 1)] (uint32 ids).  lm-train takes
+ * x = out[b][0..T-1] and y = out[b][1..T].  A window never crosses the end
+ * of a shard.
+ *
+ * SR_RANDOM: window k (k = 0, 1, 2, ... over the whole run) starts at a
+ *   position drawn uniformly from all sr_starts(r) valid start positions of
+ *   the set (shard i of n_i tokens contributes n_i - T of them), using a
+ *   counter-based generator: the start of window k is a pure function of
+ *   (seed, k, the shard sizes).  So a run is reproducible, and resuming is
+ *   exact: store sr_tell() (windows consumed so far) in the checkpoint and
+ *   pass it to sr_seek() after reopening with the same seed.  Batch j holds
+ *   windows j*B .. j*B + B-1.  With world > 1 data-parallel ranks, each
+ *   rank opens the set with the same seed, world and its rank: its batch j
+ *   is then windows (j*world + rank)*B .. + B-1 of the global sequence, so
+ *   the ranks together draw exactly what one reader with batch world*B
+ *   would (and sr_tell() counts the rank's own windows).
+ * SR_SEQUENTIAL: for evaluation.  Window k starts at token k*T of the
+ *   concatenated set (windows overlap by one token, so every token but the
+ *   first of each shard is a target exactly once), shard by shard, in order;
+ *   shard i holds floor((n_i - 1) / T) windows, sr_windows() in all.
+ *   sr_next() returns the number of windows filled (B, fewer for the last
+ *   batch, 0 at the end); sr_seek(r, 0) starts over.
+ *
+ * Only the frames a window needs are read and decompressed; recently used
+ * frames are cached.  With prefetch on, a background thread fills the next
+ * batch while the caller trains on the current one; with threads > 1 the
+ * windows of a batch are filled in parallel.  Every frame's checksum
+ * is verified when it is read: corruption fails sr_next() with a message
+ * naming the file and the frame ("a-000003.lms: frame 17: checksum
+ * mismatch").  Call the functions of one reader from one thread.
+ */
+#ifndef LMPIPE_SHARD_READER_H
+#define LMPIPE_SHARD_READER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/err.h"
+
+typedef enum sr_mode { SR_RANDOM, SR_SEQUENTIAL } sr_mode;
+
+typedef struct sr_config {
+	sr_mode mode;
+	int batch;            /* B >= 1 */
+	int context;          /* T >= 1: windows hold T + 1 tokens */
+	uint64_t seed;        /* SR_RANDOM only */
+	int prefetch;         /* 1: fill the next batch in a background thread */
+	size_t cache_frames;  /* decompressed frames kept per thread; 0: a default */
+	int threads;          /* threads that fill one batch; 0: 1.  The
+	                       * windows do not depend on it. */
+	int world, rank;      /* SR_RANDOM: data-parallel ranks; 0, 0: 1, 0 */
+} sr_config;
+
+typedef struct shard_reader shard_reader;
+
+/* Open n paths; a path that is not an existing file is taken as a PREFIX.
+ * Fails (message in e) when no shard is found, a shard is malformed, the
+ * shards disagree, or no shard holds T + 1 tokens. */
+int sr_open(shard_reader **r, const char *const *paths, size_t n,
+	    const sr_config *cfg, lm_err *e);
+void sr_close(shard_reader *r);
+
+/* Fill the next batch.  Returns B (SR_RANDOM), the windows filled
+ * (SR_SEQUENTIAL: 0 at the end), or -1 with the message in e. */
+int sr_next(shard_reader *r, uint32_t *out, lm_err *e);
+
+/* Windows consumed so far (the position to store in a checkpoint), and
+ * a jump to such a position (drops any prefetched batch). */
+uint64_t sr_tell(const shard_reader *r);
+int sr_seek(shard_reader *r, uint64_t windows, lm_err *e);
+
+/* What was opened. */
+uint32_t sr_vocab_size(const shard_reader *r);
+uint32_t sr_eot(const shard_reader *r);     /* 0xFFFFFFFF: none */
+uint64_t sr_tokens(const shard_reader *r);  /* all tokens of the set */
+uint64_t sr_starts(const shard_reader *r);  /* valid random start positions */
+uint64_t sr_windows(const shard_reader *r); /* sequential windows */
+size_t sr_shards(const shard_reader *r);
+
+#endif

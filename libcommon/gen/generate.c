@@ -1,0 +1,465 @@
+/* generate.c: the batched generation driver (see generate.h). */
+#include "gen/generate.h"
+
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char THINK_OPEN[] = "<think>";
+static const char THINK_CLOSE[] = "</think>";
+
+typedef struct gen_req {
+	gen_prompt p;
+	uint32_t left; /* samples not yet handed to done() */
+} gen_req;
+
+struct gen_state {
+	gen_req *req;
+	lm_rng rng;
+	uint32_t slot;
+	size_t pos;           /* tokens in the slot's cache */
+	size_t cap, text_cap, streamed;
+	int inside;           /* within a <think> section */
+	uint32_t think_used;  /* completion tokens produced inside one */
+	int forced_once;
+	size_t force_next;    /* next closing-text token while forcing */
+	int forcing;
+	int done;
+	uint32_t next_tok;    /* chosen this step */
+	double next_lp;
+	int next_forced;
+	int failed;
+	lm_err err;
+};
+
+/* Everything one generate() call owns. */
+typedef struct gen_run {
+	const lm_decoder *d;
+	const gen_config *c;
+	const gen_io *io;
+	const bpe_tokenizer *tok;
+	gen_sample **fifo;    /* admitted samples, in input order */
+	size_t head, tail, fifo_cap;
+	gen_sample **slot;    /* the sample in each slot, or NULL */
+	float **rows;         /* each slot's logits */
+	float *logits;
+	sample_work *work;    /* one per thread */
+	int n_work;
+	/* feed() arguments */
+	uint32_t *f_slot, *f_n;
+	const uint32_t **f_tok;
+	float **f_rows;
+	int input_failed;     /* next() failed: finish what is in flight, then fail */
+	lm_err input_err;
+} gen_run;
+
+int gen_config_check(const gen_config *c, const lm_decoder *d, lm_err *e)
+{
+	if (sample_params_check(&c->sp, e) < 0)
+		return -1;
+	if (c->n_samples < 1 || c->n_samples > d->n_slots)
+		return lm_usage_err(e, "samples per prompt (%u) must be between 1 and the batch size (%u)",
+				    c->n_samples, d->n_slots);
+	if (c->max_tokens < 1)
+		return lm_usage_err(e, "max tokens must be at least 1");
+	for (size_t i = 0; i < c->n_stop; i++)
+		if (!c->stop[i][0])
+			return lm_usage_err(e, "empty stop string");
+	if (c->think_budget && !c->n_think_close)
+		return lm_usage_err(e, "a thinking budget needs a closing text of at least one token");
+	return 0;
+}
+
+/* The last occurrence of needle in h[0 .. n), or -1. */
+static long last_of(const uint8_t *h, size_t n, const char *needle)
+{
+	size_t m = strlen(needle);
+	for (size_t i = n; i >= m; i--)
+		if (!memcmp(h + i - m, needle, m))
+			return (long)(i - m);
+	return -1;
+}
+
+int gen_think_state(const uint8_t *text, size_t len, int was)
+{
+	long open = last_of(text, len, THINK_OPEN);
+	long close = last_of(text, len, THINK_CLOSE);
+	if (open < 0 && close < 0)
+		return was;
+	return open > close;
+}
+
+enum { FIRST_CAP = 64 };
+
+static int grow(void **p, size_t *cap, size_t need, size_t elem, lm_err *e)
+{
+	if (need <= *cap)
+		return 0;
+	size_t n = *cap ? *cap : FIRST_CAP;
+	while (n < need)
+		n *= 2;
+	void *q = realloc(*p, n * elem);
+	if (!q)
+		return lm_seterr(e, "generation buffers:");
+	*p = q;
+	*cap = n;
+	return 0;
+}
+
+static void sample_free(gen_sample *s)
+{
+	free(s->ids);
+	free(s->logprobs);
+	free(s->forced);
+	free(s->text);
+	free(s->st);
+	free(s);
+}
+
+/* Append the chosen token; decide whether the sample is finished. */
+static int advance(gen_run *r, gen_sample *s, lm_err *e)
+{
+	struct gen_state *st = s->st;
+	const gen_config *c = r->c;
+	if (s->n == st->cap) {
+		/* the three per-token arrays share one capacity */
+		size_t cap = st->cap ? 2 * st->cap : FIRST_CAP;
+		uint32_t *ids = realloc(s->ids, cap * sizeof *ids);
+		if (ids)
+			s->ids = ids;
+		double *lp = ids ? realloc(s->logprobs, cap * sizeof *lp) : NULL;
+		if (lp)
+			s->logprobs = lp;
+		uint8_t *fo = lp ? realloc(s->forced, cap) : NULL;
+		if (!fo)
+			return lm_seterr(e, "generation buffers:");
+		s->forced = fo;
+		st->cap = cap;
+	}
+	uint32_t t = st->next_tok;
+	s->ids[s->n] = t;
+	s->logprobs[s->n] = st->next_lp;
+	s->forced[s->n] = (uint8_t)st->next_forced;
+	s->n++;
+	if (t == c->eot) {
+		s->finish = "stop";
+		return 0;
+	}
+	size_t old = s->len, blen = bpe_token_len(r->tok, t);
+	if (grow((void **)&s->text, &st->text_cap, s->len + blen + 1, 1, e) < 0)
+		return -1;
+	memcpy(s->text + s->len, bpe_token_bytes(r->tok, t), blen);
+	s->len += blen;
+	s->text[s->len] = '\0';
+	for (size_t i = 0; i < c->n_stop; i++) {
+		size_t m = strlen(c->stop[i]);
+		size_t from = old >= m - 1 ? old - (m - 1) : 0;
+		if (memmem(s->text + from, s->len - from, c->stop[i], m)) {
+			s->finish = "stop";
+			return 0;
+		}
+	}
+	if (s->n >= c->max_tokens || st->pos >= r->d->n_ctx) {
+		s->finish = "length";
+		return 0;
+	}
+	if (!c->think_budget)
+		return 0;
+	/* A tag may straddle tokens: look back far enough to see it whole. */
+	size_t back = sizeof THINK_CLOSE - 2;
+	size_t from = old >= back ? old - back : 0;
+	int was_inside = st->inside;
+	st->inside = gen_think_state(s->text + from, s->len - from, st->inside);
+	if (st->forcing && ++st->force_next == c->n_think_close)
+		st->forcing = 0;
+	/* Count the tokens after the opening tag while the section stays open. */
+	if (was_inside && st->inside && !st->forced_once && ++st->think_used >= c->think_budget) {
+		st->forced_once = 1;
+		st->forcing = 1;
+		st->force_next = 0;
+	}
+	return 0;
+}
+
+/* The next token of every sample in flight, in parallel. */
+static int choose(gen_run *r, gen_sample **act, size_t n, lm_err *e)
+{
+	const gen_config *c = r->c;
+	uint32_t V = r->d->n_vocab;
+	#pragma omp parallel for schedule(dynamic, 1) if (n > 1)
+	for (size_t i = 0; i < n; i++) {
+		struct gen_state *st = act[i]->st;
+		const float *row = r->rows[st->slot];
+		sample_work *w = &r->work[omp_get_thread_num()];
+		st->next_forced = st->forcing;
+		if (st->forcing) {
+			st->next_tok = c->think_close[st->force_next];
+			st->next_lp = sample_logprob(row, V, st->next_tok);
+		} else if (sample_token(row, &c->sp, &st->rng, w, &st->next_tok, &st->next_lp,
+					&st->err) < 0) {
+			st->failed = 1;
+		}
+	}
+	for (size_t i = 0; i < n; i++)
+		if (act[i]->st->failed) {
+			*e = act[i]->st->err;
+			return lm_err_prefix(e, "prompt %llu, sample %u",
+					     (unsigned long long)act[i]->prompt->index, act[i]->index);
+		}
+	return 0;
+}
+
+/* Hand finished samples back in order; stream the oldest one's text. */
+static int emit(gen_run *r, lm_err *e)
+{
+	while (r->head < r->tail) {
+		gen_sample *s = r->fifo[r->head];
+		struct gen_state *st = s->st;
+		if (r->io->text && st->streamed < s->len) {
+			r->io->text(r->io->user, s, s->text + st->streamed, s->len - st->streamed);
+			st->streamed = s->len;
+		}
+		if (!st->done)
+			break;
+		if (r->io->done(r->io->user, s, e) < 0)
+			return -1;
+		gen_req *q = st->req;
+		sample_free(s);
+		r->fifo[r->head++] = NULL;
+		if (--q->left == 0) {
+			if (r->io->release)
+				r->io->release(r->io->user, &q->p);
+			free(q);
+		}
+	}
+	return 0;
+}
+
+static size_t free_slots(const gen_run *r)
+{
+	size_t n = 0;
+	for (uint32_t i = 0; i < r->d->n_slots; i++)
+		n += !r->slot[i];
+	return n;
+}
+
+static uint32_t take_slot(gen_run *r, gen_sample *s)
+{
+	for (uint32_t i = 0; i < r->d->n_slots; i++)
+		if (!r->slot[i]) {
+			r->slot[i] = s;
+			return i;
+		}
+	return 0; /* not reached: callers check free_slots first */
+}
+
+/* Admit one prompt: its samples take slots; the first is queued for
+ * prefill (others too when the decoder cannot fork). */
+static int admit(gen_run *r, gen_req *q, size_t *n_pre, lm_err *e)
+{
+	const gen_config *c = r->c;
+	if (q->p.n_ids < 1 || q->p.n_ids > r->d->n_ctx)
+		return lm_seterr(e, "prompt %llu has %zu tokens; the context holds %u",
+				 (unsigned long long)q->p.index, q->p.n_ids, r->d->n_ctx);
+	int inside = gen_think_state((const uint8_t *)q->p.text, q->p.len, 0);
+	for (uint32_t j = 0; j < c->n_samples; j++) {
+		gen_sample *s = calloc(1, sizeof *s);
+		struct gen_state *st = s ? calloc(1, sizeof *st) : NULL;
+		size_t cap = r->fifo_cap;
+		if (!st || grow((void **)&r->fifo, &cap, r->tail + 1, sizeof *r->fifo, e) < 0) {
+			free(s);
+			free(st);
+			return lm_seterr(e, "generation buffers:");
+		}
+		r->fifo_cap = cap;
+		q->left++; /* run_free releases q once its samples are gone */
+		s->prompt = &q->p;
+		s->index = j;
+		s->st = st;
+		st->req = q;
+		st->inside = inside;
+		st->pos = q->p.n_ids;
+		sample_rng_seed(&st->rng, c->seed, q->p.index, j);
+		st->slot = take_slot(r, s);
+		r->fifo[r->tail++] = s;
+		if (r->d->reset(r->d->ctx, st->slot, e) < 0)
+			return -1;
+		if (j == 0 || !r->d->fork) {
+			r->f_slot[*n_pre] = st->slot;
+			r->f_tok[*n_pre] = q->p.ids;
+			r->f_n[*n_pre] = (uint32_t)q->p.n_ids;
+			r->f_rows[*n_pre] = r->rows[st->slot];
+			++*n_pre;
+		}
+	}
+	return 0;
+}
+
+/* Drop the handed-back entries from the front of the FIFO once they are
+ * half of it, so its memory follows what is in flight, not the input. */
+static void compact(gen_run *r)
+{
+	if (!r->head || r->head < r->fifo_cap / 2)
+		return;
+	memmove(r->fifo, r->fifo + r->head, (r->tail - r->head) * sizeof *r->fifo);
+	r->tail -= r->head;
+	r->head = 0;
+}
+
+/* Admit prompts while slots allow, prefill them, fork their siblings. */
+static int fill(gen_run *r, int *eof, size_t n_active, lm_err *e)
+{
+	const gen_config *c = r->c;
+	compact(r);
+	size_t n_pre = 0, first = r->tail;
+	while (!*eof && free_slots(r) >= c->n_samples && !(c->lazy && (n_active || n_pre))) {
+		gen_req *q = calloc(1, sizeof *q);
+		if (!q)
+			return lm_seterr(e, "generation buffers:");
+		int got = r->io->next(r->io->user, &q->p, &r->input_err);
+		if (got <= 0) {
+			free(q);
+			r->input_failed = got < 0;
+			*eof = 1;
+			break;
+		}
+		if (admit(r, q, &n_pre, e) < 0) {
+			if (!q->left) {
+				if (r->io->release)
+					r->io->release(r->io->user, &q->p);
+				free(q);
+			}
+			return -1;
+		}
+	}
+	if (!n_pre)
+		return 0;
+	if (r->d->feed(r->d->ctx, (uint32_t)n_pre, r->f_slot, r->f_tok, r->f_n, r->f_rows, e) < 0)
+		return -1;
+	if (!r->d->fork)
+		return 0;
+	size_t V = r->d->n_vocab;
+	for (size_t i = first; i < r->tail; i++) {
+		gen_sample *s = r->fifo[i];
+		if (s->index == 0)
+			continue;
+		gen_sample *src = r->fifo[i - s->index];
+		if (r->d->fork(r->d->ctx, s->st->slot, src->st->slot, e) < 0)
+			return -1;
+		memcpy(r->rows[s->st->slot], r->rows[src->st->slot], V * sizeof(float));
+	}
+	return 0;
+}
+
+static int run_loop(gen_run *r, lm_err *e)
+{
+	const lm_decoder *d = r->d;
+	gen_sample **act = malloc(d->n_slots * sizeof *act);
+	if (!act)
+		return lm_seterr(e, "generation buffers:");
+	int eof = 0, rc = 0;
+	size_t n_act = 0;
+	for (;;) {
+		if ((rc = fill(r, &eof, n_act, e)) < 0)
+			break;
+		n_act = 0;
+		for (uint32_t i = 0; i < d->n_slots; i++)
+			if (r->slot[i])
+				act[n_act++] = r->slot[i];
+		if (!n_act && eof)
+			break;
+		if ((rc = choose(r, act, n_act, e)) < 0)
+			break;
+		size_t n_feed = 0;
+		for (size_t i = 0; i < n_act && rc == 0; i++) {
+			gen_sample *s = act[i];
+			rc = advance(r, s, e);
+			if (s->finish) {
+				s->st->done = 1;
+				r->slot[s->st->slot] = NULL;
+				continue;
+			}
+			r->f_slot[n_feed] = s->st->slot;
+			r->f_tok[n_feed] = &s->ids[s->n - 1];
+			r->f_n[n_feed] = 1;
+			r->f_rows[n_feed] = r->rows[s->st->slot];
+			s->st->pos++;
+			n_feed++;
+		}
+		if (rc < 0 || (rc = emit(r, e)) < 0)
+			break;
+		if (n_feed && (rc = d->feed(d->ctx, (uint32_t)n_feed, r->f_slot, r->f_tok, r->f_n,
+					    r->f_rows, e)) < 0)
+			break;
+		n_act = n_feed;
+	}
+	free(act);
+	if (rc == 0 && r->input_failed) {
+		*e = r->input_err;
+		rc = -1;
+	}
+	return rc;
+}
+
+static void run_free(gen_run *r)
+{
+	for (size_t i = r->head; i < r->tail; i++) {
+		gen_sample *s = r->fifo[i];
+		gen_req *q = s->st->req;
+		sample_free(s);
+		if (--q->left == 0) {
+			if (r->io->release)
+				r->io->release(r->io->user, &q->p);
+			free(q);
+		}
+	}
+	free(r->fifo);
+	free(r->slot);
+	free(r->rows);
+	free(r->logits);
+	for (int i = 0; i < r->n_work; i++)
+		sample_work_free(&r->work[i]);
+	free(r->work);
+	free(r->f_slot);
+	free(r->f_n);
+	free(r->f_tok);
+	free(r->f_rows);
+}
+
+int generate(const lm_decoder *d, const gen_config *c, const gen_io *io,
+	     const bpe_tokenizer *tok, lm_err *e)
+{
+	if (gen_config_check(c, d, e) < 0)
+		return -1;
+	if (tok->n_vocab > d->n_vocab)
+		return lm_seterr(e, "the tokenizer has %u tokens but the model's vocabulary only %u",
+				 tok->n_vocab, d->n_vocab);
+	/* A vocabulary padded past the tokenizer: never draw the padding. */
+	gen_config cc = *c;
+	cc.sp.limit = tok->n_vocab;
+	gen_run r = { .d = d, .c = &cc, .io = io, .tok = tok };
+	size_t S = d->n_slots, V = d->n_vocab;
+	r.slot = calloc(S, sizeof *r.slot);
+	r.rows = malloc(S * sizeof *r.rows);
+	r.logits = malloc(S * V * sizeof *r.logits);
+	r.n_work = omp_get_max_threads();
+	r.work = calloc((size_t)r.n_work, sizeof *r.work);
+	r.f_slot = malloc(S * sizeof *r.f_slot);
+	r.f_n = malloc(S * sizeof *r.f_n);
+	r.f_tok = malloc(S * sizeof *r.f_tok);
+	r.f_rows = malloc(S * sizeof *r.f_rows);
+	int rc = -1;
+	if (!r.slot || !r.rows || !r.logits || !r.work || !r.f_slot || !r.f_n || !r.f_tok || !r.f_rows) {
+		lm_seterr(e, "generation buffers for %zu sequences:", S);
+		goto out;
+	}
+	for (size_t i = 0; i < S; i++)
+		r.rows[i] = r.logits + i * V;
+	for (int i = 0; i < r.n_work; i++)
+		if (sample_work_init(&r.work[i], (uint32_t)V, e) < 0)
+			goto out;
+	rc = run_loop(&r, e);
+out:
+	run_free(&r);
+	return rc;
+}

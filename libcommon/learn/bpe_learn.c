@@ -1,0 +1,483 @@
+/* bpe_learn.c: learning the merges from pre-token counts (see bpe_learn.h).
+ *
+ * Each distinct pre-token ("word") is an array of token ids with a count.
+ * Every adjacent pair of ids has an entry with its total count and the list
+ * of words it occurs in (a superset: entries may be stale, and are checked).
+ * A binary max-heap orders the pairs with a nonzero count by (count, left
+ * bytes, right bytes).  A merge rewrites only the words on the merged pair's
+ * list, adjusting the counts of the neighbouring pairs and their places in
+ * the heap as it goes (one change at a time: repairing several changed keys
+ * afterwards, one sift each, can leave the heap out of order). */
+#include "learn/bpe_learn_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+enum { NONE = 0xFFFFFFFFu, INITIAL_MAP = 1 << 16, FIRST_OCC_CAP = 4, PREFETCH_AHEAD = 8 };
+
+typedef struct pair {
+	uint32_t a, b;
+	int64_t count;
+	uint32_t heap;   /* position in the heap, or NONE */
+	uint32_t *occ;   /* words it (may) occur in */
+	uint32_t n_occ, cap_occ;
+} pair;
+
+/* A distinct pre-token: its ids are sym[start .. start + len). */
+typedef struct word {
+	uint64_t start, count;
+	uint32_t len, stamp; /* stamp: last merge that rewrote it */
+} word;
+
+typedef struct learner {
+	/* words */
+	uint32_t *sym;      /* all words' ids back to back */
+	word *words;
+	size_t n_words, n_sym;
+	/* tokens */
+	uint8_t *tbytes;
+	uint64_t *toff;     /* token id's bytes: tbytes[toff[id] .. toff[id + 1]) */
+	uint32_t n_tok;
+	/* pairs: map from (a << 32 | b) to index + 1 */
+	pair *pairs;
+	size_t n_pairs, cap_pairs;
+	uint64_t *mkey;
+	uint32_t *mval;
+	size_t mmask;
+	uint32_t *heap;
+	size_t n_heap;
+	uint32_t stamp;  /* merges done, marks the words rewritten */
+	lm_err *e;
+	int failed;
+} learner;
+
+static void *xrealloc(learner *L, void *p, size_t n)
+{
+	void *q = realloc(p, n ? n : 1);
+	if (!q && !L->failed) {
+		L->failed = 1;
+		lm_seterr(L->e, "out of memory (%zu bytes)", n);
+	}
+	return q;
+}
+
+/* ---- tokens ---- */
+
+static int tok_cmp(const learner *L, uint32_t x, uint32_t y)
+{
+	size_t nx = L->toff[x + 1] - L->toff[x], ny = L->toff[y + 1] - L->toff[y];
+	int r = memcmp(L->tbytes + L->toff[x], L->tbytes + L->toff[y], nx < ny ? nx : ny);
+	return r ? r : (nx > ny) - (nx < ny);
+}
+
+/* ---- the heap ---- */
+
+/* p ranks above q: greater count, then greater (left, right) bytes. */
+static int above(const learner *L, uint32_t p, uint32_t q)
+{
+	const pair *x = &L->pairs[p], *y = &L->pairs[q];
+	if (x->count != y->count)
+		return x->count > y->count;
+	int r = x->a == y->a ? 0 : tok_cmp(L, x->a, y->a);
+	if (r)
+		return r > 0;
+	return x->b != y->b && tok_cmp(L, x->b, y->b) > 0;
+}
+
+static void heap_set(learner *L, size_t i, uint32_t p)
+{
+	L->heap[i] = p;
+	L->pairs[p].heap = (uint32_t)i;
+}
+
+static void sift_up(learner *L, size_t i)
+{
+	uint32_t p = L->heap[i];
+	while (i > 0) {
+		size_t up = (i - 1) / 2;
+		if (!above(L, p, L->heap[up]))
+			break;
+		heap_set(L, i, L->heap[up]);
+		i = up;
+	}
+	heap_set(L, i, p);
+}
+
+static void sift_down(learner *L, size_t i)
+{
+	uint32_t p = L->heap[i];
+	for (;;) {
+		size_t c = 2 * i + 1;
+		if (c >= L->n_heap)
+			break;
+		if (c + 1 < L->n_heap && above(L, L->heap[c + 1], L->heap[c]))
+			c++;
+		if (!above(L, L->heap[c], p))
+			break;
+		heap_set(L, i, L->heap[c]);
+		i = c;
+	}
+	heap_set(L, i, p);
+}
+
+static void heap_remove(learner *L, uint32_t p)
+{
+	size_t i = L->pairs[p].heap;
+	L->pairs[p].heap = NONE;
+	uint32_t last = L->heap[--L->n_heap];
+	if (i == L->n_heap)
+		return;
+	heap_set(L, i, last);
+	sift_up(L, i);
+	sift_down(L, L->pairs[last].heap);
+}
+
+/* ---- pairs ---- */
+
+static uint64_t pair_key(uint32_t a, uint32_t b)
+{
+	return (uint64_t)a << 32 | b;
+}
+
+static const uint64_t KEY_MUL = 0x7FB5D329728EA185ull; /* an odd constant that mixes well */
+
+static size_t key_slot(uint64_t k, size_t mask)
+{
+	k ^= k >> 31;
+	k *= KEY_MUL;
+	k ^= k >> 27;
+	return (size_t)k & mask;
+}
+
+static int map_grow(learner *L)
+{
+	size_t n = L->mmask ? (L->mmask + 1) * 2 : INITIAL_MAP;
+	uint64_t *key = malloc(n * sizeof *key);
+	uint32_t *val = calloc(n, sizeof *val);
+	if (!key || !val) {
+		free(key);
+		free(val);
+		L->failed = 1;
+		return lm_seterr(L->e, "out of memory (pair table of %zu entries)", n);
+	}
+	for (size_t i = 0; i < L->n_pairs; i++) {
+		uint64_t k = pair_key(L->pairs[i].a, L->pairs[i].b);
+		size_t j = key_slot(k, n - 1);
+		while (val[j])
+			j = (j + 1) & (n - 1);
+		key[j] = k;
+		val[j] = (uint32_t)i + 1;
+	}
+	free(L->mkey);
+	free(L->mval);
+	L->mkey = key;
+	L->mval = val;
+	L->mmask = n - 1;
+	return 0;
+}
+
+/* Index of pair (a, b), created with count 0 when absent; NONE on error. */
+static uint32_t pair_get(learner *L, uint32_t a, uint32_t b)
+{
+	uint64_t k = pair_key(a, b);
+	size_t j = key_slot(k, L->mmask);
+	for (uint32_t v; (v = L->mval[j]); j = (j + 1) & L->mmask)
+		if (L->mkey[j] == k)
+			return v - 1;
+	if (L->n_pairs == L->cap_pairs) {
+		/* the heap never holds more than every pair */
+		size_t cap = L->cap_pairs ? L->cap_pairs * 2 : INITIAL_MAP;
+		pair *np = xrealloc(L, L->pairs, cap * sizeof *np);
+		if (np)
+			L->pairs = np;
+		uint32_t *h = xrealloc(L, L->heap, cap * sizeof *h);
+		if (h)
+			L->heap = h;
+		if (!np || !h)
+			return NONE;
+		L->cap_pairs = cap;
+	}
+	uint32_t p = (uint32_t)L->n_pairs++;
+	L->pairs[p] = (pair){ a, b, 0, NONE, NULL, 0, 0 };
+	L->mkey[j] = k;
+	L->mval[j] = p + 1;
+	if (L->n_pairs * 2 > L->mmask + 1 && map_grow(L))
+		return NONE;
+	return p;
+}
+
+static int occ_add(learner *L, pair *x, uint32_t w)
+{
+	if (x->n_occ && x->occ[x->n_occ - 1] == w)
+		return 0;
+	if (x->n_occ == x->cap_occ) {
+		uint32_t cap = x->cap_occ ? x->cap_occ * 2 : FIRST_OCC_CAP;
+		uint32_t *o = xrealloc(L, x->occ, cap * sizeof *o);
+		if (!o)
+			return -1;
+		x->occ = o;
+		x->cap_occ = cap;
+	}
+	x->occ[x->n_occ++] = w;
+	return 0;
+}
+
+/* Add f to pair (a, b), which occurs in word w.  in_heap: keep its place
+ * in the heap (not while the heap is being built). */
+static int pair_add(learner *L, uint32_t a, uint32_t b, int64_t f, uint32_t w, int in_heap)
+{
+	uint32_t p = pair_get(L, a, b);
+	if (p == NONE)
+		return -1;
+	pair *x = &L->pairs[p];
+	x->count += f;
+	if (in_heap) {
+		if (x->heap == NONE)
+			heap_set(L, L->n_heap++, p);
+		sift_up(L, x->heap);
+	}
+	return occ_add(L, x, w);
+}
+
+/* Take f from pair (a, b), which exists; out of the heap at count 0. */
+static void pair_sub(learner *L, uint32_t a, uint32_t b, int64_t f)
+{
+	uint32_t p = pair_get(L, a, b);
+	pair *x = &L->pairs[p];
+	x->count -= f;
+	if (x->heap == NONE)
+		return;
+	if (x->count <= 0)
+		heap_remove(L, p);
+	else
+		sift_down(L, x->heap);
+}
+
+/* ---- setup ---- */
+
+static void add_word(const uint8_t *s, size_t n, uint64_t count, void *arg)
+{
+	learner *L = arg;
+	if (n < 2)  /* no pair to merge */
+		return;
+	size_t w = L->n_words++;
+	L->words[w] = (word){ L->n_sym, count, (uint32_t)n, 0 };
+	uint32_t *sy = L->sym + L->n_sym;
+	for (size_t i = 0; i < n; i++)
+		sy[i] = L->n_tok - 256 + s[i]; /* byte ids follow the specials */
+	L->n_sym += n;
+}
+
+static int setup(learner *L, const bpe_counts *c, const bpe_specials *sp, uint32_t vocab)
+{
+	size_t n = c->n;
+	L->sym = malloc((c->n_bytes ? c->n_bytes : 1) * sizeof *L->sym);
+	L->words = malloc((n ? n : 1) * sizeof *L->words);
+	L->toff = malloc(((size_t)vocab + 1) * sizeof *L->toff);
+	size_t tcap = 256;
+	for (size_t i = 0; i < sp->n; i++)
+		tcap += sp->len[i];
+	L->tbytes = malloc(tcap);
+	if (!L->sym || !L->words || !L->toff ||
+	    !L->tbytes || map_grow(L))
+		return L->failed ? -1 : lm_seterr(L->e, "out of memory");
+	/* specials, then the 256 bytes */
+	uint64_t off = 0;
+	for (size_t i = 0; i < sp->n; i++) {
+		L->toff[L->n_tok++] = off;
+		memcpy(L->tbytes + off, sp->s[i], sp->len[i]);
+		off += sp->len[i];
+	}
+	for (int b = 0; b < 256; b++) {
+		L->toff[L->n_tok++] = off;
+		L->tbytes[off++] = (uint8_t)b;
+	}
+	L->toff[L->n_tok] = off;
+	bpe_counts_each(c, add_word, L);
+
+	for (size_t w = 0; w < L->n_words; w++) {
+		const word *wd = &L->words[w];
+		const uint32_t *sy = L->sym + wd->start;
+		for (uint32_t i = 0; i + 1 < wd->len; i++)
+			if (pair_add(L, sy[i], sy[i + 1], (int64_t)wd->count, (uint32_t)w, 0))
+				return -1;
+	}
+	if (L->failed)
+		return -1;
+	for (size_t p = 0; p < L->n_pairs; p++)
+		if (L->pairs[p].count > 0)
+			heap_set(L, L->n_heap++, (uint32_t)p);
+	for (size_t i = L->n_heap / 2; i-- > 0;)
+		sift_down(L, i);
+	return 0;
+}
+
+/* ---- merging ---- */
+
+/* Replace each (a, b) in word w by c, left to right.  The count of (a, b)
+ * itself is left alone: the caller zeroes it. */
+static int merge_word(learner *L, uint32_t w, uint32_t a, uint32_t b, uint32_t c)
+{
+	word *wd = &L->words[w];
+	uint32_t *s = L->sym + wd->start, n = wd->len, o = 0;
+	int64_t f = (int64_t)wd->count;
+	for (uint32_t i = 0; i < n;) {
+		if (i + 1 < n && s[i] == a && s[i + 1] == b) {
+			if (o > 0) {
+				pair_sub(L, s[o - 1], a, f);
+				if (pair_add(L, s[o - 1], c, f, w, 1))
+					return -1;
+			}
+			if (i + 2 < n) {
+				pair_sub(L, b, s[i + 2], f);
+				if (pair_add(L, c, s[i + 2], f, w, 1))
+					return -1;
+			}
+			s[o++] = c;
+			i += 2;
+		} else {
+			s[o++] = s[i++];
+		}
+	}
+	L->words[w].len = o;
+	return 0;
+}
+
+/* Append the bytes of a then b as token id n_tok. */
+static int add_token(learner *L, uint32_t a, uint32_t b)
+{
+	uint64_t na = L->toff[a + 1] - L->toff[a], nb = L->toff[b + 1] - L->toff[b];
+	uint64_t end = L->toff[L->n_tok];
+	uint8_t *t = xrealloc(L, L->tbytes, end + na + nb);
+	if (!t)
+		return -1;
+	L->tbytes = t;
+	memcpy(t + end, t + L->toff[a], na);
+	memcpy(t + end + na, t + L->toff[b], nb);
+	L->toff[++L->n_tok] = end + na + nb;
+	return 0;
+}
+
+/* Do merges until vocab ids exist or no pair is left; fills merges. */
+static int run_merges(learner *L, uint32_t vocab, bpe_merge *merges, uint32_t *n_merges,
+		      bpe_progress_fn progress, void *arg)
+{
+	*n_merges = 0;
+	while (L->n_tok < vocab && L->n_heap > 0) {
+		uint32_t top = L->heap[0];
+		pair *x = &L->pairs[top];
+		uint32_t a = x->a, b = x->b, c = L->n_tok;
+		heap_remove(L, top);
+		if (add_token(L, a, b))
+			return -1;
+		merges[(*n_merges)++] = (bpe_merge){ a, b, c };
+		L->stamp++;
+		uint32_t *occ = x->occ, n_occ = x->n_occ;
+		x->occ = NULL;
+		x->n_occ = x->cap_occ = 0;
+		for (uint32_t i = 0; i < n_occ; i++) {
+			uint32_t w = occ[i];
+			/* the words are scattered: fetch the next ones early */
+			if (i + 2 * PREFETCH_AHEAD < n_occ)
+				__builtin_prefetch(&L->words[occ[i + 2 * PREFETCH_AHEAD]]);
+			if (i + PREFETCH_AHEAD < n_occ)
+				__builtin_prefetch(L->sym + L->words[occ[i + PREFETCH_AHEAD]].start);
+			if (L->words[w].stamp == L->stamp)
+				continue;
+			L->words[w].stamp = L->stamp;
+			if (merge_word(L, w, a, b, c)) {
+				free(occ);
+				return -1;
+			}
+		}
+		free(occ);
+		L->pairs[top].count = 0; /* every occurrence is merged */
+		if (progress)
+			progress(*n_merges, arg);
+	}
+	return 0;
+}
+
+static void learner_free(learner *L)
+{
+	free(L->sym);
+	free(L->words);
+	free(L->tbytes);
+	free(L->toff);
+	for (size_t i = 0; i < L->n_pairs; i++)
+		free(L->pairs[i].occ);
+	free(L->pairs);
+	free(L->mkey);
+	free(L->mval);
+	free(L->heap);
+}
+
+int bpe_specials_check(const bpe_specials *sp, lm_err *e)
+{
+	for (size_t i = 0; i < sp->n; i++) {
+		if (sp->len[i] == 0)
+			return lm_usage_err(e, "special token %zu is empty", i + 1);
+		if (sp->len[i] == 1) /* every byte is a token already */
+			return lm_usage_err(e, "special token '%c' is a single byte, which is a token already",
+					    sp->s[i][0] >= ' ' && sp->s[i][0] < 0x7F ? sp->s[i][0] : '?');
+		for (size_t j = 0; j < i; j++)
+			if (sp->len[i] == sp->len[j] && !memcmp(sp->s[i], sp->s[j], sp->len[i]))
+				return lm_usage_err(e, "special token '%.*s' given twice",
+						    (int)sp->len[i], (const char *)sp->s[i]);
+	}
+	return 0;
+}
+
+static const char EOT[] = "<|endoftext|>";
+
+int bpe_learn(const bpe_counts *c, uint32_t vocab_size, const bpe_specials *sp,
+	      bpe_progress_fn progress, void *progress_arg, bpe_tokenizer *t, lm_err *e)
+{
+	memset(t, 0, sizeof *t);
+	if (bpe_specials_check(sp, e))
+		return -1;
+	if ((uint64_t)vocab_size < 256 + (uint64_t)sp->n)
+		return lm_usage_err(e, "vocabulary size %u is below 256 bytes + %zu special tokens",
+				    vocab_size, sp->n);
+	/* each merge removes at least one id from the words: no more merges
+	 * than bytes in the distinct pre-tokens, whatever vocab_size asks */
+	uint64_t reachable = 256 + (uint64_t)sp->n + c->n_bytes;
+	uint32_t vocab = reachable < vocab_size ? (uint32_t)reachable : vocab_size;
+	learner L;
+	memset(&L, 0, sizeof L);
+	L.e = e;
+	bpe_merge *merges = malloc(((size_t)vocab - 256 - sp->n + 1) * sizeof *merges);
+	uint32_t n_merges = 0;
+	int rc = -1;
+	if (!merges)
+		lm_seterr(e, "out of memory");
+	else if (!setup(&L, c, sp, vocab) &&
+		 !run_merges(&L, vocab, merges, &n_merges, progress, progress_arg))
+		rc = 0;
+	if (rc == 0) {
+		t->n_vocab = L.n_tok;
+		t->bytes = L.tbytes;
+		t->off = L.toff;
+		L.tbytes = NULL;
+		L.toff = NULL;
+		t->n_merges = n_merges;
+		t->merges = merges;
+		merges = NULL;
+		t->n_special = (uint32_t)sp->n;
+		t->special = malloc((sp->n ? sp->n : 1) * sizeof *t->special);
+		t->eot = BPE_NO_TOKEN;
+		for (uint32_t i = 0; t->special && i < sp->n; i++) {
+			t->special[i] = i;
+			if (sp->len[i] == sizeof EOT - 1 && !memcmp(sp->s[i], EOT, sp->len[i]))
+				t->eot = i;
+		}
+		for (int b = 0; b < 256; b++)
+			t->byte_id[b] = (uint32_t)sp->n + (uint32_t)b;
+		snprintf(t->pretokenizer, sizeof t->pretokenizer, "gpt2");
+		if (!t->special)
+			rc = lm_seterr(e, "out of memory");
+	}
+	free(merges);
+	learner_free(&L);
+	return rc;
+}

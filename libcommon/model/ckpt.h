@@ -1,0 +1,49 @@
+/* ckpt.h: training checkpoints and the Hugging Face export (man 5
+ * lmpipe-checkpoint).
+ *
+ * A checkpoint is one safetensors file: every model tensor under its
+ * LlamaForCausalLM name (F32, PyTorch layout, RoPE rotate-half so no
+ * permutation), the AdamW moments as two flat F32 tensors
+ * "optimizer.m"/"optimizer.v" in parameter-buffer order, and __metadata__
+ * strings: format=pt, lmpipe.format=checkpoint, lmpipe.version=1, the model
+ * shape, and the training state (step, AdamW t, tokens, data position, data
+ * seed, RNG).  Files are written whole or not at all. */
+#ifndef LMPIPE_CKPT_H
+#define LMPIPE_CKPT_H
+
+#include <stdint.h>
+
+#include "base/err.h"
+#include "model/model.h"
+#include "model/optimizer.h"
+#include "model/safetensors.h"
+
+enum { CKPT_VERSION = 1 };
+
+typedef struct train_state {
+	long long step;      /* optimizer steps completed */
+	uint64_t tokens;     /* training tokens consumed */
+	uint64_t data_pos;   /* windows the shard reader has handed out */
+	uint64_t data_seed;  /* seed of the shard reader */
+	lm_rng rng;
+} train_state;
+
+/* Save model, optimizer (NULL: weights only) and state (NULL: none). */
+int ckpt_save(const char *path, const model *m, const optim *o, const train_state *s,
+	      lm_err *e);
+/* The same with n_extra more tensors (host memory) stored beside the
+ * model's, under names model loading ignores (the PPO value head). */
+int ckpt_save_extra(const char *path, const model *m, const optim *o, const train_state *s,
+		    const sft_tensor *extra, size_t n_extra, lm_err *e);
+/* The model shape stored in a checkpoint. */
+int ckpt_read_config(const char *path, model_config *c, lm_err *e);
+/* Load into a model of the same shape (checked), and optionally the
+ * optimizer state and training state. */
+int ckpt_load(const char *path, model *m, optim *o, train_state *s, lm_err *e);
+/* Write DIR/config.json and DIR/model.safetensors for
+ * transformers.AutoModelForCausalLM.from_pretrained(DIR). */
+int ckpt_export_hf(const char *dir, const model *m, lm_err *e);
+/* Point DIR/latest at the file name (a symlink, replaced atomically). */
+int ckpt_set_latest(const char *dir, const char *name, lm_err *e);
+
+#endif

@@ -1,0 +1,266 @@
+/* safetensors.c: the safetensors reader (mmap + jansson, every field
+ * checked against the file) and the whole-or-nothing writer (see
+ * safetensors.h). */
+#define _POSIX_C_SOURCE 200809L
+#include "model/safetensors.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "base/atomic.h"
+#include "base/io.h"
+
+enum { HEADER_LEN_BYTES = 8, HEADER_MAX = 100 << 20, HEADER_ALIGN = 8 };
+
+static const struct { const char *name; size_t size; } dtypes[] = {
+	[SFT_F32] = { "F32", 4 }, [SFT_F16] = { "F16", 2 }, [SFT_BF16] = { "BF16", 2 },
+	[SFT_I64] = { "I64", 8 }, [SFT_I32] = { "I32", 4 }, [SFT_U8] = { "U8", 1 },
+	[SFT_BOOL] = { "BOOL", 1 },
+};
+enum { N_DTYPES = sizeof dtypes / sizeof dtypes[0] };
+
+size_t sft_dtype_size(sft_dtype d) { return dtypes[d].size; }
+const char *sft_dtype_name(sft_dtype d) { return dtypes[d].name; }
+
+static int parse_tensor(sft_file *f, const char *name, json_t *v, const char *data,
+			size_t datalen, sft_tensor *t, lm_err *e)
+{
+	json_t *dt = json_object_get(v, "dtype"), *shape = json_object_get(v, "shape");
+	json_t *offs = json_object_get(v, "data_offsets");
+	if (!json_is_object(v) || !json_is_string(dt) || !json_is_array(shape) ||
+	    !json_is_array(offs) || json_array_size(offs) != 2)
+		return lm_seterr(e, "%s: tensor '%s': needs dtype, shape and data_offsets", f->path, name);
+	t->name = name;
+	int d;
+	for (d = 0; d < N_DTYPES; d++)
+		if (!strcmp(json_string_value(dt), dtypes[d].name))
+			break;
+	if (d == N_DTYPES)
+		return lm_seterr(e, "%s: tensor '%s': unsupported dtype '%s'", f->path, name,
+				 json_string_value(dt));
+	t->dtype = d;
+	if (json_array_size(shape) > SFT_MAX_DIMS)
+		return lm_seterr(e, "%s: tensor '%s': more than %d dimensions", f->path, name, SFT_MAX_DIMS);
+	t->ndim = (int)json_array_size(shape);
+	double numel = 1;
+	for (int i = 0; i < t->ndim; i++) {
+		json_t *x = json_array_get(shape, i);
+		if (!json_is_integer(x) || json_integer_value(x) < 0)
+			return lm_seterr(e, "%s: tensor '%s': bad shape", f->path, name);
+		t->shape[i] = json_integer_value(x);
+		numel *= (double)t->shape[i];
+	}
+	json_t *b = json_array_get(offs, 0), *en = json_array_get(offs, 1);
+	if (!json_is_integer(b) || !json_is_integer(en) || json_integer_value(b) < 0 ||
+	    json_integer_value(en) < json_integer_value(b) ||
+	    (uint64_t)json_integer_value(en) > datalen)
+		return lm_seterr(e, "%s: tensor '%s': data_offsets outside the file (truncated?)",
+				 f->path, name);
+	t->nbytes = (size_t)(json_integer_value(en) - json_integer_value(b));
+	if ((double)t->nbytes != numel * dtypes[d].size)
+		return lm_seterr(e, "%s: tensor '%s': %zu bytes for %.0f elements of %s", f->path,
+				 name, t->nbytes, numel, dtypes[d].name);
+	t->data = data + json_integer_value(b);
+	return 0;
+}
+
+static int parse_header(sft_file *f, lm_err *e)
+{
+	const unsigned char *p = f->map;
+	if (f->size < HEADER_LEN_BYTES)
+		return lm_seterr(e, "%s: not a safetensors file (%zu bytes)", f->path, f->size);
+	uint64_t hlen = 0;
+	for (int i = HEADER_LEN_BYTES - 1; i >= 0; i--)
+		hlen = hlen << 8 | p[i];
+	if (hlen > HEADER_MAX || hlen > f->size - HEADER_LEN_BYTES)
+		return lm_seterr(e, "%s: not a safetensors file (header length %llu, file %zu bytes)",
+				 f->path, (unsigned long long)hlen, f->size);
+	json_error_t je;
+	json_t *root = json_loadb((const char *)p + HEADER_LEN_BYTES, hlen, 0, &je);
+	if (!root || !json_is_object(root)) {
+		json_decref(root);
+		return lm_seterr(e, "%s: bad safetensors header: %s", f->path,
+				 root ? "not a JSON object" : je.text);
+	}
+	f->json = root;
+	size_t datalen = f->size - HEADER_LEN_BYTES - hlen;
+	f->t = calloc(json_object_size(root) + 1, sizeof *f->t);
+	if (!f->t)
+		return lm_seterr(e, "out of memory");
+	const char *key;
+	json_t *v;
+	json_object_foreach(root, key, v) {
+		if (!strcmp(key, "__metadata__")) {
+			if (!json_is_object(v))
+				return lm_seterr(e, "%s: __metadata__ is not an object", f->path);
+			f->meta = v;
+			continue;
+		}
+		if (parse_tensor(f, key, v, (const char *)p + HEADER_LEN_BYTES + hlen, datalen,
+				 &f->t[f->n], e))
+			return -1;
+		f->n++;
+	}
+	return 0;
+}
+
+int sft_open(sft_file *f, const char *path, lm_err *e)
+{
+	memset(f, 0, sizeof *f);
+	f->path = strdup(path);
+	if (!f->path)
+		return lm_seterr(e, "out of memory");
+	int fd = open(path, O_RDONLY);
+	struct stat st;
+	if (fd < 0 || fstat(fd, &st)) {
+		lm_seterr(e, "%s:", path);
+		if (fd >= 0)
+			close(fd);
+		sft_close(f);
+		return -1;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		close(fd);
+		sft_close(f);
+		return lm_seterr(e, "%s: not a regular file", path);
+	}
+	f->size = (size_t)st.st_size;
+	if (f->size) {
+		f->map = mmap(NULL, f->size, PROT_READ, MAP_PRIVATE, fd, 0);
+		if (f->map == MAP_FAILED) {
+			f->map = NULL;
+			lm_seterr(e, "%s: mmap:", path);
+			close(fd);
+			sft_close(f);
+			return -1;
+		}
+	}
+	close(fd);
+	if (parse_header(f, e)) {
+		sft_close(f);
+		return -1;
+	}
+	return 0;
+}
+
+void sft_close(sft_file *f)
+{
+	if (f->map)
+		munmap(f->map, f->size);
+	json_decref(f->json);
+	free(f->t);
+	free(f->path);
+	memset(f, 0, sizeof *f);
+}
+
+const sft_tensor *sft_find(const sft_file *f, const char *name)
+{
+	for (size_t i = 0; i < f->n; i++)
+		if (!strcmp(f->t[i].name, name))
+			return &f->t[i];
+	return NULL;
+}
+
+int sft_expect(const sft_file *f, const char *name, sft_dtype d, int ndim,
+	       const int64_t *shape, const sft_tensor **out, lm_err *e)
+{
+	const sft_tensor *t = sft_find(f, name);
+	if (!t)
+		return lm_seterr(e, "%s: no tensor '%s'", f->path, name);
+	if (t->dtype != d)
+		return lm_seterr(e, "%s: tensor '%s' is %s, expected %s", f->path, name,
+				 dtypes[t->dtype].name, dtypes[d].name);
+	int same = t->ndim == ndim;
+	for (int i = 0; same && i < ndim; i++)
+		same = t->shape[i] == shape[i];
+	if (!same) {
+		char got[128] = "", want[128] = "";
+		for (int i = 0; i < t->ndim; i++)
+			snprintf(got + strlen(got), sizeof got - strlen(got), "%s%lld", i ? "," : "",
+				 (long long)t->shape[i]);
+		for (int i = 0; i < ndim; i++)
+			snprintf(want + strlen(want), sizeof want - strlen(want), "%s%lld", i ? "," : "",
+				 (long long)shape[i]);
+		return lm_seterr(e, "%s: tensor '%s' has shape [%s], expected [%s]", f->path, name,
+				 got, want);
+	}
+	*out = t;
+	return 0;
+}
+
+const char *sft_meta(const sft_file *f, const char *key)
+{
+	json_t *v = f->meta ? json_object_get(f->meta, key) : NULL;
+	return json_is_string(v) ? json_string_value(v) : NULL;
+}
+
+static char *make_header(const sft_tensor *t, size_t n, const char *const *meta,
+			 size_t n_meta, size_t *len)
+{
+	json_t *root = json_object();
+	size_t off = 0;
+	if (n_meta) {
+		json_t *m = json_object();
+		for (size_t i = 0; i < n_meta; i++)
+			json_object_set_new(m, meta[2 * i], json_string(meta[2 * i + 1]));
+		json_object_set_new(root, "__metadata__", m);
+	}
+	for (size_t i = 0; i < n; i++) {
+		json_t *shape = json_array();
+		for (int d = 0; d < t[i].ndim; d++)
+			json_array_append_new(shape, json_integer(t[i].shape[d]));
+		json_t *v = json_pack("{s:s, s:o, s:[I, I]}", "dtype", dtypes[t[i].dtype].name,
+				      "shape", shape, "data_offsets", (json_int_t)off,
+				      (json_int_t)(off + t[i].nbytes));
+		json_object_set_new(root, t[i].name, v);
+		off += t[i].nbytes;
+	}
+	char *s = json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER);
+	json_decref(root);
+	if (!s)
+		return NULL;
+	size_t l = strlen(s), padded = (l + HEADER_ALIGN - 1) / HEADER_ALIGN * HEADER_ALIGN;
+	char *h = realloc(s, padded + 1);
+	if (!h) {
+		free(s);
+		return NULL;
+	}
+	memset(h + l, ' ', padded - l);
+	h[padded] = '\0';
+	*len = padded;
+	return h;
+}
+
+int sft_write(const char *path, const sft_tensor *t, size_t n,
+	      const char *const *meta, size_t n_meta, lm_err *e)
+{
+	size_t hlen;
+	char *h = make_header(t, n, meta, n_meta, &hlen);
+	if (!h)
+		return lm_seterr(e, "%s: out of memory for the header", path);
+	unsigned char lenbuf[HEADER_LEN_BYTES];
+	for (int i = 0; i < HEADER_LEN_BYTES; i++)
+		lenbuf[i] = (unsigned char)((uint64_t)hlen >> (8 * i));
+	atomic_file af;
+	if (atomic_open(&af, path, e)) {
+		free(h);
+		return -1;
+	}
+	int rc = io_write_all(af.fp, lenbuf, sizeof lenbuf, path, e) ||
+		 io_write_all(af.fp, h, hlen, path, e);
+	for (size_t i = 0; !rc && i < n; i++)
+		rc = io_write_all(af.fp, t[i].data, t[i].nbytes, path, e);
+	free(h);
+	if (rc) {
+		atomic_abort(&af);
+		return -1;
+	}
+	return atomic_commit(&af, e);
+}

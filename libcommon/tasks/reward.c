@@ -1,0 +1,329 @@
+/* reward.c: the built-in reward functions, the length penalty and the
+ * read-score-write pass over a rollout file (see reward.h). */
+#include "tasks/reward.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/order.h"
+#include "tasks/answer.h"
+
+enum { SHORTEST_DIGITS_MAX = 17, NUM_BUF = 32 };
+
+static const char *const OUT_KEYS[] = { "reward", "format_reward", "answer_reward" };
+
+static void trim(const char **s, size_t *n)
+{
+	while (*n && strchr(" \t\r\n", **s))
+		(*s)++, (*n)--;
+	while (*n && strchr(" \t\r\n", (*s)[*n - 1]))
+		(*n)--;
+}
+
+int reward_score(reward_kind k, const char *completion, size_t n, const char *ref, size_t nref,
+		 reward_scores *out, lm_err *e)
+{
+	out->format = out->answer = 0;
+	switch (k) {
+	case REWARD_R1_ZERO: {
+		const char *a;
+		size_t na;
+		if (answer_r1_zero(completion, n, &a, &na)) {
+			out->format = 1;
+			int eq = answer_equal(a, na, ref, nref);
+			if (eq < 0)
+				return lm_seterr(e, "out of memory");
+			out->answer = eq;
+		}
+		break;
+	}
+	case REWARD_EXACT:
+		trim(&completion, &n);
+		trim(&ref, &nref);
+		out->format = 1;
+		out->answer = n == nref && !memcmp(completion, ref, n);
+		break;
+	case REWARD_LAST_NUMBER: {
+		int oom;
+		char *last = answer_last_number(completion, n, &oom);
+		if (oom)
+			return lm_seterr(e, "out of memory");
+		if (last) {
+			out->format = 1;
+			int eq = answer_equal(last, strlen(last), ref, nref);
+			free(last);
+			if (eq < 0)
+				return lm_seterr(e, "out of memory");
+			out->answer = eq;
+		}
+		break;
+	}
+	case REWARD_CMD:
+		return lm_seterr(e, "an external scorer scores whole batches (reward_cmd)");
+	}
+	out->reward = out->answer;
+	return 0;
+}
+
+double reward_length_lambda(double len, double min_len, double max_len, int correct)
+{
+	double lambda = max_len > min_len ? 0.5 - (len - min_len) / (max_len - min_len) : 0.0;
+	return correct ? lambda : fmin(0.0, lambda);
+}
+
+void reward_format_double(double x, char *buf, size_t n)
+{
+	for (int p = 1; p <= SHORTEST_DIGITS_MAX; p++) {
+		snprintf(buf, n, "%.*g", p, x);
+		if (strtod(buf, NULL) == x)
+			return;
+	}
+}
+
+typedef struct rollout {
+	char *line;       /* the input line without its newline */
+	size_t len;
+	unsigned long lineno;
+	json_t *obj;
+	reward_scores s;
+	double length;    /* tokens (completion_ids) or bytes of the completion */
+	char *group;      /* the "group" value as compact JSON, or NULL */
+} rollout;
+
+typedef struct batch {
+	rollout *r;
+	size_t n, cap;
+} batch;
+
+static void batch_free(batch *b)
+{
+	for (size_t i = 0; i < b->n; i++) {
+		free(b->r[i].line);
+		free(b->r[i].group);
+		json_decref(b->r[i].obj);
+	}
+	free(b->r);
+}
+
+static int read_all(FILE *in, const char *name, batch *b, lm_err *e)
+{
+	char *line = NULL;
+	size_t cap = 0;
+	ssize_t got;
+	int rc = 0;
+	for (unsigned long lineno = 1; (got = getline(&line, &cap, in)) >= 0; lineno++) {
+		size_t n = (size_t)got;
+		while (n && strchr(" \t\r\n", line[n - 1]))
+			n--;
+		if (n == 0)
+			continue;
+		json_error_t je;
+		json_t *o = json_loadb(line, n, 0, &je);
+		if (!o || !json_is_object(o)) {
+			json_decref(o);
+			rc = o ? lm_seterr(e, "%s:%lu: not a JSON object", name, lineno)
+			       : lm_seterr(e, "%s:%lu: bad JSON: %s (column %d)", name, lineno, je.text, je.column);
+			break;
+		}
+		if (b->n == b->cap) {
+			size_t nc = b->cap ? 2 * b->cap : 256;
+			rollout *nr = realloc(b->r, nc * sizeof *nr);
+			if (!nr) {
+				json_decref(o);
+				rc = lm_seterr(e, "out of memory");
+				break;
+			}
+			b->r = nr, b->cap = nc;
+		}
+		rollout *r = &b->r[b->n];
+		memset(r, 0, sizeof *r);
+		r->obj = o;
+		r->lineno = lineno;
+		r->len = n;
+		r->line = strndup(line, n);
+		b->n++;
+		json_t *g = json_object_get(o, "group");
+		if (g)
+			r->group = json_dumps(g, JSON_COMPACT | JSON_ENCODE_ANY);
+		if (!r->line || (g && !r->group)) {
+			rc = lm_seterr(e, "out of memory");
+			break;
+		}
+	}
+	if (rc == 0 && ferror(in))
+		rc = lm_seterr(e, "%s: read error:", name);
+	free(line);
+	return rc;
+}
+
+/* The reference answer as text: a string, or a number written as JSON. */
+static char *answer_text(json_t *v)
+{
+	if (json_is_string(v))
+		return strdup(json_string_value(v));
+	if (json_is_number(v))
+		return json_dumps(v, JSON_ENCODE_ANY);
+	return NULL;
+}
+
+static int score_builtin(const reward_cfg *c, batch *b, const char *name, lm_err *e)
+{
+	for (size_t i = 0; i < b->n; i++) {
+		rollout *r = &b->r[i];
+		json_t *comp = json_object_get(r->obj, c->completion_key);
+		if (!json_is_string(comp))
+			return lm_seterr(e, "%s:%lu: no string field '%s'", name, r->lineno, c->completion_key);
+		json_t *av = json_object_get(r->obj, c->answer_key);
+		char *ref = av ? answer_text(av) : NULL;
+		if (!ref && !c->format_only)
+			return lm_seterr(e, "%s:%lu: no string or number field '%s' (the reference answer)",
+					 name, r->lineno, c->answer_key);
+		int rc = reward_score(c->kind, json_string_value(comp), json_string_length(comp),
+				      ref ? ref : "", ref ? strlen(ref) : 0, &r->s, e);
+		free(ref);
+		if (rc)
+			return lm_err_prefix(e, "%s:%lu", name, r->lineno);
+	}
+	return 0;
+}
+
+static int score_cmd(const reward_cfg *c, batch *b, const char *name, lm_err *e)
+{
+	const char **lines = malloc((b->n + 1) * sizeof *lines);
+	size_t *lens = malloc((b->n + 1) * sizeof *lens);
+	reward_scores *s = malloc((b->n + 1) * sizeof *s);
+	int rc = 0;
+	if (!lines || !lens || !s)
+		rc = lm_seterr(e, "out of memory");
+	for (size_t i = 0; rc == 0 && i < b->n; i++)
+		lines[i] = b->r[i].line, lens[i] = b->r[i].len;
+	if (rc == 0 && b->n && reward_cmd(c->cmd, lines, lens, b->n, s, e))
+		rc = lm_err_prefix(e, "scoring %s", name);
+	for (size_t i = 0; rc == 0 && i < b->n; i++)
+		b->r[i].s = s[i];
+	free(lines);
+	free(lens);
+	free(s);
+	return rc;
+}
+
+/* Sorted order of the rollouts by group (stable); NULL when out of memory. */
+static size_t *group_order(const batch *b)
+{
+	const char **keys = malloc((b->n + 1) * sizeof *keys);
+	if (!keys)
+		return NULL;
+	for (size_t i = 0; i < b->n; i++)
+		keys[i] = b->r[i].group ? b->r[i].group : "";
+	size_t *idx = order_by_key(keys, b->n);
+	free(keys);
+	return idx;
+}
+
+static int length_penalty(const reward_cfg *c, batch *b, const char *name, lm_err *e)
+{
+	for (size_t i = 0; i < b->n; i++) {
+		rollout *r = &b->r[i];
+		if (!r->group)
+			return lm_seterr(e, "%s:%lu: no 'group' field (the length penalty compares "
+					 "the responses of a group)", name, r->lineno);
+		json_t *ids = json_object_get(r->obj, "completion_ids");
+		json_t *comp = json_object_get(r->obj, c->completion_key);
+		if (json_is_array(ids))
+			r->length = (double)json_array_size(ids);
+		else if (json_is_string(comp))
+			r->length = (double)json_string_length(comp);
+		else
+			return lm_seterr(e, "%s:%lu: no 'completion_ids' nor '%s' to measure the length",
+					 name, r->lineno, c->completion_key);
+	}
+	if (b->n == 0)
+		return 0;
+	size_t *idx = group_order(b);
+	if (!idx)
+		return lm_seterr(e, "out of memory");
+	for (size_t lo = 0; lo < b->n;) {
+		size_t hi = lo + 1;
+		while (hi < b->n && !strcmp(b->r[idx[hi]].group, b->r[idx[lo]].group))
+			hi++;
+		double mn = INFINITY, mx = -INFINITY;
+		for (size_t k = lo; k < hi; k++) {
+			mn = fmin(mn, b->r[idx[k]].length);
+			mx = fmax(mx, b->r[idx[k]].length);
+		}
+		for (size_t k = lo; k < hi; k++) {
+			rollout *r = &b->r[idx[k]];
+			r->s.reward += c->length_weight *
+				       reward_length_lambda(r->length, mn, mx, r->s.answer > 0);
+		}
+		lo = hi;
+	}
+	free(idx);
+	return 0;
+}
+
+/* The line with the three fields inserted before its closing brace. */
+static int write_one(FILE *out, rollout *r, const char *out_name, lm_err *e)
+{
+	const double v[3] = { r->s.reward, r->s.format, r->s.answer };
+	const char *text = r->line;
+	size_t len = r->len;
+	char *redone = NULL;
+	int had = 0;
+	for (int k = 0; k < 3; k++)
+		had |= json_object_del(r->obj, OUT_KEYS[k]) == 0;
+	if (had) {
+		/* scored before: the old fields go, the rest is written anew (the
+		 * input bytes are kept only when nothing has to be removed) */
+		if (!(redone = json_dumps(r->obj, JSON_COMPACT)))
+			return lm_seterr(e, "out of memory");
+		text = redone;
+		len = strlen(redone);
+	}
+	size_t close = len;
+	while (close > 0 && text[close - 1] != '}')
+		close--;
+	close--;
+	int empty = json_object_size(r->obj) == 0;
+	char num[3][NUM_BUF];
+	for (int k = 0; k < 3; k++)
+		reward_format_double(v[k], num[k], sizeof num[k]);
+	int bad = fwrite(text, 1, close, out) != close ||
+		  fprintf(out, "%s\"reward\":%s,\"format_reward\":%s,\"answer_reward\":%s}\n",
+			  empty ? "" : ",", num[0], num[1], num[2]) < 0;
+	free(redone);
+	return bad ? lm_seterr(e, "%s: write error:", out_name) : 0;
+}
+
+int reward_run(const reward_cfg *c, FILE *in, const char *in_name, FILE *out,
+	       const char *out_name, reward_summary *sum, lm_err *e)
+{
+	batch b = { 0 };
+	int rc = read_all(in, in_name, &b, e);
+	if (rc == 0)
+		rc = c->kind == REWARD_CMD ? score_cmd(c, &b, in_name, e) : score_builtin(c, &b, in_name, e);
+	for (size_t i = 0; rc == 0 && c->format_only && i < b.n; i++)
+		b.r[i].s.reward = b.r[i].s.format;
+	if (rc == 0 && c->length_weight > 0)
+		rc = length_penalty(c, &b, in_name, e);
+	for (size_t i = 0; rc == 0 && i < b.n; i++)
+		rc = write_one(out, &b.r[i], out_name, e);
+	if (rc == 0 && sum) {
+		memset(sum, 0, sizeof *sum);
+		sum->rollouts = b.n;
+		size_t *idx = b.n ? group_order(&b) : NULL;
+		for (size_t i = 0; i < b.n; i++) {
+			sum->reward += b.r[i].s.reward / (double)b.n;
+			sum->format += b.r[i].s.format / (double)b.n;
+			sum->answer += b.r[i].s.answer / (double)b.n;
+			if (idx && b.r[idx[i]].group &&
+			    (i == 0 || !b.r[idx[i - 1]].group || strcmp(b.r[idx[i]].group, b.r[idx[i - 1]].group)))
+				sum->groups++;
+		}
+		free(idx);
+	}
+	batch_free(&b);
+	return rc;
+}
