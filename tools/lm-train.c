@@ -9,10 +9,28 @@
 #include "cli/blas_tune.h"
 #include "cli/die.h"
 #include "cli/options.h"
+#include "cli/stop.h"
 #include "model/backend.h"
 
 enum { DIM_MAX = 1 << 20, THREADS_MAX = 1024 };
 static const double STEPS_MAX = 1e15;
+
+/* The option table and what the command line gave, for train_config.given. */
+static const opt_def *the_opts;
+static const unsigned char *the_seen;
+
+static int option_given(const char *name)
+{
+	for (const opt_def *o = the_opts; o->shortname || o->longname; o++)
+		if (o->longname && !strcmp(o->longname, name))
+			return the_seen[o - the_opts];
+	return 0;
+}
+
+static void note(const char *msg)
+{
+	warnmsg("%s", msg);
+}
 
 static void list_models(void)
 {
@@ -31,11 +49,11 @@ int main(int argc, char **argv)
 	const char *dump = NULL, *ids = NULL;
 	long long vocab = 0, ctx = 0, d = 0, layers = 0, heads = 0, dff = 0;
 	long long batch = 16, accum = 1, steps = 0, warmup = 0, cycle = 0, seed = 0, threads = 0;
-	long long eval_every = 0, eval_batches = 20, ckpt_every = 0;
+	long long eval_every = 0, eval_batches = 20, ckpt_every = 0, keep_last = 0;
 	uint64_t tokens = 0;
 	double theta = 0, lr = 1e-3, lr_min_ratio = 0.1, beta1 = 0.9, beta2 = 0.95, eps = 1e-8;
 	double wd = 0.1, clip = 1.0;
-	int tie = 0, list = 0, resume = 0, show_progress = 0;
+	int tie = 0, list = 0, resume = 0, force = 0, show_progress = 0;
 	opt_strlist data = { 0 }, val = { 0 };
 	train_config tc = { 0 };
 	const opt_def opts[] = {
@@ -69,7 +87,9 @@ int main(int argc, char **argv)
 		{ 0, "eval-batches", OPT_INT, &eval_batches, "N", "batches per evaluation, 0: all", 0, STEPS_MAX, NULL },
 		{ 'o', "out", OPT_STR, &tc.out_dir, "DIR", "checkpoint directory (step-N.safetensors, latest)", 0, 0, NULL },
 		{ 0, "ckpt-every", OPT_INT, &ckpt_every, "N", "checkpoint every N steps and at the end", 0, STEPS_MAX, NULL },
-		{ 0, "resume", OPT_FLAG, &resume, NULL, "continue from DIR/latest exactly", 0, 0, NULL },
+		{ 0, "keep-last", OPT_INT, &keep_last, "N", "keep only the newest N checkpoints, 0: all", 0, STEPS_MAX, NULL },
+		{ 0, "resume", OPT_FLAG, &resume, NULL, "continue the run in DIR exactly, with its hyper-parameters", 0, 0, NULL },
+		{ 0, "force", OPT_FLAG, &force, NULL, "start a new run in a DIR that holds checkpoints", 0, 0, NULL },
 		{ 0, "log", OPT_STR, &tc.log_path, "FILE", "metrics as JSON Lines (- for stdout)", 0, 0, NULL },
 		{ 0, "device", OPT_CHOICE, &device, "DEV", "compute device", 0, 0, backend_names },
 		{ 'j', "threads", OPT_INT, &threads, "N", "CPU threads (default: all)", 1, THREADS_MAX, NULL },
@@ -80,6 +100,7 @@ int main(int argc, char **argv)
 		{ 0, "progress", OPT_FLAG, &show_progress, NULL, "show progress even when stderr is not a terminal", 0, 0, NULL },
 		OPT_END,
 	};
+	unsigned char seen[sizeof opts / sizeof opts[0]] = { 0 };
 	const opt_prog prog = {
 		"--data PREFIX [OPTION]...\n"
 		"  or:  lm-train -c CHECKPOINT --export-hf DIR\n"
@@ -89,10 +110,12 @@ int main(int argc, char **argv)
 		opts,
 		"See lm-train(1) and lmpipe-checkpoint(5).\n",
 	};
+	the_opts = opts;
+	the_seen = seen;
 	blas_tune_reexec(argv);
 	lm_init(argv[0]);
 	char **operands;
-	int n_operands = opt_parse_or_exit(&prog, argc, argv, &operands);
+	int n_operands = opt_parse_or_exit_seen(&prog, argc, argv, &operands, seen);
 	free(operands);
 	if (n_operands)
 		die(EXIT_USAGE, "unexpected operand (see --help)");
@@ -114,7 +137,7 @@ int main(int argc, char **argv)
 	}
 	if (!data.n)
 		die(EXIT_USAGE, "no training data: give --data PREFIX");
-	if (!steps && !tokens)
+	if (!steps && !tokens && !resume)
 		die(EXIT_USAGE, "give --steps N or --tokens N");
 	const model_preset *p = model_preset_find(model_name ? model_name : "ts");
 	if (!p)
@@ -138,8 +161,8 @@ int main(int argc, char **argv)
 	tc.accum = (int)accum;
 	tc.steps = steps;
 	tc.tokens = tokens;
-	tc.opt = (optim_config){ lr, lr * lr_min_ratio, warmup, cycle,
-				 beta1, beta2, eps, wd, clip };
+	tc.opt = (optim_config){ lr, 0, warmup, cycle, beta1, beta2, eps, wd, clip };
+	tc.lr_min_ratio = lr_min_ratio;
 	tc.seed = (uint64_t)seed;
 	tc.data = data.v;
 	tc.n_data = data.n;
@@ -148,8 +171,14 @@ int main(int argc, char **argv)
 	tc.eval_every = eval_every;
 	tc.eval_batches = eval_batches;
 	tc.ckpt_every = ckpt_every;
+	tc.keep_last = keep_last;
 	tc.resume = resume;
+	tc.force = force;
 	tc.progress = show_progress;
+	tc.given = option_given;
+	tc.note = note;
+	tc.stop = &lm_stop_signal;
+	lm_stop_on_signal();
 	int rc = train_run(&tc, &e);
 	free(data.v);
 	free(val.v);

@@ -2,12 +2,15 @@
  * shard reader, forward/backward with gradient accumulation, clipping,
  * AdamW on the cosine schedule, evaluation on the validation shards,
  * checkpoints (DIR/step-NNNNNNNN.safetensors and DIR/latest), metrics as
- * JSON Lines and one progress line on stderr. */
+ * JSON Lines and one progress line on stderr; a stop asked for by a signal
+ * saves at the next step boundary.  The directory and the hyper-parameters
+ * that --resume restores are in lm_train_dir.c and lm_train_hparams.c. */
 #define _POSIX_C_SOURCE 200809L
-#include "app/lm_train.h"
+#include "app/lm_train_internal.h"
 
 #include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +33,8 @@ typedef struct trainer {
 	int32_t *ids, *tgt;
 	FILE *log;
 	char last_ckpt[4096];
+	long long saved_step;        /* the step of last_ckpt; -1: none */
+	const char *meta[2];         /* the checkpoints' extra metadata */
 	int B, T;
 } trainer;
 
@@ -89,7 +94,22 @@ static int save(trainer *t, lm_err *e)
 	snprintf(t->last_ckpt, sizeof t->last_ckpt, "%s/%s", dir, name);
 	if (ckpt_save(t->last_ckpt, &t->m, &t->o, &t->st, e) || ckpt_set_latest(dir, name, e))
 		return -1;
-	return 0;
+	t->saved_step = t->st.step;
+	return t->tc->keep_last ? train_dir_prune(dir, t->tc->keep_last, e) : 0;
+}
+
+/* A signal asked for a stop: save where the run is and say so. */
+static int interrupted(trainer *t, long long steps, lm_err *e)
+{
+	const train_config *tc = t->tc;
+	int sig = *tc->stop;
+	if (tc->out_dir && t->saved_step != t->st.step && save(t, e))
+		return -1;
+	lm_seterr(e, "%s at step %lld of %lld: %s%s%s", sig == SIGTERM ? "SIGTERM" : "SIGINT",
+		  t->st.step, steps, tc->out_dir ? "saved " : "nothing saved (no --out)",
+		  tc->out_dir ? t->last_ckpt : "", tc->out_dir ? "; continue with --resume" : "");
+	e->code = 128 + sig;
+	return -1;
 }
 
 /* One optimizer step: accum micro-batches.  *loss is their mean loss. */
@@ -133,7 +153,7 @@ static int loop(trainer *t, long long steps, lm_err *e)
 	progress p;
 	progress_start(&p, tc->progress, "step", "steps", (uint64_t)steps);
 	double t0 = lm_now();
-	while (t->st.step < steps) {
+	while (t->st.step < steps && !(tc->stop && *tc->stop)) {
 		double lr = lr_cosine(t->st.step, oc->lr_max, oc->lr_min, oc->warmup, cycle);
 		double loss, gnorm, ts = lm_now();
 		if (step(t, lr, &loss, &gnorm, e))
@@ -168,7 +188,7 @@ static int loop(trainer *t, long long steps, lm_err *e)
 	progress_end(&p, (uint64_t)t->st.step, NULL);
 	if (t->log && ferror(t->log))
 		return lm_seterr(e, "%s: write error", tc->log_path);
-	return 0;
+	return t->st.step < steps ? interrupted(t, steps, e) : 0;
 }
 
 static int setup_model(trainer *t, const lm_backend *be, char *resume_path, lm_err *e)
@@ -189,26 +209,6 @@ static int setup_model(trainer *t, const lm_backend *be, char *resume_path, lm_e
 	return model_init_weights(&t->m, &t->st.rng, e);
 }
 
-static char *resume_path(const train_config *tc, lm_err *e)
-{
-	if (!tc->resume)
-		return NULL;
-	size_t n = strlen(tc->out_dir) + sizeof "/latest";
-	char *p = malloc(n);
-	if (!p) {
-		lm_seterr(e, "out of memory");
-		return NULL;
-	}
-	snprintf(p, n, "%s/latest", tc->out_dir);
-	struct stat st;
-	if (stat(p, &st)) {
-		lm_seterr(e, "%s: no checkpoint to resume from:", p);
-		free(p);
-		return NULL;
-	}
-	return p;
-}
-
 static void trainer_free(trainer *t)
 {
 	if (t->data)
@@ -226,27 +226,96 @@ static void trainer_free(trainer *t)
 	}
 }
 
-int train_run(const train_config *tc, lm_err *e)
+/* The data must fill one optimizer step with distinct windows. */
+static int check_data_size(const trainer *t, lm_err *e)
 {
-	trainer t = { .tc = tc };
+	const train_config *tc = t->tc;
+	uint64_t need = (uint64_t)t->B * tc->accum;
+	if (sr_starts(t->data) < need)
+		return lm_usage_err(e, "%s: %llu tokens hold %llu windows of %d + 1 tokens, fewer than "
+				    "one step's %llu (--batch %d x --accum %d): give less --context or "
+				    "--batch, or more data", tc->data[0],
+				    (unsigned long long)sr_tokens(t->data),
+				    (unsigned long long)sr_starts(t->data), t->T,
+				    (unsigned long long)need, t->B, tc->accum);
+	return 0;
+}
+
+/* --resume: the checkpoint, and the run's hyper-parameters from it. */
+static int resume_setup(train_config *c, char **rp, lm_err *e)
+{
+	int fallback;
+	char *hp = NULL;
+	if (train_dir_resume_path(c->out_dir, rp, &fallback, e))
+		return -1;
+	if (fallback)
+		train_note(c, "%s/latest is missing: resuming from %s, the newest checkpoint there",
+			   c->out_dir, *rp);
+	int rc = ckpt_read_meta(*rp, TRAIN_META_KEY, &hp, e);
+	model_config mc;
+	if (!rc && !c->context && !(c->given && c->given("context")) &&
+	    !(rc = ckpt_read_config(*rp, &mc, e)))
+		c->context = mc.ctx;
+	if (!rc)
+		rc = train_hparams_resume(c, hp, *rp, e);
+	free(hp);
+	return rc;
+}
+
+int train_run(const train_config *tc0, lm_err *e)
+{
+	train_config c = *tc0;
+	trainer t = { .tc = &c, .saved_step = -1 };
+	train_dir dir = { 0 };
+	char *rp = NULL;
 	int rc = -1;
-	const lm_backend *be = backend_get(tc->device, e);
+	const lm_backend *be = backend_get(c.device, e);
 	if (!be)
 		return -1;
-	backend_set_threads(tc->threads);
-	if (tc->resume && !tc->out_dir)
+	backend_set_threads(c.threads);
+	if (c.resume && !c.out_dir)
 		return lm_usage_err(e, "--resume needs --out DIR");
-	if (tc->out_dir && mkdir(tc->out_dir, 0777) && errno != EEXIST)
-		return lm_seterr(e, "%s:", tc->out_dir);
-	char *rp = resume_path(tc, e);
-	if (tc->resume && !rp)
+	if (c.out_dir && train_dir_prepare(&dir, c.out_dir, c.resume, c.force, e))
 		return -1;
-	t.st.data_seed = tc->seed;
-	rng_seed(&t.st.rng, tc->seed);
+	if (dir.stale_removed)
+		train_note(&c, "%s: removed %d unfinished file(s) of an interrupted run", c.out_dir,
+			   dir.stale_removed);
+	if (c.resume && resume_setup(&c, &rp, e))
+		goto out;
+	if (!c.steps && !c.tokens) {
+		lm_usage_err(e, "%s records no run length: give --steps N or --tokens N", rp);
+		goto out;
+	}
+	c.opt.lr_min = c.opt.lr_max * c.lr_min_ratio;
+	t.st.data_seed = c.seed;
+	rng_seed(&t.st.rng, c.seed);
 	if (setup_model(&t, be, rp, e))
 		goto out;
-	if (rp)
+	if (rp) {
 		snprintf(t.last_ckpt, sizeof t.last_ckpt, "%s", rp);
+		t.saved_step = t.st.step;
+	}
+	uint64_t per_step = (uint64_t)t.B * t.T * c.accum;
+	if (!c.steps)
+		c.steps = (long long)((c.tokens + per_step - 1) / per_step);
+	if (!c.opt.cycle)
+		c.opt.cycle = c.steps;
+	if (rp && t.st.step >= c.steps) {
+		train_note(&c, "%s is at step %lld of %lld: the run is complete, nothing to do "
+			   "(-n N extends it)", rp, t.st.step, c.steps);
+		rc = 0;
+		goto out;
+	}
+	c.context = t.T;
+	char *hp = train_hparams_json(&c);
+	if (!hp) {
+		lm_seterr(e, "out of memory");
+		goto out;
+	}
+	t.meta[0] = TRAIN_META_KEY;
+	t.meta[1] = hp;
+	t.st.meta = t.meta;
+	t.st.n_meta = 1;
 	t.win = malloc((size_t)t.B * (t.T + 1) * sizeof *t.win);
 	t.ids = malloc((size_t)t.B * t.T * sizeof *t.ids);
 	t.tgt = malloc((size_t)t.B * t.T * sizeof *t.tgt);
@@ -254,14 +323,14 @@ int train_run(const train_config *tc, lm_err *e)
 		lm_seterr(e, "out of memory");
 		goto out;
 	}
-	if (open_reader(&t.data, tc->data, tc->n_data, SR_RANDOM, &t, e) ||
-	    (tc->n_val && open_reader(&t.val, tc->val, tc->n_val, SR_SEQUENTIAL, &t, e)) ||
+	if (open_reader(&t.data, c.data, c.n_data, SR_RANDOM, &t, e) || check_data_size(&t, e) ||
+	    (c.n_val && open_reader(&t.val, c.val, c.n_val, SR_SEQUENTIAL, &t, e)) ||
 	    sr_seek(t.data, t.st.data_pos, e))
 		goto out;
-	if (tc->log_path) {
-		t.log = !strcmp(tc->log_path, "-") ? stdout : fopen(tc->log_path, rp ? "a" : "w");
+	if (c.log_path) {
+		t.log = !strcmp(c.log_path, "-") ? stdout : fopen(c.log_path, rp ? "a" : "w");
 		if (!t.log) {
-			lm_seterr(e, "%s:", tc->log_path);
+			lm_seterr(e, "%s:", c.log_path);
 			goto out;
 		}
 	}
@@ -271,10 +340,11 @@ int train_run(const train_config *tc, lm_err *e)
 		fprintf(t.log, "{\"device\":\"%s\",\"backend\":\"%s\",\"parameters\":%zu}\n",
 			be->name, what, t.m.n_params);
 	}
-	uint64_t per_step = (uint64_t)t.B * t.T * tc->accum;
-	long long steps = tc->steps ? tc->steps : (long long)((tc->tokens + per_step - 1) / per_step);
-	rc = loop(&t, steps, e);
+	rc = loop(&t, c.steps, e);
 out:
+	if (rc && t.saved_step < 0)
+		train_dir_forget(&dir);
+	free((char *)t.meta[1]);
 	free(rp);
 	trainer_free(&t);
 	return rc;

@@ -5,6 +5,7 @@
 #ifndef LMPIPE_LM_TRAIN_H
 #define LMPIPE_LM_TRAIN_H
 
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -20,7 +21,9 @@ typedef struct train_config {
 	int batch, context, accum;
 	long long steps;             /* total optimizer steps (0: from tokens) */
 	uint64_t tokens;             /* token budget, when steps is 0 */
-	optim_config opt;            /* opt.cycle 0: the last step */
+	optim_config opt;            /* opt.cycle 0: the last step; opt.lr_min is
+	                              * set from lr_min_ratio */
+	double lr_min_ratio;
 	uint64_t seed;
 	const char *const *data;
 	size_t n_data;
@@ -28,15 +31,27 @@ typedef struct train_config {
 	size_t n_val;
 	long long eval_every, eval_batches;
 	long long ckpt_every;
+	long long keep_last;         /* 0: keep every checkpoint */
 	const char *out_dir;
-	int resume;
+	int resume;                  /* continue the run in out_dir */
+	int force;                   /* start a new run in an out_dir that holds one */
 	const char *log_path;
 	int progress;
+	/* Set (to the signal's number) when the run should stop: it saves a
+	 * checkpoint at the next step boundary and fails with exit 128 + n. */
+	volatile sig_atomic_t *stop;
+	/* Whether an option (its long name) was given on the command line: on
+	 * --resume, the others come from the checkpoint.  NULL: none was. */
+	int (*given)(const char *option);
+	/* Prints a one-line note (what --resume took over or changed). */
+	void (*note)(const char *msg);
 } train_config;
 
 /* Train as configured.  Returns 0, or -1 with the message (and exit code)
  * in e; a NaN or infinite loss stops the run with a message naming the
- * step and the last good checkpoint. */
+ * step and the last good checkpoint.  The checkpoint directory is made (with
+ * its parents) or checked before anything else, and removed again when the
+ * run fails before its first checkpoint and the directory is empty. */
 int train_run(const train_config *tc, lm_err *e);
 
 /* Load a checkpoint and write a Hugging Face directory. */

@@ -169,8 +169,20 @@ static const opt_def *find_short(const opt_def *opts, char c)
 	return NULL;
 }
 
+static void mark_seen(const opt_prog *p, const opt_def *o, unsigned char *seen)
+{
+	if (seen)
+		seen[o - p->opts] = 1;
+}
+
 int opt_parse(const opt_prog *p, int argc, char **argv,
 	      char ***operands, int *n_operands, lm_err *e)
+{
+	return opt_parse_seen(p, argc, argv, operands, n_operands, NULL, e);
+}
+
+int opt_parse_seen(const opt_prog *p, int argc, char **argv,
+		   char ***operands, int *n_operands, unsigned char *seen, lm_err *e)
 {
 	char **ops = calloc((size_t)argc + 1, sizeof *ops);
 	int n = 0, help = 0;
@@ -213,6 +225,7 @@ int opt_parse(const opt_prog *p, int argc, char **argv,
 			}
 			if (set_value(o, arg, e))
 				goto fail;
+			mark_seen(p, o, seen);
 			continue;
 		}
 		for (const char *c = a + 1; *c; c++) {
@@ -227,6 +240,7 @@ int opt_parse(const opt_prog *p, int argc, char **argv,
 			}
 			if (o->type == OPT_FLAG) {
 				set_value(o, NULL, e);
+				mark_seen(p, o, seen);
 				continue;
 			}
 			const char *arg = c[1] ? c + 1 : (i + 1 < argc ? argv[++i] : NULL);
@@ -236,6 +250,7 @@ int opt_parse(const opt_prog *p, int argc, char **argv,
 			}
 			if (set_value(o, arg, e))
 				goto fail;
+			mark_seen(p, o, seen);
 			break;
 		}
 	}
@@ -314,9 +329,15 @@ void opt_help(const opt_prog *p, FILE *fp)
 
 int opt_parse_or_exit(const opt_prog *p, int argc, char **argv, char ***operands)
 {
+	return opt_parse_or_exit_seen(p, argc, argv, operands, NULL);
+}
+
+int opt_parse_or_exit_seen(const opt_prog *p, int argc, char **argv, char ***operands,
+			   unsigned char *seen)
+{
 	lm_err e;
 	int n = 0;
-	int rc = opt_parse(p, argc, argv, operands, &n, &e);
+	int rc = opt_parse_seen(p, argc, argv, operands, &n, seen, &e);
 	if (rc == OPT_HELP) {
 		opt_help(p, stdout);
 		exit(EXIT_OK);

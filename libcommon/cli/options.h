@@ -59,6 +59,11 @@ enum { OPT_OK = 0, OPT_HELP = 1 };
 int opt_parse(const opt_prog *p, int argc, char **argv,
 	      char ***operands, int *n_operands, lm_err *e);
 
+/* The same, also setting seen[i] to 1 for each option opts[i] given (to
+ * tell "given" from "left at its default"); seen has one entry per option. */
+int opt_parse_seen(const opt_prog *p, int argc, char **argv,
+		   char ***operands, int *n_operands, unsigned char *seen, lm_err *e);
+
 /* Write the --help text generated from the table. */
 void opt_help(const opt_prog *p, FILE *fp);
 
@@ -72,5 +77,8 @@ int opt_parse_double(const char *s, double *out, const char *what, lm_err *e);
 /* Program front end: parse, print --help to stdout and exit 0, or print
  * "prog: message" plus a hint and exit 2.  Returns the operand count. */
 int opt_parse_or_exit(const opt_prog *p, int argc, char **argv, char ***operands);
+/* The same with opt_parse_seen's seen. */
+int opt_parse_or_exit_seen(const opt_prog *p, int argc, char **argv, char ***operands,
+			   unsigned char *seen);
 
 #endif

@@ -102,6 +102,10 @@ int ckpt_save_extra(const char *path, const model *m, const optim *o, const trai
 		put(&b, "data_seed", "%" PRIu64, s->data_seed);
 		put(&b, "rng_seed", "%" PRIu64, s->rng.seed);
 		put(&b, "rng_k", "%" PRIu64, s->rng.k);
+		for (size_t i = 0; i < s->n_meta && b.n < META_MAX; i++, b.n++) {
+			b.kv[2 * b.n] = s->meta[2 * i];
+			b.kv[2 * b.n + 1] = s->meta[2 * i + 1];
+		}
 	}
 	if (o)
 		put(&b, "adamw_t", "%lld", o->t);
@@ -195,6 +199,17 @@ static int read_config(const sft_file *f, model_config *c, lm_err *e)
 	if (model_config_check(c, e))
 		return lm_err_prefix(e, "%s", f->path);
 	return 0;
+}
+
+int ckpt_read_meta(const char *path, const char *key, char **value, lm_err *e)
+{
+	sft_file f;
+	if (sft_open(&f, path, e))
+		return -1;
+	const char *v = sft_meta(&f, key);
+	*value = v ? strdup(v) : NULL;
+	sft_close(&f);
+	return v && !*value ? lm_seterr(e, "out of memory") : 0;
 }
 
 int ckpt_read_config(const char *path, model_config *c, lm_err *e)

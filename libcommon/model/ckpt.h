@@ -26,6 +26,10 @@ typedef struct train_state {
 	uint64_t data_pos;   /* windows the shard reader has handed out */
 	uint64_t data_seed;  /* seed of the shard reader */
 	lm_rng rng;
+	/* More __metadata__ written as given (save only): n_meta key/value
+	 * pairs, meta[2i] and meta[2i+1], e.g. the run's hyper-parameters. */
+	const char *const *meta;
+	size_t n_meta;
 } train_state;
 
 /* Save model, optimizer (NULL: weights only) and state (NULL: none). */
@@ -35,6 +39,9 @@ int ckpt_save(const char *path, const model *m, const optim *o, const train_stat
  * model's, under names model loading ignores (the PPO value head). */
 int ckpt_save_extra(const char *path, const model *m, const optim *o, const train_state *s,
 		    const sft_tensor *extra, size_t n_extra, lm_err *e);
+/* A __metadata__ string of a checkpoint, malloc'd into *value (NULL when
+ * the key is absent). */
+int ckpt_read_meta(const char *path, const char *key, char **value, lm_err *e);
 /* The model shape stored in a checkpoint. */
 int ckpt_read_config(const char *path, model_config *c, lm_err *e);
 /* Load into a model of the same shape (checked), and optionally the

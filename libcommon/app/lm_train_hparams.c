@@ -1,0 +1,190 @@
+/* lm_train_hparams.c: the hyper-parameters of a run, recorded in each of its
+ * checkpoints (JSON under TRAIN_META_KEY) so that --resume continues the
+ * run that was started, not whatever the command line says now (see
+ * lm_train_internal.h).  An option given on the resuming command line with
+ * another value wins, with a note; a longer -n extends the run with the
+ * schedule it had (the cosine still ends at the recorded cycle, then the
+ * learning rate stays at its floor). */
+#include "app/lm_train_internal.h"
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef enum hp_type { HP_INT, HP_LL, HP_U64, HP_DBL } hp_type;
+
+typedef struct hparam {
+	const char *key;      /* JSON key */
+	const char *option;   /* lm-train's long option */
+	hp_type type;
+	size_t off;           /* in train_config */
+} hparam;
+
+#define HP(key, opt, type, field) { key, opt, type, offsetof(train_config, field) }
+/* steps comes last: a --tokens budget is counted in the merged batch shape. */
+static const hparam HPARAMS[] = {
+	HP("batch", "batch", HP_INT, batch),
+	HP("accum", "accum", HP_INT, accum),
+	HP("context", "context", HP_INT, context),
+	HP("lr", "lr", HP_DBL, opt.lr_max),
+	HP("lr_min_ratio", "lr-min-ratio", HP_DBL, lr_min_ratio),
+	HP("warmup", "warmup", HP_LL, opt.warmup),
+	HP("cycle", "cycle", HP_LL, opt.cycle),
+	HP("beta1", "beta1", HP_DBL, opt.beta1),
+	HP("beta2", "beta2", HP_DBL, opt.beta2),
+	HP("eps", "eps", HP_DBL, opt.eps),
+	HP("weight_decay", "weight-decay", HP_DBL, opt.weight_decay),
+	HP("clip", "clip", HP_DBL, opt.clip),
+	HP("seed", "seed", HP_U64, seed),
+	HP("eval_every", "eval-every", HP_LL, eval_every),
+	HP("eval_batches", "eval-batches", HP_LL, eval_batches),
+	HP("ckpt_every", "ckpt-every", HP_LL, ckpt_every),
+	HP("steps", "steps", HP_LL, steps),
+};
+enum { N_HPARAMS = sizeof HPARAMS / sizeof HPARAMS[0], NOTE_MAX = 512, NUM_LEN = 32 };
+
+void train_note(const train_config *c, const char *fmt, ...)
+{
+	if (!c->note)
+		return;
+	char msg[NOTE_MAX];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	c->note(msg);
+}
+
+static void *field(train_config *c, const hparam *h)
+{
+	return (char *)c + h->off;
+}
+
+static json_t *to_json(train_config *c, const hparam *h)
+{
+	void *p = field(c, h);
+	switch (h->type) {
+	case HP_INT: return json_integer(*(int *)p);
+	case HP_LL: return json_integer(*(long long *)p);
+	case HP_U64: return json_integer((json_int_t)*(uint64_t *)p);
+	case HP_DBL: return json_real(*(double *)p);
+	}
+	return NULL;
+}
+
+static void format(train_config *c, const hparam *h, char *buf, size_t n)
+{
+	void *p = field(c, h);
+	switch (h->type) {
+	case HP_INT: snprintf(buf, n, "%d", *(int *)p); break;
+	case HP_LL: snprintf(buf, n, "%lld", *(long long *)p); break;
+	case HP_U64: snprintf(buf, n, "%llu", (unsigned long long)*(uint64_t *)p); break;
+	case HP_DBL: snprintf(buf, n, "%g", *(double *)p); break;
+	}
+}
+
+/* Store a JSON number into the field; 0 if it is not one of the right kind. */
+static int from_json(train_config *c, const hparam *h, const json_t *v)
+{
+	void *p = field(c, h);
+	if (h->type == HP_DBL) {
+		if (!json_is_number(v))
+			return 0;
+		*(double *)p = json_number_value(v);
+		return 1;
+	}
+	if (!json_is_integer(v) || json_integer_value(v) < 0)
+		return 0;
+	json_int_t x = json_integer_value(v);
+	if (h->type == HP_INT)
+		*(int *)p = (int)x;
+	else if (h->type == HP_LL)
+		*(long long *)p = x;
+	else
+		*(uint64_t *)p = (uint64_t)x;
+	return 1;
+}
+
+static json_t *str_array(const char *const *v, size_t n)
+{
+	json_t *a = json_array();
+	for (size_t i = 0; a && i < n; i++)
+		json_array_append_new(a, json_string(v[i]));
+	return a;
+}
+
+char *train_hparams_json(const train_config *c0)
+{
+	train_config c = *c0;
+	json_t *j = json_object();
+	for (size_t i = 0; j && i < N_HPARAMS; i++)
+		json_object_set_new(j, HPARAMS[i].key, to_json(&c, &HPARAMS[i]));
+	if (j) {
+		json_object_set_new(j, "data", str_array(c.data, c.n_data));
+		json_object_set_new(j, "val", str_array(c.val, c.n_val));
+	}
+	char *s = j ? json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17)) : NULL;
+	json_decref(j);
+	return s;
+}
+
+static int given(const train_config *c, const char *option)
+{
+	return c->given && c->given(option);
+}
+
+int train_hparams_resume(train_config *c, const char *text, const char *ckpt, lm_err *e)
+{
+	if (!text) {
+		train_note(c, "%s records no hyper-parameters (an older checkpoint): the command "
+			   "line's are used", ckpt);
+		return 0;
+	}
+	json_error_t je;
+	json_t *j = json_loads(text, 0, &je);
+	if (!json_is_object(j)) {
+		json_decref(j);
+		return lm_seterr(e, "%s: metadata '%s' is not a JSON object", ckpt, TRAIN_META_KEY);
+	}
+	int rc = 0;
+	for (size_t i = 0; i < N_HPARAMS && !rc; i++) {
+		const hparam *h = &HPARAMS[i];
+		json_t *v = json_object_get(j, h->key);
+		if (!v)
+			continue;
+		train_config stored = *c;
+		if (!from_json(&stored, h, v)) {
+			rc = lm_seterr(e, "%s: metadata '%s': '%s' is not valid", ckpt, TRAIN_META_KEY,
+				       h->key);
+			break;
+		}
+		int is_steps = !strcmp(h->key, "steps");
+		int asked = given(c, h->option) || (is_steps && given(c, "tokens"));
+		if (is_steps && asked && !c->steps) {
+			uint64_t per = (uint64_t)c->batch * c->context * c->accum;
+			c->steps = (long long)((c->tokens + per - 1) / per);
+		}
+		size_t size = h->type == HP_INT ? sizeof(int) : sizeof(long long);
+		if (!asked || !memcmp(field(c, h), field(&stored, h), size)) {
+			memcpy(field(c, h), field(&stored, h), size);
+			continue;
+		}
+		char was[NUM_LEN], now[NUM_LEN];
+		format(&stored, h, was, sizeof was);
+		format(c, h, now, sizeof now);
+		if (!strcmp(h->key, "seed")) {
+			rc = lm_usage_err(e, "--seed %s: %s continues a run with seed %s, which cannot "
+					  "change", now, ckpt, was);
+		} else if (is_steps && c->steps > stored.steps) {
+			train_note(c, "-n %s extends the run of %s steps (%s): the cosine still ends at "
+				   "step %lld, then the learning rate stays at %g", now, was, ckpt,
+				   c->opt.cycle, c->opt.lr_max * c->lr_min_ratio);
+		} else {
+			train_note(c, "--%s %s replaces the run's %s (%s)", h->option, now, was, ckpt);
+		}
+	}
+	json_decref(j);
+	return rc;
+}

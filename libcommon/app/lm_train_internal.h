@@ -1,0 +1,43 @@
+/* lm_train_internal.h: the parts of lm-train's driver besides the training
+ * loop: the checkpoint directory (lm_train_dir.c) and the hyper-parameters
+ * a checkpoint records and --resume restores (lm_train_hparams.c). */
+#ifndef LMPIPE_LM_TRAIN_INTERNAL_H
+#define LMPIPE_LM_TRAIN_INTERNAL_H
+
+#include "app/lm_train.h"
+
+/* What train_dir_prepare() did, so that a run that fails before its first
+ * checkpoint can undo it. */
+typedef struct train_dir {
+	const char *path;
+	size_t created_from;  /* length of the part of path that existed; 0: none created */
+	int created;          /* 1: the directory (and maybe parents) was made here */
+	int stale_removed;    /* hidden temporary files of a killed run, removed */
+} train_dir;
+
+/* Make DIR (with its parents) or check that it is a directory; remove the
+ * hidden temporaries a killed run left; refuse a directory that holds
+ * checkpoints unless resume or force. */
+int train_dir_prepare(train_dir *d, const char *path, int resume, int force, lm_err *e);
+/* Remove what train_dir_prepare created, if it is still empty. */
+void train_dir_forget(const train_dir *d);
+/* The checkpoint to resume from: DIR/latest, else the newest
+ * DIR/step-N.safetensors (*fallback set to 1).  Malloc'd path in *path. */
+int train_dir_resume_path(const char *dir, char **path, int *fallback, lm_err *e);
+/* Keep the newest keep step files of DIR (never the one latest names). */
+int train_dir_prune(const char *dir, long long keep, lm_err *e);
+
+/* The run's hyper-parameters as a JSON object (malloc'd text), stored in
+ * every checkpoint under the metadata key TRAIN_META_KEY. */
+#define TRAIN_META_KEY "lmpipe.train"
+char *train_hparams_json(const train_config *c);
+/* Take the hyper-parameters stored in a checkpoint (json: NULL for a
+ * checkpoint that has none) for every option the command line did not
+ * give; for each one it gave with another value, say so through c->note.
+ * The seed cannot change.  A --tokens budget is counted in steps of the
+ * merged batch shape. */
+int train_hparams_resume(train_config *c, const char *json, const char *ckpt, lm_err *e);
+/* Print a note through c->note (when set). */
+void train_note(const train_config *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#endif
