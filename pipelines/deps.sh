@@ -7,8 +7,9 @@
 # installed here: with nvcc on the PATH the CUDA parts are built too.
 set -eu
 # build: compiler, zstd, jansson, OpenBLAS; tests: perl (prove), mandoc,
-# unicode-data (make unicode); demo: fortunes (the corpus), gnuplot (plots).
-pkgs="build-essential perl libzstd-dev libjansson-dev libopenblas-dev mandoc unicode-data gnuplot-nox fortunes"
+# groff-base (man.t), unicode-data (make unicode); demo: fortunes (the corpus),
+# gnuplot (plots).
+pkgs="build-essential perl libzstd-dev libjansson-dev libopenblas-dev mandoc groff-base unicode-data gnuplot-nox fortunes"
 missing=""
 for p in $pkgs; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing="$missing $p"

@@ -3,14 +3,22 @@
 #   CORPUS --bpe-learn--> tok.bpe --bpe-encode | shard-pack--> data/ --lm-train--> ckpt/latest
 #          --lm-sample--> samples.txt;  train.jsonl --plot-metrics.sh--> loss.png
 #
-# Re-running redoes only the stages whose inputs changed; make -j is safe.
-# Every parameter can be set on the command line:
+# Re-running redoes only the stages whose inputs or parameters changed (each
+# stage depends on a stamp of its command line, $(W)/.params/STAGE); make -j
+# is safe.  The training stage never deletes checkpoints: interrupted (Ctrl-C
+# saves one), it resumes; with a larger STEPS it extends the run; with other
+# parameters it moves the old ckpt/ aside to ckpt.N and starts anew
+# (pipelines/train-stage.sh).  Every parameter can be set on the command line:
 #
 #   make -f pipelines/pretrain.mk W=runs/ts CORPUS=TinyStories-train.txt VOCAB=10000 \
 #        MODEL=ts STEPS=5000 BATCH=64 LR=1e-3 DEVICE=cuda
 #
 # The default corpus is the fortune(6) database (Debian's "fortunes" package),
-# one document per fortune.  A stage can be replaced by your own program by
+# one document per fortune.  A corpus whose documents are separated by
+# SPECIAL (TinyStories, OpenWebText) is used as it is; one without SPECIAL
+# (tinyshakespeare, a book) is cut into paragraphs (pipelines/paragraphs.sh).  The
+# validation set is VAL_DOCS whole documents drawn with SEED (VAL_DOCS=0:
+# none, and no evaluation).  A stage can be replaced by your own program by
 # overriding its command (LEARN, ENCODE, PACK, TRAIN, SAMPLE): it must read and
 # write the same files (man 5 lmpipe-tokenizer, lmpipe-tokens, lmpipe-shard,
 # lmpipe-checkpoint), e.g. ENCODE='my-encoder --tok $(W)/tok.bpe'.
@@ -39,10 +47,19 @@ SAMPLE_OPTS ?= --max-tokens 60 --temperature 0.8 --top-p 0.95
 
 LEARN  ?= $(BIN)/bpe-learn -v $(VOCAB) --special '$(SPECIAL)'
 ENCODE ?= $(BIN)/bpe-encode -t $(W)/tok.bpe
-PACK   ?= $(BIN)/shard-pack -f --val-docs $(VAL_DOCS) --seed $(SEED)
-TRAIN  ?= $(BIN)/lm-train -m $(MODEL) $(MODEL_OPTS) -b $(BATCH) -n $(STEPS) --lr $(LR) \
-          --warmup $(WARMUP) --eval-every $(EVAL_EVERY) -s $(SEED) --device $(DEVICE) $(TRAIN_OPTS)
+PACK   ?= $(BIN)/shard-pack -f $(if $(filter 0,$(VAL_DOCS)),,--val-docs $(VAL_DOCS) --seed $(SEED))
+VAL    ?= $(if $(filter 0,$(VAL_DOCS)),,--val $(W)/data/train-val --eval-every $(EVAL_EVERY))
+PROGRESS ?= --progress
+RECIPE = $(BIN)/lm-train -m $(MODEL) $(MODEL_OPTS) -b $(BATCH) --lr $(LR) --warmup $(WARMUP) \
+         -s $(SEED) --device $(DEVICE) $(TRAIN_OPTS)
+TRAIN  ?= $(RECIPE) -n $(STEPS) $(PROGRESS)
 SAMPLE ?= $(BIN)/lm-sample $(SAMPLE_OPTS) -s $(SEED) --device $(DEVICE)
+
+# $(call stamp,NAME,TEXT) is the file $(W)/.params/NAME, rewritten (so that
+# what depends on it is redone) only when its text is not TEXT.
+same = $(and $(findstring $(1),$(2)),$(findstring $(2),$(1)))
+stamp = $(W)/.params/$(1)$(if $(call same,$(file <$(W)/.params/$(1)),$(2)),,$(shell mkdir -p \
+        $(W)/.params)$(file >$(W)/.params/$(1),$(2)))
 
 SHELL := /bin/bash
 .SHELLFLAGS := -o pipefail -ec
@@ -55,25 +72,32 @@ $(W)/corpus.txt:
 	$(ROOT)/pipelines/fortunes2corpus.sh $(FORTUNES) > $@.tmp
 	mv $@.tmp $@
 
-$(W)/tok.bpe: $(CORPUS)
+$(W)/tok.bpe: $(CORPUS) $(call stamp,learn,$(LEARN) $(CORPUS))
 	@mkdir -p $(@D)
 	$(LEARN) -o $@ $(CORPUS)
 
 # The shards are many files; a stamp stands for the set.
-$(W)/data/.packed: $(W)/tok.bpe $(CORPUS)
+$(W)/data/.packed: $(W)/tok.bpe $(CORPUS) $(call stamp,pack,$(ENCODE) $(PACK) $(CORPUS))
 	@mkdir -p $(@D)
 	rm -f $(@D)/train-*.lms
-	$(ENCODE) $(CORPUS) | $(PACK) -o $(@D)/train
+	if grep -qF -- '$(SPECIAL)' $(CORPUS); then $(ENCODE) $(CORPUS); \
+	else $(ROOT)/pipelines/paragraphs.sh $(CORPUS) '$(SPECIAL)' | $(ENCODE); fi | $(PACK) -o $(@D)/train
 	$(BIN)/shard-pack -t $(@D)/train-*.lms
 	touch $@
 
-$(W)/ckpt/latest: $(W)/data/.packed
-	rm -rf $(@D)
-	$(TRAIN) -d $(W)/data/train --val $(W)/data/train-val -o $(@D) --log $(W)/train.jsonl
+# ckpt/.done stands for a finished run (ckpt/latest exists mid-run too);
+# .params/recipe is the training command without its length, which a run
+# keeps when only STEPS changes.
+$(W)/ckpt/.done: $(W)/data/.packed $(call stamp,train,$(TRAIN) $(VAL)) \
+                 $(call stamp,recipe,$(RECIPE) $(VAL))
+	rm -f $@
+	$(ROOT)/pipelines/train-stage.sh $(@D) $(W)/train.jsonl $(W)/.params/recipe $(W)/data/.packed \
+	    $(TRAIN) -d $(W)/data/train $(VAL) -o $(@D) --log $(W)/train.jsonl
+	touch $@
 
-$(W)/samples.txt: $(W)/ckpt/latest $(W)/tok.bpe
+$(W)/samples.txt: $(W)/ckpt/.done $(W)/tok.bpe $(call stamp,sample,$(SAMPLE) $(PROMPTS))
 	$(SAMPLE) -c $(W)/ckpt/latest -t $(W)/tok.bpe $(PROMPTS) > $@.tmp
 	mv $@.tmp $@
 
-$(W)/loss.png: $(W)/ckpt/latest
+$(W)/loss.png: $(W)/ckpt/.done
 	$(ROOT)/pipelines/plot-metrics.sh loss $(W)/train.jsonl $@

@@ -29,4 +29,12 @@ for page in "$LMPIPE_ROOT"/man/man5/*.5; do
 	lint=$(mandoc -T lint -W warning "$page" 2>&1)
 	is "$lint" "" "$(basename "$page"): mandoc -T lint is clean"
 done
+# groff (man's formatter on Debian) is stricter about lines it cannot break.
+if command -v groff >/dev/null 2>&1; then
+	for page in "$LMPIPE_ROOT"/man/man1/*.1 "$LMPIPE_ROOT"/man/man5/*.5; do
+		is "$(groff -man -ww -z "$page" 2>&1)" "" "$(basename "$page"): groff -man -ww -z is silent"
+	done
+else
+	echo "# groff is not installed: pages not checked with groff (apt-get install groff-base)"
+fi
 done_testing

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "base/atomic.h"
+#include "base/dirs.h"
 #include "base/io.h"
 #include "base/rng.h"
 #include "cli/progress.h"
@@ -404,7 +405,7 @@ int shard_pack(const shard_pack_opts *o, const char *const *inputs, int n, lm_er
 		p.seq[s].cfg.level = o->level;
 		p.seq[s].cfg.threads = o->threads;
 	}
-	if (check_free(o, p.seq, e))
+	if (dirs_make_parents(o->prefix, e) || check_free(o, p.seq, e))
 		return -1;
 	if (o->val_docs > MAX_HELD_DOCS)
 		return lm_seterr(e, "--val-docs %llu is more than %d documents to hold; "
