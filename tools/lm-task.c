@@ -12,9 +12,10 @@
 static long long count = 1000, digits = 2, steps = 1, seed = 1;
 static const char *ops = "+-", *template_path, *output;
 static int with_response;
+enum { COUNT_OPT = 0 }; /* opts[COUNT_OPT] is -n: given, it limits gsm8k too */
 
 static const opt_def opts[] = {
-	{ 'n', "count", OPT_INT, &count, "N", "arith: number of problems", 0, 1e15, NULL },
+	{ 'n', "count", OPT_INT, &count, "N", "number of problems (default 1000; gsm8k: all)", 0, 1e15, NULL },
 	{ 'd', "digits", OPT_INT, &digits, "D", "arith: digits of each operand", 1, TASK_MAX_DIGITS, NULL },
 	{ 0, "steps", OPT_INT, &steps, "S", "arith: operations per problem", 1, TASK_MAX_STEPS, NULL },
 	{ 0, "ops", OPT_STR, &ops, "OPS", "arith: operations to draw from, among + - * /", 0, 0, NULL },
@@ -39,7 +40,9 @@ int main(int argc, char **argv)
 {
 	lm_init(argv[0]);
 	char **operands;
-	int n = opt_parse_or_exit(&prog, argc, argv, &operands);
+	unsigned char seen[sizeof opts / sizeof opts[0]] = { 0 };
+	int n = opt_parse_or_exit_seen(&prog, argc, argv, &operands, seen);
+	uint64_t left = (uint64_t)count;
 	lm_err e;
 	if (n < 1)
 		die(EXIT_USAGE, "missing mode: arith or gsm8k\nTry 'lm-task --help' for more information.");
@@ -77,12 +80,13 @@ int main(int argc, char **argv)
 				     out_name, &e))
 			die_err(&e);
 	} else {
-		for (int i = 1; i < n || i == 1; i++) {
+		for (int i = 1; (i < n || i == 1) && (!seen[COUNT_OPT] || left); i++) {
 			const char *path = i < n ? operands[i] : "-";
 			FILE *in = io_open_read(path, &e);
 			if (!in)
 				die_err(&e);
-			int rc = task_gsm8k_write(in, io_name(path), out, tmpl, with_response, out_name, &e);
+			int rc = task_gsm8k_write(in, io_name(path), out, tmpl, with_response,
+						  seen[COUNT_OPT] ? &left : NULL, out_name, &e);
 			io_close_read(in);
 			if (rc)
 				die_err(&e);

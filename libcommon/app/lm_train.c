@@ -179,8 +179,8 @@ static int loop(trainer *t, long long steps, lm_err *e)
 			if (t->log)
 				fprintf(t->log, "{\"step\":%lld,\"val_loss\":%.17g}\n", t->st.step, vl);
 		}
-		if (t->log)
-			fflush(t->log);
+		if (t->log && fflush(t->log))
+			return lm_seterr(e, "%s: write error:", tc->log_path);
 		if (tc->out_dir && ((tc->ckpt_every && t->st.step % tc->ckpt_every == 0) || last) &&
 		    save(t, e))
 			return -1;

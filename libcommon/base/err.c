@@ -11,8 +11,11 @@ int lm_vseterr(lm_err *e, int code, const char *fmt, va_list ap)
 	if (!e)
 		return -1;
 	int n = vsnprintf(e->msg, sizeof e->msg, fmt, ap);
-	if (n > 0 && (size_t)n < sizeof e->msg && e->msg[n - 1] == ':')
+	e->sys_errno = 0;
+	if (n > 0 && (size_t)n < sizeof e->msg && e->msg[n - 1] == ':') {
 		snprintf(e->msg + n, sizeof e->msg - (size_t)n, " %s", strerror(saved));
+		e->sys_errno = saved;
+	}
 	e->code = code;
 	errno = saved;
 	return -1;

@@ -12,6 +12,7 @@ enum { LM_ERR_MSG_MAX = 1024 };
 typedef struct lm_err {
 	char msg[LM_ERR_MSG_MAX];
 	int code; /* exit status main() should use: 1 runtime/data, 2 usage */
+	int sys_errno; /* the errno a message ending in ':' appended, else 0 */
 } lm_err;
 
 /* Format a message into e (if e is not NULL) and return -1.  A format that

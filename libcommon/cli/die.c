@@ -4,6 +4,7 @@
 #include "cli/die.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -14,6 +15,9 @@
 #include "base/atomic.h"
 
 const char *lm_progname = "lmpipe";
+/* Set by die(): the error is said, so closing stdout at exit adds no second
+ * message about the same failed write. */
+static int dying;
 
 static void vmsg(const char *fmt, va_list ap)
 {
@@ -35,18 +39,41 @@ void warnmsg(const char *fmt, ...)
 	va_end(ap);
 }
 
+/* Whether standard output is a pipe or socket whose reader has gone (as
+ * after "| head -1"): then the consumer asked for no more, and stopping is
+ * not an error. */
+static int stdout_reader_gone(void)
+{
+	struct pollfd p = { .fd = STDOUT_FILENO, .events = POLLOUT };
+	return poll(&p, 1, 0) == 1 && (p.revents & POLLERR);
+}
+
+/* A write that failed because the reader of stdout left: end quietly. */
+static void quiet_if_reader_gone(int sys_errno)
+{
+	if (sys_errno == EPIPE && stdout_reader_gone()) {
+		atomic_abort_all();
+		_exit(EXIT_OK);
+	}
+}
+
 noreturn void die(int status, const char *fmt, ...)
 {
+	size_t n = strlen(fmt);
+	if (n > 0 && fmt[n - 1] == ':')
+		quiet_if_reader_gone(errno);
 	va_list ap;
 	va_start(ap, fmt);
 	vmsg(fmt, ap);
 	va_end(ap);
 	atomic_abort_all();
+	dying = 1;
 	exit(status);
 }
 
 noreturn void die_err(const lm_err *e)
 {
+	quiet_if_reader_gone(e->sys_errno);
 	die(e->code ? e->code : EXIT_RUNTIME, "%s", e->msg);
 }
 
@@ -57,8 +84,9 @@ void lm_close_stdout(void)
 		return;
 	closed = 1;
 	if (fflush(stdout) != 0 || ferror(stdout) || fclose(stdout) != 0) {
-		if (errno == EPIPE)
-			_exit(EXIT_RUNTIME);
+		if (dying)
+			return;
+		quiet_if_reader_gone(EPIPE);
 		fprintf(stderr, "%s: write error on standard output: %s\n",
 			lm_progname, strerror(errno));
 		atomic_abort_all();
@@ -91,7 +119,9 @@ void lm_init(const char *argv0)
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGHUP, &sa, NULL);
-	/* A closed pipe downstream is reported as a write error, not a signal. */
+	/* A closed pipe downstream is a write error (EPIPE), not a signal; when
+	 * it is stdout's, the program ends quietly with status 0, as cat does
+	 * under "| head" (see die_err). */
 	signal(SIGPIPE, SIG_IGN);
 	atexit(at_exit);
 }

@@ -28,11 +28,13 @@ noreturn void die(int status, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 void warnmsg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-/* die() with the message and exit code carried by e. */
+/* die() with the message and exit code carried by e.  Both end quietly with
+ * status 0 instead when the error is EPIPE and the reader of stdout has
+ * gone (a closed pipe downstream, "| head -1"). */
 noreturn void die_err(const lm_err *e);
 
-/* Flush and close stdout; a failure (full disk, closed pipe) is an error,
- * not success.  Called at exit by lm_init; call it yourself to check early. */
+/* Flush and close stdout; a failure (full disk) is an error, not success;
+ * a reader that has gone is not.  Called at exit by lm_init; call it yourself to check early. */
 void lm_close_stdout(void);
 
 #endif

@@ -193,7 +193,7 @@ static size_t count_buffer(const counter *k, const uint8_t *buf, size_t n, int e
 	pc[np++] = (piece){ at, n - at, 0, eof };
 
 	int failed = 0;
-	lm_err errs = { { 0 }, 0 };
+	lm_err errs = { { 0 }, 0, 0 };
 #pragma omp parallel for schedule(dynamic, 1) num_threads(k->threads)
 	for (size_t i = 0; i < np; i++) {
 		lm_err pe;

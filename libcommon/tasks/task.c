@@ -338,13 +338,14 @@ static const char *string_field(json_t *o, const char *key)
 }
 
 int task_gsm8k_write(FILE *in, const char *in_name, FILE *fp, const char *tmpl,
-		     int with_response, const char *name, lm_err *e)
+		     int with_response, uint64_t *left, const char *name, lm_err *e)
 {
 	char *line = NULL;
 	size_t cap = 0;
 	ssize_t len;
 	int rc = 0;
-	for (unsigned long lineno = 1; rc == 0 && (len = getline(&line, &cap, in)) >= 0; lineno++) {
+	for (unsigned long lineno = 1; rc == 0 && (!left || *left) &&
+	     (len = getline(&line, &cap, in)) >= 0; lineno++) {
 		size_t n = (size_t)len;
 		while (n && (line[n - 1] == '\n' || line[n - 1] == '\r'))
 			n--;
@@ -363,8 +364,8 @@ int task_gsm8k_write(FILE *in, const char *in_name, FILE *fp, const char *tmpl,
 				       in_name, lineno);
 		else if (task_gsm8k(q, a, &it, e))
 			rc = lm_err_prefix(e, "%s:%lu", in_name, lineno);
-		else
-			rc = task_write(fp, tmpl, &it, with_response, name, e);
+		else if (!(rc = task_write(fp, tmpl, &it, with_response, name, e)) && left)
+			--*left;
 		task_item_free(&it);
 		json_decref(o);
 	}

@@ -64,9 +64,11 @@ int task_write(FILE *fp, const char *tmpl, const task_item *it, int with_respons
 int task_arith_write(FILE *fp, const task_arith_cfg *c, uint64_t count, uint64_t seed,
 		     const char *tmpl, int with_response, const char *name, lm_err *e);
 
-/* Every record of a GSM8K JSON Lines stream ("question", "answer"; blank
- * lines skipped), one JSON line each; errors name in_name and the line. */
+/* The records of a GSM8K JSON Lines stream ("question", "answer"; blank
+ * lines skipped), one JSON line each, at most *left of them (NULL: all;
+ * else decreased by the records written, so that several streams share
+ * one count); errors name in_name and the line. */
 int task_gsm8k_write(FILE *in, const char *in_name, FILE *fp, const char *tmpl,
-		     int with_response, const char *name, lm_err *e);
+		     int with_response, uint64_t *left, const char *name, lm_err *e);
 
 #endif
