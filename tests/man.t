@@ -17,6 +17,7 @@ for prog in "$LMPIPE_BIN"/*; do
 	run "$prog" --help
 	is "$rc" 0 "$name --help exits 0"
 	[ -n "$out" ]; ok $? "$name --help prints to stdout"
+	is "$("$prog" --help | tail -c 1 | od -An -c | tr -d ' ')" '\n' "$name --help ends with a newline"
 	text=$(mandoc -T ascii "$page" 2>/dev/null | sed "s/.\x08//g")
 	missing=""
 	for o in $(printf '%s\n' "$out" | grep -oE '(^|[ ,])--?[A-Za-z][A-Za-z0-9-]*' | tr -d ' ,' | sort -u); do

@@ -323,8 +323,10 @@ void opt_help(const opt_prog *p, FILE *fp)
 		fputc('\n', fp);
 	}
 	fprintf(fp, "  -h, --help%*sshow this help and exit\n", HELP_COLUMN - 12, "");
-	if (p->epilog)
-		fprintf(fp, "\n%s", p->epilog);
+	if (p->epilog) {
+		size_t n = strlen(p->epilog);
+		fprintf(fp, "\n%s%s", p->epilog, n && p->epilog[n - 1] == '\n' ? "" : "\n");
+	}
 }
 
 int opt_parse_or_exit(const opt_prog *p, int argc, char **argv, char ***operands)
