@@ -151,7 +151,7 @@ static int loop(trainer *t, long long steps, lm_err *e)
 	long long cycle = oc->cycle ? oc->cycle : steps;
 	uint64_t per_step = (uint64_t)t->B * t->T * tc->accum;
 	progress p;
-	progress_start(&p, tc->progress, "step", "steps", (uint64_t)steps);
+	progress_start(&p, tc->progress, "training", "steps", (uint64_t)steps);
 	double t0 = lm_now();
 	while (t->st.step < steps && !(tc->stop && *tc->stop)) {
 		double lr = lr_cosine(t->st.step, oc->lr_max, oc->lr_min, oc->warmup, cycle);

@@ -9,6 +9,9 @@
 #include "cli/die.h"
 
 static const double REDRAW_INTERVAL_S = 0.25;
+/* Not a terminal (--progress into a log file or a pipe): a whole line now
+ * and then instead of one line redrawn in place. */
+static const double LOG_LINE_INTERVAL_S = 5.0;
 static const double BYTES_PER_MB = 1e6;
 
 double lm_now(void)
@@ -21,7 +24,8 @@ double lm_now(void)
 void progress_start(progress *p, int force, const char *what, const char *unit,
 		    uint64_t total)
 {
-	p->on = force || isatty(STDERR_FILENO);
+	p->tty = isatty(STDERR_FILENO);
+	p->on = force || p->tty;
 	p->t0 = lm_now();
 	p->t_last = 0;
 	p->total = total;
@@ -30,26 +34,37 @@ void progress_start(progress *p, int force, const char *what, const char *unit,
 	p->drawn = 0;
 }
 
+/* Counts of things are integers; bytes are shown in MB with a decimal. */
+static void print_count(double x, int bytes)
+{
+	if (bytes)
+		fprintf(stderr, "%.1f", x / BYTES_PER_MB);
+	else
+		fprintf(stderr, "%.0f", x);
+}
+
 static void draw(progress *p, uint64_t done, const char *extra, double now)
 {
 	double dt = now - p->t0;
 	int bytes = p->unit && p->unit[0] == 'B' && p->unit[1] == '\0';
-	double scale = bytes ? BYTES_PER_MB : 1.0;
 	const char *u = bytes ? "MB" : p->unit;
 	double rate = dt > 0 ? (double)done / dt : 0;
-	fprintf(stderr, "\r%s: %s %.1f %s", lm_progname, p->what, (double)done / scale, u);
+	fprintf(stderr, "%s%s: %s ", p->tty ? "\r" : "", lm_progname, p->what);
+	print_count((double)done, bytes);
+	fprintf(stderr, " %s", u);
 	if (p->total) {
-		fprintf(stderr, " / %.1f (%.0f%%)", (double)p->total / scale,
-			100.0 * (double)done / (double)p->total);
+		fputs(" / ", stderr);
+		print_count((double)p->total, bytes);
+		fprintf(stderr, " (%.0f%%)", 100.0 * (double)done / (double)p->total);
 	}
-	fprintf(stderr, ", %.1f %s/s", rate / scale, u);
+	fprintf(stderr, ", %.1f %s/s", bytes ? rate / BYTES_PER_MB : rate, u);
 	if (p->total && rate > 0 && done < p->total) {
 		double eta = (double)(p->total - done) / rate;
 		fprintf(stderr, ", ETA %d:%02d", (int)(eta / 60), (int)eta % 60);
 	}
 	if (extra)
 		fprintf(stderr, ", %s", extra);
-	fputs("\033[K", stderr);
+	fputs(p->tty ? "\033[K" : "\n", stderr);
 	fflush(stderr);
 	p->drawn = 1;
 	p->t_last = now;
@@ -60,7 +75,7 @@ void progress_update(progress *p, uint64_t done, const char *extra)
 	if (!p->on)
 		return;
 	double now = lm_now();
-	if (now - p->t_last < REDRAW_INTERVAL_S)
+	if (now - p->t_last < (p->tty ? REDRAW_INTERVAL_S : LOG_LINE_INTERVAL_S))
 		return;
 	draw(p, done, extra, now);
 }
@@ -70,5 +85,6 @@ void progress_end(progress *p, uint64_t done, const char *extra)
 	if (!p->on || !p->drawn)
 		return;
 	draw(p, done, extra, lm_now());
-	fputc('\n', stderr);
+	if (p->tty)
+		fputc('\n', stderr);
 }

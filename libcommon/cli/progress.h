@@ -1,8 +1,10 @@
 /* progress.h: one self-overwriting status line on stderr for long runs.
  *
  * Shown only when stderr is a terminal or the program was given --progress;
- * redrawn at most a few times a second; shows count, rate and, when the total
- * is known, percentage and ETA.  Call from one thread. */
+ * redrawn at most a few times a second on a terminal, else (a log file, a
+ * pipe) written as a whole line every few seconds; shows count (an integer;
+ * bytes in MB), rate and, when the total is known, percentage and ETA.
+ * Call from one thread. */
 #ifndef LMPIPE_PROGRESS_H
 #define LMPIPE_PROGRESS_H
 
@@ -10,6 +12,7 @@
 
 typedef struct progress {
 	int on;
+	int tty;             /* stderr is a terminal: redraw in place */
 	double t0, t_last;
 	uint64_t total;      /* 0: unknown */
 	const char *what;    /* "reading", "merges" ... */
