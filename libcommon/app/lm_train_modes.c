@@ -38,8 +38,11 @@ int train_export_hf(const char *ckpt, const char *dir, const char *device, lm_er
 	return rc;
 }
 
-/* Parse the ids file: rows of blank-separated decimal ids, equal lengths. */
-static int parse_ids(const char *path, int32_t **ids, int *B, int *T, lm_err *e)
+/* Parse the ids file: rows of blank-separated decimal ids, equal lengths,
+ * each id below vocab, at most ctx per row; errors name the line and the
+ * id's place in it. */
+static int parse_ids(const char *path, int vocab, int ctx, int32_t **ids, int *B, int *T,
+		     lm_err *e)
 {
 	uint8_t *buf;
 	size_t len;
@@ -69,8 +72,19 @@ static int parse_ids(const char *path, int32_t **ids, int *B, int *T, lm_err *e)
 		}
 		char *end;
 		long x = strtol(p, &end, 10);
-		if (end == p || x < 0 || x > INT32_MAX) {
-			rc = lm_seterr(e, "%s:%d: not a token id", path, line);
+		int wlen = (int)strcspn(p, " \t\r\n");
+		if (end == p || (*end && !strchr(" \t\r\n", *end)) || x < 0 || x > INT32_MAX) {
+			rc = lm_seterr(e, "%s:%d: id %d: '%.*s' is not a token id", path, line, cur + 1,
+				       wlen, p);
+			break;
+		}
+		if (x >= vocab) {
+			rc = lm_seterr(e, "%s:%d: id %d: %ld is outside the model's vocabulary (%d)",
+				       path, line, cur + 1, x, vocab);
+			break;
+		}
+		if (cur == ctx) {
+			rc = lm_seterr(e, "%s:%d: more than the model's context of %d ids", path, line, ctx);
 			break;
 		}
 		if (n == cap) {
@@ -110,7 +124,8 @@ int train_dump_logits(const char *ckpt, const char *ids_path, const char *out,
 	int32_t *ids;
 	int B, T;
 	model m;
-	if (parse_ids(ids_path, &ids, &B, &T, e))
+	model_config c;
+	if (ckpt_read_config(ckpt, &c, e) || parse_ids(ids_path, c.vocab, c.ctx, &ids, &B, &T, e))
 		return -1;
 	if (load_model(&m, ckpt, device, B, T, e)) {
 		free(ids);
