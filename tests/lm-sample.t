@@ -43,6 +43,11 @@ run S --temperature 0 --max-tokens 12 "Max saw a" "Tom"
 is "$rc" 0 "greedy from arguments ($err)"
 [ -n "$out" ]; ok $? "text output"
 first=$out
+is "$(printf '%s\n' "$out" | grep '^=== ' | tr '\n' ' ')" "=== prompt 1, sample 1 === === prompt 2, sample 1 === " "plain text: a header line per sample"
+printf '%s\n' "$out" | sed -n 2p | grep -q '^Max saw a'
+ok $? "plain text: the prompt, then its completion"
+run S --temperature 0 --max-tokens 4 -n 2 "Tom"
+is "$(printf '%s\n' "$out" | grep '^=== ' | tr '\n' ' ')" "=== prompt 1, sample 1 === === prompt 1, sample 2 === " "plain text, -n 2: each sample numbered"
 run S --temperature 0 --max-tokens 12 -b 1 "Max saw a" "Tom"
 is "$out" "$first" "greedy: batch 1 gives the same text"
 

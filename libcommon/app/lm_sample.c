@@ -23,6 +23,7 @@ typedef struct run_ctx {
 	uint32_t n_ctx;
 	uint64_t next_index;
 	int write_failed;
+	int headed;                  /* plain text: the current sample's header is out */
 } run_ctx;
 
 /* One prompt in flight: its record and its tokens. */
@@ -90,9 +91,23 @@ static int next_prompt(void *user, gen_prompt *gp, lm_err *e)
 	}
 }
 
+/* Plain text: each sample opens with a header line naming its prompt and
+ * number, then the prompt's text, which the completion continues. */
+static void header(run_ctx *c, const gen_sample *s)
+{
+	if (c->headed)
+		return;
+	c->headed = 1;
+	if (fprintf(c->o->out, "=== prompt %llu, sample %u ===\n",
+		    (unsigned long long)s->prompt->index + 1, s->index + 1) < 0 ||
+	    fwrite(s->prompt->text, 1, s->prompt->len, c->o->out) != s->prompt->len)
+		c->write_failed = 1;
+}
+
 static void stream_text(void *user, const gen_sample *s, const uint8_t *b, size_t n)
 {
 	run_ctx *c = user;
+	header(c, s);
 	if (fwrite(b, 1, n, c->o->out) != n || fflush(c->o->out) != 0)
 		c->write_failed = 1;
 }
@@ -102,6 +117,8 @@ static int sample_done(void *user, const gen_sample *s, lm_err *e)
 	run_ctx *c = user;
 	const lmsample_opts *o = c->o;
 	if (!o->jsonl) {
+		header(c, s);
+		c->headed = 0;
 		if (fputc('\n', o->out) == EOF || fflush(o->out) != 0 || c->write_failed)
 			return lm_seterr(e, "%s: write error:", o->out_name);
 		return 0;
