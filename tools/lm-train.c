@@ -46,14 +46,14 @@ static void list_models(void)
 int main(int argc, char **argv)
 {
 	const char *model_name = NULL, *device = "cpu", *export_dir = NULL, *ckpt = NULL;
-	const char *dump = NULL, *ids = NULL;
+	const char *dump = NULL, *ids = NULL, *tok = NULL;
 	long long vocab = 0, ctx = 0, d = 0, layers = 0, heads = 0, dff = 0;
 	long long batch = 16, accum = 1, steps = 0, warmup = 0, cycle = 0, seed = 0, threads = 0;
 	long long eval_every = 0, eval_batches = 20, ckpt_every = 0, keep_last = 0;
 	uint64_t tokens = 0;
 	double theta = 0, lr = 1e-3, lr_min_ratio = 0.1, beta1 = 0.9, beta2 = 0.95, eps = 1e-8;
 	double wd = 0.1, clip = 1.0;
-	int tie = 0, list = 0, resume = 0, force = 0, show_progress = 0;
+	int tie = 0, list = 0, resume = 0, force = 0, show_progress = 0, info = 0;
 	opt_strlist data = { 0 }, val = { 0 };
 	train_config tc = { 0 };
 	const opt_def opts[] = {
@@ -93,7 +93,9 @@ int main(int argc, char **argv)
 		{ 0, "log", OPT_STR, &tc.log_path, "FILE", "metrics as JSON Lines (- for stdout)", 0, 0, NULL },
 		{ 0, "device", OPT_CHOICE, &device, "DEV", "compute device", 0, 0, backend_names },
 		{ 'j', "threads", OPT_INT, &threads, "N", "CPU threads (default: all)", 1, THREADS_MAX, NULL },
-		{ 'c', "checkpoint", OPT_STR, &ckpt, "FILE", "checkpoint for --export-hf or --dump-logits", 0, 0, NULL },
+		{ 'c', "checkpoint", OPT_STR, &ckpt, "FILE", "checkpoint to evaluate (with --val), inspect, export or dump", 0, 0, NULL },
+		{ 0, "info", OPT_FLAG, &info, NULL, "print the checkpoint's shape, step, tokens and hyper-parameters", 0, 0, NULL },
+		{ 't', "tokenizer", OPT_STR, &tok, "FILE", "evaluation: the shards' tokenizer, for bits per byte", 0, 0, NULL },
 		{ 0, "export-hf", OPT_STR, &export_dir, "DIR", "write config.json + model.safetensors and exit", 0, 0, NULL },
 		{ 0, "dump-logits", OPT_STR, &dump, "FILE", "write the logits on --ids to FILE and exit", 0, 0, NULL },
 		{ 0, "ids", OPT_STR, &ids, "FILE", "token ids for --dump-logits: one sequence per line", 0, 0, NULL },
@@ -103,10 +105,12 @@ int main(int argc, char **argv)
 	unsigned char seen[sizeof opts / sizeof opts[0]] = { 0 };
 	const opt_prog prog = {
 		"--data PREFIX [OPTION]...\n"
+		"  or:  lm-train -c CHECKPOINT --val PREFIX [-t TOKENIZER]\n"
+		"  or:  lm-train -c CHECKPOINT --info\n"
 		"  or:  lm-train -c CHECKPOINT --export-hf DIR\n"
 		"  or:  lm-train -c CHECKPOINT --ids FILE --dump-logits OUT",
-		"Train a decoder-only transformer on token shards; export a checkpoint for\n"
-		"Hugging Face transformers, or dump its logits.",
+		"Train a decoder-only transformer on token shards; evaluate or inspect a\n"
+		"checkpoint, export it for Hugging Face transformers, or dump its logits.",
 		opts,
 		"See lm-train(1) and lmpipe-checkpoint(5).\n",
 	};
@@ -124,6 +128,15 @@ int main(int argc, char **argv)
 		return EXIT_OK;
 	}
 	lm_err e;
+	if (ckpt && (info || (val.n && !data.n))) {
+		backend_set_threads((int)threads);
+		train_eval_opts eo = { ckpt, val.v, val.n, option_given("eval-batches") ? eval_batches : 0,
+				       option_given("batch") ? (int)batch : 0, tok, device };
+		if (info ? train_info(ckpt, stdout, &e) : train_evaluate(&eo, stdout, &e))
+			die_err(&e);
+		free(val.v);
+		return EXIT_OK;
+	}
 	if (export_dir || dump) {
 		if (!ckpt)
 			die(EXIT_USAGE, "--export-hf and --dump-logits need -c CHECKPOINT");

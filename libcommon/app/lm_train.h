@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "base/err.h"
 #include "model/model.h"
@@ -63,5 +64,23 @@ int train_export_hf(const char *ckpt, const char *dir, const char *device, lm_er
  * "logits" (F32 [B, T, V]). */
 int train_dump_logits(const char *ckpt, const char *ids_path, const char *out,
 		      const char *device, lm_err *e);
+
+/* Evaluate a checkpoint on validation shards: one JSON line on out with
+ * the mean loss (nats per target token), perplexity and, with the
+ * tokenizer, the bytes the targets stand for and bits per byte. */
+typedef struct train_eval_opts {
+	const char *ckpt;
+	const char *const *val;
+	size_t n_val;
+	long long batches;           /* 0: every window */
+	int batch;                   /* windows per forward pass; 0: a default */
+	const char *tokenizer;       /* NULL: no bits per byte */
+	const char *device;
+} train_eval_opts;
+int train_evaluate(const train_eval_opts *o, FILE *out, lm_err *e);
+
+/* Print what a checkpoint holds: shape, parameters, step, tokens seen and
+ * the recorded hyper-parameters, one "key value" line each. */
+int train_info(const char *ckpt, FILE *out, lm_err *e);
 
 #endif

@@ -1,0 +1,163 @@
+/* lm_train_eval.c: lm-train's read-only modes on a checkpoint: evaluation
+ * on validation shards (loss, perplexity and, with the tokenizer, bits per
+ * byte) and inspection (shape, progress, recorded hyper-parameters), see
+ * lm_train.h. */
+#include "app/lm_train_internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "data/shard_reader.h"
+#include "model/backend.h"
+#include "model/ckpt.h"
+#include "tok/bpe.h"
+
+enum { EVAL_BATCH = 16 };
+
+/* Bytes the target tokens of rows windows stand for (special tokens: none). */
+static uint64_t target_bytes(const bpe_tokenizer *t, const uint32_t *win, int rows, int T)
+{
+	uint64_t n = 0;
+	for (int b = 0; b < rows; b++)
+		for (int i = 1; i <= T; i++) {
+			uint32_t id = win[(size_t)b * (T + 1) + i];
+			int special = 0;
+			for (uint32_t k = 0; k < t->n_special && !special; k++)
+				special = t->special[k] == id;
+			if (id < t->n_vocab && !special)
+				n += bpe_token_len(t, id);
+		}
+	return n;
+}
+
+typedef struct eval_run {
+	model m;
+	shard_reader *r;
+	uint32_t *win;
+	int32_t *ids, *tgt;
+	bpe_tokenizer tok;
+	int have_tok;
+} eval_run;
+
+static int eval_loop(eval_run *x, const train_eval_opts *o, int T, double *sum, long long *count,
+		     uint64_t *bytes, lm_err *e)
+{
+	for (long long i = 0; !o->batches || i < o->batches; i++) {
+		int rows = sr_next(x->r, x->win, e);
+		if (rows < 0)
+			return -1;
+		if (rows == 0)
+			break;
+		for (int b = 0; b < rows; b++)
+			for (int j = 0; j < T; j++) {
+				x->ids[b * T + j] = (int32_t)x->win[(size_t)b * (T + 1) + j];
+				x->tgt[b * T + j] = (int32_t)x->win[(size_t)b * (T + 1) + j + 1];
+			}
+		double loss;
+		if (model_forward(&x->m, x->ids, x->tgt, rows, T, &loss, e))
+			return -1;
+		*sum += loss * (double)model_count(&x->m);
+		*count += model_count(&x->m);
+		if (x->have_tok)
+			*bytes += target_bytes(&x->tok, x->win, rows, T);
+	}
+	return 0;
+}
+
+int train_evaluate(const train_eval_opts *o, FILE *out, lm_err *e)
+{
+	eval_run x;
+	memset(&x, 0, sizeof x);
+	model_config c;
+	const lm_backend *be = backend_get(o->device, e);
+	if (!be || ckpt_read_config(o->ckpt, &c, e))
+		return -1;
+	int T = c.ctx, B = o->batch ? o->batch : EVAL_BATCH, rc = -1;
+	char *step = NULL;
+	double sum = 0;
+	long long count = 0;
+	uint64_t bytes = 0;
+	sr_config rc_cfg = { .mode = SR_SEQUENTIAL, .batch = B, .context = T, .prefetch = 1 };
+	if (o->tokenizer) {
+		if (bpe_load(&x.tok, o->tokenizer, e))
+			return -1;
+		x.have_tok = 1;
+	}
+	if (model_init(&x.m, &c, be, B, T, e))
+		goto out;
+	if (ckpt_load(o->ckpt, &x.m, NULL, NULL, e) || ckpt_read_meta(o->ckpt, "step", &step, e) ||
+	    sr_open(&x.r, o->val, o->n_val, &rc_cfg, e))
+		goto out;
+	if (sr_vocab_size(x.r) > (uint32_t)c.vocab) {
+		lm_seterr(e, "%s: the shards' vocabulary (%u) is larger than the model's (%d)",
+			  o->val[0], sr_vocab_size(x.r), c.vocab);
+		goto out;
+	}
+	if (x.have_tok && x.tok.n_vocab != sr_vocab_size(x.r)) {
+		lm_seterr(e, "%s: %u tokens, the shards' vocabulary is %u: not their tokenizer",
+			  o->tokenizer, x.tok.n_vocab, sr_vocab_size(x.r));
+		goto out;
+	}
+	x.win = malloc((size_t)B * (T + 1) * sizeof *x.win);
+	x.ids = malloc((size_t)B * T * sizeof *x.ids);
+	x.tgt = malloc((size_t)B * T * sizeof *x.tgt);
+	if (!x.win || !x.ids || !x.tgt) {
+		lm_seterr(e, "out of memory");
+		goto out;
+	}
+	if (eval_loop(&x, o, T, &sum, &count, &bytes, e))
+		goto out;
+	if (!count) {
+		lm_seterr(e, "%s: no window of %d + 1 tokens to evaluate", o->val[0], T);
+		goto out;
+	}
+	double loss = sum / (double)count;
+	fprintf(out, "{\"checkpoint\":\"%s\",\"step\":%s,\"tokens\":%lld,\"loss\":%.17g,"
+		"\"perplexity\":%.17g", o->ckpt, step ? step : "null", count, loss, exp(loss));
+	if (x.have_tok)
+		fprintf(out, ",\"bytes\":%llu,\"bits_per_byte\":%.17g", (unsigned long long)bytes,
+			bytes ? sum / log(2.0) / (double)bytes : NAN);
+	fputs("}\n", out);
+	rc = 0;
+out:
+	free(step);
+	free(x.win);
+	free(x.ids);
+	free(x.tgt);
+	if (x.r)
+		sr_close(x.r);
+	if (x.m.be)
+		model_free(&x.m);
+	if (x.have_tok)
+		bpe_free(&x.tok);
+	return rc;
+}
+
+int train_info(const char *ckpt, FILE *out, lm_err *e)
+{
+	model_config c;
+	if (ckpt_read_config(ckpt, &c, e))
+		return -1;
+	static const char *const keys[] = { "step", "tokens", "adamw_t", "data_pos", "data_seed",
+					    TRAIN_META_KEY };
+	enum { N_KEYS = sizeof keys / sizeof keys[0] };
+	char *v[N_KEYS] = { 0 };
+	int rc = 0;
+	for (int i = 0; i < N_KEYS && !rc; i++)
+		rc = ckpt_read_meta(ckpt, keys[i], &v[i], e);
+	if (!rc) {
+		fprintf(out, "checkpoint    %s\n", ckpt);
+		fprintf(out, "model         vocab %d, context %d, d_model %d, layers %d, heads %d, "
+			"d_ff %d, rope_theta %g%s\n", c.vocab, c.ctx, c.d_model, c.n_layers,
+			c.n_heads, c.d_ff, c.rope_theta, c.tie_embeddings ? ", tied embeddings" : "");
+		fprintf(out, "parameters    %zu\n", model_n_params(&c));
+		for (int i = 0; i < N_KEYS; i++)
+			fprintf(out, "%-13s %s\n", !strcmp(keys[i], TRAIN_META_KEY) ? "hyperparams" : keys[i],
+				v[i] ? v[i] : "(not recorded)");
+	}
+	for (int i = 0; i < N_KEYS; i++)
+		free(v[i]);
+	return rc;
+}
