@@ -51,7 +51,7 @@ PACK   ?= $(BIN)/shard-pack -f $(if $(filter 0,$(VAL_DOCS)),,--val-docs $(VAL_DO
 VAL    ?= $(if $(filter 0,$(VAL_DOCS)),,--val $(W)/data/train-val --eval-every $(EVAL_EVERY))
 PROGRESS ?= --progress
 RECIPE = $(BIN)/lm-train -m $(MODEL) $(MODEL_OPTS) -b $(BATCH) --lr $(LR) --warmup $(WARMUP) \
-         -s $(SEED) --device $(DEVICE) $(TRAIN_OPTS)
+         -s $(SEED) -t $(W)/tok.bpe --device $(DEVICE) $(TRAIN_OPTS)
 TRAIN  ?= $(RECIPE) -n $(STEPS) $(PROGRESS)
 SAMPLE ?= $(BIN)/lm-sample $(SAMPLE_OPTS) -s $(SEED) --device $(DEVICE)
 

@@ -95,7 +95,7 @@ int main(int argc, char **argv)
 		{ 'j', "threads", OPT_INT, &threads, "N", "CPU threads (default: all)", 1, THREADS_MAX, NULL },
 		{ 'c', "checkpoint", OPT_STR, &ckpt, "FILE", "checkpoint to evaluate (with --val), inspect, export or dump", 0, 0, NULL },
 		{ 0, "info", OPT_FLAG, &info, NULL, "print the checkpoint's shape, step, tokens and hyper-parameters", 0, 0, NULL },
-		{ 't', "tokenizer", OPT_STR, &tok, "FILE", "evaluation: the shards' tokenizer, for bits per byte", 0, 0, NULL },
+		{ 't', "tokenizer", OPT_STR, &tok, "FILE", "the shards' tokenizer: recorded in the checkpoints; bits per byte of --val", 0, 0, NULL },
 		{ 0, "export-hf", OPT_STR, &export_dir, "DIR", "write config.json + model.safetensors and exit", 0, 0, NULL },
 		{ 0, "dump-logits", OPT_STR, &dump, "FILE", "write the logits on --ids to FILE and exit", 0, 0, NULL },
 		{ 0, "ids", OPT_STR, &ids, "FILE", "token ids for --dump-logits: one sequence per line", 0, 0, NULL },
@@ -185,6 +185,7 @@ int main(int argc, char **argv)
 	tc.eval_batches = eval_batches;
 	tc.ckpt_every = ckpt_every;
 	tc.keep_last = keep_last;
+	tc.tokenizer = tok;
 	tc.resume = resume;
 	tc.force = force;
 	tc.progress = show_progress;

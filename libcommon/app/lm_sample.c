@@ -13,6 +13,7 @@
 #include "model/backend.h"
 #include "model/ckpt.h"
 #include "tok/bpe_encode.h"
+#include "tok/bpe_identity.h"
 
 enum { DEFAULT_BATCH = 16 };
 
@@ -166,6 +167,13 @@ static int load(const lmsample_opts *o, loaded *L, uint32_t *n_ctx, lm_err *e)
 	if (L->t.n_vocab > (uint32_t)cfg.vocab)
 		return lm_seterr(e, "the tokenizer has %u tokens but the checkpoint %s has a vocabulary of %d: "
 				 "they do not belong together", L->t.n_vocab, o->checkpoint, cfg.vocab);
+	char *id = NULL;
+	int bad = ckpt_read_meta(o->checkpoint, BPE_IDENTITY_KEY, &id, e) ||
+		  (id && bpe_identity_check(&L->t, o->tok.tokenizer ? o->tok.tokenizer : "the tokenizer",
+					    id, o->checkpoint, e));
+	free(id);
+	if (bad)
+		return -1;
 	if (o->context > (uint32_t)cfg.ctx)
 		return lm_usage_err(e, "--context %u exceeds the model's context of %d", o->context, cfg.ctx);
 	*n_ctx = o->context ? o->context : (uint32_t)cfg.ctx;

@@ -34,7 +34,7 @@ typedef struct trainer {
 	FILE *log;
 	char last_ckpt[4096];
 	long long saved_step;        /* the step of last_ckpt; -1: none */
-	const char *meta[2];         /* the checkpoints' extra metadata */
+	const char *meta[4];         /* the checkpoints' extra metadata */
 	int B, T;
 } trainer;
 
@@ -314,8 +314,9 @@ int train_run(const train_config *tc0, lm_err *e)
 	}
 	t.meta[0] = TRAIN_META_KEY;
 	t.meta[1] = hp;
+	t.meta[2] = TOKENIZER_META_KEY;
 	t.st.meta = t.meta;
-	t.st.n_meta = 1;
+	t.st.n_meta = 2;
 	t.win = malloc((size_t)t.B * (t.T + 1) * sizeof *t.win);
 	t.ids = malloc((size_t)t.B * t.T * sizeof *t.ids);
 	t.tgt = malloc((size_t)t.B * t.T * sizeof *t.tgt);
@@ -325,7 +326,9 @@ int train_run(const train_config *tc0, lm_err *e)
 	}
 	if (open_reader(&t.data, c.data, c.n_data, SR_RANDOM, &t, e) || check_data_size(&t, e) ||
 	    (c.n_val && open_reader(&t.val, c.val, c.n_val, SR_SEQUENTIAL, &t, e)) ||
-	    sr_seek(t.data, t.st.data_pos, e))
+	    sr_seek(t.data, t.st.data_pos, e) ||
+	    train_tokenizer_record(&c, sr_vocab_size(t.data), sr_eot(t.data), rp,
+				   (char **)&t.meta[3], e))
 		goto out;
 	if (c.log_path) {
 		t.log = !strcmp(c.log_path, "-") ? stdout : fopen(c.log_path, rp ? "a" : "w");
@@ -345,6 +348,7 @@ out:
 	if (rc && t.saved_step < 0)
 		train_dir_forget(&dir);
 	free((char *)t.meta[1]);
+	free((char *)t.meta[3]);
 	free(rp);
 	trainer_free(&t);
 	return rc;

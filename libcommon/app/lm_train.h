@@ -37,6 +37,7 @@ typedef struct train_config {
 	int resume;                  /* continue the run in out_dir */
 	int force;                   /* start a new run in an out_dir that holds one */
 	const char *log_path;
+	const char *tokenizer;       /* the shards' tokenizer, recorded in the checkpoints */
 	int progress;
 	/* Set (to the signal's number) when the run should stop: it saves a
 	 * checkpoint at the next step boundary and fails with exit 128 + n. */

@@ -13,6 +13,7 @@
 #include "model/backend.h"
 #include "model/ckpt.h"
 #include "tok/bpe.h"
+#include "tok/bpe_identity.h"
 
 enum { EVAL_BATCH = 16 };
 
@@ -81,9 +82,17 @@ int train_evaluate(const train_eval_opts *o, FILE *out, lm_err *e)
 	uint64_t bytes = 0;
 	sr_config rc_cfg = { .mode = SR_SEQUENTIAL, .batch = B, .context = T, .prefetch = 1 };
 	if (o->tokenizer) {
+		char *id = NULL;
 		if (bpe_load(&x.tok, o->tokenizer, e))
 			return -1;
 		x.have_tok = 1;
+		if (ckpt_read_meta(o->ckpt, TOKENIZER_META_KEY, &id, e) ||
+		    (id && bpe_identity_check(&x.tok, o->tokenizer, id, o->ckpt, e))) {
+			free(id);
+			bpe_free(&x.tok);
+			return -1;
+		}
+		free(id);
 	}
 	if (model_init(&x.m, &c, be, B, T, e))
 		goto out;
@@ -141,7 +150,7 @@ int train_info(const char *ckpt, FILE *out, lm_err *e)
 	if (ckpt_read_config(ckpt, &c, e))
 		return -1;
 	static const char *const keys[] = { "step", "tokens", "adamw_t", "data_pos", "data_seed",
-					    TRAIN_META_KEY };
+					    TRAIN_META_KEY, TOKENIZER_META_KEY };
 	enum { N_KEYS = sizeof keys / sizeof keys[0] };
 	char *v[N_KEYS] = { 0 };
 	int rc = 0;
@@ -154,7 +163,8 @@ int train_info(const char *ckpt, FILE *out, lm_err *e)
 			c.n_heads, c.d_ff, c.rope_theta, c.tie_embeddings ? ", tied embeddings" : "");
 		fprintf(out, "parameters    %zu\n", model_n_params(&c));
 		for (int i = 0; i < N_KEYS; i++)
-			fprintf(out, "%-13s %s\n", !strcmp(keys[i], TRAIN_META_KEY) ? "hyperparams" : keys[i],
+			fprintf(out, "%-13s %s\n", !strcmp(keys[i], TRAIN_META_KEY) ? "hyperparams"
+				: !strcmp(keys[i], TOKENIZER_META_KEY) ? "tokenizer" : keys[i],
 				v[i] ? v[i] : "(not recorded)");
 	}
 	for (int i = 0; i < N_KEYS; i++)

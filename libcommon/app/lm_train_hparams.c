@@ -13,6 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/ckpt.h"
+#include "tok/bpe_identity.h"
+
 typedef enum hp_type { HP_INT, HP_LL, HP_U64, HP_DBL } hp_type;
 
 typedef struct hparam {
@@ -186,5 +189,37 @@ int train_hparams_resume(train_config *c, const char *text, const char *ckpt, lm
 		}
 	}
 	json_decref(j);
+	return rc;
+}
+
+int train_tokenizer_record(const train_config *c, uint32_t shard_vocab, uint32_t shard_eot,
+			   const char *resume_ckpt, char **json, lm_err *e)
+{
+	char *stored = NULL;
+	*json = NULL;
+	if (resume_ckpt && ckpt_read_meta(resume_ckpt, TOKENIZER_META_KEY, &stored, e))
+		return -1;
+	int rc = 0;
+	if (c->tokenizer) {
+		bpe_tokenizer t;
+		if (bpe_load(&t, c->tokenizer, e)) {
+			free(stored);
+			return -1;
+		}
+		if (t.n_vocab != shard_vocab)
+			rc = lm_seterr(e, "%s (%u tokens) is not the tokenizer of the shards %s "
+				       "(vocabulary %u)", c->tokenizer, t.n_vocab, c->data[0], shard_vocab);
+		else if (stored)
+			rc = bpe_identity_check(&t, c->tokenizer, stored, resume_ckpt, e);
+		if (!rc && !(*json = bpe_identity_json(&t, 0, 0)))
+			rc = lm_seterr(e, "out of memory");
+		bpe_free(&t);
+	} else if (stored) {
+		*json = stored;
+		stored = NULL;
+	} else if (!(*json = bpe_identity_json(NULL, shard_vocab, shard_eot))) {
+		rc = lm_seterr(e, "out of memory");
+	}
+	free(stored);
 	return rc;
 }
