@@ -95,7 +95,7 @@ int main(int argc, char **argv)
 		{ 'j', "threads", OPT_INT, &threads, "N", "CPU threads (default: all)", 1, THREADS_MAX, NULL },
 		{ 'c', "checkpoint", OPT_STR, &ckpt, "FILE", "checkpoint to evaluate (with --val), inspect, export or dump", 0, 0, NULL },
 		{ 0, "info", OPT_FLAG, &info, NULL, "print the checkpoint's shape, step, tokens and hyper-parameters", 0, 0, NULL },
-		{ 't', "tokenizer", OPT_STR, &tok, "FILE", "the shards' tokenizer: recorded in the checkpoints; bits per byte of --val", 0, 0, NULL },
+		{ 't', "tokenizer", OPT_STR, &tok, "FILE", "the shards' tokenizer: recorded in checkpoints; bits/byte of --val; --export-hf's", 0, 0, NULL },
 		{ 0, "export-hf", OPT_STR, &export_dir, "DIR", "write config.json + model.safetensors and exit", 0, 0, NULL },
 		{ 0, "dump-logits", OPT_STR, &dump, "FILE", "write the logits on --ids to FILE and exit", 0, 0, NULL },
 		{ 0, "ids", OPT_STR, &ids, "FILE", "token ids for --dump-logits: one sequence per line", 0, 0, NULL },
@@ -143,7 +143,9 @@ int main(int argc, char **argv)
 		if (dump && !ids)
 			die(EXIT_USAGE, "--dump-logits needs --ids FILE");
 		backend_set_threads((int)threads);
-		if ((export_dir && train_export_hf(ckpt, export_dir, device, &e)) ||
+		if (export_dir && !tok)
+			warnmsg("no -t TOKENIZER: %s gets the model alone, no tokenizer files", export_dir);
+		if ((export_dir && train_export_hf(ckpt, export_dir, tok, device, &e)) ||
 		    (dump && train_dump_logits(ckpt, ids, dump, device, &e)))
 			die_err(&e);
 		return EXIT_OK;

@@ -56,8 +56,11 @@ typedef struct train_config {
  * run fails before its first checkpoint and the directory is empty. */
 int train_run(const train_config *tc, lm_err *e);
 
-/* Load a checkpoint and write a Hugging Face directory. */
-int train_export_hf(const char *ckpt, const char *dir, const char *device, lm_err *e);
+/* Load a checkpoint and write a Hugging Face directory; with tok_path, the
+ * tokenizer too (checked against the identity the checkpoint recorded):
+ * tokenizer.json and the files beside it, and config.json's bos/eos ids. */
+int train_export_hf(const char *ckpt, const char *dir, const char *tok_path, const char *device,
+		    lm_err *e);
 
 /* Load a checkpoint, run the forward pass on the token ids of a text file
  * (one sequence per line, all of the same length, ids separated by

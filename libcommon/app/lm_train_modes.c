@@ -1,15 +1,21 @@
 /* lm_train_modes.c: lm-train's modes besides training: --export-hf (a
- * checkpoint to a Hugging Face directory) and --dump-logits (the model's
+ * checkpoint to a Hugging Face directory, with its tokenizer when given)
+ * and --dump-logits (the model's
  * logits on given token ids, for cross-checks against transformers). */
 #include "app/lm_train.h"
 
+#include <jansson.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/atomic.h"
 #include "base/io.h"
 #include "model/backend.h"
 #include "model/ckpt.h"
 #include "model/safetensors.h"
+#include "tok/bpe.h"
+#include "tok/bpe_identity.h"
 
 static int load_model(model *m, const char *ckpt, const char *device, int B, int T, lm_err *e)
 {
@@ -28,13 +34,67 @@ static int load_model(model *m, const char *ckpt, const char *device, int B, int
 	return 0;
 }
 
-int train_export_hf(const char *ckpt, const char *dir, const char *device, lm_err *e)
+/* config.json gets the tokenizer's special ids, which generate() stops at. */
+static int add_token_ids(const char *dir, const bpe_tokenizer *t, lm_err *e)
+{
+	size_t n = strlen(dir) + sizeof "/config.json";
+	char *path = malloc(n);
+	if (!path)
+		return lm_seterr(e, "out of memory");
+	snprintf(path, n, "%s/config.json", dir);
+	json_error_t je;
+	json_t *j = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
+	int rc = -1;
+	if (!j) {
+		lm_seterr(e, "%s: %s", path, je.text);
+	} else {
+		json_t *id = t->eot == BPE_NO_TOKEN ? json_null() : json_integer(t->eot);
+		json_object_set(j, "bos_token_id", id);
+		json_object_set_new(j, "eos_token_id", id);
+		char *text = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+		atomic_file af;
+		if (!text) {
+			lm_seterr(e, "out of memory");
+		} else if (!atomic_open(&af, path, e)) {
+			if (io_write_all(af.fp, text, strlen(text), path, e) ||
+			    io_write_all(af.fp, "\n", 1, path, e))
+				atomic_abort(&af);
+			else
+				rc = atomic_commit(&af, e);
+		}
+		free(text);
+		json_decref(j);
+	}
+	free(path);
+	return rc;
+}
+
+int train_export_hf(const char *ckpt, const char *dir, const char *tok_path, const char *device,
+		    lm_err *e)
 {
 	model m;
-	if (load_model(&m, ckpt, device, 1, 1, e))
-		return -1;
-	int rc = ckpt_export_hf(dir, &m, e);
-	model_free(&m);
+	bpe_tokenizer t;
+	char *id = NULL;
+	if (tok_path) {
+		if (bpe_load(&t, tok_path, e))
+			return -1;
+		if (ckpt_read_meta(ckpt, BPE_IDENTITY_KEY, &id, e) ||
+		    (id && bpe_identity_check(&t, tok_path, id, ckpt, e))) {
+			free(id);
+			bpe_free(&t);
+			return -1;
+		}
+		free(id);
+	}
+	int rc = load_model(&m, ckpt, device, 1, 1, e);
+	if (!rc) {
+		rc = ckpt_export_hf(dir, &m, e);
+		if (!rc && tok_path)
+			rc = bpe_save_hf(&t, dir, m.cfg.ctx, e) || add_token_ids(dir, &t, e) ? -1 : 0;
+		model_free(&m);
+	}
+	if (tok_path)
+		bpe_free(&t);
 	return rc;
 }
 

@@ -39,6 +39,15 @@ int bpe_save(const bpe_tokenizer *t, const char *path, lm_err *e); /* whole or n
 int bpe_load_gpt2(bpe_tokenizer *t, const char *vocab_json, const char *merges_txt, lm_err *e);
 int bpe_save_gpt2(const bpe_tokenizer *t, const char *dir, lm_err *e);
 
+/* Hugging Face tokenizers' tokenizer.json of a byte-level BPE (GPT-2's
+ * pre-tokenizer); bpe_load() reads one too (a file that starts with '{'). */
+int bpe_load_hf(bpe_tokenizer *t, const char *path, lm_err *e);
+/* Write DIR/tokenizer.json, tokenizer_config.json (model_max_length
+ * max_length; <|endoftext|> as bos, eos and unk token),
+ * special_tokens_map.json, vocab.json and merges.txt, for
+ * transformers.AutoTokenizer.from_pretrained(DIR). */
+int bpe_save_hf(const bpe_tokenizer *t, const char *dir, int max_length, lm_err *e);
+
 /* Add a special token (its id is n_vocab, appended) unless a special token
  * with the same bytes exists; sets *id either way.  Bytes that are already a
  * regular token are a usage error (code 2), as is an empty token.  Works on

@@ -16,12 +16,9 @@
 
 #include "base/atomic.h"
 #include "base/io.h"
-#include "tok/bpe_build.h"
+#include "tok/bpe_gpt2_internal.h"
 
-enum { GPT2_ALPHABET = 256 + 68, GPT2_SHIFTED = 256 };
-
-/* byte -> code point, and back (-1: not in the alphabet). */
-static void gpt2_tables(uint32_t enc[256], int dec[GPT2_ALPHABET])
+void gpt2_tables(uint32_t enc[256], int dec[GPT2_ALPHABET])
 {
 	uint32_t next = GPT2_SHIFTED;
 	for (int i = 0; i < GPT2_ALPHABET; i++)
@@ -33,8 +30,7 @@ static void gpt2_tables(uint32_t enc[256], int dec[GPT2_ALPHABET])
 	}
 }
 
-/* Decode a GPT-2 string into bytes (out has room for len bytes). */
-static int gpt2_decode(const int *dec, const uint8_t *s, size_t len, uint8_t *out, size_t *olen, lm_err *e)
+int gpt2_decode(const int *dec, const uint8_t *s, size_t len, uint8_t *out, size_t *olen, lm_err *e)
 {
 	size_t o = 0;
 	for (size_t i = 0; i < len;) {
@@ -63,28 +59,20 @@ static int by_id(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-static int load_vocab(bpe_builder *b, const int *dec, const char *path, lm_err *e)
+int gpt2_add_vocab(bpe_builder *b, const int *dec, const void *json_object, const char *path,
+		   lm_err *e)
 {
-	json_error_t je;
-	json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
-	if (!root && je.line > 0)
-		return lm_seterr(e, "%s:%d:%d: %s", path, je.line, je.column, je.text);
-	if (!root)
-		return lm_seterr(e, "%s: %s", path, je.text);
-	if (!json_is_object(root)) {
-		json_decref(root);
+	const json_t *root = json_object;
+	if (!json_is_object(root))
 		return lm_seterr(e, "%s: not a JSON object of token -> id", path);
-	}
 	size_t n = json_object_size(root), k = 0;
 	vocab_entry *v = calloc(n ? n : 1, sizeof *v);
 	int rc = -1;
 	const char *key;
 	json_t *val;
-	if (!v) {
-		lm_seterr(e, "out of memory");
-		goto out;
-	}
-	json_object_foreach(root, key, val) {
+	if (!v)
+		return lm_seterr(e, "out of memory");
+	json_object_foreach((json_t *)root, key, val) {
 		size_t kl = strlen(key);
 		json_int_t id = json_is_integer(val) ? json_integer_value(val) : -1;
 		if (id < 0 || (size_t)id >= n) {
@@ -124,6 +112,18 @@ out:
 	for (size_t i = 0; i < k; i++)
 		free(v[i].bytes);
 	free(v);
+	return rc;
+}
+
+static int load_vocab(bpe_builder *b, const int *dec, const char *path, lm_err *e)
+{
+	json_error_t je;
+	json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
+	if (!root && je.line > 0)
+		return lm_seterr(e, "%s:%d:%d: %s", path, je.line, je.column, je.text);
+	if (!root)
+		return lm_seterr(e, "%s: %s", path, je.text);
+	int rc = gpt2_add_vocab(b, dec, root, path, e);
 	json_decref(root);
 	return rc;
 }
@@ -131,6 +131,20 @@ out:
 static int is_pyspace(uint8_t c)
 {
 	return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
+}
+
+int gpt2_add_merge(bpe_builder *b, const int *dec, const uint8_t *l, size_t ll0,
+		   const uint8_t *r, size_t rl0, uint8_t *tmp, lm_err *e)
+{
+	size_t ll, rl;
+	char s1[BB_SHOW_MAX], s2[BB_SHOW_MAX];
+	if (gpt2_decode(dec, l, ll0, tmp, &ll, e) || gpt2_decode(dec, r, rl0, tmp + ll, &rl, e))
+		return -1;
+	uint32_t left = bb_find(b, tmp, ll), right = bb_find(b, tmp + ll, rl);
+	if (left == BPE_NO_TOKEN || right == BPE_NO_TOKEN)
+		return lm_seterr(e, "merge \"%s\" \"%s\" uses a token that is not in the vocabulary",
+				 bb_show(tmp, ll, s1), bb_show(tmp + ll, rl, s2));
+	return bb_add_merge(b, left, right, e);
 }
 
 static int load_merges(bpe_builder *b, const int *dec, const char *path, lm_err *e)
@@ -156,20 +170,8 @@ static int load_merges(bpe_builder *b, const int *dec, const char *path, lm_err 
 		const uint8_t *sp = memchr(s, ' ', n);
 		if (!sp || memchr(sp + 1, ' ', n - (size_t)(sp - s) - 1))
 			continue;       /* not exactly two parts */
-		size_t ll, rl, l0 = (size_t)(sp - s);
-		char s1[BB_SHOW_MAX], s2[BB_SHOW_MAX];
-		if (gpt2_decode(dec, s, l0, tmp, &ll, e) ||
-		    gpt2_decode(dec, sp + 1, n - l0 - 1, tmp + ll, &rl, e)) {
-			lm_err_prefix(e, "%s:%zu", path, lineno);
-			goto out;
-		}
-		uint32_t left = bb_find(b, tmp, ll), right = bb_find(b, tmp + ll, rl);
-		if (left == BPE_NO_TOKEN || right == BPE_NO_TOKEN) {
-			lm_seterr(e, "%s:%zu: merge \"%s\" \"%s\" uses a token that is not in the vocabulary",
-				  path, lineno, bb_show(tmp, ll, s1), bb_show(tmp + ll, rl, s2));
-			goto out;
-		}
-		if (bb_add_merge(b, left, right, e)) {
+		size_t l0 = (size_t)(sp - s);
+		if (gpt2_add_merge(b, dec, s, l0, sp + 1, n - l0 - 1, tmp, e)) {
 			lm_err_prefix(e, "%s:%zu", path, lineno);
 			goto out;
 		}
@@ -212,7 +214,7 @@ static void put_utf8(FILE *fp, uint32_t cp)
 	}
 }
 
-static void put_gpt2(FILE *fp, const uint32_t *enc, const uint8_t *s, size_t len, int json)
+void gpt2_put(FILE *fp, const uint32_t *enc, const uint8_t *s, size_t len, int json)
 {
 	for (size_t i = 0; i < len; i++) {
 		uint32_t cp = enc[s[i]];
@@ -232,7 +234,7 @@ static int save_file(const bpe_tokenizer *t, const uint32_t *enc, const char *pa
 		fputc('{', fp);
 		for (uint32_t i = 0; i < t->n_vocab; i++) {
 			fputs(i ? ", \"" : "\"", fp);
-			put_gpt2(fp, enc, bpe_token_bytes(t, i), bpe_token_len(t, i), 1);
+			gpt2_put(fp, enc, bpe_token_bytes(t, i), bpe_token_len(t, i), 1);
 			fprintf(fp, "\": %u", i);
 		}
 		fputs("}\n", fp);
@@ -240,9 +242,9 @@ static int save_file(const bpe_tokenizer *t, const uint32_t *enc, const char *pa
 		fputs("#version: 0.2\n", fp);
 		for (uint32_t i = 0; i < t->n_merges; i++) {
 			const bpe_merge *m = &t->merges[i];
-			put_gpt2(fp, enc, bpe_token_bytes(t, m->left), bpe_token_len(t, m->left), 0);
+			gpt2_put(fp, enc, bpe_token_bytes(t, m->left), bpe_token_len(t, m->left), 0);
 			fputc(' ', fp);
-			put_gpt2(fp, enc, bpe_token_bytes(t, m->right), bpe_token_len(t, m->right), 0);
+			gpt2_put(fp, enc, bpe_token_bytes(t, m->right), bpe_token_len(t, m->right), 0);
 			fputc('\n', fp);
 		}
 	}
