@@ -143,11 +143,11 @@ int main(int argc, char **argv)
 		if (dump && !ids)
 			die(EXIT_USAGE, "--dump-logits needs --ids FILE");
 		backend_set_threads((int)threads);
-		if (export_dir && !tok)
-			warnmsg("no -t TOKENIZER: %s gets the model alone, no tokenizer files", export_dir);
 		if ((export_dir && train_export_hf(ckpt, export_dir, tok, device, &e)) ||
 		    (dump && train_dump_logits(ckpt, ids, dump, device, &e)))
 			die_err(&e);
+		if (export_dir && !tok)
+			warnmsg("no -t TOKENIZER: %s holds the model alone, no tokenizer files", export_dir);
 		return EXIT_OK;
 	}
 	if (!data.n)
