@@ -42,13 +42,14 @@ MAX_TOKENS ?= 40
 
 TASK   ?= $(BIN)/lm-task arith -d $(DIGITS) --steps $(ARITH_STEPS) --ops '$(OPS)' \
           $(if $(TEMPLATE),-t $(TEMPLATE))
+PROGRESS ?= --progress
 SFT    ?= $(BIN)/rl-update -a sft -t $(TOK) -e $(SFT_EPOCHS) -b $(SFT_BATCH) --lr $(SFT_LR) \
-          --device $(DEVICE)
+          --device $(DEVICE) $(PROGRESS)
 SAMPLE ?= $(BIN)/lm-sample -t $(TOK) --jsonl --max-tokens $(MAX_TOKENS) --stop '</answer>' \
           --device $(DEVICE)
 REWARD ?= $(BIN)/rl-reward -r r1-zero
 UPDATE ?= $(BIN)/rl-update -l $(GRPO_LOSS) -b $(GRPO_BATCH) -e $(GRPO_EPOCHS) --lr $(GRPO_LR) \
-          --device $(DEVICE)
+          --device $(DEVICE) $(PROGRESS)
 EVAL    = BIN=$(BIN) TOK=$(TOK) DEVICE=$(DEVICE) MAX_TOKENS=$(MAX_TOKENS) $(ROOT)/pipelines/align-eval.sh
 
 SHELL := /bin/bash
@@ -99,9 +100,18 @@ EVALS := $(A)/eval-base.json $(A)/eval-sft.json $(foreach k,$(ROUND_NUMBERS),$(A
 $(A)/log.jsonl: $(EVALS)
 	cat $^ > $@
 
+# The report ends with the comparison the stages are for: SFT against the
+# base model, the last GRPO round against SFT.
 $(A)/report.txt: $(A)/log.jsonl
 	{ echo "held-out accuracy on $(N_TEST) problems (DIGITS=$(DIGITS) ARITH_STEPS=$(ARITH_STEPS) OPS=$(OPS)):"; \
 	  sed 's/^{"stage":"\([^"]*\)","accuracy":\([^,]*\),"format":\([^,]*\),"seconds":\([0-9]*\)}/  \1: accuracy \2, format \3, at \4 s/' $<; \
+	  sed 's/^{"stage":"\([^"]*\)","accuracy":\([^,]*\),.*/\1 \2/' $< | awk -v n=$(N_TEST) ' \
+	    { acc[NR] = $$2; name[NR] = $$1 } \
+	    END { printf "SFT: %s -> %s (%+.2f, %+d of %d problems)\n", acc[1], acc[2], acc[2] - acc[1], \
+	                 (acc[2] - acc[1]) * n + (acc[2] >= acc[1] ? 0.5 : -0.5), n; \
+	          if (NR > 2) printf "GRPO, %d rounds: %s -> %s (%+.2f, %+d of %d problems)\n", NR - 2, \
+	                 acc[2], acc[NR], acc[NR] - acc[2], \
+	                 (acc[NR] - acc[2]) * n + (acc[NR] >= acc[2] ? 0.5 : -0.5), n }'; \
 	} > $@
 	cat $@
 
