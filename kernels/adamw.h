@@ -21,6 +21,12 @@ typedef struct adamw_hparams {
 
 void adamw_step_cpu(float *p, const float *g, float *m, float *v, size_t n,
 		    const adamw_hparams *h);
+/* The factor gradients are multiplied by for clipping at max_norm: max_norm
+ * / (norm + 1e-6) when norm > max_norm, else 1 (max_norm <= 0: no clipping),
+ * as torch.nn.utils.clip_grad_norm_.  The CUDA backend computes the same
+ * expression on the device. */
+#define ADAMW_CLIP_EPS 1e-6
+double adamw_clip_factor(double norm, double max_norm);
 /* sum of g[i]^2, accumulated in double */
 double sumsq_cpu(const float *g, size_t n);
 
