@@ -129,6 +129,19 @@ static int stop_nonfinite(trainer *t, double loss, double gnorm, lm_err *e)
 			 t->last_ckpt);
 }
 
+enum { PROFILE_ROWS = 64 };
+
+static int report_profile(trainer *t, int steps, double wall_ms, lm_err *e)
+{
+	lm_prof_row rows[PROFILE_ROWS];
+	int n = prof_rows(t->m.be, rows, PROFILE_ROWS, e);
+	if (n < 0)
+		return -1;
+	if (t->tc->on_profile)
+		t->tc->on_profile(t->tc->profile_arg, rows, n, steps, wall_ms);
+	return 0;
+}
+
 static int loop(trainer *t, long long steps, lm_err *e)
 {
 	const train_config *tc = t->tc;
@@ -137,8 +150,11 @@ static int loop(trainer *t, long long steps, lm_err *e)
 	uint64_t per_step = (uint64_t)t->B * t->T * tc->accum;
 	progress p;
 	progress_start(&p, tc->progress, "step", "steps", (uint64_t)steps);
-	double t0 = lm_now();
+	double t0 = lm_now(), prof_wall = 0;
+	long long first = t->st.step, prof_steps = 0;
 	while (t->st.step < steps) {
+		int profiled = tc->profile && t->st.step > first && prof_steps < tc->profile;
+		prof_pause(t->m.be, !profiled);
 		double lr = lr_cosine(t->st.step, oc->lr_max, oc->lr_min, oc->warmup, cycle);
 		double loss = 0, gnorm = 0, ts = lm_now();
 		if (step(t, lr, &loss, &gnorm, e))
@@ -148,6 +164,10 @@ static int loop(trainer *t, long long steps, lm_err *e)
 		t->st.step++;
 		t->st.tokens += per_step;
 		double now = lm_now(), tps = per_step / (now - ts);
+		if (profiled) {
+			prof_steps++;
+			prof_wall += (now - ts) * 1e3;
+		}
 		if (t->log)
 			fprintf(t->log, "{\"step\":%lld,\"loss\":%.17g,\"lr\":%.17g,\"grad_norm\":%.17g,"
 				"\"tokens\":%llu,\"tokens_per_s\":%.1f,\"elapsed_s\":%.3f}\n",
@@ -171,6 +191,8 @@ static int loop(trainer *t, long long steps, lm_err *e)
 			return -1;
 	}
 	progress_end(&p, (uint64_t)t->st.step, NULL);
+	if (tc->profile && report_profile(t, (int)prof_steps, prof_wall, e))
+		return -1;
 	if (t->log && ferror(t->log))
 		return lm_seterr(e, "%s: write error", tc->log_path);
 	return 0;
@@ -253,7 +275,7 @@ int train_run(const train_config *tc, lm_err *e)
 		goto out;
 	t.st.data_seed = tc->seed;
 	rng_seed(&t.st.rng, tc->seed);
-	if (setup_model(&t, be, rp, e))
+	if (setup_model(&t, be, rp, e) || (tc->profile && prof_attach(be, e)))
 		goto out;
 	if (rp)
 		snprintf(t.last_ckpt, sizeof t.last_ckpt, "%s", rp);
@@ -287,6 +309,7 @@ int train_run(const train_config *tc, lm_err *e)
 out:
 	free(rp);
 	trainer_free(&t);
+	prof_detach(be);
 	be->close(be);
 	return rc;
 }

@@ -70,6 +70,17 @@ struct lm_backend {
 	int (*supports)(lm_backend *be, lm_op op, int a, int b);
 	void (*close)(lm_backend *be);
 
+	/* Timing for the profiler (model/profile.h): a point in the backend's
+	 * work queue (a CUDA event recorded on the stream, a clock reading on
+	 * the CPU), the milliseconds between two of them once both are done,
+	 * and named ranges for external profilers (NVTX on CUDA; name NULL ends
+	 * the innermost).  mark returns NULL when it cannot. */
+	void *(*mark)(lm_backend *be);
+	double (*mark_ms)(lm_backend *be, void *from, void *to);
+	void (*mark_free)(lm_backend *be, void *m);
+	void (*range)(lm_backend *be, const char *name);
+	struct lm_profile *prof;   /* NULL: not profiling (model/profile.h) */
+
 	/* Memory.  alloc returns uninitialised memory, or NULL (the reason, with
 	 * the size asked for, goes to the sticky error).  upload and download
 	 * are complete when they return (the host buffer may be reused). */

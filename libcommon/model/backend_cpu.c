@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "kernels/attention.h"
 #include "kernels/attn_blas.h"
@@ -86,6 +87,23 @@ static void cpu_add_act(lm_backend *be, void *dst, const float *src, size_t n)
 	for (size_t i = 0; i < n; i++)
 		d[i] += src[i];
 }
+
+/* The CPU's ops are done when they return: a mark is the clock. */
+static void *cpu_mark(lm_backend *be)
+{
+	struct timespec *t = malloc(sizeof *t);
+	if (t)
+		clock_gettime(CLOCK_MONOTONIC, t);
+	return t;
+}
+
+static double cpu_mark_ms(lm_backend *be, void *from, void *to)
+{
+	const struct timespec *a = from, *b = to;
+	return (b->tv_sec - a->tv_sec) * 1e3 + (b->tv_nsec - a->tv_nsec) / 1e6;
+}
+
+static void cpu_mark_free(lm_backend *be, void *m) { free(m); }
 
 static void cpu_describe(lm_backend *be, char *buf, size_t n)
 {
@@ -267,6 +285,9 @@ static const lm_backend cpu_table = {
 	.sync = cpu_sync,
 	.supports = cpu_supports,
 	.close = cpu_close,
+	.mark = cpu_mark,
+	.mark_ms = cpu_mark_ms,
+	.mark_free = cpu_mark_free,
 	.alloc = cpu_alloc,
 	.release = cpu_release,
 	.zero = cpu_zero,

@@ -9,6 +9,7 @@
 #if LMPIPE_CUDA
 
 #include <cuda_runtime.h>
+#include <nvtx3/nvToolsExt.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -32,6 +33,8 @@ typedef struct cuda_ctx {
 	matmul_cuda *mm;
 	double *partials;            /* SUMSQ_CUDA_PARTIALS */
 	struct cudaDeviceProp prop;
+	cudaEvent_t *events;         /* free marks (profiler) */
+	int n_events;
 } cuda_ctx;
 
 #define CTX(be) ((cuda_ctx *)(be)->impl)
@@ -103,6 +106,50 @@ static void cu_add_act(lm_backend *be, void *dst, const float *src, size_t n)
 	check(be, bf16_add_f32_cuda(dst, src, n, ST(be)), "add");
 }
 
+/* Marks are CUDA events recorded on the stream, kept for reuse. */
+enum { EVENT_POOL = 4096 };
+
+static void *cu_mark(lm_backend *be)
+{
+	cuda_ctx *c = CTX(be);
+	cudaEvent_t ev;
+	if (c->n_events)
+		ev = c->events[--c->n_events];
+	else if (cudaEventCreate(&ev) != cudaSuccess)
+		return NULL;
+	if (cudaEventRecord(ev, c->st) != cudaSuccess) {
+		cudaEventDestroy(ev);
+		return NULL;
+	}
+	return ev;
+}
+
+static double cu_mark_ms(lm_backend *be, void *from, void *to)
+{
+	float ms = 0;
+	cudaEventElapsedTime(&ms, (cudaEvent_t)from, (cudaEvent_t)to);
+	return ms;
+}
+
+static void cu_mark_free(lm_backend *be, void *m)
+{
+	cuda_ctx *c = CTX(be);
+	if (!m)
+		return;
+	if (c->n_events < EVENT_POOL)
+		c->events[c->n_events++] = (cudaEvent_t)m;
+	else
+		cudaEventDestroy((cudaEvent_t)m);
+}
+
+static void cu_range(lm_backend *be, const char *name)
+{
+	if (name)
+		nvtxRangePushA(name);
+	else
+		nvtxRangePop();
+}
+
 static void cu_describe(lm_backend *be, char *buf, size_t n)
 {
 	cuda_ctx *c = CTX(be);
@@ -139,6 +186,9 @@ static void cu_close(lm_backend *be)
 		return;
 	cuda_ctx *c = CTX(be);
 	cudaStreamSynchronize(c->st);
+	for (int i = 0; i < c->n_events; i++)
+		cudaEventDestroy(c->events[i]);
+	free(c->events);
 	matmul_cuda_free(c->mm);
 	cudaFree(c->partials);
 	cudaStreamDestroy(c->st);
@@ -345,6 +395,10 @@ static const lm_backend cuda_table = {
 	.sync = cu_sync,
 	.supports = cu_supports,
 	.close = cu_close,
+	.mark = cu_mark,
+	.mark_ms = cu_mark_ms,
+	.mark_free = cu_mark_free,
+	.range = cu_range,
 	.alloc = cu_alloc,
 	.release = cu_release,
 	.zero = cu_zero,
@@ -398,7 +452,7 @@ lm_backend *backend_cuda_open(lm_err *e)
 	}
 	*be = cuda_table;
 	be->impl = c;
-	if (cudaSetDevice(c->device) != cudaSuccess ||
+	if (!(c->events = malloc(EVENT_POOL * sizeof *c->events)) || cudaSetDevice(c->device) != cudaSuccess ||
 	    cudaGetDeviceProperties(&c->prop, c->device) != cudaSuccess ||
 	    cudaStreamCreateWithFlags(&c->st, cudaStreamNonBlocking) != cudaSuccess ||
 	    cudaMalloc((void **)&c->partials, SUMSQ_CUDA_PARTIALS * sizeof(double)) != cudaSuccess ||

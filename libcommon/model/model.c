@@ -15,6 +15,7 @@
 
 #include "kernels/rmsnorm.h"
 #include "kernels/rope.h"
+#include "model/profile.h"
 
 struct model_acts {
 	float **res, **res_mid, **rstd1, **rstd2, **lse;     /* fp32 */
@@ -304,6 +305,64 @@ int model_read_hidden(const model *m, float *host, size_t rows, lm_err *e)
 	return read_act(m, host, m->a->lnf, rows, (size_t)m->cfg.d_model, e);
 }
 
+/* The ops as the model calls them: each a span of the profiler (profile.h)
+ * named for its place in the model, with the work it does counted. */
+static double esz(const model *m) { return (double)lm_dtype_size(m->be->act); }
+
+static void p_matmul_fwd(model *m, const char *name, void *out, const float *addend,
+			 const void *inp, const void *w, int N, int IN, int OUT)
+{
+	lm_backend *be = m->be;
+	double bytes = ((double)N * IN + (double)OUT * IN) * esz(m) +
+		       (double)N * OUT * (addend ? 8 : esz(m));
+	PROF(be, name, 2.0 * N * IN * OUT, bytes, be->matmul_fwd(be, out, addend, inp, w, N, IN, OUT));
+}
+
+static void p_matmul_bwd(model *m, const char *name, void *dinp, float *dw, const void *dout,
+			 const void *inp, const void *w, int N, int IN, int OUT)
+{
+	lm_backend *be = m->be;
+	double bytes = (2.0 * N * IN + (double)N * OUT + (double)OUT * IN) * esz(m) + 8.0 * OUT * IN;
+	PROF(be, name, 4.0 * N * IN * OUT, bytes, be->matmul_bwd(be, dinp, dw, dout, inp, w, N, IN, OUT));
+}
+
+static void p_rmsnorm_fwd(model *m, void *y, float *rstd, const float *x, const float *w, int N,
+			  int C)
+{
+	lm_backend *be = m->be;
+	PROF(be, "rmsnorm", 0, (double)N * C * (4 + esz(m)),
+	     be->rmsnorm_fwd(be, y, rstd, x, w, N, C, RMSNORM_EPS));
+}
+
+static void p_rmsnorm_bwd(model *m, float *dx, float *dw, const void *dy, const float *x,
+			  const float *w, const float *rstd, int N, int C)
+{
+	lm_backend *be = m->be;
+	PROF(be, "rmsnorm backward", 0, (double)N * C * (12 + esz(m)),
+	     be->rmsnorm_bwd(be, dx, dw, dy, x, w, rstd, N, C));
+}
+
+static void p_attn_fwd(model *m, int l, int B, int H, int T, int D, float scale)
+{
+	lm_backend *be = m->be;
+	struct model_acts *a = m->a;
+	PROF(be, "attention", 2.0 * B * H * T * (double)T * D, 4.0 * B * H * T * D * esz(m),
+	     be->attn_fwd(be, a->q[l], a->k[l], a->v[l], a->o[l], a->lse[l], B, H, T, D, 1, scale,
+			  a->attn_ws, a->attn_ws_bytes));
+}
+
+static void p_attn_bwd(model *m, int l, int B, int H, int T, int D, float scale)
+{
+	lm_backend *be = m->be;
+	struct model_acts *a = m->a;
+	PROF(be, "attention backward", 5.0 * B * H * T * (double)T * D, 8.0 * B * H * T * D * esz(m),
+	     be->attn_bwd(be, a->q[l], a->k[l], a->v[l], a->o[l], a->dO, a->lse[l], a->dq, a->dk,
+			  a->dv, B, H, T, D, 1, scale, a->attn_ws, a->attn_ws_bytes));
+}
+
+/* Layout changes, RoPE, SwiGLU: memory-bound, counted in bytes. */
+#define P_MOVE(m, name, bytes, call) PROF((m)->be, name, 0, (bytes), call)
+
 int model_forward(model *m, const int32_t *ids, const int32_t *targets, int B, int T,
 		  double *loss, lm_err *e)
 {
@@ -329,32 +388,33 @@ int model_forward(model *m, const int32_t *ids, const int32_t *targets, int B, i
 	m->B = B;
 	m->T = T;
 	be->upload(be, a->ids, ids, (size_t)N * sizeof *ids);
-	be->embedding_fwd(be, a->res[0], a->ids, m->wte, N, C);
+	P_MOVE(m, "embedding", 8.0 * N * C, be->embedding_fwd(be, a->res[0], a->ids, m->wte, N, C));
 	for (int l = 0; l < c->n_layers; l++) {
 		const layer_ptrs *p = &m->lp[l];
 		const layer_cptrs *w = &m->lc[l];
-		be->rmsnorm_fwd(be, a->ln1[l], a->rstd1[l], a->res[l], p->ln1, N, C, RMSNORM_EPS);
-		be->matmul_fwd(be, a->qkv, NULL, a->ln1[l], w->wqkv, N, C, 3 * C);
-		be->qkv_split(be, a->q[l], a->k[l], a->v[l], a->qkv, B, T, H, D);
-		be->rope_fwd(be, a->q[l], m->rope_cs, B, H, T, D);
-		be->rope_fwd(be, a->k[l], m->rope_cs, B, H, T, D);
-		be->attn_fwd(be, a->q[l], a->k[l], a->v[l], a->o[l], a->lse[l], B, H, T, D, 1, scale,
-			     a->attn_ws, a->attn_ws_bytes);
-		be->heads_merge(be, a->y, a->o[l], B, T, H, D);
-		be->matmul_fwd(be, a->res_mid[l], a->res[l], a->y, w->wo, N, C, C);
-		be->rmsnorm_fwd(be, a->ln2[l], a->rstd2[l], a->res_mid[l], p->ln2, N, C, RMSNORM_EPS);
-		be->matmul_fwd(be, a->h[l], NULL, a->ln2[l], w->wgu, N, C, 2 * F);
-		be->swiglu_fwd(be, a->sw, a->h[l], N, F);
-		be->matmul_fwd(be, a->res[l + 1], a->res_mid[l], a->sw, w->wdown, N, F, C);
+		p_rmsnorm_fwd(m, a->ln1[l], a->rstd1[l], a->res[l], p->ln1, N, C);
+		p_matmul_fwd(m, "matmul qkv", a->qkv, NULL, a->ln1[l], w->wqkv, N, C, 3 * C);
+		P_MOVE(m, "qkv split", 6.0 * N * C * esz(m),
+		       be->qkv_split(be, a->q[l], a->k[l], a->v[l], a->qkv, B, T, H, D));
+		P_MOVE(m, "rope", 2.0 * N * C * esz(m), be->rope_fwd(be, a->q[l], m->rope_cs, B, H, T, D));
+		P_MOVE(m, "rope", 2.0 * N * C * esz(m), be->rope_fwd(be, a->k[l], m->rope_cs, B, H, T, D));
+		p_attn_fwd(m, l, B, H, T, D, scale);
+		P_MOVE(m, "heads merge", 2.0 * N * C * esz(m), be->heads_merge(be, a->y, a->o[l], B, T, H, D));
+		p_matmul_fwd(m, "matmul o", a->res_mid[l], a->res[l], a->y, w->wo, N, C, C);
+		p_rmsnorm_fwd(m, a->ln2[l], a->rstd2[l], a->res_mid[l], p->ln2, N, C);
+		p_matmul_fwd(m, "matmul gate_up", a->h[l], NULL, a->ln2[l], w->wgu, N, C, 2 * F);
+		P_MOVE(m, "swiglu", 3.0 * N * F * esz(m), be->swiglu_fwd(be, a->sw, a->h[l], N, F));
+		p_matmul_fwd(m, "matmul down", a->res[l + 1], a->res_mid[l], a->sw, w->wdown, N, F, C);
 	}
-	be->rmsnorm_fwd(be, a->lnf, a->rstdf, a->res[c->n_layers], m->lnf, N, C, RMSNORM_EPS);
-	be->matmul_fwd(be, a->logits, NULL, a->lnf, m->head_c, N, C, V);
+	p_rmsnorm_fwd(m, a->lnf, a->rstdf, a->res[c->n_layers], m->lnf, N, C);
+	p_matmul_fwd(m, "matmul head", a->logits, NULL, a->lnf, m->head_c, N, C, V);
 	if (!targets)
 		return loss ? be->sync(be, e) : 0;
 	be->upload(be, a->targets, targets, (size_t)N * sizeof *targets);
 	if (loss)
 		model_loss_reset(m);
-	be->xent_fwd(be, a->losses, a->lse_v, a->logits, a->targets, N, V, &m->sc->loss_sum);
+	P_MOVE(m, "cross-entropy", (double)N * V * esz(m),
+	       be->xent_fwd(be, a->losses, a->lse_v, a->logits, a->targets, N, V, &m->sc->loss_sum));
 	if (!loss)
 		return 0;
 	lm_scalars s;
@@ -382,9 +442,10 @@ static int add_extra(model *m, void *dst, const float *g, size_t n, lm_err *e)
 static const void *dres_as_act(model *m)
 {
 	struct model_acts *a = m->a;
+	size_t n = (size_t)m->B * m->T * (size_t)m->cfg.d_model;
 	if (a->dres_act != a->dres)
-		m->be->to_act(m->be, a->dres_act, a->dres,
-			      (size_t)m->B * m->T * (size_t)m->cfg.d_model);
+		P_MOVE(m, "residual gradient to act", n * (4 + esz(m)),
+		       m->be->to_act(m->be, a->dres_act, a->dres, n));
 	return a->dres_act;
 }
 
@@ -404,36 +465,40 @@ int model_backward_ex(model *m, const model_grad_in *g, lm_err *e)
 	float scale = 1.0f / sqrtf((float)D);
 	if (g->weights)
 		be->upload(be, a->tok_w, g->weights, (size_t)N * sizeof *g->weights);
-	be->xent_bwd(be, a->logits, a->logits, a->lse_v, a->targets, g->weights ? a->tok_w : NULL,
-		     g->scale, N, V);
+	P_MOVE(m, "cross-entropy backward", 2.0 * N * V * esz(m),
+	       be->xent_bwd(be, a->logits, a->logits, a->lse_v, a->targets,
+			    g->weights ? a->tok_w : NULL, g->scale, N, V));
 	if (g->dlogits && add_extra(m, a->logits, g->dlogits, (size_t)N * V, e))
 		return -1;
-	be->matmul_bwd(be, a->dln, m->dhead, a->logits, a->lnf, m->head_c, N, C, V);
+	p_matmul_bwd(m, "matmul head backward", a->dln, m->dhead, a->logits, a->lnf, m->head_c, N, C, V);
 	if (g->dhidden && add_extra(m, a->dln, g->dhidden, (size_t)N * C, e))
 		return -1;
 	be->zero(be, a->dres, (size_t)N * C * sizeof(float));
-	be->rmsnorm_bwd(be, a->dres, m->dlnf, a->dln, a->res[c->n_layers], m->lnf, a->rstdf, N, C);
+	p_rmsnorm_bwd(m, a->dres, m->dlnf, a->dln, a->res[c->n_layers], m->lnf, a->rstdf, N, C);
 	for (int l = c->n_layers - 1; l >= 0; l--) {
 		const layer_ptrs *p = &m->lp[l], *gr = &m->lg[l];
 		const layer_cptrs *w = &m->lc[l];
-		be->swiglu_fwd(be, a->sw, a->h[l], N, F);
-		be->matmul_bwd(be, a->dsw, gr->wdown, dres_as_act(m), a->sw, w->wdown, N, F, C);
-		be->swiglu_bwd(be, a->dh, a->dsw, a->h[l], N, F);
-		be->matmul_bwd(be, a->dln, gr->wgu, a->dh, a->ln2[l], w->wgu, N, C, 2 * F);
-		be->rmsnorm_bwd(be, a->dres, gr->ln2, a->dln, a->res_mid[l], p->ln2, a->rstd2[l], N, C);
-		be->heads_merge(be, a->y, a->o[l], B, T, H, D);
-		be->matmul_bwd(be, a->dln, gr->wo, dres_as_act(m), a->y, w->wo, N, C, C);
-		be->heads_split(be, a->dO, a->dln, B, T, H, D);
-		be->attn_bwd(be, a->q[l], a->k[l], a->v[l], a->o[l], a->dO, a->lse[l], a->dq, a->dk,
-			     a->dv, B, H, T, D, 1, scale, a->attn_ws, a->attn_ws_bytes);
-		be->rope_bwd(be, a->dq, m->rope_cs, B, H, T, D);
-		be->rope_bwd(be, a->dk, m->rope_cs, B, H, T, D);
-		be->qkv_merge(be, a->qkv, a->dq, a->dk, a->dv, B, T, H, D);
-		be->matmul_bwd(be, a->dln, gr->wqkv, a->qkv, a->ln1[l], w->wqkv, N, C, 3 * C);
-		be->rmsnorm_bwd(be, a->dres, gr->ln1, a->dln, a->res[l], p->ln1, a->rstd1[l], N, C);
+		P_MOVE(m, "swiglu", 3.0 * N * F * esz(m), be->swiglu_fwd(be, a->sw, a->h[l], N, F));
+		p_matmul_bwd(m, "matmul down backward", a->dsw, gr->wdown, dres_as_act(m), a->sw, w->wdown, N,
+			     F, C);
+		P_MOVE(m, "swiglu backward", 5.0 * N * F * esz(m), be->swiglu_bwd(be, a->dh, a->dsw, a->h[l], N, F));
+		p_matmul_bwd(m, "matmul gate_up backward", a->dln, gr->wgu, a->dh, a->ln2[l], w->wgu, N, C,
+			     2 * F);
+		p_rmsnorm_bwd(m, a->dres, gr->ln2, a->dln, a->res_mid[l], p->ln2, a->rstd2[l], N, C);
+		P_MOVE(m, "heads merge", 2.0 * N * C * esz(m), be->heads_merge(be, a->y, a->o[l], B, T, H, D));
+		p_matmul_bwd(m, "matmul o backward", a->dln, gr->wo, dres_as_act(m), a->y, w->wo, N, C, C);
+		P_MOVE(m, "heads split", 2.0 * N * C * esz(m), be->heads_split(be, a->dO, a->dln, B, T, H, D));
+		p_attn_bwd(m, l, B, H, T, D, scale);
+		P_MOVE(m, "rope backward", 2.0 * N * C * esz(m), be->rope_bwd(be, a->dq, m->rope_cs, B, H, T, D));
+		P_MOVE(m, "rope backward", 2.0 * N * C * esz(m), be->rope_bwd(be, a->dk, m->rope_cs, B, H, T, D));
+		P_MOVE(m, "qkv merge", 6.0 * N * C * esz(m),
+		       be->qkv_merge(be, a->qkv, a->dq, a->dk, a->dv, B, T, H, D));
+		p_matmul_bwd(m, "matmul qkv backward", a->dln, gr->wqkv, a->qkv, a->ln1[l], w->wqkv, N, C,
+			     3 * C);
+		p_rmsnorm_bwd(m, a->dres, gr->ln1, a->dln, a->res[l], p->ln1, a->rstd1[l], N, C);
 		ready(m, l);
 	}
-	be->embedding_bwd(be, m->dwte, a->ids, a->dres, N, C);
+	P_MOVE(m, "embedding backward", 8.0 * N * C, be->embedding_bwd(be, m->dwte, a->ids, a->dres, N, C));
 	ready(m, -1);
 	return be->failed ? be->sync(be, e) : 0;
 }

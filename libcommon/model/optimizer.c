@@ -2,6 +2,8 @@
  * gradient clipping (see optimizer.h). */
 #include "model/optimizer.h"
 
+#include "model/profile.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,8 +54,10 @@ void optim_free(optim *o, model *m)
 
 void optim_clip(optim *o, model *m)
 {
-	m->be->sumsq(m->be, &m->sc->sumsq, m->grads, m->n_params);
-	m->be->clip_scale(m->be, &m->sc->grad_scale, &m->sc->sumsq, o->cfg.clip);
+	lm_backend *be = m->be;
+	PROF(be, "gradient norm", 2.0 * m->n_params, 4.0 * m->n_params,
+	     be->sumsq(be, &m->sc->sumsq, m->grads, m->n_params));
+	be->clip_scale(be, &m->sc->grad_scale, &m->sc->sumsq, o->cfg.clip);
 }
 
 double optim_grad_norm(const model *m)
@@ -84,8 +88,9 @@ void optim_step_clipped(optim *o, model *m, double lr)
 		h.weight_decay = o->tensors[i].decay ? (float)o->cfg.weight_decay : 0.0f;
 		size_t off = o->tensors[i].offset;
 		void *p_act = m->wact == m->params ? NULL : (char *)m->wact + off * esize;
-		be->adamw_step(be, m->params + off, m->grads + off, o->m + off, o->v + off, p_act, n,
-			       &h, &m->sc->grad_scale);
+		PROF(be, "AdamW", 12.0 * n, (20.0 + (p_act ? esize : 0)) * n,
+		     be->adamw_step(be, m->params + off, m->grads + off, o->m + off, o->v + off, p_act,
+				    n, &h, &m->sc->grad_scale));
 		i = j;
 	}
 }
