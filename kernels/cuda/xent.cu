@@ -64,16 +64,17 @@ __global__ void sum_kernel(double *sum, const float *x, int n)
 		*sum += sh[0];
 }
 
+// One block a row: no index division per element.
 __global__ void bwd_kernel(bf16 *dlogits, const bf16 *logits, const float *lse,
-			   const int32_t *targets, const float *weights, float scale, int N, int V)
+			   const int32_t *targets, const float *weights, float scale, int V)
 {
-	size_t n = (size_t)N * V;
-	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-	     i += (size_t)gridDim.x * blockDim.x) {
-		int row = (int)(i / V), v = (int)(i % V), t = targets[row];
-		float d = t < 0 ? 0.0f : scale * (weights ? weights[row] : 1.0f);
-		float g = __expf(ld(logits + i) - lse[row]) * d;
-		dlogits[i] = to_bf16(v == t ? g - d : g);
+	int row = blockIdx.x, t = targets[row];
+	float d = t < 0 ? 0.0f : scale * (weights ? weights[row] : 1.0f), l = lse[row];
+	const bf16 *z = logits + (size_t)row * V;
+	bf16 *dz = dlogits + (size_t)row * V;
+	for (int v = threadIdx.x; v < V; v += blockDim.x) {
+		float g = __expf(ld(z + v) - l) * d;
+		dz[v] = to_bf16(v == t ? g - d : g);
 	}
 }
 
@@ -93,7 +94,7 @@ extern "C" int xent_bwd_cuda(uint16_t *dlogits, const uint16_t *logits, const fl
 			     const int32_t *targets, const float *weights, float scale, int N, int V,
 			     void *stream)
 {
-	bwd_kernel<<<grid_for((size_t)N * V), BLOCK, 0, (cudaStream_t)stream>>>(
-		(bf16 *)dlogits, (const bf16 *)logits, lse, targets, weights, scale, N, V);
+	bwd_kernel<<<N, ROW_THREADS, 0, (cudaStream_t)stream>>>(
+		(bf16 *)dlogits, (const bf16 *)logits, lse, targets, weights, scale, V);
 	return launched();
 }
