@@ -72,9 +72,9 @@ int train_evaluate(const train_eval_opts *o, FILE *out, lm_err *e)
 	eval_run x;
 	memset(&x, 0, sizeof x);
 	model_config c;
-	const lm_backend *be = backend_get(o->device, e);
-	if (!be || ckpt_read_config(o->ckpt, &c, e))
+	if (ckpt_read_config(o->ckpt, &c, e))
 		return -1;
+	lm_backend *be = NULL;
 	int T = c.ctx, B = o->batch ? o->batch : EVAL_BATCH, rc = -1;
 	char *step = NULL;
 	double sum = 0;
@@ -94,7 +94,7 @@ int train_evaluate(const train_eval_opts *o, FILE *out, lm_err *e)
 		}
 		free(id);
 	}
-	if (model_init(&x.m, &c, be, B, T, e))
+	if (!(be = backend_open(o->device, e)) || model_init(&x.m, &c, be, B, T, e))
 		goto out;
 	if (ckpt_load(o->ckpt, &x.m, NULL, NULL, e) || ckpt_read_meta(o->ckpt, "step", &step, e) ||
 	    sr_open(&x.r, o->val, o->n_val, &rc_cfg, e))
@@ -139,6 +139,8 @@ out:
 		sr_close(x.r);
 	if (x.m.be)
 		model_free(&x.m);
+	if (be)
+		be->close(be);
 	if (x.have_tok)
 		bpe_free(&x.tok);
 	return rc;
