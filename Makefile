@@ -140,10 +140,14 @@ DEMO_ALIGN  = N_TRAIN=2000 SFT_EPOCHS=2 SFT_BATCH=16 SFT_LR=2e-3 N_TEST=100 ROUN
 demo:
 	@pipelines/deps.sh
 	$(MAKE) -j$$(nproc) all
+	@mkdir -p $(DEMO_DIR) && date +%s > $(DEMO_DIR)/.started
 	$(MAKE) -f pipelines/pretrain.mk W=$(DEMO_DIR) DEVICE=$(DEMO_DEVICE) $(DEMO_PRETRAIN)
 	$(MAKE) -f pipelines/align.mk W=$(DEMO_DIR) DEVICE=$(DEMO_DEVICE) $(DEMO_ALIGN)
 	@echo; echo "== samples ($(DEMO_DIR)/samples.txt)"; cat $(DEMO_DIR)/samples.txt
+	@echo; echo "== held-out accuracy ($(DEMO_DIR)/align/report.txt)"; tail -2 $(DEMO_DIR)/align/report.txt
 	@echo; echo "loss curve: $(DEMO_DIR)/loss.png  reward curve: $(DEMO_DIR)/align/reward.png"
+	@s=$$(( $$(date +%s) - $$(cat $(DEMO_DIR)/.started) )); \
+	 echo "demo: $$((s / 60)) min $$((s % 60)) s (stages already done are not redone)"
 
 # Regenerate the committed Unicode class table (needs Debian's unicode-data).
 UNICODE_DIR ?= /usr/share/unicode
