@@ -47,5 +47,8 @@ n=$(grep -c '"reward":' "$A/round-1/scored.jsonl")
 is "$n" 4 "every rollout of round 1 has a reward (G x PROMPTS)"
 [ -L "$A/round-2/latest" ] && [ -s "$A/round-2/metrics.json" ] && [ -s "$A/report.txt" ]
 ok $? "report, per-round metrics and the final checkpoint"
+grep -Eq '^SFT: [0-9.]+ -> [0-9.]+ \([+-][0-9.]+, [+-][0-9]+ of 3 problems\)$' "$A/report.txt" &&
+	grep -Eq '^GRPO, 2 rounds: [0-9.]+ -> [0-9.]+ \([+-][0-9.]+, [+-][0-9]+ of 3 problems\)$' "$A/report.txt"
+ok $? "the report ends with the comparison, SFT against base and GRPO against SFT"
 is "$(head -c 4 "$A/reward.png" | od -An -c | tr -d ' ')" "211PNG" "reward.png is a PNG"
 done_testing
