@@ -39,6 +39,11 @@ typedef struct cuda_ctx {
 	struct cudaDeviceProp prop;
 	cudaEvent_t *events;         /* free marks (profiler) */
 	int n_events;
+	size_t live, peak;           /* bytes allocated now, and at most */
+	struct allocation { void *p; size_t bytes; } *allocs;  /* what is allocated now */
+	size_t n_allocs, cap_allocs;
+	void *head;                  /* head_xent's chunk: fp32 logits, bf16 gradient */
+	size_t head_bytes;
 	void *scratch;               /* ops' workspaces, grown on first use */
 	size_t scratch_bytes;
 	char *stage;                 /* pinned, STAGE_SLOTS x STAGE_BYTES */
@@ -69,10 +74,40 @@ static void *cu_alloc(lm_backend *be, size_t bytes)
 			     bytes / 1073741824.0, free_b / 1073741824.0, total / 1073741824.0);
 		return NULL;
 	}
+	cuda_ctx *c = CTX(be);
+	if (c->n_allocs == c->cap_allocs) {
+		size_t cap = c->cap_allocs ? 2 * c->cap_allocs : 256;
+		struct allocation *a = realloc(c->allocs, cap * sizeof *a);
+		if (!a) {
+			cudaFree(p);
+			backend_fail(be, "out of memory");
+			return NULL;
+		}
+		c->allocs = a;
+		c->cap_allocs = cap;
+	}
+	c->allocs[c->n_allocs++] = (struct allocation){ p, bytes };
+	c->live += bytes;
+	if (c->live > c->peak)
+		c->peak = c->live;
 	return p;
 }
 
-static void cu_release(lm_backend *be, void *p) { cudaFree(p); }
+static void cu_release(lm_backend *be, void *p)
+{
+	cuda_ctx *c = CTX(be);
+	if (!p)
+		return;
+	for (size_t i = c->n_allocs; i-- > 0;)
+		if (c->allocs[i].p == p) {
+			c->live -= c->allocs[i].bytes;
+			c->allocs[i] = c->allocs[--c->n_allocs];
+			break;
+		}
+	cudaFree(p);
+}
+
+static size_t cu_peak_bytes(lm_backend *be) { return CTX(be)->peak; }
 
 static void cu_zero(lm_backend *be, void *p, size_t bytes)
 {
@@ -222,6 +257,8 @@ static void cu_close(lm_backend *be)
 	matmul_cuda_free(c->mm);
 	cudaFree(c->partials);
 	cudaFree(c->scratch);
+	cudaFree(c->head);
+	free(c->allocs);
 	cudaStreamDestroy(c->st);
 	free(c);
 	free(be);
@@ -255,7 +292,7 @@ static void *scratch(lm_backend *be, size_t bytes)
 	void *p = cu_alloc(be, bytes);
 	if (!p)
 		return NULL;
-	cudaFree(c->scratch);
+	cu_release(be, c->scratch);
 	c->scratch = p;
 	c->scratch_bytes = bytes;
 	return p;
@@ -421,6 +458,37 @@ static void cu_xent_bwd(lm_backend *be, void *dlogits, const void *logits, const
 	      "cross-entropy backward");
 }
 
+static void cu_head_xent(lm_backend *be, const void *x, const void *w, const int32_t *targets,
+			 float scale, int N, int C, int V, float *loss, float *lse, double *loss_sum,
+			 void *dx, float *dw)
+{
+	cuda_ctx *c = CTX(be);
+	int R = BACKEND_HEAD_CHUNK / V > 0 ? BACKEND_HEAD_CHUNK / V : 1;
+	if (R > N)
+		R = N;
+	size_t zb = (size_t)R * V * sizeof(float);
+	if (!c->head || c->head_bytes < zb + (size_t)R * V * sizeof(uint16_t)) {
+		cu_release(be, c->head);
+		c->head_bytes = 0;
+		if (!(c->head = cu_alloc(be, zb + (size_t)R * V * sizeof(uint16_t))))
+			return;
+		c->head_bytes = zb + (size_t)R * V * sizeof(uint16_t);
+	}
+	float *z = c->head;
+	uint16_t *dz = (uint16_t *)((char *)c->head + zb);
+	void *st = ST(be);
+	for (int r0 = 0; r0 < N && !be->failed; r0 += R) {
+		int n = N - r0 < R ? N - r0 : R;
+		const uint16_t *xr = (const uint16_t *)x + (size_t)r0 * C;
+		int rc = matmul_fwd_f32_cuda(c->mm, z, xr, w, n, C, V) ||
+			 xent_fwd_f32_cuda(loss + r0, lse + r0, z, targets + r0, n, V, loss_sum, st);
+		if (!rc && dx)
+			rc = xent_bwd_f32_cuda(dz, z, lse + r0, targets + r0, NULL, scale, n, V, st) ||
+			     matmul_bwd_cuda(c->mm, (uint16_t *)dx + (size_t)r0 * C, dw, dz, xr, w, n, C, V);
+		check(be, rc, "LM head and cross-entropy");
+	}
+}
+
 static void cu_sumsq(lm_backend *be, double *out, const float *g, size_t n)
 {
 	check(be, sumsq_cuda(out, g, n, CTX(be)->partials, ST(be)), "sum of squares");
@@ -443,6 +511,7 @@ static const lm_backend cuda_table = {
 	.describe = cu_describe,
 	.sync = cu_sync,
 	.supports = cu_supports,
+	.peak_bytes = cu_peak_bytes,
 	.close = cu_close,
 	.mark = cu_mark,
 	.mark_ms = cu_mark_ms,
@@ -476,6 +545,7 @@ static const lm_backend cuda_table = {
 	.swiglu_bwd = cu_swiglu_bwd,
 	.xent_fwd = cu_xent_fwd,
 	.xent_bwd = cu_xent_bwd,
+	.head_xent = cu_head_xent,
 	.sumsq = cu_sumsq,
 	.clip_scale = cu_clip_scale,
 	.adamw_step = cu_adamw_step,
@@ -486,7 +556,7 @@ lm_backend *backend_cuda_open(lm_err *e)
 	int n = 0;
 	cudaError_t err = cudaGetDeviceCount(&n);
 	if (err != cudaSuccess || n < 1) {
-		lm_seterr(e, "device 'cuda' is not available: %s; use --device cpu",
+		lm_seterr(e, "device 'cuda' is not available: no usable GPU (%s); use --device cpu",
 			  err != cudaSuccess ? cudaGetErrorString(err) : "no CUDA device");
 		cudaGetLastError();
 		return NULL;
