@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "app/rl_update_internal.h"
+#include "base/grow.h"
 #include "tok/bpe.h"
 #include "tok/bpe_encode.h"
 
@@ -35,13 +36,8 @@ int seqs_add(seqs *v, const uint32_t *p, size_t np, const uint32_t *r, size_t nr
 	if (L > (size_t)ctx + 1)
 		return lm_seterr(e, "%s:%lu: %zu tokens do not fit the model's context of %d",
 				 name, lineno, L, ctx);
-	if (v->n == v->cap) {
-		size_t nc = v->cap ? 2 * v->cap : 64;
-		seq *ns = realloc(v->s, nc * sizeof *ns);
-		if (!ns)
-			return lm_seterr(e, "out of memory");
-		v->s = ns, v->cap = nc;
-	}
+	if (lm_grow((void **)&v->s, &v->cap, v->n + 1, sizeof *v->s, e))
+		return -1;
 	seq *s = &v->s[v->n];
 	memset(s, 0, sizeof *s);
 	s->T = (int)L - 1;
