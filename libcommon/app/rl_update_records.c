@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "app/rl_update_internal.h"
+#include "base/jsonl.h"
 
 /* A JSON array of token ids into a malloc'd array. */
 static int ids_field(json_t *o, const char *key, int vocab, uint32_t **out, size_t *n,
@@ -119,29 +120,20 @@ static int read_record(const rlu_opts *o, seqs *v, json_t *obj, int vocab, int c
 int read_seqs(const rlu_opts *o, seqs *v, FILE *in, const char *name, int vocab, int ctx,
 	      lm_err *e)
 {
-	char *line = NULL;
-	size_t cap = 0;
-	ssize_t got;
-	int rc = 0;
-	for (unsigned long lineno = 1; rc == 0 && (got = getline(&line, &cap, in)) >= 0; lineno++) {
-		size_t n = (size_t)got;
-		while (n && strchr(" \t\r\n", line[n - 1]))
-			n--;
-		if (n == 0)
-			continue;
-		json_error_t je;
-		json_t *obj = json_loadb(line, n, 0, &je);
-		if (!obj || !json_is_object(obj))
-			rc = obj ? lm_seterr(e, "%s:%lu: not a JSON object", name, lineno)
-				 : lm_seterr(e, "%s:%lu: bad JSON: %s (column %d)", name, lineno, je.text, je.column);
-		else
-			rc = read_record(o, v, obj, vocab, ctx, name, lineno, e);
+	jsonl_reader jr;
+	jsonl_init(&jr, in, name);
+	json_t *obj;
+	int rc;
+	while ((rc = jsonl_next(&jr, 0, &obj, e)) == JSONL_OK) {
+		rc = read_record(o, v, obj, vocab, ctx, name, jr.lineno, e);
 		json_decref(obj);
+		if (rc)
+			break;
 	}
-	if (rc == 0 && ferror(in))
-		rc = lm_seterr(e, "%s: read error:", name);
-	if (rc == 0 && v->n == 0)
-		rc = lm_seterr(e, "%s: no records", name);
-	free(line);
-	return rc;
+	jsonl_free(&jr);
+	if (rc != JSONL_END)
+		return -1;
+	if (v->n == 0)
+		return lm_seterr(e, "%s: no records", name);
+	return 0;
 }
