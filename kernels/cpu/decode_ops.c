@@ -325,19 +325,6 @@ WIDE void attn_decode_row(float *o, const float *q, const float *k, const float 
 		attn_row(o, q, k, v, n, D, scale, s);
 }
 
-WIDE double dec_row_lse(const float *x, size_t n)
-{
-	float mx = -INFINITY;
-#pragma omp simd reduction(max : mx)
-	for (size_t i = 0; i < n; i++)
-		mx = x[i] > mx ? x[i] : mx;
-	double sum = 0;
-#pragma omp simd reduction(+ : sum)
-	for (size_t i = 0; i < n; i++)
-		sum += vexpf(x[i] - mx);
-	return mx + log(sum);
-}
-
 WIDE long dec_row_bad(const float *x, size_t n)
 {
 	int bad = 0;

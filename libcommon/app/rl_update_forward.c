@@ -1,11 +1,11 @@
 /* rl_update_forward.c: the forward passes every algorithm of rl-update
  * shares: the per-sequence scratch, one sequence's response log-probs and
  * entropies, and the reference policy's per-token log-probs. */
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "app/rl_update_internal.h"
+#include "kernels/lse.h"
 #include "model/ckpt.h"
 #include "rl/rl_loss.h"
 
@@ -45,13 +45,7 @@ int seq_forward(model *m, const seq *s, work *w, stats *st, lm_err *e)
 		if (!w->mask[t])
 			continue;
 		const float *z = w->logits + (size_t)t * V;
-		float mx = z[0];
-		for (int j = 1; j < V; j++)
-			mx = z[j] > mx ? z[j] : mx;
-		double se = 0;
-		for (int j = 0; j < V; j++)
-			se += exp((double)z[j] - mx);
-		w->logp[t] = (float)((double)z[s->targets[t]] - mx - log(se));
+		w->logp[t] = (float)((double)z[s->targets[t]] - lse_row_cpu(z, (size_t)V));
 		if (st) {
 			float h;
 			rl_entropy(z, 1, (size_t)V, &h);
