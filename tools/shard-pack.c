@@ -100,7 +100,6 @@ int main(int argc, char **argv)
 			.threads = (int)threads, .force = force, .progress = show_progress,
 			.verbose = verbose,
 		};
-		shard_pack_signals();
 		if (shard_pack(&o, paths, n, &e))
 			die_err(&e);
 	}

@@ -7,7 +7,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "app/shard_pack.h"
 
-#include <signal.h>
+#include <signal.h> /* sig_atomic_t */
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -39,7 +39,8 @@ typedef struct shard_seq {
 	uint64_t tokens, bytes;
 } shard_seq;
 
-/* What the signal handler removes: the committed shards of both sequences. */
+/* What the abort hook removes: the committed shards of both sequences of
+ * the run in progress. */
 static char sig_base[2][NAME_MAX_LEN];
 static volatile sig_atomic_t sig_count[2];
 
@@ -65,7 +66,9 @@ static void seq_name_signal_safe(char *out, const char *base, unsigned i)
 	memcpy(out + n, SHARD_EXT, sizeof SHARD_EXT);
 }
 
-static void on_signal(int sig)
+/* The abort hook (atomic.h): a signal, die() or exit during the run
+ * removes the shards it has committed, with the unfinished one. */
+static void remove_committed(void)
 {
 	char name[NAME_MAX_LEN + 32];
 	for (int s = 0; s < 2; s++)
@@ -73,24 +76,10 @@ static void on_signal(int sig)
 			seq_name_signal_safe(name, sig_base[s], (unsigned)i);
 			unlink(name);
 		}
-	atomic_abort_all_signal_safe();
-	signal(sig, SIG_DFL);
-	raise(sig);
 }
 
-void shard_pack_signals(void)
-{
-	struct sigaction sa;
-	memset(&sa, 0, sizeof sa);
-	sa.sa_handler = on_signal;
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
-	sigaction(SIGHUP, &sa, NULL);
-}
-
-/* Commit the open shard.  The signal handler learns of it before the
- * rename, so that no moment exists when it is in place but unknown. */
+/* Commit the open shard.  The abort hook learns of it before the rename,
+ * so that no moment exists when it is in place but unknown. */
 static int seq_commit(shard_seq *s, int which, lm_err *e)
 {
 	s->bytes += shard_writer_bytes(s->w);
@@ -421,6 +410,12 @@ int shard_pack(const shard_pack_opts *o, const char *const *inputs, int n, lm_er
 		inputs = stdin_only;
 		n = 1;
 	}
+	int hook = atomic_hook_add(remove_committed);
+	if (hook < 0) {
+		free(buf);
+		free(p.heap);
+		return lm_seterr(e, "too many output sets in progress at once");
+	}
 	progress_start(&p.prog, o->progress, "packing", "tokens", 0);
 	tokstream_info first = { 0 };
 	int rc = 0;
@@ -452,6 +447,7 @@ int shard_pack(const shard_pack_opts *o, const char *const *inputs, int n, lm_er
 			report(&p);
 		sig_count[SEQ_TRAIN] = sig_count[SEQ_VAL] = 0;
 	}
+	atomic_hook_remove(hook);
 	for (size_t i = 0; i < p.heap_n; i++)
 		free(p.heap[i].ids);
 	free(p.cur.ids);

@@ -25,12 +25,10 @@ typedef struct shard_pack_opts {
 } shard_pack_opts;
 
 /* Pack the token streams of inputs ("-": stdin; n = 0: stdin).  On error no
- * shard of this run is left behind. */
+ * shard of this run is left behind; while it runs, the abort list of
+ * base/atomic.h removes its committed shards too, so a signal (lm_init's
+ * handlers), die() or exit leave none either. */
 int shard_pack(const shard_pack_opts *o, const char *const *inputs, int n, lm_err *e);
-
-/* Install signal handlers that also remove the shards a shard_pack() in
- * progress has committed (call after lm_init). */
-void shard_pack_signals(void);
 
 /* Listing (-l): a header line, one line per file, a total line. */
 typedef struct shard_list_total {
