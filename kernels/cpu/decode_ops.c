@@ -10,14 +10,7 @@
 #include <string.h>
 
 #include "vexp.h"
-
-/* The row loops run where the work is: the build targets x86-64-v2, and a
- * version for AVX2 and for AVX-512 doubles or quadruples their width. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define WIDE __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define WIDE
-#endif
+#include "wide.h"
 
 /* Pause-spins before a waiting thread starts yielding its core: a few tens
  * of microseconds, longer than any one op of a decoding step. */

@@ -6,14 +6,7 @@
 #include <math.h>
 
 #include "vexp.h"
-
-/* The loop runs where the work is: the build targets x86-64-v2, and a
- * version for AVX2 and for AVX-512 doubles or quadruples its width. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define WIDE __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define WIDE
-#endif
+#include "wide.h"
 
 WIDE double lse_row_cpu(const float *x, size_t n)
 {
