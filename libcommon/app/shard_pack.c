@@ -364,19 +364,20 @@ static int check_free(const shard_pack_opts *o, shard_seq *seq, lm_err *e)
 	return 0;
 }
 
-static void report(const packer *p)
+static void summarize(const packer *p, shard_pack_summary *s)
 {
 	const shard_seq *t = &p->seq[SEQ_TRAIN], *v = &p->seq[SEQ_VAL];
-	double raw = 2.0 * (double)(t->tokens + v->tokens);
-	double comp = (double)(t->bytes + v->bytes);
-	fprintf(stderr, "%s: %llu tokens, %llu documents: %u train shards (%llu tokens), "
-		"%u validation shards (%llu tokens), %.3f x smaller than raw u16\n",
-		p->o->prefix, (unsigned long long)p->in_tokens,
-		(unsigned long long)p->doc_index, t->n_done, (unsigned long long)t->tokens,
-		v->n_done, (unsigned long long)v->tokens, comp > 0 ? raw / comp : 0.0);
+	s->in_tokens = p->in_tokens;
+	s->docs = p->doc_index;
+	s->train_shards = t->n_done;
+	s->val_shards = v->n_done;
+	s->train_tokens = t->tokens;
+	s->val_tokens = v->tokens;
+	s->bytes = t->bytes + v->bytes;
 }
 
-int shard_pack(const shard_pack_opts *o, const char *const *inputs, int n, lm_err *e)
+int shard_pack(const shard_pack_opts *o, const char *const *inputs, int n,
+	       shard_pack_summary *sum, lm_err *e)
 {
 	static const char *const stdin_only[] = { "-" };
 	packer p;
@@ -443,8 +444,8 @@ int shard_pack(const shard_pack_opts *o, const char *const *inputs, int n, lm_er
 		if (o->force)
 			for (int s = 0; s < 2; s++)
 				seq_remove_stale(&p.seq[s], p.seq[s].n_done);
-		if (o->verbose)
-			report(&p);
+		if (sum)
+			summarize(&p, sum);
 		sig_count[SEQ_TRAIN] = sig_count[SEQ_VAL] = 0;
 	}
 	atomic_hook_remove(hook);
