@@ -29,4 +29,16 @@ int attn_bwd_ws(const uint16_t *q, const uint16_t *k, const uint16_t *v, const u
 		const float *lse, const float *delta, float *dqacc, uint16_t *dk, uint16_t *dv,
 		int BH, int T, int D, int causal, float scale, cudaStream_t st);
 
+// The backward's steps around its key blocks (attention_bwd.cu), for
+// attn_bwd_cuda and the variants (variants/attention_bwd_fa2.cu): check the
+// arguments, zero the dq workspace and compute delta into it (*dqacc,
+// *delta: where they are); and dq = bf16 of the workspace in
+// attention_bwd.cuh's tiles.
+int attn_bwd_begin(const uint16_t *q, const uint16_t *k, const uint16_t *v, const uint16_t *o,
+		   const uint16_t *dout, const float *lse, uint16_t *dq, uint16_t *dk, uint16_t *dv,
+		   int B, int H, int T, int D, float scale, void *workspace, cudaStream_t st,
+		   float **dqacc, float **delta);
+int attn_bwd_convert_tiles(const float *dqacc, uint16_t *dq, int B, int H, int T, int D,
+			   cudaStream_t st);
+
 #endif
