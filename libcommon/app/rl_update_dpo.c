@@ -65,10 +65,7 @@ int dpo_train(const rlu_opts *o, model *m, optim *opt, seqs *v, stats *st, lm_er
 				rc = dpo_pair(o, m, &v->s[2 * i], &v->s[2 * i + 1], hi - lo, st, e);
 			if (rc)
 				break;
-			double gn = optim_grad_norm(m);
-			st->gnorm_sum += gn;
-			st->steps++;
-			optim_step(opt, m, o->lr, clip_factor(gn, o->clip_grad));
+			policy_step(o, m, opt, st);
 		}
 	return rc;
 }

@@ -10,6 +10,7 @@
  *   rl_update_pg.c         the SFT and GRPO-family loop
  *   rl_update_dpo.c        the DPO loop and its reference log-likelihoods
  *   rl_update_ppo.c        the PPO loop
+ *   rl_update_step.c       the AdamW step ending an SFT, GRPO or DPO batch
  *   rl_update_metrics.c    the metrics line */
 #ifndef LMPIPE_RL_UPDATE_INTERNAL_H
 #define LMPIPE_RL_UPDATE_INTERNAL_H
@@ -95,6 +96,10 @@ int seq_forward(model *m, const seq *s, work *w, stats *st, lm_err *e);
 /* The reference's per-token log-probs of every sequence (s->ref_tok). */
 int reference_tokens(const rlu_opts *o, const model_config *cfg, const lm_backend *be,
 		     int maxT, seqs *v, lm_err *e);
+
+/* The end of a batch: the gradient norm into st, then AdamW on m with the
+ * step clipped to o->clip_grad. */
+void policy_step(const rlu_opts *o, model *m, optim *opt, stats *st);
 
 /* SFT and the GRPO family: the epochs of batch steps on the policy m. */
 int pg_train(const rlu_opts *o, model *m, optim *opt, seqs *v, stats *st, lm_err *e);

@@ -66,10 +66,7 @@ int pg_train(const rlu_opts *o, model *m, optim *opt, seqs *v, stats *st, lm_err
 			}
 			if (rc)
 				break;
-			double gn = optim_grad_norm(m);
-			st->gnorm_sum += gn;
-			st->steps++;
-			optim_step(opt, m, o->lr, clip_factor(gn, o->clip_grad));
+			policy_step(o, m, opt, st);
 		}
 	progress_end(&pr, done, NULL);
 	work_free(&w);

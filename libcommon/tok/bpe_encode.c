@@ -121,11 +121,6 @@ void bpe_encoder_set_huge_piece(bpe_encoder *E, size_t bytes)
 	E->huge_piece = bytes;
 }
 
-const bpe_tokenizer *bpe_encoder_tokenizer(const bpe_encoder *E)
-{
-	return E->t;
-}
-
 bpe_worker *bpe_worker_new(const bpe_encoder *enc, lm_err *e)
 {
 	bpe_worker *w = calloc(1, sizeof *w);
