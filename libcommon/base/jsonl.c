@@ -22,23 +22,53 @@ void jsonl_free(jsonl_reader *r)
 	r->len = r->cap = 0;
 }
 
+/* The next piece of a line, up to and with its newline, by fgets (which
+ * returns as soon as a line has come, so a reader of a pipe sees each
+ * line when it is written): *got bytes in piece, *newline when they end
+ * the line.  fgets does not say how many bytes it stored, and a NUL byte
+ * among them hides the count; the piece is filled with newlines first, so
+ * the terminator fgets writes is its last NUL.  1, 0 at the end, -1 on a
+ * read error. */
+static int read_piece(jsonl_reader *r, char *piece, size_t *got, int *newline, lm_err *e)
+{
+	memset(piece, '\n', JSONL_PIECE);
+	if (!fgets(piece, JSONL_PIECE, r->fp))
+		return ferror(r->fp) ? lm_seterr(e, "%s: read error:", r->name) : 0;
+	const char *end = memrchr(piece, '\0', JSONL_PIECE);
+	*got = (size_t)(end - piece);
+	*newline = *got && piece[*got - 1] == '\n';
+	*got -= (size_t)*newline;
+	return 1;
+}
+
 int jsonl_read_line(jsonl_reader *r, lm_err *e)
 {
+	char piece[JSONL_PIECE];
 	size_t n = 0, kept = 0, nul_at = SIZE_MAX;
-	int c;
-	while ((c = getc_unlocked(r->fp)) != EOF && c != '\n') {
-		if (c == '\0' && nul_at == SIZE_MAX)
-			nul_at = n;
-		n++;
-		if (n > r->max_line || nul_at != SIZE_MAX)
-			continue; /* a bad line: read on to its end, keep nothing more */
-		if (lm_grow((void **)&r->line, &r->cap, kept + 2, 1, e))
+	int any = 0, newline = 0;
+	while (!newline) {
+		size_t seg = 0;
+		int rc = read_piece(r, piece, &seg, &newline, e);
+		if (rc < 0)
 			return -1;
-		r->line[kept++] = (char)c;
+		if (rc == 0)
+			break;
+		any = 1;
+		const char *z = nul_at == SIZE_MAX ? memchr(piece, '\0', seg) : NULL;
+		if (z)
+			nul_at = n + (size_t)(z - piece);
+		/* a bad line is read on to its end, keeping nothing more */
+		size_t keep = nul_at != SIZE_MAX || n >= r->max_line ? 0
+			    : seg < r->max_line - n ? seg : r->max_line - n;
+		if (keep) {
+			if (lm_grow((void **)&r->line, &r->cap, kept + keep + 1, 1, e))
+				return -1;
+			memcpy(r->line + kept, piece, keep);
+			kept += keep;
+		}
+		n += seg;
 	}
-	if (c == EOF && ferror(r->fp))
-		return lm_seterr(e, "%s: read error:", r->name);
-	if (c == EOF && n == 0)
+	if (!any)
 		return JSONL_END;
 	r->lineno++;
 	r->len = 0;

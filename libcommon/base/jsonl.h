@@ -23,6 +23,9 @@
  * programs write (a rollout of 4096 tokens with log-probs is ~100 KB). */
 #define JSONL_LINE_MAX ((size_t)64 << 20)
 
+/* Bytes of a line read at a time (a longer line takes several reads). */
+enum { JSONL_PIECE = 1 << 12 };
+
 enum {
 	JSONL_END = 0,  /* no more lines */
 	JSONL_OK = 1,   /* a line (an object, for jsonl_next) */

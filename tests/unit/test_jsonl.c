@@ -1,11 +1,16 @@
 /* test_jsonl.c: the JSON Lines reader (base/jsonl.h) and the growable
  * array (base/grow.h): line numbers, blank lines, CR LF, a missing final
  * newline, NUL bytes and over-long lines refused with the reader left at
- * the next line, malformed JSON and non-objects. */
+ * the next line, lines across the pieces it reads, a pipe's lines as they
+ * come, malformed JSON and non-objects. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "../tap.h"
 #include "base/grow.h"
@@ -113,6 +118,86 @@ static void test_long_line(void)
 	ok(JSONL_LINE_MAX >= ((size_t)1 << 20), "the default bound is far above any record");
 }
 
+/* Lines across the reader's pieces: a long line whole, a NUL byte pieces
+ * into a line found, the line after each read from where it starts. */
+static void test_pieces(void)
+{
+	size_t n1 = (size_t)JSONL_PIECE + 1000, n2 = 3 * (size_t)JSONL_PIECE;
+	size_t total = n1 + 1 + n2 + 1 + 8;
+	char *text = malloc(total);
+	for (size_t i = 0; i < n1; i++)
+		text[i] = (char)('a' + i % 26);
+	text[n1] = '\n';
+	memset(text + n1 + 1, 'x', n2);
+	text[n1 + 1 + 2 * JSONL_PIECE + 5] = '\0';
+	text[n1 + 1 + n2] = '\n';
+	memcpy(text + n1 + 1 + n2 + 1, "{\"a\":7}\n", 8);
+	FILE *fp = over(text, total);
+	jsonl_reader r;
+	jsonl_init(&r, fp, "c.jsonl");
+	lm_err e = { 0 };
+	int whole = jsonl_read_line(&r, &e) == JSONL_OK && r.len == n1;
+	for (size_t i = 0; whole && i < n1; i++)
+		whole = r.line[i] == (char)('a' + i % 26);
+	ok(whole, "a line longer than a piece comes whole (%zu bytes)", r.len);
+	is_int(jsonl_read_line(&r, &e), JSONL_BAD, "a NUL byte two pieces into a line: found");
+	char buf[96];
+	snprintf(buf, sizeof buf, "c.jsonl:2: a NUL byte at column %zu (the input must be text)",
+		 2 * (size_t)JSONL_PIECE + 6);
+	const char *want = buf;
+	is_str(e.msg, want, "... at its column");
+	json_t *o;
+	is_int(jsonl_next(&r, 0, &o, &e), JSONL_OK, "the next line starts where it should");
+	is_int(json_integer_value(json_object_get(o, "a")), 7, "... and is whole");
+	json_decref(o);
+	is_int(jsonl_read_line(&r, &e), JSONL_END, "then the end");
+	jsonl_free(&r);
+	fclose(fp);
+	free(text);
+}
+
+/* A line from a pipe is read as soon as it is written: the writer sends
+ * the second line only after the reader has acknowledged the first (an
+ * alarm ends the test if the reader waited for more). */
+static void test_pipe(void)
+{
+	int data[2], ack[2];
+	if (pipe(data) || pipe(ack)) {
+		ok(0, "pipes");
+		return;
+	}
+	pid_t pid = fork();
+	if (pid == 0) {
+		char c;
+		close(data[0]);
+		close(ack[1]);
+		if (write(data[1], "{\"a\":1}\n", 8) != 8 || read(ack[0], &c, 1) != 1 ||
+		    write(data[1], "{\"a\":2}\n", 8) != 8)
+			_exit(1);
+		_exit(0);
+	}
+	close(data[1]);
+	close(ack[0]);
+	alarm(10);
+	FILE *fp = fdopen(data[0], "r");
+	jsonl_reader r;
+	jsonl_init(&r, fp, "pipe");
+	lm_err e = { 0 };
+	json_t *o;
+	is_int(jsonl_next(&r, 0, &o, &e), JSONL_OK, "a pipe's first line, before the writer goes on");
+	json_decref(o);
+	ok(write(ack[1], "k", 1) == 1, "acknowledged");
+	is_int(jsonl_next(&r, 0, &o, &e), JSONL_OK, "then its second");
+	json_decref(o);
+	is_int(jsonl_next(&r, 0, &o, &e), JSONL_END, "then the end");
+	alarm(0);
+	int st;
+	waitpid(pid, &st, 0);
+	jsonl_free(&r);
+	fclose(fp);
+	close(ack[1]);
+}
+
 static void test_bad_json(void)
 {
 	static const char text[] = "{\"a\":\n[1]\n{\"a\":1}\n";
@@ -163,6 +248,8 @@ int main(void)
 	test_raw_lines();
 	test_nul();
 	test_long_line();
+	test_pieces();
+	test_pipe();
 	test_bad_json();
 	test_grow();
 	return done_testing();
