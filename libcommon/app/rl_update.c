@@ -25,11 +25,13 @@ int rlu_run(const rlu_opts *o, FILE *in, const char *in_name, FILE *metrics, lm_
 	if ((o->algo == RLU_GRPO || o->algo == RLU_PPO) && o->kl_beta > 0 && !o->ref)
 		return lm_usage_err(e, "the KL penalty needs the reference checkpoint (--ref)");
 	double t0 = lm_now();
-	const lm_backend *be = backend_get(o->device ? o->device : "cpu", e);
 	model_config cfg;
-	if (!be || ckpt_read_config(o->checkpoint, &cfg, e))
+	if (ckpt_read_config(o->checkpoint, &cfg, e))
 		return -1;
 	backend_set_threads(o->threads);
+	lm_backend *be = backend_open(o->device ? o->device : "cpu", e);
+	if (!be)
+		return -1;
 	seqs v = { 0 };
 	value_head vh = { 0 };
 	bpe_tokenizer tok = { 0 };
@@ -110,5 +112,6 @@ int rlu_run(const rlu_opts *o, FILE *in, const char *in_name, FILE *metrics, lm_
 	if (have_t)
 		bpe_free(&tok);
 	seqs_free(&v);
+	be->close(be);
 	return rc;
 }

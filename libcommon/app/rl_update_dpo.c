@@ -16,7 +16,7 @@ static int seq_logp(model *m, const seq *s, double *sum_logp, lm_err *e)
 }
 
 /* The reference's log-likelihood of every response, with the policy's shape. */
-int reference_logps(const rlu_opts *o, const model_config *cfg, const lm_backend *be,
+int reference_logps(const rlu_opts *o, const model_config *cfg, lm_backend *be,
 		    int maxT, seqs *v, lm_err *e)
 {
 	model ref = { 0 };

@@ -38,7 +38,8 @@ int seq_forward(model *m, const seq *s, work *w, stats *st, lm_err *e)
 	if (model_forward(m, s->ids, s->targets, 1, s->T, &mean_ce, e))
 		return -1;
 	int V = m->cfg.vocab;
-	m->be->download(w->logits, model_logits(m), (size_t)s->T * V * sizeof(float));
+	if (model_read_logits(m, w->logits, (size_t)s->T, e))
+		return -1;
 	for (int t = 0; t < s->T; t++) {
 		w->mask[t] = s->targets[t] >= 0;
 		w->logp[t] = 0;
@@ -54,7 +55,7 @@ int seq_forward(model *m, const seq *s, work *w, stats *st, lm_err *e)
 	}
 	return 0;
 }
-int reference_tokens(const rlu_opts *o, const model_config *cfg, const lm_backend *be,
+int reference_tokens(const rlu_opts *o, const model_config *cfg, lm_backend *be,
 		     int maxT, seqs *v, lm_err *e)
 {
 	model ref = { 0 };

@@ -94,7 +94,7 @@ void work_free(work *w);
 int seq_forward(model *m, const seq *s, work *w, stats *st, lm_err *e);
 
 /* The reference's per-token log-probs of every sequence (s->ref_tok). */
-int reference_tokens(const rlu_opts *o, const model_config *cfg, const lm_backend *be,
+int reference_tokens(const rlu_opts *o, const model_config *cfg, lm_backend *be,
 		     int maxT, seqs *v, lm_err *e);
 
 /* The end of a batch: the gradient norm into st, then AdamW on m with the
@@ -106,7 +106,7 @@ int pg_train(const rlu_opts *o, model *m, optim *opt, seqs *v, stats *st, lm_err
 
 /* DPO: the reference's log-likelihood of every response (s->ref_logp),
  * then the epochs of pair-batch steps on m. */
-int reference_logps(const rlu_opts *o, const model_config *cfg, const lm_backend *be,
+int reference_logps(const rlu_opts *o, const model_config *cfg, lm_backend *be,
 		    int maxT, seqs *v, lm_err *e);
 int dpo_train(const rlu_opts *o, model *m, optim *opt, seqs *v, stats *st, lm_err *e);
 
