@@ -25,9 +25,8 @@ int attn_cuda_check(int B, int H, int T, int D, const void *const *ptrs, int npt
 	return ATTN_OK;
 }
 
-extern "C" int attn_fwd_cuda(const uint16_t *q, const uint16_t *k, const uint16_t *v, uint16_t *o,
-			     float *lse, int B, int H, int T, int D, int causal, float scale,
-			     void *stream)
+int attn_fwd_check(const uint16_t *q, const uint16_t *k, const uint16_t *v, const uint16_t *o,
+		   const float *lse, int B, int H, int T, int D, float scale)
 {
 	const void *ptrs[] = {q, k, v, o};
 	int rc = attn_cuda_check(B, H, T, D, ptrs, 4, lse);
@@ -35,5 +34,15 @@ extern "C" int attn_fwd_cuda(const uint16_t *q, const uint16_t *k, const uint16_
 		return rc;
 	if (!(scale > 0 && scale < INFINITY))  // the running max assumes scores keep their order
 		return ATTN_ESHAPE;
+	return ATTN_OK;
+}
+
+extern "C" int attn_fwd_cuda(const uint16_t *q, const uint16_t *k, const uint16_t *v, uint16_t *o,
+			     float *lse, int B, int H, int T, int D, int causal, float scale,
+			     void *stream)
+{
+	int rc = attn_fwd_check(q, k, v, o, lse, B, H, T, D, scale);
+	if (rc)
+		return rc;
 	return attn_fwd_ws(q, k, v, o, lse, B * H, T, D, causal, scale, (cudaStream_t)stream);
 }

@@ -18,6 +18,12 @@ enum {
 int attn_cuda_check(int B, int H, int T, int D, const void *const *ptrs, int nptrs,
 		    const float *f32);
 
+// The forward's arguments (attention.cu), for attn_fwd_cuda and the
+// variants (variants/attention_fwd_fa2.cu): attn_cuda_check's, and a
+// finite positive scale.
+int attn_fwd_check(const uint16_t *q, const uint16_t *k, const uint16_t *v, const uint16_t *o,
+		   const float *lse, int B, int H, int T, int D, float scale);
+
 // The warp-specialised forward (attention_fwd_ws.cu), arguments checked.
 int attn_fwd_ws(const uint16_t *q, const uint16_t *k, const uint16_t *v, uint16_t *o, float *lse,
 		int BH, int T, int D, int causal, float scale, cudaStream_t st);

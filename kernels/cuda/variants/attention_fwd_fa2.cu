@@ -291,12 +291,9 @@ extern "C" int attn_fwd_cuda_variant(int variant, const uint16_t *q, const uint1
 {
 	if (variant == ATTN_VARIANT_DEFAULT)
 		return attn_fwd_cuda(q, k, v, o, lse, B, H, T, D, causal, scale, stream);
-	const void *ptrs[] = {q, k, v, o};
-	int rc = attn_cuda_check(B, H, T, D, ptrs, 4, lse);
+	int rc = attn_fwd_check(q, k, v, o, lse, B, H, T, D, scale);
 	if (rc)
 		return rc;
-	if (!(scale > 0 && scale < INFINITY))  // the running max assumes scores keep their order
-		return ATTN_ESHAPE;
 	cudaStream_t st = (cudaStream_t)stream;
 	if (variant == ATTN_VARIANT_WGMMA)
 		return D == 64 ? launch_fwd_wgmma<64, FWD64_WG_NWG>(q, k, v, o, lse, B * H, T, causal,
