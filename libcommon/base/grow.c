@@ -1,13 +1,11 @@
-/* grow.c: the growable array (see grow.h). */
+/* grow.c: the growable array's realloc (see grow.h). */
 #include "base/grow.h"
 
 #include <stdint.h>
 #include <stdlib.h>
 
-int lm_grow(void **p, size_t *cap, size_t need, size_t elem, lm_err *e)
+int lm_grow_realloc(void **p, size_t *cap, size_t need, size_t elem, lm_err *e)
 {
-	if (need <= *cap)
-		return 0;
 	size_t c = *cap ? *cap : GROW_FIRST_CAP;
 	while (c < need) {
 		if (c > SIZE_MAX / 2)
