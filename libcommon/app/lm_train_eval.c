@@ -83,7 +83,7 @@ int train_evaluate(const train_eval_opts *o, FILE *out, lm_err *e)
 	sr_config rc_cfg = { .mode = SR_SEQUENTIAL, .batch = B, .context = T, .prefetch = 1 };
 	if (o->tokenizer) {
 		char *id = NULL;
-		if (bpe_load(&x.tok, o->tokenizer, e))
+		if (bpe_load_any(&x.tok, o->tokenizer, e))
 			return -1;
 		x.have_tok = 1;
 		if (ckpt_read_meta(o->ckpt, TOKENIZER_META_KEY, &id, e) ||

@@ -202,7 +202,7 @@ int train_tokenizer_record(const train_config *c, uint32_t shard_vocab, uint32_t
 	int rc = 0;
 	if (c->tokenizer) {
 		bpe_tokenizer t;
-		if (bpe_load(&t, c->tokenizer, e)) {
+		if (bpe_load_any(&t, c->tokenizer, e)) {
 			free(stored);
 			return -1;
 		}

@@ -88,7 +88,7 @@ int train_export_hf(const char *ckpt, const char *dir, const char *tok_path, con
 	bpe_tokenizer t;
 	char *id = NULL;
 	if (tok_path) {
-		if (bpe_load(&t, tok_path, e))
+		if (bpe_load_any(&t, tok_path, e))
 			return -1;
 		if (ckpt_read_meta(ckpt, BPE_IDENTITY_KEY, &id, e) ||
 		    (id && bpe_identity_check(&t, tok_path, id, ckpt, e))) {

@@ -73,7 +73,7 @@ int bpe_open(bpe_tokenizer *t, const bpe_source *src, lm_err *e)
 		return lm_usage_err(e, "--vocab and --merges go together");
 	int rc;
 	if (src->tokenizer)
-		rc = bpe_load(t, src->tokenizer, e);
+		rc = bpe_load_any(t, src->tokenizer, e);
 	else if (src->vocab)
 		rc = bpe_load_gpt2(t, src->vocab, src->merges, e);
 	else

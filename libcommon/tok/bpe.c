@@ -346,11 +346,6 @@ int bpe_load(bpe_tokenizer *t, const char *path, lm_err *e)
 	bpe_builder b;
 	if (io_read_file(path, &L.buf, &L.len, e))
 		return -1;
-	size_t lead = strspn((const char *)L.buf, " \t\r\n");
-	if (lead < L.len && L.buf[lead] == '{') {   /* Hugging Face's tokenizer.json */
-		free(L.buf);
-		return bpe_load_hf(t, path, e);
-	}
 	if (bb_init(&b, t, e)) {
 		free(L.buf);
 		return -1;

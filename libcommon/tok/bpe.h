@@ -40,8 +40,11 @@ int bpe_load_gpt2(bpe_tokenizer *t, const char *vocab_json, const char *merges_t
 int bpe_save_gpt2(const bpe_tokenizer *t, const char *dir, lm_err *e);
 
 /* Hugging Face tokenizers' tokenizer.json of a byte-level BPE (GPT-2's
- * pre-tokenizer); bpe_load() reads one too (a file that starts with '{'). */
+ * pre-tokenizer). */
 int bpe_load_hf(bpe_tokenizer *t, const char *path, lm_err *e);
+/* Either file: a tokenizer.json when its first non-blank byte is '{', else
+ * an lmpipe tokenizer file (bpe_open.c). */
+int bpe_load_any(bpe_tokenizer *t, const char *path, lm_err *e);
 /* Write DIR/tokenizer.json, tokenizer_config.json (model_max_length
  * max_length; <|endoftext|> as bos, eos and unk token),
  * special_tokens_map.json, vocab.json and merges.txt, for
