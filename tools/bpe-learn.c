@@ -76,7 +76,8 @@ static void count_inputs(bpe_counts *c, const bpe_specials *sp, char **files, in
 		total += bytes;
 	}
 	progress_end(&bar, total, NULL);
-	if (bpe_counts_size(c) == 0)
+	/* counts of nothing are counts (a piece of a corpus may hold no text) */
+	if (bpe_counts_size(c) == 0 && (output || gpt2_out))
 		die(EXIT_RUNTIME, "%s: no text to learn from (empty, or only special tokens)",
 		    n_files == 1 ? io_name(files[0]) : n_files ? "input" : "<stdin>");
 }
