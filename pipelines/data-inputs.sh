@@ -29,6 +29,9 @@ if grep -n '[[:space:]:#$%\\]' "$list" >&2; then
 		"which make cannot take; rename or link them" >&2
 	exit 1
 fi
+while IFS= read -r f; do
+	[ -e "$f" ] || { echo "data-inputs.sh: $f: no such file" >&2; exit 1; }
+done < "$list"
 [ -s "$list" ] || { echo "data-inputs.sh: no input files in: $*" >&2; exit 1; }
 mkdir -p "$(dirname "$out")"
 cmp -s "$list" "$out" 2>/dev/null || cp "$list" "$out"
