@@ -9,6 +9,7 @@
 # file, a JSON line without "text", a corrupt xz file) names the file and line,
 # fails its piece, keeps the others' output and accepts nothing partial.
 . "$(dirname "$0")/lib.sh"
+unset MAKEFLAGS MFLAGS MAKELEVEL  # this make is not a sub-make of the one running the tests
 for p in gzip zstd xz; do
 	command -v $p > /dev/null || { echo "1..0 # SKIP $p is not installed (pipelines/deps.sh)"; exit 0; }
 done
