@@ -40,6 +40,7 @@ SHARD_TOKENS ?= 100000000
 FRAME_TOKENS ?= 8192
 LEVEL  ?= 3
 THREADS ?= 1
+MERGE_THREADS ?= $(shell nproc)
 LAUNCH ?=
 N      ?= 4
 TASK_JOBS ?= 1
@@ -50,7 +51,7 @@ PARALLEL_JOBS ?= 1
 V      ?= 0
 
 DOCS   = $(BIN)/doc-cat --format $(FORMAT) --sep $(SEP) --field $(FIELD) --eot '$(SPECIAL)'
-LEARN  = $(BIN)/bpe-learn --special '$(SPECIAL)' -j $(THREADS)
+LEARN  = $(BIN)/bpe-learn --special '$(SPECIAL)'
 ENCODE = $(BIN)/bpe-encode -t $(W)/tok.bpe -j $(THREADS)
 PACK   = $(BIN)/shard-pack --allow-empty --val-fraction $(VAL_FRACTION) --val-by-content \
          --seed $(SEED) --shard-tokens $(SHARD_TOKENS) --frame-tokens $(FRAME_TOKENS) \
@@ -144,7 +145,8 @@ $(COUNTS) &: $(W)/params/counts $(W)/plan.tsv
 	  $(call summary,counts,$(words $(PIECES)) pieces$(,) $(IN_BYTES) bytes)
 
 $(W)/tok.bpe: $(COUNTS) $(W)/params/tok
-	$(Q)t0=$(NOW); $(LEARN) --from-counts -v $(VOCAB) -o $@.tmp $(COUNTS) && mv $@.tmp $@; \
+	$(Q)t0=$(NOW); $(LEARN) -j $(MERGE_THREADS) --from-counts -v $(VOCAB) -o $@.tmp $(COUNTS) && \
+	  mv $@.tmp $@; \
 	  $(call summary,tokenizer,vocabulary $(VOCAB))
 
 $(SHARDS) &: $(W)/tok.bpe $(W)/params/shards $(W)/plan.tsv
@@ -186,7 +188,7 @@ progress = [ -t 2 ] && printf '\rdata.mk: %s: %d/%d pieces ' $1 \
 
 $(W)/counts/%.counts: $(W)/params/counts
 	$(Q)mkdir -p $(@D) && rm -f $@.tmp $(@D)/.$(@F).tmp.tmp-*
-	$(Q)$(DOCS) --range '$(RANGE_$*)' $(FILE_$*) | $(LEARN) --counts-out $@.tmp
+	$(Q)$(DOCS) --range '$(RANGE_$*)' $(FILE_$*) | $(LEARN) -j $(THREADS) --counts-out $@.tmp
 	$(Q)mv $@.tmp $@; $(call progress,counts,$(W)/counts/*.counts)
 
 $(W)/shards/%/manifest.tsv: $(W)/tok.bpe $(W)/params/shards

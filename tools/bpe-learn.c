@@ -59,13 +59,14 @@ static void count_inputs(bpe_counts *c, const bpe_specials *sp, char **files, in
 	bpe_count_opts o = { threads ? (int)threads : (int)sysconf(_SC_NPROCESSORS_ONLN), 0,
 			     on_progress, &total };
 	progress_start(&bar, show_progress, from_counts ? "loading counts" : "reading", "B", 0);
-	for (int i = 0; i < (n_files ? n_files : 1); i++) {
+	if (from_counts) {
+		static const char *const stdin_only[] = { "-" };
+		const char *const *paths = n_files ? (const char *const *)files : stdin_only;
+		if (bpe_counts_load_many(c, sp, paths, n_files ? n_files : 1, o.threads, &e))
+			die_err(&e);
+	}
+	for (int i = 0; !from_counts && i < (n_files ? n_files : 1); i++) {
 		const char *path = n_files ? files[i] : "-";
-		if (from_counts) {
-			if (bpe_counts_load(c, sp, path, &e))
-				die_err(&e);
-			continue;
-		}
 		FILE *fp = io_open_read(path, &e);
 		uint64_t bytes;
 		if (!fp)
