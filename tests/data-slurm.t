@@ -2,8 +2,8 @@
 # tests/data-slurm.t: pipelines/data.mk under Slurm on this one host.  The test
 # starts munged and a single-node Slurm (slurmctld and slurmd on 127.0.0.1,
 # free ports, a generated slurm.conf, everything in a temporary directory),
-# runs the job-array variant (LAUNCH=slurm, N=3) and the srun one (LAUNCH=srun,
-# N=2), checks that the tokenizer and the shards are the bytes of a local run,
+# runs the job-array variant (LAUNCH=slurm, N=3), the example batch script
+# pipelines/data.sbatch and the srun variant (LAUNCH=srun, N=2), checks that the tokenizer and the shards are the bytes of a local run,
 # and stops the daemons.  It skips, saying why, when the programs are missing
 # (pipelines/deps.sh installs slurm-wlm and munge), when not root, or when the
 # daemons do not start.
@@ -91,6 +91,11 @@ make -s -f "$MK" "${OPTS[@]}" W="$TMP/array" LAUNCH=slurm N=3 > array.log 2>&1
 ok $? "LAUNCH=slurm (a job array of 3 tasks per stage)" || sed 's/^/# /' array.log | tail
 is "$(digest array)" "$(digest local)" "the job array's tokenizer and shards are the local run's bytes"
 is "$(ls array/logs/counts-*.log array/logs/shards-*.log | wc -l)" 6 "one log per array task and stage"
+
+sbatch --wait --quiet --ntasks=2 --output="$TMP/sbatch.log" "$LMPIPE_ROOT/pipelines/data.sbatch" \
+	"${OPTS[@]}" W="$TMP/sbatch" > /dev/null 2>&1
+ok $? "the example pipelines/data.sbatch (srun inside a job of 2 tasks)" || sed 's/^/# /' sbatch.log | tail
+is "$(digest sbatch)" "$(digest local)" "its tokenizer and shards are the local run's bytes"
 
 make -s -f "$MK" "${OPTS[@]}" W="$TMP/srun" LAUNCH=srun N=2 > srun.log 2>&1
 ok $? "LAUNCH=srun (2 tasks)" || sed 's/^/# /' srun.log | tail
