@@ -63,6 +63,10 @@ shard-pack -t $(awk -F'\t' '!/^#/ { print "ref/" $1 }' ref/manifest.tsv) > /dev/
 ok $? "every shard verifies"
 make -s -f "$MK" "${OPTS[@]}" W="$TMP/ref" verify > verify.log 2>&1
 ok $? "make verify: checksums and the manifest's SHA-256" || show verify
+# shellcheck disable=SC2046
+lm-train $(cat ref/lm-train.args) -o ck -m tiny --vocab 400 --context 32 --d-model 16 --layers 1 \
+	--heads 2 --d-ff 32 -b 2 -n 2 --eval-every 2 -j 1 > train.log 2>&1 && [ -s ck/latest ]
+ok $? "lm-train reads the shards through W/lm-train.args" || show train
 
 data j2 -j2; ok $? "-j 2 runs" || show j2
 is "$(digest j2)" "$ref" "-j 2: byte-identical tokenizer, manifest and shards"
