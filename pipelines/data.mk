@@ -152,7 +152,7 @@ $(W)/tok.bpe: $(COUNTS) $(W)/params/tok
 $(SHARDS) &: $(W)/tok.bpe $(W)/params/shards $(W)/plan.tsv
 	+$(Q)t0=$(NOW); $(call launch_$(LAUNCH),shards) || true; $(call check,$(SHARDS)); \
 	  $(call summary,shards,$(words $(PIECES)) pieces$(,) $$(cat $(SHARDS) | \
-	  awk -F'\t' '{t+=$$4; d+=$$5; b+=$$6} END {printf "%d tokens, %d documents, %d bytes", t, d, b}'))
+	  awk -F'\t' '{t+=$$4; d+=$$5; b+=$$6} END {printf "%d tokens, %d documents, %d bytes of shards", t, d, b}'))
 endif
 
 $(W)/manifest.tsv: $(SHARDS) $(W)/plan.tsv
@@ -182,18 +182,22 @@ task-counts: $(TASK_PIECES:%=$(W)/counts/%.counts)
 task-shards: $(TASK_PIECES:%=$(W)/shards/%/manifest.tsv)
 endif
 
-# progress on a terminal: pieces of the stage done so far
+# The programs of a piece draw no progress bars of their own (their stderr is
+# not the terminal); the pipeline draws, on a terminal, the pieces of the
+# stage done so far.
+NOTTY = 2>&1 | cat >&2
 progress = [ -t 2 ] && printf '\rdata.mk: %s: %d/%d pieces ' $1 \
   $$(ls $2 2>/dev/null | wc -l) $(words $(PIECES)) >&2 || true
 
 $(W)/counts/%.counts: $(W)/params/counts
 	$(Q)mkdir -p $(@D) && rm -f $@.tmp $(@D)/.$(@F).tmp.tmp-*
-	$(Q)$(DOCS) --range '$(RANGE_$*)' $(FILE_$*) | $(LEARN) -j $(THREADS) --counts-out $@.tmp
+	$(Q)($(DOCS) --range '$(RANGE_$*)' $(FILE_$*) | $(LEARN) -j $(THREADS) --counts-out $@.tmp) $(NOTTY)
 	$(Q)mv $@.tmp $@; $(call progress,counts,$(W)/counts/*.counts)
 
 $(W)/shards/%/manifest.tsv: $(W)/tok.bpe $(W)/params/shards
 	$(Q)rm -rf $(W)/shards/$*.tmp && mkdir -p $(W)/shards/$*.tmp
-	$(Q)$(DOCS) --range '$(RANGE_$*)' $(FILE_$*) | $(ENCODE) | $(PACK) -o $(W)/shards/$*.tmp/train
+	$(Q)($(DOCS) --range '$(RANGE_$*)' $(FILE_$*) | $(ENCODE) | $(PACK) -o $(W)/shards/$*.tmp/train) \
+	  $(NOTTY)
 	$(Q)$(ROOT)/pipelines/data-manifest.sh piece $(W) $* $(W)/shards/$*.tmp > $(W)/shards/$*.tmp/manifest.tsv
 	$(Q)rm -rf $(W)/shards/$* && mv $(W)/shards/$*.tmp $(W)/shards/$*
 	$(Q)$(call progress,shards,$(W)/shards/*/manifest.tsv)

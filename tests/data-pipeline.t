@@ -48,7 +48,7 @@ ok $? "shards of several pieces ($n), train and validation"
 ok $? "the plain file is cut into byte ranges, compressed files are whole"
 grep -q '^data.mk: counts: .* pieces, [0-9]* bytes, [0-9.]* s$' ref.log &&
 	grep -q '^data.mk: tokenizer: vocabulary 400, [0-9.]* s$' ref.log &&
-	grep -q '^data.mk: shards: .* pieces, [0-9]* tokens, [0-9]* documents, [0-9]* bytes, [0-9.]* s$' ref.log
+	grep -q '^data.mk: shards: .* pieces, [0-9]* tokens, [0-9]* documents, [0-9]* bytes of shards, [0-9.]* s$' ref.log
 ok $? "a summary line per stage (time, bytes, tokens)" || show ref
 
 # the same tokenizer as one bpe-learn over the whole corpus

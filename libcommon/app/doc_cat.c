@@ -56,8 +56,10 @@ int doc_cat(doc_cat_opts *o, const char *const *files, int n, docs_stats *st, lm
 	int rc = 0;
 	for (int i = 0; !rc && i < n; i++)
 		rc = docs_copy(&o->docs, files[i], out, oname, st, e);
-	if (o->output)
-		rc = rc ? (atomic_abort(&af), -1) : atomic_commit(&af, e);
+	if (o->output && rc)
+		atomic_abort(&af);
+	else if (o->output)
+		rc = atomic_commit(&af, e);
 	return rc;
 }
 

@@ -26,8 +26,6 @@ typedef enum docs_sep {
 
 typedef enum docs_codec { DOCS_PLAIN, DOCS_GZIP, DOCS_ZSTD, DOCS_XZ } docs_codec;
 
-enum { DOCS_WHOLE = 0 };
-
 #define DOCS_TO_END UINT64_MAX
 
 typedef struct docs_opts {
@@ -35,7 +33,7 @@ typedef struct docs_opts {
 	docs_sep sep;
 	const char *field;  /* DOCS_JSONL: the member holding the text */
 	const char *eot;    /* written after each document (DOCS_SEP_EOT: the separator) */
-	uint64_t start, end; /* byte range of a plain file; 0, DOCS_TO_END: all of it */
+	uint64_t start, end; /* byte range of a plain file; 0 and DOCS_TO_END: all of it */
 } docs_opts;
 
 typedef struct docs_stats {
