@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # bench/data-pipeline.sh: pipelines/data.mk from text to a tokenizer and shards
-# at make -j 1, 2, 4, 8, 16, beside Hugging Face tokenizers (BpeTrainer, then
-# encode_batch on the same documents) in the same call.  One JSON line per
+# on J = 1, 2, 4, 8, 16 cores (make -j J, and J threads to load the counts),
+# beside Hugging Face tokenizers (BpeTrainer, then encode_batch on the same
+# documents, on all cores) in the same call.  One JSON line per
 # measurement: wall seconds per stage (the pipeline's own summary lines) and in
 # all, the speed-up over -j 1, whether the output is byte-identical to -j 1's;
 # then HF's train and encode seconds and the ratio to our fastest run.
@@ -46,7 +47,7 @@ for j in $JOBS; do
 	out=$W/j$j
 	t0=$(now)
 	make -s -f "$ROOT/pipelines/data.mk" -j "$j" BIN="$BIN" W="$out" INPUTS="$TEXT" VOCAB="$VOCAB" \
-		PIECE_BYTES="$PIECE" THREADS=1 2> "$W/j$j.log" ||
+		PIECE_BYTES="$PIECE" THREADS=1 MERGE_THREADS="$j" 2> "$W/j$j.log" ||
 		{ sed 's/^/data-pipeline.sh: /' "$W/j$j.log" >&2; exit 1; }
 	t1=$(now)
 	d=$(digest "$out")
