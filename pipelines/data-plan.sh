@@ -25,8 +25,9 @@ i=0
 		id=$(printf '%06d' "$i")
 		range="$start:${end/#-/}"
 		desc="$path $range"
-		[ "$(cat "$w/pieces/$id.desc" 2>/dev/null)" = "$desc" ] ||
-			printf '%s\n' "$desc" > "$w/pieces/$id.desc"
+		old=
+		[ -f "$w/pieces/$id.desc" ] && IFS= read -r old < "$w/pieces/$id.desc"
+		[ "$old" = "$desc" ] || printf '%s\n' "$desc" > "$w/pieces/$id.desc"
 		printf 'FILE_%s := %s\nRANGE_%s := %s\n' "$id" "$path" "$id" "$range"
 		printf '%s/counts/%s.counts %s/shards/%s/manifest.tsv: %s %s/pieces/%s.desc\n' \
 			"$w" "$id" "$w" "$id" "$path" "$w" "$id"

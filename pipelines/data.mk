@@ -21,6 +21,12 @@
 # stamps under W/params/ hold the parameters of each stage: a killed run resumes
 # where it stopped, a finished run does nothing, a changed parameter redoes what
 # depends on it.  See doc-cat(1) and README.md ("The data pipeline").
+#
+# Why pieces and not tasks as the unit of output: outputs per task would change
+# with N.  Why no global shuffle of documents: the shard reader samples random
+# windows, and a shuffle would be an all-to-all stage.  Why a file of its own and
+# not a part of pretrain.mk: pretrain.mk stays the short path from one corpus to
+# a model; lm-train reads this pipeline's shards through W/lm-train.args.
 
 ROOT   := $(abspath $(dir $(lastword $(MAKEFILE_LIST)))/..)
 SELF   := $(abspath $(lastword $(MAKEFILE_LIST)))
