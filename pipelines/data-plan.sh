@@ -1,13 +1,15 @@
 #!/bin/bash
-# pipelines/data-plan.sh W PIECE_BYTES DOC_CAT_OPTS...: cut the inputs
+# pipelines/data-plan.sh W PIECE_BYTES GROUP DOC_CAT_OPTS...: cut the inputs
 # listed in W/inputs.txt into pieces (doc-cat --plan): W/plan.tsv (PATH,
 # START, END per piece), one stamp per piece W/pieces/NNNNNN.desc, and
-# W/plan.mk, which names the pieces for pipelines/data.mk.  Stamps and
+# W/plan.mk, which names the pieces for pipelines/data.mk, and, when there
+# are more than GROUP pieces, the groups of GROUP whose counts are merged
+# first (W/counts/group-NNNN.counts).  Stamps and
 # plan.tsv are rewritten only when they change, so that a piece is redone
 # only when its own file or range changed.
 set -euo pipefail
-w=$1 bytes=$2
-shift 2
+w=$1 bytes=$2 group=$3
+shift 3
 bin=${BIN:?}
 mapfile -t files < "$w/inputs.txt"
 tmp=$(mktemp "$w/.plan.XXXXXX")
@@ -33,6 +35,18 @@ i=0
 			"$w" "$id" "$w" "$id" "$path" "$w" "$id"
 		i=$((i + 1))
 	done < "$tmp"
+	if [ "$n" -gt "$group" ]; then
+		printf 'GROUPS :='
+		for ((g = 0; g * group < n; g++)); do printf ' %04d' "$g"; done
+		printf '\n'
+		for ((g = 0; g * group < n; g++)); do
+			printf '%s/counts/group-%04d.counts:' "$w" "$g"
+			for ((k = g * group; k < n && k < (g + 1) * group; k++)); do
+				printf ' %s/counts/%06d.counts' "$w" "$k"
+			done
+			printf '\n'
+		done
+	fi
 } > "$tmp.mk"
 cmp -s "$tmp" "$w/plan.tsv" 2>/dev/null || cp "$tmp" "$w/plan.tsv"
 mv "$tmp.mk" "$w/plan.mk"

@@ -22,6 +22,9 @@
 # where it stopped, a finished run does nothing, a changed parameter redoes what
 # depends on it.  See doc-cat(1) and README.md ("The data pipeline").
 #
+# Past GROUP pieces, the counts are first summed in groups (bpe-learn --from-counts
+# --counts-out, make jobs of this host) so that the tokenizer reads a few files.
+#
 # Why pieces and not tasks as the unit of output: outputs per task would change
 # with N.  Why no global shuffle of documents: the shard reader samples random
 # windows, and a shuffle would be an all-to-all stage.  Why a file of its own and
@@ -39,6 +42,7 @@ SEP    ?= eot
 FIELD  ?= text
 SPECIAL ?= <|endoftext|>
 PIECE_BYTES ?= 8Mi
+GROUP  ?= 64
 VOCAB  ?= 1024
 VAL_FRACTION ?= 0.01
 SEED   ?= 1
@@ -99,7 +103,7 @@ ifeq ($(strip $(INPUTS)),)
 $(error INPUTS is empty: give files, globs or directories, e.g. INPUTS='corpus/*.txt')
 endif
 $(shell mkdir -p $(W)/params)
-$(call stamp,plan,PIECE_BYTES=$(PIECE_BYTES) $(DOC_PARAMS))
+$(call stamp,plan,PIECE_BYTES=$(PIECE_BYTES) GROUP=$(GROUP) $(DOC_PARAMS))
 $(call stamp,counts,$(DOC_PARAMS))
 $(call stamp,tok,VOCAB=$(VOCAB) SPECIAL=$(SPECIAL))
 $(call stamp,shards,$(DOC_PARAMS) VAL_FRACTION=$(VAL_FRACTION) SEED=$(SEED) \
@@ -111,12 +115,14 @@ $(error the inputs cannot be listed (see above))
 endif
 
 $(W)/plan.mk: $(W)/inputs.txt $(W)/params/plan $(INPUT_FILES) $(BIN)/doc-cat
-	$(Q)$(ROOT)/pipelines/data-plan.sh $(W) $(PIECE_BYTES) --format $(FORMAT) --sep $(SEP) \
+	$(Q)$(ROOT)/pipelines/data-plan.sh $(W) $(PIECE_BYTES) $(GROUP) --format $(FORMAT) --sep $(SEP) \
 	  --eot '$(SPECIAL)'
 include $(W)/plan.mk
 
 COUNTS := $(PIECES:%=$(W)/counts/%.counts)
 SHARDS := $(PIECES:%=$(W)/shards/%/manifest.tsv)
+# the tokenizer's counts: the pieces', or, past GROUP pieces, their groups' sums
+TOK_COUNTS := $(if $(GROUPS),$(GROUPS:%=$(W)/counts/group-%.counts),$(COUNTS))
 NOW = $$(date +%s.%N)
 # $(call summary,STAGE,TEXT): one line per stage on stderr, with its time since t0
 summary = { [ -t 2 ] && printf '\r\033[K'; printf 'data.mk: %s: %s, %s s\n' $1 "$2" \
@@ -150,10 +156,14 @@ $(COUNTS) &: $(W)/params/counts $(W)/plan.tsv
 	+$(Q)t0=$(NOW); $(call launch_$(LAUNCH),counts) || true; $(call check,$(COUNTS)); \
 	  $(call summary,counts,$(words $(PIECES)) pieces$(,) $(IN_BYTES) bytes)
 
-$(W)/tok.bpe: $(COUNTS) $(W)/params/tok
-	$(Q)t0=$(NOW); $(LEARN) -j $(MERGE_THREADS) --from-counts -v $(VOCAB) -o $@.tmp $(COUNTS) && \
+$(W)/counts/group-%.counts: $(W)/params/counts
+	$(Q)rm -f $@.tmp && $(LEARN) -j $(THREADS) --from-counts --counts-out $@.tmp \
+	  $(filter %.counts,$^) && mv $@.tmp $@
+
+$(W)/tok.bpe: $(TOK_COUNTS) $(W)/params/tok
+	$(Q)t0=$(NOW); $(LEARN) -j $(MERGE_THREADS) --from-counts -v $(VOCAB) -o $@.tmp $(TOK_COUNTS) && \
 	  mv $@.tmp $@; \
-	  $(call summary,tokenizer,vocabulary $(VOCAB))
+	  $(call summary,tokenizer,vocabulary $(VOCAB) from $(words $(TOK_COUNTS)) counts files)
 
 $(SHARDS) &: $(W)/tok.bpe $(W)/params/shards $(W)/plan.tsv
 	+$(Q)t0=$(NOW); $(call launch_$(LAUNCH),shards) || true; $(call check,$(SHARDS)); \

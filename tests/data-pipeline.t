@@ -47,7 +47,7 @@ ok $? "shards of several pieces ($n), train and validation"
 [ "$(wc -l < ref/plan.tsv)" -gt 5 ] && grep -q "part1.txt	8192	16384" ref/plan.tsv
 ok $? "the plain file is cut into byte ranges, compressed files are whole"
 grep -q '^data.mk: counts: .* pieces, [0-9]* bytes, [0-9.]* s$' ref.log &&
-	grep -q '^data.mk: tokenizer: vocabulary 400, [0-9.]* s$' ref.log &&
+	grep -q '^data.mk: tokenizer: vocabulary 400 from [0-9]* counts files, [0-9.]* s$' ref.log &&
 	grep -q '^data.mk: shards: .* pieces, [0-9]* tokens, [0-9]* documents, [0-9]* bytes of shards, [0-9.]* s$' ref.log
 ok $? "a summary line per stage (time, bytes, tokens)" || show ref
 
@@ -70,6 +70,10 @@ ok $? "lm-train reads the shards through W/lm-train.args" || show train
 
 data j2 -j2; ok $? "-j 2 runs" || show j2
 is "$(digest j2)" "$ref" "-j 2: byte-identical tokenizer, manifest and shards"
+data g3 -j2 GROUP=3; ok $? "GROUP=3: counts merged in groups of 3 pieces first" || show g3
+[ -s g3/counts/group-0000.counts ] && grep -q 'from [0-9]* counts files' g3.log
+ok $? "... into group files"
+is "$(digest g3)" "$ref" "GROUP=3: byte-identical"
 if command -v parallel > /dev/null; then
 	for n in 1 3; do
 		data par$n -j1 LAUNCH=parallel N=$n; ok $? "LAUNCH=parallel N=$n runs" || show par$n

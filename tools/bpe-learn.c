@@ -93,8 +93,6 @@ int main(int argc, char **argv)
 		die(EXIT_USAGE, "nothing to write: give -o FILE, --gpt2-out DIR or --counts-out FILE");
 	if ((output || gpt2_out) && !vocab_size)
 		die(EXIT_USAGE, "--vocab-size N is needed to learn a tokenizer");
-	if (from_counts && counts_out)
-		die(EXIT_USAGE, "--counts-out with --from-counts: merge counts files by learning from them");
 
 	size_t *len = calloc(special.n + 1, sizeof *len);
 	if (!len)
