@@ -413,8 +413,9 @@ int docs_copy(const docs_opts *o, const char *path, FILE *out, const char *out_n
 		close(fd);
 		return lm_seterr(e, "%s: a directory, not a file", path);
 	}
-	docs_codec codec;
-	rc = docs_codec_of(path, &codec, e);
+	/* a pipe's first bytes cannot be peeked at: a pipe is read as plain */
+	docs_codec codec = DOCS_PLAIN;
+	rc = S_ISREG(sb.st_mode) ? docs_codec_of(path, &codec, e) : 0;
 	if (!rc && codec != DOCS_PLAIN) {
 		rc = copy_compressed(&p, codec, e);
 	} else if (!rc && S_ISREG(sb.st_mode)) {
