@@ -58,6 +58,7 @@ SBATCH_OPTS ?=
 SRUN_OPTS ?=
 SSHLOGIN ?= :
 PARALLEL_JOBS ?= 1
+SLURM_POLL ?= 1
 V      ?= 0
 
 DOCS   = $(BIN)/doc-cat --format $(FORMAT) --sep $(SEP) --field $(FIELD) --eot '$(SPECIAL)'
@@ -133,9 +134,12 @@ IN_BYTES = $$(stat -L -c %s $(INPUT_FILES) | awk '{ b += $$1 } END { print b }')
 TASK_MAKE = env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL $(MAKE) -f $(SELF) --no-print-directory \
   -k -j $(TASK_JOBS) W=$(W) N=$(N)
 launch_ = $(MAKE) -f $(SELF) --no-print-directory -k W=$(W) TASK=all task-$1
-launch_slurm = mkdir -p $(W)/logs && sbatch --wait --quiet --array=0-$$(($(N) - 1)) \
+# (the array is watched with squeue every SLURM_POLL seconds: sbatch --wait
+# polls every 10; whether a task failed is told by its outputs, see check)
+launch_slurm = mkdir -p $(W)/logs && jid=$$(sbatch --parsable --array=0-$$(($(N) - 1)) \
   --job-name=data-$1 --output=$(W)/logs/$1-%a.log $(SBATCH_OPTS) \
-  --wrap='$(TASK_MAKE) TASK=$$SLURM_ARRAY_TASK_ID task-$1'
+  --wrap='$(TASK_MAKE) TASK=$$SLURM_ARRAY_TASK_ID task-$1') && \
+  while squeue -h -j $${jid%%;*} 2> /dev/null | grep -q .; do sleep $(SLURM_POLL); done
 launch_srun = srun --ntasks=$(N) $(SRUN_OPTS) bash -c '$(TASK_MAKE) TASK=$$SLURM_PROCID task-$1'
 launch_parallel = seq 0 $$(($(N) - 1)) | parallel --will-cite --halt never --jobs $(PARALLEL_JOBS) \
   --sshlogin '$(SSHLOGIN)' 'cd $(CURDIR) && $(TASK_MAKE) TASK={} task-$1'
@@ -144,7 +148,7 @@ $(error LAUNCH=$(LAUNCH): expected nothing, slurm, srun or parallel)
 endif
 # after the engine: every piece's output must be there
 check = for f in $1; do [ -e $$f ] || { echo "data.mk: $$f missing: a task failed (see above$(if \
-  $(LAUNCH), and $(W)/logs))" >&2; exit 1; }; done
+  $(LAUNCH),$(,) and $(W)/logs))" >&2; exit 1; }; done
 
 data: $(W)/manifest.tsv
 counts: $(COUNTS)

@@ -87,17 +87,33 @@ digest() {
 make -s -f "$MK" "${OPTS[@]}" W="$TMP/local" -j2 > local.log 2>&1
 ok $? "the local run" || sed 's/^/# /' local.log | tail
 
-make -s -f "$MK" "${OPTS[@]}" W="$TMP/array" LAUNCH=slurm N=3 > array.log 2>&1
+make -s -f "$MK" "${OPTS[@]}" W="$TMP/array" LAUNCH=slurm N=3 SLURM_POLL=0.3 > array.log 2>&1
 ok $? "LAUNCH=slurm (a job array of 3 tasks per stage)" || sed 's/^/# /' array.log | tail
 is "$(digest array)" "$(digest local)" "the job array's tokenizer and shards are the local run's bytes"
 is "$(ls array/logs/counts-*.log array/logs/shards-*.log | wc -l)" 6 "one log per array task and stage"
 
-sbatch --wait --quiet --ntasks=2 --output="$TMP/sbatch.log" "$LMPIPE_ROOT/pipelines/data.sbatch" \
-	"${OPTS[@]}" W="$TMP/sbatch" > /dev/null 2>&1
-ok $? "the example pipelines/data.sbatch (srun inside a job of 2 tasks)" || sed 's/^/# /' sbatch.log | tail
+jid=$(sbatch --parsable --ntasks=2 --output="$TMP/sbatch.log" "$LMPIPE_ROOT/pipelines/data.sbatch" \
+	"${OPTS[@]}" W="$TMP/sbatch" 2> sbatch.err)
+ok $? "pipelines/data.sbatch submitted" || sed 's/^/# /' sbatch.err
+while squeue -h -j "${jid%%;*}" 2> /dev/null | grep -q .; do sleep 0.3; done
+[ -s sbatch/manifest.tsv ]
+ok $? "the example pipelines/data.sbatch ran (srun inside a job of 2 tasks)" || sed 's/^/# /' sbatch.log | tail
 is "$(digest sbatch)" "$(digest local)" "its tokenizer and shards are the local run's bytes"
 
 make -s -f "$MK" "${OPTS[@]}" W="$TMP/srun" LAUNCH=srun N=2 > srun.log 2>&1
 ok $? "LAUNCH=srun (2 tasks)" || sed 's/^/# /' srun.log | tail
 is "$(digest srun)" "$(digest local)" "srun's tokenizer and shards are the local run's bytes"
+# a task that fails: make fails, the logs say why, the other tasks' output is kept
+mkdir bad
+printf '{"text":"a"}\n' > bad/a.jsonl
+printf '{"text":"b"}\n{"body":"c"}\n' > bad/b.jsonl
+printf '{"text":"d"}\n' > bad/c.jsonl
+make -s -f "$MK" BIN="$LMPIPE_BIN" INPUTS="$TMP/bad" FORMAT=jsonl VOCAB=260 W="$TMP/fail" \
+	LAUNCH=slurm N=3 SLURM_POLL=0.3 > fail.log 2>&1
+is "$?" 2 "a failing array task: make fails"
+grep -q "missing: a task failed (see above, and $TMP/fail/logs)" fail.log &&
+	grep -q "b.jsonl:2: no \"text\" member" fail/logs/counts-1.log
+ok $? "... saying where to look; the task's log names the file and line" || sed 's/^/# /' fail.log
+[ -s fail/counts/000000.counts ] && [ -s fail/counts/000002.counts ] && [ ! -e fail/counts/000001.counts ]
+ok $? "... the other tasks' counts kept"
 done_testing
