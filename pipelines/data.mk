@@ -36,6 +36,9 @@ SELF   := $(abspath $(lastword $(MAKEFILE_LIST)))
 BIN    ?= $(ROOT)/bin
 W      ?= data
 override W := $(abspath $(W))
+ifneq ($(words $(W)),1)
+$(error W=$(W): a folder name with blanks, which make cannot take)
+endif
 INPUTS ?=
 FORMAT ?= text
 SEP    ?= eot
