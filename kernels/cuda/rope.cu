@@ -10,13 +10,10 @@ namespace {
 
 __global__ void rope_kernel(bf16 *x, const float *cs, int BH, int T, int D, float sign)
 {
-	int half = D / 2;
-	size_t n = (size_t)BH * T * half;
-	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-	     i += (size_t)gridDim.x * blockDim.x) {
-		size_t row = i / half;
-		int j = (int)(i % half), t = (int)(row % T);
-		bf16 *r = x + row * D;
+	unsigned half = D / 2, n = (unsigned)BH * T * half;
+	for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+		unsigned row = i / half, j = i % half, t = row % T;
+		bf16 *r = x + (size_t)row * D;
 		float c = cs[((size_t)t * half + j) * 2], s = sign * cs[((size_t)t * half + j) * 2 + 1];
 		float x0 = ld(r + j), x1 = ld(r + j + half);
 		r[j] = to_bf16(x0 * c - x1 * s);
@@ -27,6 +24,8 @@ __global__ void rope_kernel(bf16 *x, const float *cs, int BH, int T, int D, floa
 int apply(uint16_t *x, const float *cs, int B, int H, int T, int D, float sign, void *stream)
 {
 	size_t n = (size_t)B * H * T * (D / 2);
+	if (n > UINT32_MAX)
+		return -1;
 	rope_kernel<<<grid_for(n), BLOCK, 0, (cudaStream_t)stream>>>((bf16 *)x, cs, B * H, T, D, sign);
 	return launched();
 }

@@ -12,6 +12,7 @@
 #include <nvtx3/nvToolsExt.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "kernels/attention.h"
 #include "kernels/convert.h"
@@ -27,6 +28,9 @@
  * are padded with zeros to the next one (same scores, same output). */
 enum { ATTN_D_SMALL = 64, ATTN_D_LARGE = 128, ATTN_D_ALIGN = 8, ATTN_PADDED_BUFS = 8 };
 
+/* Upload staging: enough slots for the uploads of a few micro-batches. */
+enum { STAGE_SLOTS = 16, STAGE_BYTES = 1 << 20 };
+
 typedef struct cuda_ctx {
 	int device;
 	cudaStream_t st;
@@ -35,6 +39,13 @@ typedef struct cuda_ctx {
 	struct cudaDeviceProp prop;
 	cudaEvent_t *events;         /* free marks (profiler) */
 	int n_events;
+	void *head;                  /* head_xent's chunk: fp32 logits, bf16 gradient */
+	size_t head_bytes;
+	void *scratch;               /* ops' workspaces, grown on first use */
+	size_t scratch_bytes;
+	char *stage;                 /* pinned, STAGE_SLOTS x STAGE_BYTES */
+	cudaEvent_t stage_done[STAGE_SLOTS];
+	int next_stage;
 } cuda_ctx;
 
 #define CTX(be) ((cuda_ctx *)(be)->impl)
@@ -77,12 +88,29 @@ static void cu_copy(lm_backend *be, void *dst, const void *src, size_t bytes)
 			  cudaSuccess, "copy");
 }
 
-/* From pageable host memory the copy has left the host buffer when the
- * call returns. */
+/* Small uploads (token ids, targets, weights) go through a ring of pinned
+ * staging slots, so that they queue behind the work in flight instead of
+ * waiting for it, as a copy from pageable memory does; a slot is reused
+ * once the event recorded after its copy has passed.  Larger ones copy
+ * from the caller's memory directly. */
 static void cu_upload(lm_backend *be, void *dst, const void *host, size_t bytes)
 {
-	check(be, cudaMemcpyAsync(dst, host, bytes, cudaMemcpyHostToDevice, CTX(be)->st) !=
-		  cudaSuccess, "upload");
+	cuda_ctx *c = CTX(be);
+	if (bytes > STAGE_BYTES || !c->stage) {
+		check(be, cudaMemcpyAsync(dst, host, bytes, cudaMemcpyHostToDevice, c->st) !=
+			  cudaSuccess, "upload");
+		return;
+	}
+	int i = c->next_stage;
+	c->next_stage = (i + 1) % STAGE_SLOTS;
+	char *slot = c->stage + (size_t)i * STAGE_BYTES;
+	if (cudaEventSynchronize(c->stage_done[i]) != cudaSuccess) {
+		check(be, 1, "upload (staging)");
+		return;
+	}
+	memcpy(slot, host, bytes);
+	check(be, cudaMemcpyAsync(dst, slot, bytes, cudaMemcpyHostToDevice, c->st) != cudaSuccess ||
+		  cudaEventRecord(c->stage_done[i], c->st) != cudaSuccess, "upload");
 }
 
 static void cu_download(lm_backend *be, void *host, const void *src, size_t bytes)
@@ -188,9 +216,15 @@ static void cu_close(lm_backend *be)
 	cudaStreamSynchronize(c->st);
 	for (int i = 0; i < c->n_events; i++)
 		cudaEventDestroy(c->events[i]);
+	for (int i = 0; i < STAGE_SLOTS; i++)
+		if (c->stage_done[i])
+			cudaEventDestroy(c->stage_done[i]);
+	cudaFreeHost(c->stage);
 	free(c->events);
 	matmul_cuda_free(c->mm);
 	cudaFree(c->partials);
+	cudaFree(c->scratch);
+	cudaFree(c->head);
 	cudaStreamDestroy(c->st);
 	free(c);
 	free(be);
@@ -214,10 +248,28 @@ static void cu_rmsnorm_fwd(lm_backend *be, void *y, float *rstd, const float *x,
 	check(be, rmsnorm_fwd_cuda(y, rstd, x, w, N, C, eps, ST(be)), "rmsnorm");
 }
 
+/* A workspace of at least bytes, grown (once, at the first step) when
+ * smaller; NULL with the sticky error. */
+static void *scratch(lm_backend *be, size_t bytes)
+{
+	cuda_ctx *c = CTX(be);
+	if (bytes <= c->scratch_bytes)
+		return c->scratch;
+	void *p = cu_alloc(be, bytes);
+	if (!p)
+		return NULL;
+	cudaFree(c->scratch);
+	c->scratch = p;
+	c->scratch_bytes = bytes;
+	return p;
+}
+
 static void cu_rmsnorm_bwd(lm_backend *be, float *dx, float *dw, const void *dy, const float *x,
 			   const float *w, const float *rstd, int N, int C)
 {
-	check(be, rmsnorm_bwd_cuda(dx, dw, dy, x, w, rstd, N, C, ST(be)), "rmsnorm backward");
+	void *ws = scratch(be, rmsnorm_bwd_cuda_workspace(N, C));
+	if (ws)
+		check(be, rmsnorm_bwd_cuda(dx, dw, dy, x, w, rstd, N, C, ws, ST(be)), "rmsnorm backward");
 }
 
 static void cu_matmul_fwd(lm_backend *be, void *out, const float *addend, const void *inp,
@@ -372,6 +424,37 @@ static void cu_xent_bwd(lm_backend *be, void *dlogits, const void *logits, const
 	      "cross-entropy backward");
 }
 
+static void cu_head_xent(lm_backend *be, const void *x, const void *w, const int32_t *targets,
+			 float scale, int N, int C, int V, float *loss, float *lse, double *loss_sum,
+			 void *dx, float *dw)
+{
+	cuda_ctx *c = CTX(be);
+	int R = BACKEND_HEAD_CHUNK / V > 0 ? BACKEND_HEAD_CHUNK / V : 1;
+	if (R > N)
+		R = N;
+	size_t zb = (size_t)R * V * sizeof(float);
+	if (!c->head || c->head_bytes < zb + (size_t)R * V * sizeof(uint16_t)) {
+		cudaFree(c->head);
+		c->head_bytes = 0;
+		if (!(c->head = cu_alloc(be, zb + (size_t)R * V * sizeof(uint16_t))))
+			return;
+		c->head_bytes = zb + (size_t)R * V * sizeof(uint16_t);
+	}
+	float *z = c->head;
+	uint16_t *dz = (uint16_t *)((char *)c->head + zb);
+	void *st = ST(be);
+	for (int r0 = 0; r0 < N && !be->failed; r0 += R) {
+		int n = N - r0 < R ? N - r0 : R;
+		const uint16_t *xr = (const uint16_t *)x + (size_t)r0 * C;
+		int rc = matmul_fwd_f32_cuda(c->mm, z, xr, w, n, C, V) ||
+			 xent_fwd_f32_cuda(loss + r0, lse + r0, z, targets + r0, n, V, loss_sum, st);
+		if (!rc && dx)
+			rc = xent_bwd_f32_cuda(dz, z, lse + r0, targets + r0, NULL, scale, n, V, st) ||
+			     matmul_bwd_cuda(c->mm, (uint16_t *)dx + (size_t)r0 * C, dw, dz, xr, w, n, C, V);
+		check(be, rc, "LM head and cross-entropy");
+	}
+}
+
 static void cu_sumsq(lm_backend *be, double *out, const float *g, size_t n)
 {
 	check(be, sumsq_cuda(out, g, n, CTX(be)->partials, ST(be)), "sum of squares");
@@ -427,6 +510,7 @@ static const lm_backend cuda_table = {
 	.swiglu_bwd = cu_swiglu_bwd,
 	.xent_fwd = cu_xent_fwd,
 	.xent_bwd = cu_xent_bwd,
+	.head_xent = cu_head_xent,
 	.sumsq = cu_sumsq,
 	.clip_scale = cu_clip_scale,
 	.adamw_step = cu_adamw_step,
@@ -456,11 +540,19 @@ lm_backend *backend_cuda_open(lm_err *e)
 	    cudaGetDeviceProperties(&c->prop, c->device) != cudaSuccess ||
 	    cudaStreamCreateWithFlags(&c->st, cudaStreamNonBlocking) != cudaSuccess ||
 	    cudaMalloc((void **)&c->partials, SUMSQ_CUDA_PARTIALS * sizeof(double)) != cudaSuccess ||
-	    !(c->mm = matmul_cuda_new(c->st))) {
+	    !(c->mm = matmul_cuda_new(c->st)) ||
+	    cudaMallocHost((void **)&c->stage, (size_t)STAGE_SLOTS * STAGE_BYTES) != cudaSuccess) {
 		lm_seterr(e, "device 'cuda' is not available: %s", cudaGetErrorString(cudaGetLastError()));
 		cu_close(be);
 		return NULL;
 	}
+	for (int i = 0; i < STAGE_SLOTS; i++)
+		if (cudaEventCreateWithFlags(&c->stage_done[i], cudaEventDisableTiming) != cudaSuccess) {
+			lm_seterr(e, "device 'cuda' is not available: %s",
+				  cudaGetErrorString(cudaGetLastError()));
+			cu_close(be);
+			return NULL;
+		}
 	return be;
 }
 
