@@ -62,7 +62,13 @@ is "$ids" "$ids_ref" "as many tokens in the shards as in the whole corpus encode
 shard-pack -t $(awk -F'\t' '!/^#/ { print "ref/" $1 }' ref/manifest.tsv) > /dev/null 2>&1
 ok $? "every shard verifies"
 make -s -f "$MK" "${OPTS[@]}" W="$TMP/ref" verify > verify.log 2>&1
-ok $? "make verify: checksums and the manifest's SHA-256" || show verify
+ok $? "make verify: every shard's checksums" || show verify
+cp -a ref vbad
+f=vbad/$(awk -F'\t' '!/^#/ { print $1; exit }' vbad/manifest.tsv)
+printf 'X' | dd of="$f" bs=1 seek=200 conv=notrunc 2> /dev/null
+make -s -f "$MK" "${OPTS[@]}" W="$TMP/vbad" verify > vbad.log 2>&1
+[ $? != 0 ] && grep -q "${f#vbad/}" vbad.log; ok $? "make verify: a corrupt shard fails, named" || show vbad
+rm -rf vbad
 # shellcheck disable=SC2046
 lm-train $(cat ref/lm-train.args) -o ck -m tiny --vocab 400 --context 32 --d-model 16 --layers 1 \
 	--heads 2 --d-ff 32 -b 2 -n 2 --eval-every 2 -j 1 > train.log 2>&1 && [ -s ck/latest ]
