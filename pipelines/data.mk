@@ -31,6 +31,9 @@
 # not a part of pretrain.mk: pretrain.mk stays the short path from one corpus to
 # a model; lm-train reads this pipeline's shards through W/lm-train.args.
 
+ifeq ($(filter grouped-target,$(.FEATURES)),)
+$(error pipelines/data.mk needs GNU make 4.3 or later (grouped targets); this is $(MAKE_VERSION))
+endif
 ROOT   := $(abspath $(dir $(lastword $(MAKEFILE_LIST)))/..)
 SELF   := $(abspath $(lastword $(MAKEFILE_LIST)))
 BIN    ?= $(ROOT)/bin
