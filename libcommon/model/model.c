@@ -125,6 +125,9 @@ int model_init(model *m, const model_config *c, lm_backend *be, int maxB, int ma
 	if (maxB < 1 || maxT < 1 || maxT > c->ctx)
 		return lm_usage_err(e, "batch %d x context %d does not fit the model (context %d)",
 				    maxB, maxT, c->ctx);
+	if (!be->supports(be, LM_OP_ATTENTION, c->d_model / c->n_heads, maxT))
+		return lm_usage_err(e, "device '%s' has no attention for head dimension %d (d_model %d / "
+				    "%d heads)", be->name, c->d_model / c->n_heads, c->d_model, c->n_heads);
 	m->cfg = *c;
 	m->be = be;
 	m->maxB = maxB;
