@@ -556,7 +556,7 @@ lm_backend *backend_cuda_open(lm_err *e)
 	int n = 0;
 	cudaError_t err = cudaGetDeviceCount(&n);
 	if (err != cudaSuccess || n < 1) {
-		lm_seterr(e, "device 'cuda' is not available: %s; use --device cpu",
+		lm_seterr(e, "device 'cuda' is not available: no usable GPU (%s); use --device cpu",
 			  err != cudaSuccess ? cudaGetErrorString(err) : "no CUDA device");
 		cudaGetLastError();
 		return NULL;
