@@ -10,7 +10,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "app/shard_pack.h"
 
-#include <signal.h>
+#include <signal.h> /* sig_atomic_t */
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -43,7 +43,8 @@ typedef struct shard_seq {
 	uint64_t tokens, bytes;
 } shard_seq;
 
-/* What the signal handler removes: the committed shards of both sequences. */
+/* What the abort hook removes: the committed shards of both sequences of
+ * the run in progress. */
 static char sig_base[2][NAME_MAX_LEN];
 static volatile sig_atomic_t sig_count[2];
 
@@ -69,7 +70,9 @@ static void seq_name_signal_safe(char *out, const char *base, unsigned i)
 	memcpy(out + n, SHARD_EXT, sizeof SHARD_EXT);
 }
 
-static void on_signal(int sig)
+/* The abort hook (atomic.h): a signal, die() or exit during the run
+ * removes the shards it has committed, with the unfinished one. */
+static void remove_committed(void)
 {
 	char name[NAME_MAX_LEN + 32];
 	for (int s = 0; s < 2; s++)
@@ -77,24 +80,10 @@ static void on_signal(int sig)
 			seq_name_signal_safe(name, sig_base[s], (unsigned)i);
 			unlink(name);
 		}
-	atomic_abort_all_signal_safe();
-	signal(sig, SIG_DFL);
-	raise(sig);
 }
 
-void shard_pack_signals(void)
-{
-	struct sigaction sa;
-	memset(&sa, 0, sizeof sa);
-	sa.sa_handler = on_signal;
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
-	sigaction(SIGHUP, &sa, NULL);
-}
-
-/* Commit the open shard.  The signal handler learns of it before the
- * rename, so that no moment exists when it is in place but unknown. */
+/* Commit the open shard.  The abort hook learns of it before the rename,
+ * so that no moment exists when it is in place but unknown. */
 static int seq_commit(shard_seq *s, int which, lm_err *e)
 {
 	s->bytes += shard_writer_bytes(s->w);
@@ -415,19 +404,20 @@ static int check_free(const shard_pack_opts *o, shard_seq *seq, lm_err *e)
 	return 0;
 }
 
-static void report(const packer *p)
+static void summarize(const packer *p, shard_pack_summary *s)
 {
 	const shard_seq *t = &p->seq[SEQ_TRAIN], *v = &p->seq[SEQ_VAL];
-	double raw = 2.0 * (double)(t->tokens + v->tokens);
-	double comp = (double)(t->bytes + v->bytes);
-	fprintf(stderr, "%s: %llu tokens, %llu documents: %u train shards (%llu tokens), "
-		"%u validation shards (%llu tokens), %.3f x smaller than raw u16\n",
-		p->o->prefix, (unsigned long long)p->in_tokens,
-		(unsigned long long)p->doc_index, t->n_done, (unsigned long long)t->tokens,
-		v->n_done, (unsigned long long)v->tokens, comp > 0 ? raw / comp : 0.0);
+	s->in_tokens = p->in_tokens;
+	s->docs = p->doc_index;
+	s->train_shards = t->n_done;
+	s->val_shards = v->n_done;
+	s->train_tokens = t->tokens;
+	s->val_tokens = v->tokens;
+	s->bytes = t->bytes + v->bytes;
 }
 
-int shard_pack(const shard_pack_opts *o, const char *const *inputs, int n, lm_err *e)
+int shard_pack(const shard_pack_opts *o, const char *const *inputs, int n,
+	       shard_pack_summary *sum, lm_err *e)
 {
 	static const char *const stdin_only[] = { "-" };
 	packer p;
@@ -461,6 +451,12 @@ int shard_pack(const shard_pack_opts *o, const char *const *inputs, int n, lm_er
 		inputs = stdin_only;
 		n = 1;
 	}
+	int hook = atomic_hook_add(remove_committed);
+	if (hook < 0) {
+		free(buf);
+		free(p.heap);
+		return lm_seterr(e, "too many output sets in progress at once");
+	}
 	progress_start(&p.prog, o->progress, "packing", "tokens", 0);
 	tokstream_info first = { 0 };
 	int rc = 0;
@@ -488,10 +484,11 @@ int shard_pack(const shard_pack_opts *o, const char *const *inputs, int n, lm_er
 		if (o->force)
 			for (int s = 0; s < 2; s++)
 				seq_remove_stale(&p.seq[s], p.seq[s].n_done);
-		if (o->verbose)
-			report(&p);
+		if (sum)
+			summarize(&p, sum);
 		sig_count[SEQ_TRAIN] = sig_count[SEQ_VAL] = 0;
 	}
+	atomic_hook_remove(hook);
 	for (size_t i = 0; i < p.heap_n; i++)
 		free(p.heap[i].ids);
 	free(p.cur.ids);

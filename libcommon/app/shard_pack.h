@@ -23,16 +23,23 @@ typedef struct shard_pack_opts {
 	int level, threads;
 	int force;               /* replace existing shards of the prefix */
 	int progress;            /* --progress */
-	int verbose;             /* summary on stderr */
 } shard_pack_opts;
 
-/* Pack the token streams of inputs ("-": stdin; n = 0: stdin).  On error no
- * shard of this run is left behind. */
-int shard_pack(const shard_pack_opts *o, const char *const *inputs, int n, lm_err *e);
+/* What a run packed, for the program to report. */
+typedef struct shard_pack_summary {
+	uint64_t in_tokens, docs;
+	unsigned train_shards, val_shards;
+	uint64_t train_tokens, val_tokens;
+	uint64_t bytes;          /* of all the shards written */
+} shard_pack_summary;
 
-/* Install signal handlers that also remove the shards a shard_pack() in
- * progress has committed (call after lm_init). */
-void shard_pack_signals(void);
+/* Pack the token streams of inputs ("-": stdin; n = 0: stdin); on success
+ * *sum (when not NULL) says what was written.  On error no
+ * shard of this run is left behind; while it runs, the abort list of
+ * base/atomic.h removes its committed shards too, so a signal (lm_init's
+ * handlers), die() or exit leave none either. */
+int shard_pack(const shard_pack_opts *o, const char *const *inputs, int n,
+	       shard_pack_summary *sum, lm_err *e);
 
 /* Listing (-l): a header line, one line per file, a total line. */
 typedef struct shard_list_total {

@@ -5,7 +5,12 @@
  * file systems); atomic_commit() flushes, fsyncs, renames it over the
  * destination and fsyncs the directory.  Until then the temporary file is on
  * a process-wide list; die(), exit and SIGINT/SIGTERM/SIGHUP remove every
- * file still on it, so an interrupted run leaves nothing that looks valid. */
+ * file still on it, so an interrupted run leaves nothing that looks valid.
+ *
+ * Outputs that are committed one by one but whole only as a set (the
+ * numbered shards of shard-pack) join the same list as a hook: a function
+ * that removes what the run has committed so far, called after the
+ * temporary files are removed, until the run removes the hook. */
 #ifndef LMPIPE_ATOMIC_H
 #define LMPIPE_ATOMIC_H
 
@@ -27,9 +32,19 @@ int atomic_commit(atomic_file *af, lm_err *e);
 /* Close and remove the temporary file (safe on a zeroed or committed af). */
 void atomic_abort(atomic_file *af);
 
-/* Remove every unfinished temporary file (called by die and at exit). */
+/* Remove every unfinished temporary file and run every hook (called by die
+ * and at exit). */
 void atomic_abort_all(void);
 /* The same, using only async-signal-safe calls (for signal handlers). */
 void atomic_abort_all_signal_safe(void);
+
+/* Add a hook to the abort list: fn must use async-signal-safe calls only,
+ * since a signal handler may run it.  The slot for atomic_hook_remove, or
+ * -1 when ATOMIC_MAX_HOOKS are in place. */
+enum { ATOMIC_MAX_HOOKS = 4 };
+int atomic_hook_add(void (*fn)(void));
+/* Remove the hook of a slot (nothing for -1): the set is complete, or the
+ * run removed its outputs itself. */
+void atomic_hook_remove(int slot);
 
 #endif
