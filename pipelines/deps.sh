@@ -8,8 +8,11 @@
 set -eu
 # build: compiler, zstd, jansson, OpenBLAS; tests: perl (prove), mandoc,
 # groff-base (man.t), unicode-data (make unicode); demo: fortunes (the corpus),
-# gnuplot (plots).
-pkgs="build-essential perl libzstd-dev libjansson-dev libopenblas-dev mandoc groff-base unicode-data gnuplot-nox fortunes"
+# gnuplot (plots); the data pipeline (pipelines/data.mk) and its tests: the
+# decompressors doc-cat runs (gzip, zstd, xz-utils), GNU parallel, and a
+# one-host Slurm (slurm-wlm, munge) that tests/data-slurm.t starts.
+pkgs="build-essential perl libzstd-dev libjansson-dev libopenblas-dev mandoc groff-base unicode-data gnuplot-nox fortunes
+gzip zstd xz-utils parallel slurm-wlm munge"
 missing=""
 for p in $pkgs; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing="$missing $p"
