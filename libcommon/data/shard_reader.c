@@ -18,6 +18,8 @@ enum {
 	DEFAULT_CACHE_FRAMES = 64,
 	NAME_EXTRA = 32,        /* room for "-000000.lms" after a prefix */
 };
+/* the default cache's bound per thread, for shards of very large frames */
+static const size_t CACHE_BYTES_MAX = (size_t)256 << 20;
 
 typedef struct cache_entry {
 	size_t file;
@@ -43,8 +45,9 @@ struct shard_reader {
 	uint64_t *start_prefix;  /* n_files + 1: cumulative random start positions */
 	uint64_t *win_prefix;    /* n_files + 1: cumulative sequential windows */
 	uint64_t total_tokens;
-	uint32_t frame_tokens_max;
+	uint64_t total_frames;
 	size_t max_frame_size;
+	size_t frame_bytes;      /* the largest decompressed frame of the set */
 	int dtype;
 
 	/* Used only by whoever fills batches (the prefetch thread, if on). */
@@ -86,6 +89,11 @@ static const uint8_t *get_frame(const shard_reader *r, sr_worker *w, size_t i, u
 			victim = ce;
 	}
 	victim->last_use = 0;
+	if (!victim->raw && !(victim->raw = malloc(r->frame_bytes ? r->frame_bytes : 1))) {
+		lm_seterr(e, "%s: out of memory for a frame of %zu bytes", r->files[i].path,
+			  r->frame_bytes);
+		return NULL;
+	}
 	if (shard_read_frame(&r->files[i], k, w->dctx, w->comp, victim->raw, e))
 		return NULL;
 	victim->file = i;
@@ -340,8 +348,9 @@ static int check_set(shard_reader *r, lm_err *e)
 		r->start_prefix[i + 1] = r->start_prefix[i] + (n > T ? n - T : 0);
 		r->win_prefix[i + 1] = r->win_prefix[i] + (n > 0 ? (n - 1) / T : 0);
 		r->total_tokens += n;
-		if (m->frame_tokens > r->frame_tokens_max)
-			r->frame_tokens_max = m->frame_tokens;
+		if (shard_frame_bytes(f) > r->frame_bytes)
+			r->frame_bytes = shard_frame_bytes(f);
+		r->total_frames += m->n_frames;
 		if (f->max_frame_size > r->max_frame_size)
 			r->max_frame_size = f->max_frame_size;
 	}
@@ -357,18 +366,28 @@ static int alloc_buffers(shard_reader *r, lm_err *e)
 	r->workers = calloc((size_t)r->n_workers, sizeof *r->workers);
 	if (!r->workers)
 		return lm_seterr(e, "out of memory");
-	size_t frame_bytes = (size_t)r->frame_tokens_max * (size_t)r->dtype;
+	/* Entries are allocated when first filled, so a frame size claimed by a
+	 * header costs memory only once such a frame has been read; a cache never
+	 * holds more entries than the set has frames, nor (by default) more than
+	 * CACHE_BYTES_MAX. */
+	size_t n_cache = r->cfg.cache_frames;
+	if (!n_cache) {
+		n_cache = DEFAULT_CACHE_FRAMES;
+		if (r->frame_bytes && CACHE_BYTES_MAX / r->frame_bytes < n_cache)
+			n_cache = CACHE_BYTES_MAX / r->frame_bytes;
+	}
+	if (n_cache > r->total_frames)
+		n_cache = (size_t)r->total_frames;
+	if (n_cache == 0)
+		n_cache = 1;
 	for (int t = 0; t < r->n_workers; t++) {
 		sr_worker *w = &r->workers[t];
-		w->n_cache = r->cfg.cache_frames ? r->cfg.cache_frames : DEFAULT_CACHE_FRAMES;
+		w->n_cache = n_cache;
 		w->cache = calloc(w->n_cache, sizeof *w->cache);
 		w->dctx = ZSTD_createDCtx();
 		w->comp = malloc(r->max_frame_size ? r->max_frame_size : 1);
 		if (!w->cache || !w->dctx || !w->comp)
 			return lm_seterr(e, "out of memory");
-		for (size_t c = 0; c < w->n_cache; c++)
-			if (!(w->cache[c].raw = malloc(frame_bytes)))
-				return lm_seterr(e, "out of memory");
 	}
 	return 0;
 }
@@ -487,4 +506,13 @@ uint64_t sr_windows(const shard_reader *r)
 size_t sr_shards(const shard_reader *r)
 {
 	return r->n_files;
+}
+
+size_t sr_cache_bytes(const shard_reader *r)
+{
+	size_t n = 0;
+	for (int t = 0; t < r->n_workers; t++)
+		for (size_t c = 0; c < r->workers[t].n_cache; c++)
+			n += r->workers[t].cache[c].raw ? r->frame_bytes : 0;
+	return n;
 }

@@ -85,5 +85,7 @@ uint64_t sr_tokens(const shard_reader *r);  /* all tokens of the set */
 uint64_t sr_starts(const shard_reader *r);  /* valid random start positions */
 uint64_t sr_windows(const shard_reader *r); /* sequential windows */
 size_t sr_shards(const shard_reader *r);
+/* Bytes the frame caches of all filling threads hold now. */
+size_t sr_cache_bytes(const shard_reader *r);
 
 #endif
