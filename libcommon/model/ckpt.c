@@ -163,6 +163,28 @@ static int meta_u64(const sft_file *f, const char *key, uint64_t *out, lm_err *e
 	return 0;
 }
 
+/* Every tensor the shape c implies is in the file with its shape, so that a
+ * model allocated from c is no larger than the file (whose tensors cover its
+ * data exactly): a small file cannot make a program allocate from a claim. */
+static int check_tensors(const sft_file *f, const model_config *c, lm_err *e)
+{
+	if ((size_t)c->n_layers > f->n)
+		return lm_seterr(e, "%s: %d layers claimed, %zu tensors present", f->path,
+				 c->n_layers, f->n);
+	model_tensor *tt = NULL;
+	int nt = model_tensors(c, &tt);
+	if (nt < 0)
+		return lm_seterr(e, "%s: out of memory", f->path);
+	int rc = 0;
+	for (int i = 0; !rc && i < nt; i++) {
+		const sft_tensor *t;
+		int64_t shape[2] = { tt[i].rows, tt[i].cols };
+		rc = sft_expect_shape(f, tt[i].name, SFT_F32, tt[i].cols ? 2 : 1, shape, &t, e);
+	}
+	free(tt);
+	return rc;
+}
+
 static int read_config(const sft_file *f, model_config *c, lm_err *e)
 {
 	const char *fmt = sft_meta(f, "lmpipe.format");
@@ -194,7 +216,7 @@ static int read_config(const sft_file *f, model_config *c, lm_err *e)
 	c->tie_embeddings = v[6] != 0;
 	if (model_config_check(c, e))
 		return lm_err_prefix(e, "%s", f->path);
-	return 0;
+	return check_tensors(f, c, e);
 }
 
 int ckpt_read_config(const char *path, model_config *c, lm_err *e)
