@@ -169,7 +169,8 @@ static int old_logprobs(seq *s, json_t *a, const char *who, const char *name, un
 	int first = s->T - s->n_resp;
 	for (int k = 0; k < s->n_resp; k++) {
 		json_t *x = json_array_get(a, (size_t)k);
-		if (!json_is_number(x) || !(json_number_value(x) <= 0))
+		if (!json_is_number(x) || !(json_number_value(x) <= 0) ||
+		    !isfinite((float)json_number_value(x)))
 			return lm_seterr(e, "%s:%lu: logprobs[%d] is not a log-probability", name, lineno, k);
 		s->old_logp[first + k] = (float)json_number_value(x);
 	}
@@ -205,6 +206,8 @@ static int read_record(const rlu_opts *o, seqs *v, json_t *obj, int vocab, int c
 		return lm_seterr(e, "%s:%lu: no numeric 'reward' (score the rollouts with rl-reward)",
 				 name, lineno);
 	s->reward = json_number_value(rw);
+	if (!isfinite((float)s->reward)) /* computed in float: beyond FLT_MAX is inf */
+		return lm_seterr(e, "%s:%lu: reward %g does not fit a float", name, lineno, s->reward);
 	if (o->algo == RLU_PPO) /* no groups: the value head is the baseline */
 		return old_logprobs(s, json_object_get(obj, "logprobs"), "ppo", name, lineno, e);
 	if (!g)
@@ -435,6 +438,15 @@ static int dpo_pair(const rlu_opts *o, model *m, const seq *c, const seq *r, siz
 	return model_backward(m, (float)(-d_lr / (double)npairs), e);
 }
 
+int rlu_check_finite(const stats *st, double gnorm, lm_err *e)
+{
+	const char *what = !isfinite(st->loss) ? "loss" : !isfinite(gnorm) ? "gradient norm" : NULL;
+	if (what)
+		return lm_seterr(e, "step %lld: the %s is not finite (%g); stopped, nothing written",
+				 st->steps + 1, what, !isfinite(st->loss) ? st->loss : gnorm);
+	return 0;
+}
+
 static int train_dpo(const rlu_opts *o, model *m, optim *opt, seqs *v, stats *st, lm_err *e)
 {
 	size_t pairs = v->n / 2;
@@ -449,6 +461,8 @@ static int train_dpo(const rlu_opts *o, model *m, optim *opt, seqs *v, stats *st
 			if (rc)
 				break;
 			double gn = optim_grad_norm(m);
+			if ((rc = rlu_check_finite(st, gn, e)))
+				break;
 			st->gnorm_sum += gn;
 			st->steps++;
 			optim_step(opt, m, o->lr, clip_factor(gn, o->clip_grad));
@@ -484,6 +498,8 @@ static int train(const rlu_opts *o, model *m, optim *opt, seqs *v, stats *st, lm
 			if (rc)
 				break;
 			double gn = optim_grad_norm(m);
+			if ((rc = rlu_check_finite(st, gn, e)))
+				break;
 			st->gnorm_sum += gn;
 			st->steps++;
 			optim_step(opt, m, o->lr, clip_factor(gn, o->clip_grad));

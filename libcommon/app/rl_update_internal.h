@@ -63,6 +63,11 @@ int seq_forward(model *m, const seq *s, work *w, stats *st, lm_err *e);
 int reference_tokens(const rlu_opts *o, const model_config *cfg, const lm_backend *be,
 		     int maxT, seqs *v, lm_err *e);
 
+/* Before optimizer step st->steps + 1: the loss so far and the gradient
+ * norm must be finite, or -1 with a message naming the step (nothing of
+ * the run is written then). */
+int rlu_check_finite(const stats *st, double gnorm, lm_err *e);
+
 /* PPO: values, GAE and returns of every sequence, then the epochs of
  * minibatch steps on the policy m and the value head h. */
 int ppo_train(const rlu_opts *o, model *m, optim *opt, value_head *h, seqs *v, stats *st,
