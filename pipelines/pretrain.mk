@@ -62,7 +62,7 @@ $(W)/tok.bpe: $(CORPUS)
 # The shards are many files; a stamp stands for the set.
 $(W)/data/.packed: $(W)/tok.bpe $(CORPUS)
 	@mkdir -p $(@D)
-	rm -f $(@D)/train-*.lms
+	rm -f $(@D)/train-*.lms $(@D)/train.g*-*.lms $(@D)/train.manifest
 	$(ENCODE) $(CORPUS) | $(PACK) -o $(@D)/train
 	$(BIN)/shard-pack -t $(@D)/train-*.lms
 	touch $@

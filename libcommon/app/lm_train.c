@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "base/atomic.h"
 #include "cli/progress.h"
 #include "data/shard_reader.h"
 #include "model/backend.h"
@@ -159,15 +160,15 @@ static int loop(trainer *t, long long steps, lm_err *e)
 			if (t->log)
 				fprintf(t->log, "{\"step\":%lld,\"val_loss\":%.17g}\n", t->st.step, vl);
 		}
-		if (t->log)
-			fflush(t->log);
+		if (t->log && fflush(t->log))
+			return lm_seterr(e, "%s: write error:", tc->log_path);
 		if (tc->out_dir && ((tc->ckpt_every && t->st.step % tc->ckpt_every == 0) || last) &&
 		    save(t, e))
 			return -1;
 	}
 	progress_end(&p, (uint64_t)t->st.step, NULL);
-	if (t->log && ferror(t->log))
-		return lm_seterr(e, "%s: write error", tc->log_path);
+	if (t->log && (fflush(t->log) || ferror(t->log)))
+		return lm_seterr(e, "%s: write error:", tc->log_path);
 	return 0;
 }
 
@@ -209,6 +210,38 @@ static char *resume_path(const train_config *tc, lm_err *e)
 	return p;
 }
 
+/* Resuming at step: drop the log's records of later steps, which the run
+ * that was stopped wrote after its last checkpoint and this run writes
+ * again (the log is rewritten whole, then appended to). */
+static int log_cut(const char *path, long long step, lm_err *e)
+{
+	FILE *in = fopen(path, "r");
+	if (!in)
+		return errno == ENOENT ? 0 : lm_seterr(e, "%s:", path);
+	atomic_file af;
+	if (atomic_open(&af, path, e)) {
+		fclose(in);
+		return -1;
+	}
+	char *line = NULL;
+	size_t cap = 0;
+	ssize_t n;
+	while ((n = getline(&line, &cap, in)) > 0) {
+		long long s;
+		if (sscanf(line, "{\"step\":%lld", &s) == 1 && s > step)
+			continue;
+		fwrite(line, 1, (size_t)n, af.fp);
+	}
+	free(line);
+	int bad = ferror(in);
+	fclose(in);
+	if (bad) {
+		atomic_abort(&af);
+		return lm_seterr(e, "%s: read error", path);
+	}
+	return atomic_commit(&af, e);
+}
+
 static void trainer_free(trainer *t)
 {
 	if (t->data)
@@ -238,6 +271,8 @@ int train_run(const train_config *tc, lm_err *e)
 		return lm_usage_err(e, "--resume needs --out DIR");
 	if (tc->out_dir && mkdir(tc->out_dir, 0777) && errno != EEXIST)
 		return lm_seterr(e, "%s:", tc->out_dir);
+	if (tc->out_dir) /* checkpoints a killed run was writing */
+		atomic_clean_stale(tc->out_dir, NULL, NULL);
 	char *rp = resume_path(tc, e);
 	if (tc->resume && !rp)
 		return -1;
@@ -257,6 +292,9 @@ int train_run(const train_config *tc, lm_err *e)
 	if (open_reader(&t.data, tc->data, tc->n_data, SR_RANDOM, &t, e) ||
 	    (tc->n_val && open_reader(&t.val, tc->val, tc->n_val, SR_SEQUENTIAL, &t, e)) ||
 	    sr_seek(t.data, t.st.data_pos, e))
+		goto out;
+	if (tc->log_path && rp && strcmp(tc->log_path, "-") &&
+	    log_cut(tc->log_path, t.st.step, e))
 		goto out;
 	if (tc->log_path) {
 		t.log = !strcmp(tc->log_path, "-") ? stdout : fopen(tc->log_path, rp ? "a" : "w");

@@ -24,9 +24,20 @@ typedef struct shard_pack_opts {
 	int verbose;             /* summary on stderr */
 } shard_pack_opts;
 
-/* Pack the token streams of inputs ("-": stdin; n = 0: stdin).  On error no
- * shard of this run is left behind. */
+/* Pack the token streams of inputs ("-": stdin; n = 0: stdin), then write
+ * PREFIX.manifest, last and atomically (data/shard_set.h): the set exists
+ * for readers only from then on.  With force over a set with a manifest,
+ * the next generation is written beside it and the old one removed after
+ * the manifest switched.  On error no shard of this run is left behind.
+ * Temporary files of killed runs on the same prefix are removed first. */
 int shard_pack(const shard_pack_opts *o, const char *const *inputs, int n, lm_err *e);
+
+/* Write PREFIX.manifest for a set written before manifests: every shard
+ * PREFIX-000000.lms ... and PREFIX-val-000000.lms ... is verified
+ * (shard_test) and named.  Refused when the set has a manifest, or a shard
+ * is out of sequence.  Only the user knows that the run finished: a killed
+ * run's shards look the same. */
+int shard_seal(const char *prefix, lm_err *e);
 
 /* Install signal handlers that also remove the shards a shard_pack() in
  * progress has committed (call after lm_init). */

@@ -79,6 +79,7 @@ typedef struct shard_file {
 	uint64_t *frame_off;
 	uint32_t *frame_size, *frame_crc;
 	size_t max_frame_size;  /* largest compressed frame */
+	uint32_t header_crc;    /* the header's own checksum: names the shard's content */
 } shard_file;
 
 /* Open, check the header and its checksum, the index and its checksum and

@@ -37,6 +37,7 @@ static int parse_header(shard_file *f, const uint8_t *h, uint32_t hlen, lm_err *
 	shard_meta *m = &f->m;
 	if (le_get32(h + hlen - 4) != crc32c(0, h, hlen - 4))
 		return lm_seterr(e, "%s: header checksum mismatch", f->path);
+	f->header_crc = le_get32(h + hlen - 4);
 	m->dtype = h[8];
 	m->vocab_size = le_get32(h + 12);
 	m->eot = le_get32(h + 16);

@@ -13,6 +13,7 @@
 
 #include "base/rng.h"
 #include "data/shard.h"
+#include "data/shard_set.h"
 
 enum {
 	DEFAULT_CACHE_FRAMES = 64,
@@ -303,29 +304,73 @@ static int add_file(shard_reader *r, const char *path, size_t *cap, lm_err *e)
 	return 0;
 }
 
-/* A path that is a file, or a PREFIX of PREFIX-000000.lms, ... */
+/* The shards of part of the manifest of prefix, each checked against its
+ * entry (a shard replaced since the manifest was written is refused). */
+static int add_manifest(shard_reader *r, const char *prefix, const shard_set *s, int part,
+			const char *what, size_t *cap, lm_err *e)
+{
+	if (s->n[part] == 0)
+		return lm_seterr(e, "%s%s: the set has no %s shards", prefix, SHARD_SET_EXT, what);
+	for (size_t i = 0; i < s->n[part]; i++) {
+		const shard_set_entry *x = &s->e[part][i];
+		char *path = shard_set_shard_path(prefix, x->name);
+		if (!path)
+			return lm_seterr(e, "out of memory");
+		int rc = add_file(r, path, cap, e);
+		free(path);
+		if (rc)
+			return lm_err_prefix(e, "%s%s", prefix, SHARD_SET_EXT);
+		const shard_file *f = &r->files[r->n_files - 1];
+		if (f->header_crc != x->crc || f->m.n_tokens != x->tokens || f->m.n_docs != x->docs)
+			return lm_seterr(e, "%s: differs from its entry in %s%s (%llu tokens, checksum "
+					 "%08x): the set changed after it was written; redo it with "
+					 "shard-pack -f -o %s", f->path, prefix, SHARD_SET_EXT,
+					 (unsigned long long)x->tokens, x->crc, prefix);
+	}
+	return 0;
+}
+
+/* A path that is a file, or a PREFIX: the shards its manifest names
+ * (PREFIX-val: the validation part of PREFIX's manifest). */
 static int add_path(shard_reader *r, const char *path, size_t *cap, lm_err *e)
 {
 	if (is_file(path))
 		return add_file(r, path, cap, e);
-	size_t len = strlen(path) + NAME_EXTRA;
-	char *name = malloc(len);
-	if (!name)
+	shard_set s;
+	int part = SHARD_SET_TRAIN;
+	char *base = strdup(path);
+	if (!base)
 		return lm_seterr(e, "out of memory");
-	unsigned i = 0;
-	for (;; i++) {
-		snprintf(name, len, "%s-%06u%s", path, i, SHARD_EXT);
-		if (!is_file(name))
-			break;
-		if (add_file(r, name, cap, e)) {
+	int got = shard_set_read(base, &s, e);
+	size_t n = strlen(base), nv = sizeof SHARD_SET_VAL - 1;
+	if (got == 1 && n > nv && !strcmp(base + n - nv, SHARD_SET_VAL)) {
+		base[n - nv] = '\0';
+		part = SHARD_SET_VALID;
+		got = shard_set_read(base, &s, e);
+	}
+	int rc = got < 0 ? -1 : 0;
+	if (got == 0) {
+		rc = add_manifest(r, base, &s, part, part == SHARD_SET_VALID ? "validation" : "training",
+				  cap, e);
+		shard_set_free(&s);
+	} else if (got == 1) {
+		size_t len = strlen(path) + NAME_EXTRA;
+		char *name = malloc(len);
+		if (!name)
+			rc = lm_seterr(e, "out of memory");
+		else {
+			snprintf(name, len, "%s-%06u%s", path, 0u, SHARD_EXT);
+			rc = is_file(name)
+			     ? lm_seterr(e, "%s: no manifest %s%s: the set is incomplete (shard-pack was "
+					 "interrupted) or older than manifests; redo it with shard-pack "
+					 "-f -o %s, or, if its run finished, seal it with shard-pack "
+					 "--seal %s", path, base, SHARD_SET_EXT, base, base)
+			     : lm_seterr(e, "%s: no such shard, and no %s%s", path, path, SHARD_SET_EXT);
 			free(name);
-			return -1;
 		}
 	}
-	free(name);
-	if (i == 0)
-		return lm_seterr(e, "%s: no such shard, and no %s-000000%s", path, path, SHARD_EXT);
-	return 0;
+	free(base);
+	return rc;
 }
 
 static int check_set(shard_reader *r, lm_err *e)

@@ -346,20 +346,26 @@ int ckpt_export_hf(const char *dir, const model *m, lm_err *e)
 	char *path = malloc(len);
 	if (!path)
 		return lm_seterr(e, "out of memory");
-	snprintf(path, len, "%s/config.json", dir);
-	int rc = write_hf_config(path, &m->cfg, e);
+	/* the weights first, the small config last: a full disk fails on the
+	 * weights, and a config that cannot be written takes the weights with
+	 * it, so DIR never holds one without the other from this export */
+	snprintf(path, len, "%s/model.safetensors", dir);
+	meta_buf b = { .n = 0 };
+	put(&b, "format", "pt");
+	float *p = download(m, m->params);
+	model_tensor *tt = NULL;
+	size_t n;
+	sft_tensor *t = p ? model_entries(m, p, 0, &n, &tt) : NULL;
+	int rc = t ? sft_write(path, t, n, b.kv, b.n, e) : lm_seterr(e, "out of memory");
+	free(t);
+	free(tt);
+	free(p);
 	if (!rc) {
-		snprintf(path, len, "%s/model.safetensors", dir);
-		meta_buf b = { .n = 0 };
-		put(&b, "format", "pt");
-		float *p = download(m, m->params);
-		model_tensor *tt = NULL;
-		size_t n;
-		sft_tensor *t = p ? model_entries(m, p, 0, &n, &tt) : NULL;
-		rc = t ? sft_write(path, t, n, b.kv, b.n, e) : lm_seterr(e, "out of memory");
-		free(t);
-		free(tt);
-		free(p);
+		snprintf(path, len, "%s/config.json", dir);
+		if ((rc = write_hf_config(path, &m->cfg, e))) {
+			snprintf(path, len, "%s/model.safetensors", dir);
+			unlink(path);
+		}
 	}
 	free(path);
 	return rc;
