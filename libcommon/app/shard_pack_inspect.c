@@ -6,6 +6,7 @@
 #include <string.h>
 #include <zstd.h>
 
+#include "base/checked.h"
 #include "data/shard.h"
 #include "data/tokstream.h"
 
@@ -29,7 +30,9 @@ int shard_list_one(const char *path, shard_list_total *t, FILE *out, lm_err *e)
 	if (shard_file_open(&f, path, e))
 		return -1;
 	const shard_meta *m = &f.m;
-	uint64_t raw = m->n_tokens * (uint64_t)m->dtype;
+	uint64_t raw;
+	if (ck_mul_u64(m->n_tokens, (uint64_t)m->dtype, &raw))
+		raw = UINT64_MAX; /* a claim no file holds: shard_test says why */
 	list_line(out, m->n_tokens, m->n_docs, m->n_frames, m->file_size, raw, path);
 	t->files++;
 	t->tokens += m->n_tokens;

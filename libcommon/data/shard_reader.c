@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <zstd.h>
 
+#include "base/checked.h"
 #include "base/rng.h"
 #include "data/shard.h"
 #include "data/shard_set.h"
@@ -390,9 +391,11 @@ static int check_set(shard_reader *r, lm_err *e)
 					 "from %s's %u and %u", f->path, m->vocab_size, m->eot,
 					 r->files[0].path, m0->vocab_size, m0->eot);
 		uint64_t n = m->n_tokens;
-		r->start_prefix[i + 1] = r->start_prefix[i] + (n > T ? n - T : 0);
-		r->win_prefix[i + 1] = r->win_prefix[i] + (n > 0 ? (n - 1) / T : 0);
-		r->total_tokens += n;
+		if (ck_add_u64(r->start_prefix[i], n > T ? n - T : 0, &r->start_prefix[i + 1]) ||
+		    ck_add_u64(r->win_prefix[i], n > 0 ? (n - 1) / T : 0, &r->win_prefix[i + 1]) ||
+		    ck_add_u64(r->total_tokens, n, &r->total_tokens))
+			return lm_seterr(e, "%s: %llu tokens: the set's token count overflows",
+					 f->path, (unsigned long long)n);
 		if (shard_frame_bytes(f) > r->frame_bytes)
 			r->frame_bytes = shard_frame_bytes(f);
 		r->total_frames += m->n_frames;

@@ -79,9 +79,10 @@ static int reserve(void **p, size_t *cap, size_t need, size_t size, lm_err *e)
 	size_t n = *cap ? *cap : 1024;
 	while (n < need)
 		n *= 2;
-	void *q = realloc(*p, n * size);
+	size_t bytes;
+	void *q = ck_mul_size(n, size, &bytes) ? NULL : realloc(*p, bytes);
 	if (!q)
-		return lm_seterr(e, "out of memory (%zu bytes)", n * size);
+		return lm_seterr(e, "out of memory (%zu entries of %zu bytes)", n, size);
 	*p = q;
 	*cap = n;
 	return 0;

@@ -2,9 +2,12 @@
  * (see bpe_build.h). */
 #include "tok/bpe_build.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "base/checked.h"
 
 enum { BB_INIT_SLOTS = 1024, BB_INIT_BYTES = 4096 };
 
@@ -26,10 +29,10 @@ static int grow(void **p, size_t *cap, size_t need, size_t elem, lm_err *e)
 {
 	if (need <= *cap)
 		return 0;
-	size_t c = *cap ? *cap : 16;
-	while (c < need)
+	size_t c = *cap ? *cap : 16, bytes;
+	while (c < need && c <= SIZE_MAX / 2)
 		c *= 2;
-	void *q = realloc(*p, c * elem);
+	void *q = c < need || ck_mul_size(c, elem, &bytes) ? NULL : realloc(*p, bytes);
 	if (!q)
 		return lm_seterr(e, "out of memory");
 	*p = q;
