@@ -8,8 +8,8 @@
 # next start removes the temporary checkpoint files.
 . "$(dirname "$0")/lib.sh"
 cd "$TMP" || exit 1
-ROUNDS=4
-[ "${LMPIPE_SANITIZE:-0}" = 1 ] && ROUNDS=2
+ROUNDS=4 SLOW=1
+[ "${LMPIPE_SANITIZE:-0}" = 1 ] && ROUNDS=2 SLOW=4
 
 perl -e 'print "lmpipe-tokenizer 1\npretokenizer gpt2\ntokens 256\nspecials 0\nmerges 0\n";
 	for (0 .. 255) { my $c = chr; print "t $_ \"",
@@ -30,7 +30,7 @@ shard-pack -o k --shard-tokens 10000 --val-docs 10 <fifo 2>/dev/null &
 pid=$!
 exec 3>fifo
 head -c 200000 a.tok >&3
-for _ in $(seq 200); do [ -e k-000001.lms ] && break; sleep 0.02; done
+for _ in $(seq 1500); do [ -e k-000001.lms ] && break; sleep 0.02; done
 sleep 0.2
 kill -KILL "$pid"; wait "$pid" 2>/dev/null
 exec 3>&-
@@ -52,7 +52,7 @@ shard-pack -f -o k --shard-tokens 10000 --val-docs 10 <fifo 2>/dev/null &
 pid=$!
 exec 3>fifo
 head -c 200000 b.tok >&3
-for _ in $(seq 200); do [ -e k.g1-000001.lms ] && break; sleep 0.02; done
+for _ in $(seq 1500); do [ -e k.g1-000001.lms ] && break; sleep 0.02; done
 sleep 0.2
 kill -KILL "$pid"; wait "$pid" 2>/dev/null
 exec 3>&-
@@ -75,10 +75,10 @@ T -o full --log full.jsonl 2>/dev/null
 ok $? "uninterrupted run"
 i=1 all_load=0 killed_in_write=0
 while [ $i -le $ROUNDS ]; do
-	if [ $i = 1 ]; then T -o part --log part.jsonl 2>/dev/null &
-	else T -o part --log part.jsonl --resume 2>/dev/null & fi
+	if [ -e part/latest ]; then T -o part --log part.jsonl --resume 2>/dev/null &
+	else T -o part --log part.jsonl 2>/dev/null & fi
 	pid=$!
-	sleep "$(perl -e 'printf "%.2f", 0.15 + rand(0.5)')"
+	sleep "$(perl -e 'printf "%.2f", ('$SLOW') * (0.15 + rand(0.5))')"
 	kill -KILL "$pid" 2>/dev/null; wait "$pid" 2>/dev/null
 	[ -n "$(ls -A part | grep '\.tmp-')" ] && killed_in_write=$((killed_in_write + 1))
 	# a kill can only hit the checkpoint being written: the newest file and
@@ -91,7 +91,8 @@ while [ $i -le $ROUNDS ]; do
 	i=$((i + 1))
 done
 is "$all_load" 0 "after each kill the newest checkpoint and latest load ($ROUNDS kills, $killed_in_write during a checkpoint write)"
-run T -o part --log part.jsonl --resume
+if [ -e part/latest ]; then run T -o part --log part.jsonl --resume
+else run T -o part --log part.jsonl; fi
 is "$rc" 0 "the last resume finishes ($err)"
 [ -z "$(ls -A part | grep '\.tmp-')" ]; ok $? "no temporary checkpoint file left"
 cmp -s full/step-00000080.safetensors part/step-00000080.safetensors

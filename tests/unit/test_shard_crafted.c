@@ -51,14 +51,16 @@ static void write_crafted(const char *path, const craft *c, const uint8_t *body,
 	le_put64(h + 32, c->docs);
 	le_put64(h + 40, c->frames);
 	le_put64(h + 48, c->index_offset);
-	le_put32(h + 56, crc32c(0, index, nindex));
+	le_put32(h + 56, nindex ? crc32c(0, index, nindex) : 0);
 	le_put32(h + 60, crc32c(0, h, SHARD_HEADER_LEN - 4));
 	FILE *fp = fopen(path, "wb");
 	if (!fp)
 		return;
 	fwrite(h, 1, sizeof h, fp);
-	fwrite(body, 1, nbody, fp);
-	fwrite(index, 1, nindex, fp);
+	if (nbody)
+		fwrite(body, 1, nbody, fp);
+	if (nindex)
+		fwrite(index, 1, nindex, fp);
 	fclose(fp);
 }
 
