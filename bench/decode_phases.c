@@ -46,7 +46,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	lm_err e;
-	const lm_backend *be = backend_get("cpu", &e);
+	lm_backend *be = backend_open("cpu", &e);
 	model m;
 	lm_rng rng;
 	model_decoder md;
@@ -104,6 +104,7 @@ int main(int argc, char **argv)
 	printf("}\n");
 	model_decoder_free(&md);
 	model_free(&m);
+	be->close(be);
 	free(logits);
 	free(rows);
 	free(ids);

@@ -13,6 +13,12 @@
 
 #include <stddef.h>
 
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct adamw_hparams {
 	float lr, beta1, beta2, eps, weight_decay;
 	long long t;
@@ -21,7 +27,29 @@ typedef struct adamw_hparams {
 
 void adamw_step_cpu(float *p, const float *g, float *m, float *v, size_t n,
 		    const adamw_hparams *h);
+/* The factor gradients are multiplied by for clipping at max_norm: max_norm
+ * / (norm + 1e-6) when norm > max_norm, else 1 (max_norm <= 0: no clipping),
+ * as torch.nn.utils.clip_grad_norm_.  The CUDA backend computes the same
+ * expression on the device. */
+#define ADAMW_CLIP_EPS 1e-6
+double adamw_clip_factor(double norm, double max_norm);
 /* sum of g[i]^2, accumulated in double */
 double sumsq_cpu(const float *g, size_t n);
+
+/* CUDA twins, device memory, stream a cudaStream_t, 0 or -1 if a launch
+ * failed.  sumsq_cuda writes *out (double) through SUMSQ_CUDA_PARTIALS
+ * doubles of scratch, in a fixed order; clip_scale_cuda writes *scale =
+ * adamw_clip_factor(sqrt(*sumsq), max_norm); adamw_step_cuda multiplies
+ * the gradients by *grad_scale (device; h->grad_scale is ignored) and, with
+ * p_act, also writes the new weights in bf16 (uint16_t bit patterns). */
+enum { SUMSQ_CUDA_PARTIALS = 1024 };
+int sumsq_cuda(double *out, const float *g, size_t n, double *partials, void *stream);
+int clip_scale_cuda(float *scale, const double *sumsq, double max_norm, void *stream);
+int adamw_step_cuda(float *p, const float *g, float *m, float *v, uint16_t *p_act, size_t n,
+		    const adamw_hparams *h, const float *grad_scale, void *stream);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

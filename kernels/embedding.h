@@ -9,7 +9,24 @@
 
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 void embedding_fwd_cpu(float *out, const int32_t *ids, const float *table, int N, int C);
 void embedding_bwd_cpu(float *dtable, const int32_t *ids, const float *dout, int N, int C);
+
+/* CUDA twin: the same on device memory (fp32 table and rows), stream a
+ * cudaStream_t; 0, or -1 if the launch failed.  The backward pass adds with
+ * atomics, so the last bits of a row hit by several tokens may differ run
+ * to run. */
+int embedding_fwd_cuda(float *out, const int32_t *ids, const float *table, int N, int C,
+		       void *stream);
+int embedding_bwd_cuda(float *dtable, const int32_t *ids, const float *dout, int N, int C,
+		       void *stream);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

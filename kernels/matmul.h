@@ -10,9 +10,35 @@
 #ifndef LMPIPE_MATMUL_H
 #define LMPIPE_MATMUL_H
 
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 void matmul_fwd_cpu(float *out, const float *inp, const float *w,
 		    int N, int IN, int OUT, int accumulate);
 void matmul_bwd_cpu(float *dinp, float *dw, const float *dout, const float *inp,
 		    const float *w, int N, int IN, int OUT, int accumulate);
+
+/* CUDA version through cuBLASLt (kernels/cuda/matmul.cu): a context holding
+ * the handle, its workspace and the plan of each product shape, bound to
+ * one stream; NULL if cuBLASLt or the workspace cannot be had.  bf16
+ * operands (uint16_t bit patterns), fp32 accumulation.  The forward
+ * product's out is bf16 when addend is NULL, else fp32 = addend + inp . W^T
+ * (addend fp32 [N, OUT], may be out).  The backward pass writes dinp (bf16,
+ * may be NULL) and ADDS dout^T . inp into dw (fp32).  0, or -1 if cuBLASLt
+ * refused or failed. */
+typedef struct matmul_cuda matmul_cuda;
+matmul_cuda *matmul_cuda_new(void *stream);
+void matmul_cuda_free(matmul_cuda *mc);
+int matmul_fwd_cuda(matmul_cuda *mc, void *out, const float *addend, const uint16_t *inp,
+		    const uint16_t *w, int N, int IN, int OUT);
+int matmul_bwd_cuda(matmul_cuda *mc, uint16_t *dinp, float *dw, const uint16_t *dout,
+		    const uint16_t *inp, const uint16_t *w, int N, int IN, int OUT);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

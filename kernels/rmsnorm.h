@@ -8,11 +8,34 @@
 #ifndef LMPIPE_RMSNORM_H
 #define LMPIPE_RMSNORM_H
 
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define RMSNORM_EPS 1e-5f
 
 void rmsnorm_fwd_cpu(float *y, float *rstd, const float *x, const float *w,
 		     int N, int C, float eps);
 void rmsnorm_bwd_cpu(float *dx, float *dw, const float *dy, const float *x,
 		     const float *w, const float *rstd, int N, int C);
+
+/* CUDA twin: x, w, rstd, dx, dw fp32; y and dy bf16 (uint16_t bit
+ * patterns); device memory, stream a cudaStream_t; 0, or -1 if the launch
+ * failed. */
+int rmsnorm_fwd_cuda(uint16_t *y, float *rstd, const float *x, const float *w, int N, int C,
+		     float eps, void *stream);
+int rmsnorm_bwd_cuda(float *dx, float *dw, const uint16_t *dy, const float *x, const float *w,
+		     const float *rstd, int N, int C, void *ws, void *stream);
+/* The backward pass's device workspace (per-block partial sums of dw):
+ * bytes for N rows of C; the same bits run to run.  C at most 7168 (the
+ * warps' shared rows must fit in a block's shared memory). */
+size_t rmsnorm_bwd_cuda_workspace(int N, int C);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

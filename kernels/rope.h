@@ -22,10 +22,22 @@
 
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define ROPE_THETA_DEFAULT 10000.0
 
 void rope_table(float *cs, const int64_t *pos, int T, int D, double theta);
 void rope_fwd_cpu(float *x, const float *cs, int B, int H, int T, int D);
 void rope_bwd_cpu(float *dx, const float *cs, int B, int H, int T, int D);
+
+/* CUDA twin on bf16 x (uint16_t bit patterns), fp32 table, device memory. */
+int rope_fwd_cuda(uint16_t *x, const float *cs, int B, int H, int T, int D, void *stream);
+int rope_bwd_cuda(uint16_t *dx, const float *cs, int B, int H, int T, int D, void *stream);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -7,7 +7,22 @@
 #ifndef LMPIPE_SWIGLU_H
 #define LMPIPE_SWIGLU_H
 
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 void swiglu_fwd_cpu(float *out, const float *h, int N, int F);
 void swiglu_bwd_cpu(float *dh, const float *dout, const float *h, int N, int F);
+
+/* CUDA twin on bf16 (uint16_t bit patterns), computed in fp32. */
+int swiglu_fwd_cuda(uint16_t *out, const uint16_t *h, int N, int F, void *stream);
+int swiglu_bwd_cuda(uint16_t *dh, const uint16_t *dout, const uint16_t *h, int N, int F,
+		    void *stream);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

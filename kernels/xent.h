@@ -10,9 +10,27 @@
 
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 void xent_fwd_cpu(float *loss, float *lse, const float *logits, const int32_t *targets,
 		  int N, int V);
 void xent_bwd_cpu(float *dlogits, const float *logits, const float *lse,
 		  const int32_t *targets, const float *dloss, int N, int V);
+
+/* CUDA twin: bf16 logits and dlogits (uint16_t bit patterns), fp32 loss and
+ * lse.  The forward pass also adds the losses to *loss_sum (device, double,
+ * a fixed order: the same run to run; NULL: not summed).  The backward
+ * pass's factor for row n is scale * weights[n] (weights NULL: scale). */
+int xent_fwd_cuda(float *loss, float *lse, const uint16_t *logits, const int32_t *targets,
+		  int N, int V, double *loss_sum, void *stream);
+int xent_bwd_cuda(uint16_t *dlogits, const uint16_t *logits, const float *lse,
+		  const int32_t *targets, const float *weights, float scale, int N, int V,
+		  void *stream);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

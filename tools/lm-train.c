@@ -25,6 +25,28 @@ static void list_models(void)
 	}
 }
 
+/* The --profile table, like torch.profiler's key_averages: one row per op,
+ * largest time first. */
+static void print_profile(void *arg, const lm_prof_row *rows, int n, int steps, double wall_ms)
+{
+	double total = 0;
+	for (int i = 0; i < n; i++)
+		total += rows[i].ms;
+	if (!steps)
+		return;
+	fprintf(stderr, "lm-train: profile of %d steps: %.3f ms a step, %.3f ms of it in ops\n",
+		steps, wall_ms / steps, total / steps);
+	fprintf(stderr, "%-28s %7s %10s %6s %9s %8s %8s\n", "op", "calls", "total ms", "share",
+		"ms/call", "TFLOP/s", "GB/s");
+	for (int i = 0; i < n; i++) {
+		const lm_prof_row *r = &rows[i];
+		double s = r->ms / 1e3;
+		fprintf(stderr, "%-28s %7lld %10.3f %5.1f%% %9.4f %8.1f %8.1f\n", r->name, r->calls, r->ms,
+			total > 0 ? 100 * r->ms / total : 0, r->ms / r->calls,
+			s > 0 ? r->flops / s / 1e12 : 0, s > 0 ? r->bytes / s / 1e9 : 0);
+	}
+}
+
 int main(int argc, char **argv)
 {
 	const char *model_name = NULL, *device = "cpu", *export_dir = NULL, *ckpt = NULL;
@@ -36,6 +58,7 @@ int main(int argc, char **argv)
 	double theta = 0, lr = 1e-3, lr_min_ratio = 0.1, beta1 = 0.9, beta2 = 0.95, eps = 1e-8;
 	double wd = 0.1, clip = 1.0;
 	int tie = 0, list = 0, resume = 0, show_progress = 0;
+	long long profile = 0;
 	opt_strlist data = { 0 }, val = { 0 };
 	train_config tc = { 0 };
 	const opt_def opts[] = {
@@ -78,6 +101,7 @@ int main(int argc, char **argv)
 		{ 0, "dump-logits", OPT_STR, &dump, "FILE", "write the logits on --ids to FILE and exit", 0, 0, NULL },
 		{ 0, "ids", OPT_STR, &ids, "FILE", "token ids for --dump-logits: one sequence per line", 0, 0, NULL },
 		{ 0, "progress", OPT_FLAG, &show_progress, NULL, "show progress even when stderr is not a terminal", 0, 0, NULL },
+		{ 0, "profile", OPT_INT, &profile, "N", "time every op of N steps after the first; print the table to stderr", 1, STEPS_MAX, NULL },
 		OPT_END,
 	};
 	const opt_prog prog = {
@@ -150,6 +174,8 @@ int main(int argc, char **argv)
 	tc.ckpt_every = ckpt_every;
 	tc.resume = resume;
 	tc.progress = show_progress;
+	tc.profile = (int)profile;
+	tc.on_profile = print_profile;
 	int rc = train_run(&tc, &e);
 	free(data.v);
 	free(val.v);

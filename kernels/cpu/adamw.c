@@ -31,3 +31,10 @@ double sumsq_cpu(const float *g, size_t n)
 		s += (double)g[i] * g[i];
 	return s;
 }
+
+double adamw_clip_factor(double norm, double max_norm)
+{
+	if (max_norm <= 0 || !(norm > max_norm))
+		return 1.0;
+	return max_norm / (norm + ADAMW_CLIP_EPS);
+}

@@ -130,6 +130,7 @@ typedef struct loaded {
 	bpe_worker *w;
 	model m;
 	int have_m;
+	lm_backend *be;
 	model_decoder md;
 	bpe_ids close;
 	FILE *in;
@@ -142,9 +143,8 @@ static int load(const lmsample_opts *o, loaded *L, uint32_t *n_ctx, lm_err *e)
 	L->have_t = 1;
 	if (!(L->enc = bpe_encoder_new(&L->t, 1, e)) || !(L->w = bpe_worker_new(L->enc, e)))
 		return -1;
-	const lm_backend *be = backend_get(o->device ? o->device : "cpu", e);
 	model_config cfg;
-	if (!be || ckpt_read_config(o->checkpoint, &cfg, e) < 0)
+	if (ckpt_read_config(o->checkpoint, &cfg, e) < 0)
 		return -1;
 	if (L->t.n_vocab > (uint32_t)cfg.vocab)
 		return lm_seterr(e, "the tokenizer has %u tokens but the checkpoint %s has a vocabulary of %d: "
@@ -152,7 +152,9 @@ static int load(const lmsample_opts *o, loaded *L, uint32_t *n_ctx, lm_err *e)
 	if (o->context > (uint32_t)cfg.ctx)
 		return lm_usage_err(e, "--context %u exceeds the model's context of %d", o->context, cfg.ctx);
 	*n_ctx = o->context ? o->context : (uint32_t)cfg.ctx;
-	if (model_init(&L->m, &cfg, be, 1, 1, e) < 0)
+	if (!(L->be = backend_open(o->device ? o->device : "cpu", e)))
+		return -1;
+	if (model_init(&L->m, &cfg, L->be, 1, 1, e) < 0)
 		return -1;
 	L->have_m = 1;
 	if (ckpt_load(o->checkpoint, &L->m, NULL, NULL, e) < 0)
@@ -175,6 +177,8 @@ static void unload(loaded *L)
 		model_decoder_free(&L->md);
 	if (L->have_m)
 		model_free(&L->m);
+	if (L->be)
+		L->be->close(L->be);
 	bpe_ids_free(&L->close);
 	if (L->w)
 		bpe_worker_free(L->w);

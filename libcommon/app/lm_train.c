@@ -93,26 +93,31 @@ static int save(trainer *t, lm_err *e)
 	return 0;
 }
 
-/* One optimizer step: accum micro-batches.  *loss is their mean loss. */
+/* One optimizer step: accum micro-batches, then clipping and AdamW, all
+ * queued on the backend; the loss and the gradient norm are read once, at
+ * the end.  *loss is the mean loss over the step's tokens. */
 static int step(trainer *t, double lr, double *loss, double *gnorm, lm_err *e)
 {
 	const train_config *tc = t->tc;
+	long long count = 0;
 	model_zero_grad(&t->m);
-	*loss = 0;
+	model_loss_reset(&t->m);
 	for (int a = 0; a < tc->accum; a++) {
 		if (sr_next(t->data, t->win, e) < 0)
 			return -1;
 		split_windows(t, t->B);
-		double l;
-		if (model_forward(&t->m, t->ids, t->tgt, t->B, t->T, &l, e) ||
+		if (model_forward(&t->m, t->ids, t->tgt, t->B, t->T, NULL, e) ||
 		    model_backward(&t->m, 1.0f / (float)(model_count(&t->m) * tc->accum), e))
 			return -1;
-		*loss += l / tc->accum;
+		count += model_count(&t->m);
 	}
-	*gnorm = optim_grad_norm(&t->m);
-	if (!isfinite(*loss) || !isfinite(*gnorm))
-		return 0;
-	optim_step(&t->o, &t->m, lr, clip_factor(*gnorm, tc->opt.clip));
+	optim_clip(&t->o, &t->m);
+	optim_step_clipped(&t->o, &t->m, lr);
+	lm_scalars s;
+	if (model_read_scalars(&t->m, &s, e))
+		return lm_err_prefix(e, "step %lld", t->st.step + 1);
+	*loss = count ? s.loss_sum / count : 0.0;
+	*gnorm = sqrt(s.sumsq);
 	return 0;
 }
 
@@ -125,6 +130,19 @@ static int stop_nonfinite(trainer *t, double loss, double gnorm, lm_err *e)
 			 t->last_ckpt);
 }
 
+enum { PROFILE_ROWS = 64 };
+
+static int report_profile(trainer *t, int steps, double wall_ms, lm_err *e)
+{
+	lm_prof_row rows[PROFILE_ROWS];
+	int n = prof_rows(t->m.be, rows, PROFILE_ROWS, e);
+	if (n < 0)
+		return -1;
+	if (t->tc->on_profile)
+		t->tc->on_profile(t->tc->profile_arg, rows, n, steps, wall_ms);
+	return 0;
+}
+
 static int loop(trainer *t, long long steps, lm_err *e)
 {
 	const train_config *tc = t->tc;
@@ -133,10 +151,13 @@ static int loop(trainer *t, long long steps, lm_err *e)
 	uint64_t per_step = (uint64_t)t->B * t->T * tc->accum;
 	progress p;
 	progress_start(&p, tc->progress, "step", "steps", (uint64_t)steps);
-	double t0 = lm_now();
+	double t0 = lm_now(), prof_wall = 0;
+	long long first = t->st.step, prof_steps = 0;
 	while (t->st.step < steps) {
+		int profiled = tc->profile && t->st.step > first && prof_steps < tc->profile;
+		prof_pause(t->m.be, !profiled);
 		double lr = lr_cosine(t->st.step, oc->lr_max, oc->lr_min, oc->warmup, cycle);
-		double loss, gnorm, ts = lm_now();
+		double loss = 0, gnorm = 0, ts = lm_now();
 		if (step(t, lr, &loss, &gnorm, e))
 			return -1;
 		if (!isfinite(loss) || !isfinite(gnorm))
@@ -144,6 +165,10 @@ static int loop(trainer *t, long long steps, lm_err *e)
 		t->st.step++;
 		t->st.tokens += per_step;
 		double now = lm_now(), tps = per_step / (now - ts);
+		if (profiled) {
+			prof_steps++;
+			prof_wall += (now - ts) * 1e3;
+		}
 		if (t->log)
 			fprintf(t->log, "{\"step\":%lld,\"loss\":%.17g,\"lr\":%.17g,\"grad_norm\":%.17g,"
 				"\"tokens\":%llu,\"tokens_per_s\":%.1f,\"elapsed_s\":%.3f}\n",
@@ -167,12 +192,14 @@ static int loop(trainer *t, long long steps, lm_err *e)
 			return -1;
 	}
 	progress_end(&p, (uint64_t)t->st.step, NULL);
+	if (tc->profile && report_profile(t, (int)prof_steps, prof_wall, e))
+		return -1;
 	if (t->log && (fflush(t->log) || ferror(t->log)))
 		return lm_seterr(e, "%s: write error:", tc->log_path);
 	return 0;
 }
 
-static int setup_model(trainer *t, const lm_backend *be, char *resume_path, lm_err *e)
+static int setup_model(trainer *t, lm_backend *be, char *resume_path, lm_err *e)
 {
 	const train_config *tc = t->tc;
 	model_config c = tc->model;
@@ -263,22 +290,27 @@ int train_run(const train_config *tc, lm_err *e)
 {
 	trainer t = { .tc = tc };
 	int rc = -1;
-	const lm_backend *be = backend_get(tc->device, e);
+	backend_set_threads(tc->threads);
+	lm_backend *be = backend_open(tc->device, e);
 	if (!be)
 		return -1;
-	backend_set_threads(tc->threads);
-	if (tc->resume && !tc->out_dir)
-		return lm_usage_err(e, "--resume needs --out DIR");
-	if (tc->out_dir && mkdir(tc->out_dir, 0777) && errno != EEXIST)
-		return lm_seterr(e, "%s:", tc->out_dir);
+	char *rp = NULL;
+	if (tc->resume && !tc->out_dir) {
+		lm_usage_err(e, "--resume needs --out DIR");
+		goto out;
+	}
+	if (tc->out_dir && mkdir(tc->out_dir, 0777) && errno != EEXIST) {
+		lm_seterr(e, "%s:", tc->out_dir);
+		goto out;
+	}
 	if (tc->out_dir) /* checkpoints a killed run was writing */
 		atomic_clean_stale(tc->out_dir, NULL, NULL);
-	char *rp = resume_path(tc, e);
+	rp = resume_path(tc, e);
 	if (tc->resume && !rp)
-		return -1;
+		goto out;
 	t.st.data_seed = tc->seed;
 	rng_seed(&t.st.rng, tc->seed);
-	if (setup_model(&t, be, rp, e))
+	if (setup_model(&t, be, rp, e) || (tc->profile && prof_attach(be, e)))
 		goto out;
 	if (rp)
 		snprintf(t.last_ckpt, sizeof t.last_ckpt, "%s", rp);
@@ -305,7 +337,7 @@ int train_run(const train_config *tc, lm_err *e)
 	}
 	if (t.log) {
 		char what[EXTRA_LEN * 2];
-		be->describe(what, sizeof what);
+		be->describe(be, what, sizeof what);
 		fprintf(t.log, "{\"device\":\"%s\",\"backend\":\"%s\",\"parameters\":%zu}\n",
 			be->name, what, t.m.n_params);
 	}
@@ -315,5 +347,7 @@ int train_run(const train_config *tc, lm_err *e)
 out:
 	free(rp);
 	trainer_free(&t);
+	prof_detach(be);
+	be->close(be);
 	return rc;
 }

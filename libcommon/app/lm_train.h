@@ -11,6 +11,7 @@
 #include "base/err.h"
 #include "model/model.h"
 #include "model/optimizer.h"
+#include "model/profile.h"
 
 typedef struct train_config {
 	const char *device;
@@ -32,6 +33,12 @@ typedef struct train_config {
 	int resume;
 	const char *log_path;
 	int progress;
+	/* --profile: time every op of steps 2 .. 1 + profile (0: off) and hand
+	 * the per-op totals, with the wall time of those steps, to
+	 * on_profile at the end (the program prints them). */
+	int profile;
+	void (*on_profile)(void *arg, const lm_prof_row *rows, int n, int steps, double wall_ms);
+	void *profile_arg;
 } train_config;
 
 /* Train as configured.  Returns 0, or -1 with the message (and exit code)

@@ -11,18 +11,30 @@
 #include "model/ckpt.h"
 #include "model/safetensors.h"
 
+static void unload_model(model *m)
+{
+	lm_backend *be = m->be;
+	model_free(m);
+	if (be)
+		be->close(be);
+}
+
 static int load_model(model *m, const char *ckpt, const char *device, int B, int T, lm_err *e)
 {
 	model_config c;
-	const lm_backend *be = backend_get(device, e);
-	if (!be || ckpt_read_config(ckpt, &c, e))
+	if (ckpt_read_config(ckpt, &c, e))
 		return -1;
 	if (T > c.ctx)
 		return lm_seterr(e, "sequences of %d tokens exceed the model's context %d", T, c.ctx);
-	if (model_init(m, &c, be, B, T ? T : 1, e))
+	lm_backend *be = backend_open(device, e);
+	if (!be)
 		return -1;
+	if (model_init(m, &c, be, B, T ? T : 1, e)) {
+		be->close(be);
+		return -1;
+	}
 	if (ckpt_load(ckpt, m, NULL, NULL, e)) {
-		model_free(m);
+		unload_model(m);
 		return -1;
 	}
 	return 0;
@@ -34,7 +46,7 @@ int train_export_hf(const char *ckpt, const char *dir, const char *device, lm_er
 	if (load_model(&m, ckpt, device, 1, 1, e))
 		return -1;
 	int rc = ckpt_export_hf(dir, &m, e);
-	model_free(&m);
+	unload_model(&m);
 	return rc;
 }
 
@@ -122,8 +134,8 @@ int train_dump_logits(const char *ckpt, const char *ids_path, const char *out,
 	float *logits = malloc(nl * sizeof *logits);
 	if (!logits) {
 		lm_seterr(e, "out of memory");
-	} else if (!model_forward(&m, ids, NULL, B, T, &unused, e)) {
-		m.be->download(logits, model_logits(&m), nl * sizeof *logits);
+	} else if (!model_forward(&m, ids, NULL, B, T, &unused, e) &&
+		   !model_read_logits(&m, logits, (size_t)B * T, e)) {
 		sft_tensor t[2] = {
 			{ "ids", SFT_I32, 2, { B, T }, ids, (size_t)B * T * sizeof *ids },
 			{ "logits", SFT_F32, 3, { B, T, m.cfg.vocab }, logits, nl * sizeof *logits },
@@ -133,6 +145,6 @@ int train_dump_logits(const char *ckpt, const char *ids_path, const char *out,
 	}
 	free(logits);
 	free(ids);
-	model_free(&m);
+	unload_model(&m);
 	return rc;
 }

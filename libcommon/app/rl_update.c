@@ -315,7 +315,8 @@ int seq_forward(model *m, const seq *s, work *w, stats *st, lm_err *e)
 	if (model_forward(m, s->ids, s->targets, 1, s->T, &mean_ce, e))
 		return -1;
 	int V = m->cfg.vocab;
-	m->be->download(w->logits, model_logits(m), (size_t)s->T * V * sizeof(float));
+	if (model_read_logits(m, w->logits, (size_t)s->T, e))
+		return -1;
 	for (int t = 0; t < s->T; t++) {
 		w->mask[t] = s->targets[t] >= 0;
 		w->logp[t] = 0;
@@ -369,7 +370,7 @@ static int seq_step(const rlu_opts *o, model *m, const seq *s, double constant, 
 	return rl_backward_tokens(m, w->w, e);
 }
 
-int reference_tokens(const rlu_opts *o, const model_config *cfg, const lm_backend *be,
+int reference_tokens(const rlu_opts *o, const model_config *cfg, lm_backend *be,
 		     int maxT, seqs *v, lm_err *e)
 {
 	model ref = { 0 };
@@ -402,7 +403,7 @@ static int seq_logp(model *m, const seq *s, double *sum_logp, lm_err *e)
 }
 
 /* The reference's log-likelihood of every response, with the policy's shape. */
-static int reference_logps(const rlu_opts *o, const model_config *cfg, const lm_backend *be,
+static int reference_logps(const rlu_opts *o, const model_config *cfg, lm_backend *be,
 			   int maxT, seqs *v, lm_err *e)
 {
 	model ref = { 0 };
@@ -598,11 +599,13 @@ int rlu_run(const rlu_opts *o, FILE *in, const char *in_name, FILE *metrics, lm_
 	if ((o->algo == RLU_GRPO || o->algo == RLU_PPO) && o->kl_beta > 0 && !o->ref)
 		return lm_usage_err(e, "the KL penalty needs the reference checkpoint (--ref)");
 	double t0 = lm_now();
-	const lm_backend *be = backend_get(o->device ? o->device : "cpu", e);
 	model_config cfg;
-	if (!be || ckpt_read_config(o->checkpoint, &cfg, e))
+	if (ckpt_read_config(o->checkpoint, &cfg, e))
 		return -1;
 	backend_set_threads(o->threads);
+	lm_backend *be = backend_open(o->device ? o->device : "cpu", e);
+	if (!be)
+		return -1;
 	seqs v = { 0 };
 	value_head vh = { 0 };
 	bpe_tokenizer tok = { 0 };
@@ -683,5 +686,6 @@ int rlu_run(const rlu_opts *o, FILE *in, const char *in_name, FILE *metrics, lm_
 	if (have_t)
 		bpe_free(&tok);
 	seqs_free(&v);
+	be->close(be);
 	return rc;
 }

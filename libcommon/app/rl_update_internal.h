@@ -60,7 +60,7 @@ void work_free(work *w);
 int seq_forward(model *m, const seq *s, work *w, stats *st, lm_err *e);
 
 /* The reference's per-token log-probs of every sequence (s->ref_tok). */
-int reference_tokens(const rlu_opts *o, const model_config *cfg, const lm_backend *be,
+int reference_tokens(const rlu_opts *o, const model_config *cfg, lm_backend *be,
 		     int maxT, seqs *v, lm_err *e);
 
 /* Before optimizer step st->steps + 1: the loss so far and the gradient

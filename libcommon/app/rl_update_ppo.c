@@ -65,7 +65,8 @@ static int seq_values(model *m, const value_head *h, const seq *s, ppo_work *p, 
 	if (seq_forward(m, s, &p->w, st, e))
 		return -1;
 	size_t C = (size_t)m->cfg.d_model, first = (size_t)(s->T - s->n_resp);
-	m->be->download(p->hidden, model_hidden(m), (size_t)s->T * C * sizeof *p->hidden);
+	if (model_read_hidden(m, p->hidden, (size_t)s->T, e))
+		return -1;
 	vh_forward(h, p->hidden + first * C, (size_t)s->n_resp, p->values);
 	return 0;
 }

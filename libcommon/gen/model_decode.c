@@ -40,8 +40,8 @@ static int md_fork(void *ctx, uint32_t dst, uint32_t src, lm_err *e)
 	for (int l = 0; l < c->n_layers; l++)
 		for (int h = 0; h < c->n_heads; h++) {
 			size_t off = (size_t)h * md->n_ctx * D;
-			md->m->be->copy(model_decoder_cache(md, md->kc, l, dst) + off, model_decoder_cache(md, md->kc, l, src) + off, n);
-			md->m->be->copy(model_decoder_cache(md, md->vc, l, dst) + off, model_decoder_cache(md, md->vc, l, src) + off, n);
+			md->m->be->copy(md->m->be, model_decoder_cache(md, md->kc, l, dst) + off, model_decoder_cache(md, md->kc, l, src) + off, n);
+			md->m->be->copy(md->m->be, model_decoder_cache(md, md->vc, l, dst) + off, model_decoder_cache(md, md->vc, l, src) + off, n);
 		}
 	md->len[dst] = md->len[src];
 	return 0;
@@ -60,8 +60,8 @@ static void store_kv(model_decoder *md, int l, int N)
 		size_t p = (size_t)md->pos[i];
 		for (int h = 0; h < H; h++) {
 			size_t src = ((size_t)h * N + i) * D, dst = ((size_t)h * md->n_ctx + p) * D;
-			md->m->be->copy(kb + dst, md->k + src, D * sizeof(float));
-			md->m->be->copy(vb + dst, md->v + src, D * sizeof(float));
+			md->m->be->copy(md->m->be, kb + dst, md->k + src, D * sizeof(float));
+			md->m->be->copy(md->m->be, vb + dst, md->v + src, D * sizeof(float));
 		}
 		md->kp[i] = kb;
 		md->vp[i] = vb;
@@ -90,42 +90,42 @@ static int run_chunk(model_decoder *md, int N, float *const *out, lm_err *e)
 	}
 	set_threads(md, N);
 	const model *m = md->m;
-	const lm_backend *be = m->be;
+	lm_backend *be = m->be;
 	const model_config *c = &m->cfg;
 	int C = c->d_model, F = c->d_ff, H = c->n_heads, D = C / H, V = c->vocab;
 	float scale = 1.0f / sqrtf((float)D);
-	be->embedding_fwd(md->x, md->ids, m->wte, N, C);
+	be->embedding_fwd(be, md->x, md->ids, m->wte, N, C);
 	rope_table(md->cs_host, md->pos, N, D, c->rope_theta);
-	be->upload(md->cs, md->cs_host, (size_t)N * D * sizeof(float));
+	be->upload(be, md->cs, md->cs_host, (size_t)N * D * sizeof(float));
 	for (int l = 0; l < c->n_layers; l++) {
 		const layer_ptrs *p = &m->lp[l];
-		be->rmsnorm_fwd(md->xn, md->rstd, md->x, p->ln1, N, C, RMSNORM_EPS);
-		be->matmul_fwd(md->qkv, md->xn, p->wqkv, N, C, 3 * C, 0);
-		be->qkv_split(md->q, md->k, md->v, md->qkv, 1, N, H, D);
-		be->rope_fwd(md->q, md->cs, 1, H, N, D);
-		be->rope_fwd(md->k, md->cs, 1, H, N, D);
+		be->rmsnorm_fwd(be, md->xn, md->rstd, md->x, p->ln1, N, C, RMSNORM_EPS);
+		be->matmul_fwd(be, md->qkv, NULL, md->xn, p->wqkv, N, C, 3 * C);
+		be->qkv_split(be, md->q, md->k, md->v, md->qkv, 1, N, H, D);
+		be->rope_fwd(be, md->q, md->cs, 1, H, N, D);
+		be->rope_fwd(be, md->k, md->cs, 1, H, N, D);
 		store_kv(md, l, N);
 		if (attn_decode_cpu(md->y, md->q, md->kp, md->vp, md->tok_len, N, H, D, md->n_ctx,
 				    scale) < 0)
 			return lm_seterr(e, "attention scratch:");
-		be->matmul_fwd(md->x, md->y, p->wo, N, C, C, 1);
-		be->rmsnorm_fwd(md->xn, md->rstd, md->x, p->ln2, N, C, RMSNORM_EPS);
-		be->matmul_fwd(md->h, md->xn, p->wgu, N, C, 2 * F, 0);
-		be->swiglu_fwd(md->sw, md->h, N, F);
-		be->matmul_fwd(md->x, md->sw, p->wdown, N, F, C, 1);
+		be->matmul_fwd(be, md->x, md->x, md->y, p->wo, N, C, C);
+		be->rmsnorm_fwd(be, md->xn, md->rstd, md->x, p->ln2, N, C, RMSNORM_EPS);
+		be->matmul_fwd(be, md->h, NULL, md->xn, p->wgu, N, C, 2 * F);
+		be->swiglu_fwd(be, md->sw, md->h, N, F);
+		be->matmul_fwd(be, md->x, md->x, md->sw, p->wdown, N, F, C);
 	}
 	int nl = 0;
 	for (int i = 0; i < N; i++)
 		if (md->last_of[i] >= 0)
-			be->copy(md->y + (size_t)nl++ * C, md->x + (size_t)i * C, (size_t)C * sizeof(float));
+			be->copy(be, md->y + (size_t)nl++ * C, md->x + (size_t)i * C, (size_t)C * sizeof(float));
 	if (!nl)
 		return 0;
-	be->rmsnorm_fwd(md->xn, md->rstd, md->y, m->lnf, nl, C, RMSNORM_EPS);
-	be->matmul_fwd(md->logits, md->xn, m->head, nl, C, V, 0);
+	be->rmsnorm_fwd(be, md->xn, md->rstd, md->y, m->lnf, nl, C, RMSNORM_EPS);
+	be->matmul_fwd(be, md->logits, NULL, md->xn, m->head, nl, C, V);
 	nl = 0;
 	for (int i = 0; i < N; i++)
 		if (md->last_of[i] >= 0)
-			be->download(out[md->last_of[i]], md->logits + (size_t)nl++ * V,
+			be->download(be, out[md->last_of[i]], md->logits + (size_t)nl++ * V,
 				     (size_t)V * sizeof(float));
 	return 0;
 }
@@ -153,7 +153,7 @@ static int md_feed(void *ctx, uint32_t n_seq, const uint32_t *slot, const uint32
 			md->tok_slot[N] = slot[i];
 			md->last_of[N] = t + 1 == n_tok[i] ? (int)i : -1;
 			if (++N == MODEL_DECODE_CHUNK || (i + 1 == n_seq && t + 1 == n_tok[i])) {
-				md->m->be->upload(md->ids, ids, (size_t)N * sizeof *ids);
+				md->m->be->upload(md->m->be, md->ids, ids, (size_t)N * sizeof *ids);
 				if (run_chunk(md, N, out, e) < 0)
 					return -1;
 				N = 0;
@@ -173,7 +173,7 @@ void model_decoder_free(model_decoder *md)
 				  md->v, md->y, md->h, md->sw, md->cs, md->logits, (float *)md->ids };
 		for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
 			if (bufs[i])
-				md->m->be->release(bufs[i]);
+				md->m->be->release(md->m->be, bufs[i]);
 	}
 	free(md->len);
 	free(md->pos);
@@ -198,31 +198,34 @@ int model_decoder_init(model_decoder *md, model *m, uint32_t n_slots, uint32_t n
 	if (n_slots < 1 || n_ctx < 1 || n_ctx > (uint32_t)c->ctx)
 		return lm_usage_err(e, "decoder: %u slots of %u positions (the model's context is %d)",
 				    n_slots, n_ctx, c->ctx);
+	if (m->be->act != LM_F32)
+		return lm_seterr(e, "device '%s': generation runs on the CPU backend only so far "
+				 "(use --device cpu)", m->be->name);
 	md->m = m;
 	md->max_threads = omp_get_max_threads();
 	const char *work = getenv("LMPIPE_DECODE_WORK");
 	md->work = work && atof(work) > 0 ? atof(work) : MODEL_DECODE_WORK;
 	md->n_slots = n_slots;
 	md->n_ctx = n_ctx;
-	const lm_backend *be = m->be;
+	lm_backend *be = m->be;
 	size_t N = MODEL_DECODE_CHUNK, C = c->d_model, F = c->d_ff, D = C / c->n_heads;
 	size_t rows = n_slots < N ? n_slots : N;
 	size_t cache = (size_t)c->n_layers * n_slots * cache_stride(md) * sizeof(float);
-	md->kc = be->alloc(cache);
-	md->vc = be->alloc(cache);
-	md->x = be->alloc(N * C * sizeof(float));
-	md->xn = be->alloc(N * C * sizeof(float));
-	md->rstd = be->alloc(N * sizeof(float));
-	md->qkv = be->alloc(N * 3 * C * sizeof(float));
-	md->q = be->alloc(N * C * sizeof(float));
-	md->k = be->alloc(N * C * sizeof(float));
-	md->v = be->alloc(N * C * sizeof(float));
-	md->y = be->alloc(N * C * sizeof(float));
-	md->h = be->alloc(N * 2 * F * sizeof(float));
-	md->sw = be->alloc(N * F * sizeof(float));
-	md->cs = be->alloc(N * D * sizeof(float));
-	md->logits = be->alloc(rows * (size_t)c->vocab * sizeof(float));
-	md->ids = be->alloc(N * sizeof(int32_t));
+	md->kc = be->alloc(be, cache);
+	md->vc = be->alloc(be, cache);
+	md->x = be->alloc(be, N * C * sizeof(float));
+	md->xn = be->alloc(be, N * C * sizeof(float));
+	md->rstd = be->alloc(be, N * sizeof(float));
+	md->qkv = be->alloc(be, N * 3 * C * sizeof(float));
+	md->q = be->alloc(be, N * C * sizeof(float));
+	md->k = be->alloc(be, N * C * sizeof(float));
+	md->v = be->alloc(be, N * C * sizeof(float));
+	md->y = be->alloc(be, N * C * sizeof(float));
+	md->h = be->alloc(be, N * 2 * F * sizeof(float));
+	md->sw = be->alloc(be, N * F * sizeof(float));
+	md->cs = be->alloc(be, N * D * sizeof(float));
+	md->logits = be->alloc(be, rows * (size_t)c->vocab * sizeof(float));
+	md->ids = be->alloc(be, N * sizeof(int32_t));
 	md->len = calloc(n_slots, sizeof *md->len);
 	md->pos = malloc(N * sizeof *md->pos);
 	md->tok_slot = malloc(N * sizeof *md->tok_slot);
@@ -241,8 +244,8 @@ int model_decoder_init(model_decoder *md, model *m, uint32_t n_slots, uint32_t n
 	}
 	/* Touch the cache now: page faults in the decoding loop would cost
 	 * more than the steps. */
-	be->zero(md->kc, cache);
-	be->zero(md->vc, cache);
+	be->zero(be, md->kc, cache);
+	be->zero(be, md->vc, cache);
 	if (!strcmp(be->name, "cpu")) {
 		md->xt = malloc((size_t)md->max_threads * N * C * sizeof *md->xt);
 		md->scores = malloc((size_t)md->max_threads * n_ctx * sizeof *md->scores);

@@ -1,15 +1,32 @@
-/* backend.h: the op table the model is written against.
+/* backend.h: the op table the model is written against (version 2).
  *
- * A backend supplies memory (device buffers: host memory for the CPU) and
- * one function per op, with the signatures of kernels/<op>.h.  The model
- * (model.c) calls only through this table, so `--device cpu|cuda` picks
- * the backend at run time and the model code is shared.  Tensors are fp32
- * buffers in the backend's memory; a backend may compute in lower
- * precision inside an op (the CUDA attention converts to bf16), but
- * what crosses the table is fp32.
+ * A backend is an instance: a context (for CUDA: the device, one stream, the
+ * cuBLASLt handle and its workspace, a sticky error) and one function per op,
+ * each taking the backend itself first.  backend_open("cpu" | "cuda") makes
+ * one; one process may hold several (two GPUs, or a GPU and the CPU).  The
+ * model (model.c) calls only through this table, so `--device` picks the
+ * backend at run time and the model code is shared.
  *
- * Only the CPU backend exists so far; backend_get("cuda") fails with a
- * message saying so (the CUDA backend is a later issue). */
+ * Types.  What crosses the table is of three kinds:
+ *   - "act" buffers (void *): matrix inputs and outputs and everything around
+ *     attention, in the backend's activation type be->act (fp32 on the CPU,
+ *     bf16 on CUDA), with the compute copy of the weights in that type too;
+ *   - fp32 buffers (float *): the residual stream and its gradient, RMSNorm
+ *     gains, rstd and lse, per-token losses, master weights, gradients and
+ *     optimizer state (as torch.autocast keeps them);
+ *   - device scalars (lm_scalars): the loss sum, the gradient's sum of
+ *     squares and the clip factor, written and read by ops so that nothing
+ *     inside a training step waits for the host; the host reads them once
+ *     per step (be->download after be->sync).
+ * Conversions happen only where the model asks (to_act, from_act).
+ *
+ * Errors.  Ops return nothing: a failure (a CUDA launch error, an
+ * unsupported shape) is recorded in the context, the first one kept, and
+ * sync() returns it.  The memory functions fail the same way; alloc returns
+ * NULL at once.  supports() says beforehand whether an op takes a shape, so
+ * the model can choose a fused op or its composition, as ggml's supports_op.
+ *
+ * Layout conventions are those of the kernels/<op>.h of the same name. */
 #ifndef LMPIPE_BACKEND_H
 #define LMPIPE_BACKEND_H
 
@@ -19,58 +36,122 @@
 #include "base/err.h"
 #include "kernels/adamw.h"
 
-typedef struct lm_backend {
+typedef enum lm_dtype { LM_F32 = 0, LM_BF16 = 1 } lm_dtype;
+
+static inline size_t lm_dtype_size(lm_dtype t) { return t == LM_BF16 ? 2 : 4; }
+
+/* The scalars of a training step, in the backend's memory. */
+typedef struct lm_scalars {
+	double loss_sum;     /* sum of the counted tokens' losses since the last reset */
+	double sumsq;        /* sum of squares of the gradient (optim_grad_norm) */
+	float grad_scale;    /* the clip factor the AdamW step multiplies gradients by */
+	float pad_;
+} lm_scalars;
+
+/* Ops that supports() answers for. */
+typedef enum lm_op {
+	LM_OP_ATTENTION,     /* a = head dimension, b = sequence length */
+} lm_op;
+
+typedef struct lm_backend lm_backend;
+
+struct lm_backend {
 	const char *name;
-	/* One line on what computes: library, kernel, threads (for logs). */
-	void (*describe)(char *buf, size_t n);
+	lm_dtype act;
+	void *impl;          /* the backend's own context */
+	int failed;          /* the sticky error: set by backend_fail, cleared by sync */
+	lm_err error;
 
-	/* Memory.  alloc returns uninitialised memory, or NULL. */
-	void *(*alloc)(size_t bytes);
-	void (*release)(void *p);
-	void (*zero)(void *p, size_t bytes);
-	void (*copy)(void *dst, const void *src, size_t bytes);     /* device to device */
-	void (*upload)(void *dst, const void *host, size_t bytes);  /* host to device */
-	void (*download)(void *host, const void *src, size_t bytes);/* device to host */
+	/* One line on what computes: library, kernel, threads, GPU (for logs). */
+	void (*describe)(lm_backend *be, char *buf, size_t n);
+	/* Wait for the queued work; 0, or -1 with the first error since the last
+	 * sync (which it clears). */
+	int (*sync)(lm_backend *be, lm_err *e);
+	int (*supports)(lm_backend *be, lm_op op, int a, int b);
+	void (*close)(lm_backend *be);
 
-	/* Ops: see the kernels/<op>.h of the same name. */
-	void (*embedding_fwd)(float *out, const int32_t *ids, const float *table, int N, int C);
-	void (*embedding_bwd)(float *dtable, const int32_t *ids, const float *dout, int N, int C);
-	void (*rmsnorm_fwd)(float *y, float *rstd, const float *x, const float *w,
+	/* Timing for the profiler (model/profile.h): a point in the backend's
+	 * work queue (a CUDA event recorded on the stream, a clock reading on
+	 * the CPU), the milliseconds between two of them once both are done,
+	 * and named ranges for external profilers (NVTX on CUDA; name NULL ends
+	 * the innermost).  mark returns NULL when it cannot. */
+	void *(*mark)(lm_backend *be);
+	double (*mark_ms)(lm_backend *be, void *from, void *to);
+	void (*mark_free)(lm_backend *be, void *m);
+	void (*range)(lm_backend *be, const char *name);
+	struct lm_profile *prof;   /* NULL: not profiling (model/profile.h) */
+
+	/* Memory.  alloc returns uninitialised memory, or NULL (the reason, with
+	 * the size asked for, goes to the sticky error).  upload and download
+	 * are complete when they return (the host buffer may be reused). */
+	void *(*alloc)(lm_backend *be, size_t bytes);
+	void (*release)(lm_backend *be, void *p);
+	void (*zero)(lm_backend *be, void *p, size_t bytes);
+	void (*copy)(lm_backend *be, void *dst, const void *src, size_t bytes);
+	void (*upload)(lm_backend *be, void *dst, const void *host, size_t bytes);
+	void (*download)(lm_backend *be, void *host, const void *src, size_t bytes);
+	/* n fp32 values to the act type and back (a copy when act is fp32). */
+	void (*to_act)(lm_backend *be, void *dst, const float *src, size_t n);
+	void (*from_act)(lm_backend *be, float *dst, const void *src, size_t n);
+	/* dst (act) += src (fp32), n values: extra gradients from the host. */
+	void (*add_act)(lm_backend *be, void *dst, const float *src, size_t n);
+
+	/* Ops. */
+	/* The residual stream starts in fp32 from the fp32 master table. */
+	void (*embedding_fwd)(lm_backend *be, float *out, const int32_t *ids, const float *table,
+			      int N, int C);
+	void (*embedding_bwd)(lm_backend *be, float *dtable, const int32_t *ids, const float *dout,
+			      int N, int C);
+	/* y (act) = RMSNorm(x (fp32)) * w; dx (fp32) and dw ACCUMULATE. */
+	void (*rmsnorm_fwd)(lm_backend *be, void *y, float *rstd, const float *x, const float *w,
 			    int N, int C, float eps);
-	void (*rmsnorm_bwd)(float *dx, float *dw, const float *dy, const float *x,
+	void (*rmsnorm_bwd)(lm_backend *be, float *dx, float *dw, const void *dy, const float *x,
 			    const float *w, const float *rstd, int N, int C);
-	void (*matmul_fwd)(float *out, const float *inp, const float *w,
-			   int N, int IN, int OUT, int accumulate);
-	void (*matmul_bwd)(float *dinp, float *dw, const float *dout, const float *inp,
-			   const float *w, int N, int IN, int OUT, int accumulate);
-	void (*rope_fwd)(float *x, const float *cs, int B, int H, int T, int D);
-	void (*rope_bwd)(float *dx, const float *cs, int B, int H, int T, int D);
-	void (*qkv_split)(float *q, float *k, float *v, const float *qkv, int B, int T, int H, int D);
-	void (*qkv_merge)(float *dqkv, const float *dq, const float *dk, const float *dv,
+	/* out = inp . W^T.  Without an addend, out is act; with one, out is fp32
+	 * and out = addend + inp . W^T (out may be the addend): the residual
+	 * branches add onto the stream in the product's epilogue. */
+	void (*matmul_fwd)(lm_backend *be, void *out, const float *addend, const void *inp,
+			   const void *w, int N, int IN, int OUT);
+	/* dinp (act, may be NULL) = dout . W; dW (fp32) += dout^T . inp. */
+	void (*matmul_bwd)(lm_backend *be, void *dinp, float *dw, const void *dout, const void *inp,
+			   const void *w, int N, int IN, int OUT);
+	void (*rope_fwd)(lm_backend *be, void *x, const float *cs, int B, int H, int T, int D);
+	void (*rope_bwd)(lm_backend *be, void *dx, const float *cs, int B, int H, int T, int D);
+	void (*qkv_split)(lm_backend *be, void *q, void *k, void *v, const void *qkv,
 			  int B, int T, int H, int D);
-	void (*heads_merge)(float *y, const float *o, int B, int T, int H, int D);
-	void (*heads_split)(float *dO, const float *dy, int B, int T, int H, int D);
+	void (*qkv_merge)(lm_backend *be, void *dqkv, const void *dq, const void *dk, const void *dv,
+			  int B, int T, int H, int D);
+	void (*heads_merge)(lm_backend *be, void *y, const void *o, int B, int T, int H, int D);
+	void (*heads_split)(lm_backend *be, void *dO, const void *dy, int B, int T, int H, int D);
 	/* Attention takes a workspace in the backend's memory, of
-	 * attn_workspace(B, H, T, D) bytes, allocated once by the caller (the
-	 * CUDA backward pass needs one; the CPU uses it for its scratch). */
-	size_t (*attn_workspace)(int B, int H, int T, int D);
-	int (*attn_fwd)(const float *q, const float *k, const float *v, float *o, float *lse,
-			int B, int H, int T, int D, int causal, float scale, void *ws,
-			size_t ws_bytes);
-	int (*attn_bwd)(const float *q, const float *k, const float *v, const float *o,
-			const float *dout, const float *lse, float *dq, float *dk, float *dv,
-			int B, int H, int T, int D, int causal, float scale, void *ws,
-			size_t ws_bytes);
-	void (*swiglu_fwd)(float *out, const float *h, int N, int F);
-	void (*swiglu_bwd)(float *dh, const float *dout, const float *h, int N, int F);
-	void (*xent_fwd)(float *loss, float *lse, const float *logits, const int32_t *targets,
-			 int N, int V);
-	void (*xent_bwd)(float *dlogits, const float *logits, const float *lse,
-			 const int32_t *targets, const float *dloss, int N, int V);
-	void (*adamw_step)(float *p, const float *g, float *m, float *v, size_t n,
-			   const adamw_hparams *h);
-	double (*sumsq)(const float *g, size_t n);
-} lm_backend;
+	 * attn_workspace(B, H, T, D) bytes, allocated once by the caller. */
+	size_t (*attn_workspace)(lm_backend *be, int B, int H, int T, int D);
+	void (*attn_fwd)(lm_backend *be, const void *q, const void *k, const void *v, void *o,
+			 float *lse, int B, int H, int T, int D, int causal, float scale, void *ws,
+			 size_t ws_bytes);
+	void (*attn_bwd)(lm_backend *be, const void *q, const void *k, const void *v, const void *o,
+			 const void *dout, const float *lse, void *dq, void *dk, void *dv, int B, int H,
+			 int T, int D, int causal, float scale, void *ws, size_t ws_bytes);
+	void (*swiglu_fwd)(lm_backend *be, void *out, const void *h, int N, int F);
+	void (*swiglu_bwd)(lm_backend *be, void *dh, const void *dout, const void *h, int N, int F);
+	/* Per-token losses and lse (fp32) of act logits; the counted tokens'
+	 * losses are added to *loss_sum (a device scalar) in a fixed order. */
+	void (*xent_fwd)(lm_backend *be, float *loss, float *lse, const void *logits,
+			 const int32_t *targets, int N, int V, double *loss_sum);
+	/* dlogits (act, may alias logits) = (softmax - onehot) * scale * weight[n]
+	 * (weights: device [N], NULL for all 1). */
+	void (*xent_bwd)(lm_backend *be, void *dlogits, const void *logits, const float *lse,
+			 const int32_t *targets, const float *weights, float scale, int N, int V);
+	/* *sumsq = sum g^2 (double accumulation, a device scalar). */
+	void (*sumsq)(lm_backend *be, double *sumsq, const float *g, size_t n);
+	/* *scale = clip_factor(sqrt(*sumsq), max_norm) (optimizer.h). */
+	void (*clip_scale)(lm_backend *be, float *scale, const double *sumsq, double max_norm);
+	/* One AdamW step with gradients times *grad_scale (device scalar; h's
+	 * grad_scale is ignored); p_act, when not NULL, receives the new weights
+	 * in the act type (the compute copy). */
+	void (*adamw_step)(lm_backend *be, float *p, const float *g, float *m, float *v,
+			   void *p_act, size_t n, const adamw_hparams *h, const float *grad_scale);
+};
 
 /* OpenMP threads for the CPU ops (0 or less: the default, all cores); the
  * BLAS runs single-threaded inside them (kernels/cpu/blas_single.h). */
@@ -79,8 +160,18 @@ void backend_set_threads(int n);
 /* The backend names --device accepts, NULL-terminated. */
 extern const char *const backend_names[];
 
-/* The backend called name, or NULL with a message (exit code 2 for an
- * unknown name, 1 for one that is not available in this build). */
-const lm_backend *backend_get(const char *name, lm_err *e);
+/* A new backend instance called name, or NULL with a message (exit code 2
+ * for an unknown name, 1 for one that is not available: not built, no GPU,
+ * no driver).  Release it with be->close(be). */
+lm_backend *backend_open(const char *name, lm_err *e);
+
+/* The constructors behind backend_open. */
+lm_backend *backend_cpu_open(lm_err *e);
+lm_backend *backend_cuda_open(lm_err *e);
+
+/* Record an error in a backend's sticky slot (the first one is kept). */
+void backend_fail(lm_backend *be, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The sticky error, cleared: 0, or -1 with it in e.  For sync(). */
+int backend_take_error(lm_backend *be, lm_err *e);
 
 #endif

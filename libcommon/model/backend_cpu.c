@@ -1,14 +1,21 @@
-/* backend_cpu.c: the CPU backend: host memory, the kernels/cpu twins (and
- * the sgemm-based attention of attn_blas.h), and
- * backend_get(), which also says that the CUDA backend is not there yet. */
+/* backend_cpu.c: the CPU backend: host memory, activations in fp32, the
+ * kernels/cpu twins (and the sgemm-based attention of attn_blas.h) behind
+ * the op table of backend.h.  Each op is the twin itself, with the backend
+ * argument dropped; where the table's op is coarser than the twins (a
+ * product with an addend, a weighted cross-entropy), it is composed from
+ * them here. */
 #include "model/backend.h"
 
 #include <cblas.h>
+#include <math.h>
 #include <omp.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
+#include "kernels/attention.h"
 #include "kernels/attn_blas.h"
 #include "kernels/embedding.h"
 #include "kernels/matmul.h"
@@ -20,19 +27,28 @@
 
 enum { CPU_ALIGN = 64 };
 
-static void *cpu_alloc(size_t bytes)
+/* The context: a scratch row of per-token loss factors for xent_bwd. */
+typedef struct cpu_ctx {
+	float *dloss;
+	size_t cap;
+} cpu_ctx;
+
+static void *cpu_alloc(lm_backend *be, size_t bytes)
 {
 	size_t n = (bytes + CPU_ALIGN - 1) / CPU_ALIGN * CPU_ALIGN;
-	return aligned_alloc(CPU_ALIGN, n ? n : CPU_ALIGN);
+	void *p = aligned_alloc(CPU_ALIGN, n ? n : CPU_ALIGN);
+	if (!p)
+		backend_fail(be, "out of memory (%zu bytes asked for)", bytes);
+	return p;
 }
 
-static void cpu_release(void *p) { free(p); }
+static void cpu_release(lm_backend *be, void *p) { free(p); }
 
 /* Large fills and copies are split over the threads: serial ones would
  * leave all but one core idle between the parallel ops. */
 enum { PAR_CHUNK = 1 << 20 };
 
-static void cpu_zero(void *p, size_t bytes)
+static void cpu_zero(lm_backend *be, void *p, size_t bytes)
 {
 	size_t chunks = (bytes + PAR_CHUNK - 1) / PAR_CHUNK;
 #pragma omp parallel for schedule(static) if (chunks > 1)
@@ -42,8 +58,10 @@ static void cpu_zero(void *p, size_t bytes)
 	}
 }
 
-static void cpu_copy(void *dst, const void *src, size_t bytes)
+static void cpu_copy(lm_backend *be, void *dst, const void *src, size_t bytes)
 {
+	if (dst == src)
+		return;
 	size_t chunks = (bytes + PAR_CHUNK - 1) / PAR_CHUNK;
 #pragma omp parallel for schedule(static) if (chunks > 1)
 	for (size_t c = 0; c < chunks; c++) {
@@ -53,66 +71,273 @@ static void cpu_copy(void *dst, const void *src, size_t bytes)
 	}
 }
 
-static void cpu_describe(char *buf, size_t n)
+static void cpu_to_act(lm_backend *be, void *dst, const float *src, size_t n)
+{
+	cpu_copy(be, dst, src, n * sizeof *src);
+}
+
+static void cpu_from_act(lm_backend *be, float *dst, const void *src, size_t n)
+{
+	cpu_copy(be, dst, src, n * sizeof *dst);
+}
+
+static void cpu_add_act(lm_backend *be, void *dst, const float *src, size_t n)
+{
+	float *d = dst;
+	for (size_t i = 0; i < n; i++)
+		d[i] += src[i];
+}
+
+/* The CPU's ops are done when they return: a mark is the clock. */
+static void *cpu_mark(lm_backend *be)
+{
+	struct timespec *t = malloc(sizeof *t);
+	if (t)
+		clock_gettime(CLOCK_MONOTONIC, t);
+	return t;
+}
+
+static double cpu_mark_ms(lm_backend *be, void *from, void *to)
+{
+	const struct timespec *a = from, *b = to;
+	return (b->tv_sec - a->tv_sec) * 1e3 + (b->tv_nsec - a->tv_nsec) / 1e6;
+}
+
+static void cpu_mark_free(lm_backend *be, void *m) { free(m); }
+
+static void cpu_describe(lm_backend *be, char *buf, size_t n)
 {
 	snprintf(buf, n, "%s, kernel %s, %d OpenMP threads", openblas_get_config(),
 		 openblas_get_corename(), omp_get_max_threads());
 }
 
-static size_t cpu_attn_workspace(int B, int H, int T, int D)
+static int cpu_sync(lm_backend *be, lm_err *e) { return backend_take_error(be, e); }
+
+static int cpu_supports(lm_backend *be, lm_op op, int a, int b) { return 1; }
+
+static void cpu_close(lm_backend *be)
+{
+	if (!be)
+		return;
+	cpu_ctx *c = be->impl;
+	free(c->dloss);
+	free(c);
+	free(be);
+}
+
+static void cpu_embedding_fwd(lm_backend *be, float *out, const int32_t *ids, const float *table,
+			      int N, int C)
+{
+	embedding_fwd_cpu(out, ids, table, N, C);
+}
+
+static void cpu_embedding_bwd(lm_backend *be, float *dtable, const int32_t *ids, const float *dout,
+			      int N, int C)
+{
+	embedding_bwd_cpu(dtable, ids, dout, N, C);
+}
+
+static void cpu_rmsnorm_fwd(lm_backend *be, void *y, float *rstd, const float *x, const float *w,
+			    int N, int C, float eps)
+{
+	rmsnorm_fwd_cpu(y, rstd, x, w, N, C, eps);
+}
+
+static void cpu_rmsnorm_bwd(lm_backend *be, float *dx, float *dw, const void *dy, const float *x,
+			    const float *w, const float *rstd, int N, int C)
+{
+	rmsnorm_bwd_cpu(dx, dw, dy, x, w, rstd, N, C);
+}
+
+static void cpu_matmul_fwd(lm_backend *be, void *out, const float *addend, const void *inp,
+			   const void *w, int N, int IN, int OUT)
+{
+	if (addend)
+		cpu_copy(be, out, addend, (size_t)N * OUT * sizeof(float));
+	matmul_fwd_cpu(out, inp, w, N, IN, OUT, addend != NULL);
+}
+
+static void cpu_matmul_bwd(lm_backend *be, void *dinp, float *dw, const void *dout, const void *inp,
+			   const void *w, int N, int IN, int OUT)
+{
+	matmul_bwd_cpu(dinp, dw, dout, inp, w, N, IN, OUT, 0);
+}
+
+static void cpu_rope_fwd(lm_backend *be, void *x, const float *cs, int B, int H, int T, int D)
+{
+	rope_fwd_cpu(x, cs, B, H, T, D);
+}
+
+static void cpu_rope_bwd(lm_backend *be, void *dx, const float *cs, int B, int H, int T, int D)
+{
+	rope_bwd_cpu(dx, cs, B, H, T, D);
+}
+
+static void cpu_qkv_split(lm_backend *be, void *q, void *k, void *v, const void *qkv,
+			  int B, int T, int H, int D)
+{
+	qkv_split_cpu(q, k, v, qkv, B, T, H, D);
+}
+
+static void cpu_qkv_merge(lm_backend *be, void *dqkv, const void *dq, const void *dk,
+			  const void *dv, int B, int T, int H, int D)
+{
+	qkv_merge_cpu(dqkv, dq, dk, dv, B, T, H, D);
+}
+
+static void cpu_heads_merge(lm_backend *be, void *y, const void *o, int B, int T, int H, int D)
+{
+	heads_merge_cpu(y, o, B, T, H, D);
+}
+
+static void cpu_heads_split(lm_backend *be, void *dO, const void *dy, int B, int T, int H, int D)
+{
+	heads_split_cpu(dO, dy, B, T, H, D);
+}
+
+static size_t cpu_attn_workspace(lm_backend *be, int B, int H, int T, int D)
 {
 	return attn_blas_workspace(T);
 }
 
-static const lm_backend cpu_backend = {
+static void cpu_attn_fwd(lm_backend *be, const void *q, const void *k, const void *v, void *o,
+			 float *lse, int B, int H, int T, int D, int causal, float scale, void *ws,
+			 size_t ws_bytes)
+{
+	int rc = attn_fwd_blas(q, k, v, o, lse, B, H, T, D, causal, scale, ws, ws_bytes);
+	if (rc)
+		backend_fail(be, "attention: %s", attn_strerror(rc));
+}
+
+static void cpu_attn_bwd(lm_backend *be, const void *q, const void *k, const void *v,
+			 const void *o, const void *dout, const float *lse, void *dq, void *dk,
+			 void *dv, int B, int H, int T, int D, int causal, float scale, void *ws,
+			 size_t ws_bytes)
+{
+	int rc = attn_bwd_blas(q, k, v, o, dout, lse, dq, dk, dv, B, H, T, D, causal, scale, ws,
+			       ws_bytes);
+	if (rc)
+		backend_fail(be, "attention backward: %s", attn_strerror(rc));
+}
+
+static void cpu_swiglu_fwd(lm_backend *be, void *out, const void *h, int N, int F)
+{
+	swiglu_fwd_cpu(out, h, N, F);
+}
+
+static void cpu_swiglu_bwd(lm_backend *be, void *dh, const void *dout, const void *h, int N, int F)
+{
+	swiglu_bwd_cpu(dh, dout, h, N, F);
+}
+
+static void cpu_xent_fwd(lm_backend *be, float *loss, float *lse, const void *logits,
+			 const int32_t *targets, int N, int V, double *loss_sum)
+{
+	xent_fwd_cpu(loss, lse, logits, targets, N, V);
+	double sum = 0;
+	for (int i = 0; i < N; i++)
+		sum += loss[i];
+	*loss_sum += sum;
+}
+
+static void cpu_xent_bwd(lm_backend *be, void *dlogits, const void *logits, const float *lse,
+			 const int32_t *targets, const float *weights, float scale, int N, int V)
+{
+	cpu_ctx *c = be->impl;
+	if ((size_t)N > c->cap) {
+		float *p = realloc(c->dloss, (size_t)N * sizeof *p);
+		if (!p) {
+			backend_fail(be, "out of memory (%d loss factors)", N);
+			return;
+		}
+		c->dloss = p;
+		c->cap = (size_t)N;
+	}
+	for (int i = 0; i < N; i++)
+		c->dloss[i] = weights ? scale * weights[i] : scale;
+	xent_bwd_cpu(dlogits, logits, lse, targets, c->dloss, N, V);
+}
+
+static void cpu_sumsq(lm_backend *be, double *out, const float *g, size_t n)
+{
+	*out = sumsq_cpu(g, n);
+}
+
+static void cpu_clip_scale(lm_backend *be, float *scale, const double *sumsq, double max_norm)
+{
+	*scale = (float)adamw_clip_factor(sqrt(*sumsq), max_norm);
+}
+
+static void cpu_adamw_step(lm_backend *be, float *p, const float *g, float *m, float *v,
+			   void *p_act, size_t n, const adamw_hparams *h, const float *grad_scale)
+{
+	adamw_hparams hs = *h;
+	hs.grad_scale = *grad_scale;
+	adamw_step_cpu(p, g, m, v, n, &hs);
+	if (p_act && p_act != p)
+		cpu_copy(be, p_act, p, n * sizeof *p);
+}
+
+static const lm_backend cpu_table = {
 	.name = "cpu",
+	.act = LM_F32,
 	.describe = cpu_describe,
+	.sync = cpu_sync,
+	.supports = cpu_supports,
+	.close = cpu_close,
+	.mark = cpu_mark,
+	.mark_ms = cpu_mark_ms,
+	.mark_free = cpu_mark_free,
 	.alloc = cpu_alloc,
 	.release = cpu_release,
 	.zero = cpu_zero,
 	.copy = cpu_copy,
 	.upload = cpu_copy,
 	.download = cpu_copy,
-	.embedding_fwd = embedding_fwd_cpu,
-	.embedding_bwd = embedding_bwd_cpu,
-	.rmsnorm_fwd = rmsnorm_fwd_cpu,
-	.rmsnorm_bwd = rmsnorm_bwd_cpu,
-	.matmul_fwd = matmul_fwd_cpu,
-	.matmul_bwd = matmul_bwd_cpu,
-	.rope_fwd = rope_fwd_cpu,
-	.rope_bwd = rope_bwd_cpu,
-	.qkv_split = qkv_split_cpu,
-	.qkv_merge = qkv_merge_cpu,
-	.heads_merge = heads_merge_cpu,
-	.heads_split = heads_split_cpu,
+	.to_act = cpu_to_act,
+	.from_act = cpu_from_act,
+	.add_act = cpu_add_act,
+	.embedding_fwd = cpu_embedding_fwd,
+	.embedding_bwd = cpu_embedding_bwd,
+	.rmsnorm_fwd = cpu_rmsnorm_fwd,
+	.rmsnorm_bwd = cpu_rmsnorm_bwd,
+	.matmul_fwd = cpu_matmul_fwd,
+	.matmul_bwd = cpu_matmul_bwd,
+	.rope_fwd = cpu_rope_fwd,
+	.rope_bwd = cpu_rope_bwd,
+	.qkv_split = cpu_qkv_split,
+	.qkv_merge = cpu_qkv_merge,
+	.heads_merge = cpu_heads_merge,
+	.heads_split = cpu_heads_split,
 	.attn_workspace = cpu_attn_workspace,
-	.attn_fwd = attn_fwd_blas,
-	.attn_bwd = attn_bwd_blas,
-	.swiglu_fwd = swiglu_fwd_cpu,
-	.swiglu_bwd = swiglu_bwd_cpu,
-	.xent_fwd = xent_fwd_cpu,
-	.xent_bwd = xent_bwd_cpu,
-	.adamw_step = adamw_step_cpu,
-	.sumsq = sumsq_cpu,
+	.attn_fwd = cpu_attn_fwd,
+	.attn_bwd = cpu_attn_bwd,
+	.swiglu_fwd = cpu_swiglu_fwd,
+	.swiglu_bwd = cpu_swiglu_bwd,
+	.xent_fwd = cpu_xent_fwd,
+	.xent_bwd = cpu_xent_bwd,
+	.sumsq = cpu_sumsq,
+	.clip_scale = cpu_clip_scale,
+	.adamw_step = cpu_adamw_step,
 };
+
+lm_backend *backend_cpu_open(lm_err *e)
+{
+	lm_backend *be = malloc(sizeof *be);
+	cpu_ctx *c = calloc(1, sizeof *c);
+	if (!be || !c) {
+		free(be);
+		free(c);
+		lm_seterr(e, "out of memory");
+		return NULL;
+	}
+	*be = cpu_table;
+	be->impl = c;
+	return be;
+}
 
 void backend_set_threads(int n)
 {
 	if (n > 0)
 		omp_set_num_threads(n);
-}
-
-const char *const backend_names[] = { "cpu", "cuda", NULL };
-
-const lm_backend *backend_get(const char *name, lm_err *e)
-{
-	if (!strcmp(name, "cpu"))
-		return &cpu_backend;
-	if (!strcmp(name, "cuda")) {
-		lm_seterr(e, "device 'cuda': the CUDA backend of the model is not available yet "
-			  "(only the attention kernel exists); use --device cpu");
-		return NULL;
-	}
-	lm_usage_err(e, "unknown device '%s' (cpu or cuda)", name);
-	return NULL;
 }

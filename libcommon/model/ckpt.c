@@ -77,7 +77,7 @@ static float *download(const model *m, const float *dev)
 {
 	float *h = malloc(m->n_params * sizeof *h);
 	if (h)
-		m->be->download(h, dev, m->n_params * sizeof *h);
+		m->be->download(m->be, h, dev, m->n_params * sizeof *h);
 	return h;
 }
 
@@ -242,7 +242,7 @@ static int load_flat(const sft_file *f, const char *name, const model *m, float 
 	int64_t shape[1] = { (int64_t)m->n_params };
 	if (sft_expect(f, name, SFT_F32, 1, shape, &t, e))
 		return -1;
-	m->be->upload(dst, t->data, t->nbytes);
+	m->be->upload(m->be, dst, t->data, t->nbytes);
 	return 0;
 }
 
@@ -285,7 +285,7 @@ int ckpt_load(const char *path, model *m, optim *o, train_state *s, lm_err *e)
 		int64_t shape[2] = { tt[i].rows, tt[i].cols };
 		if (sft_expect(&f, tt[i].name, SFT_F32, tt[i].cols ? 2 : 1, shape, &t, e))
 			goto out;
-		m->be->upload(m->params + tt[i].offset, t->data, t->nbytes);
+		m->be->upload(m->be, m->params + tt[i].offset, t->data, t->nbytes);
 	}
 	if (o) {
 		long long t;

@@ -13,27 +13,30 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/attention.h"
 #include "kernels/rmsnorm.h"
 #include "kernels/rope.h"
+#include "model/profile.h"
 
 struct model_acts {
-	float **res, **res_mid, **ln1, **ln2, **rstd1, **rstd2;
-	float **q, **k, **v, **o, **lse, **h;
-	float *lnf, *rstdf, *logits, *losses, *lse_v, *dloss;
-	/* scratch, shared by all layers */
-	float *qkv, *y, *sw, *dsw, *dres, *dln, *dq, *dk, *dv, *dO, *dh;
+	float **res, **res_mid, **rstd1, **rstd2, **lse;     /* fp32 */
+	void **ln1, **ln2, **q, **k, **v, **o, **h;          /* act */
+	void *lnf, *logits;
+	float *rstdf, *losses, *lse_v;
+	/* scratch, shared by all layers (act unless noted) */
+	void *qkv, *y, *sw, *dsw, *dln, *dq, *dk, *dv, *dO, *dh;
+	float *dres;                         /* fp32 */
+	void *dres_act;                      /* dres in act, when act is not fp32 */
+	float *tok_w;                        /* per-token loss weights (fp32) */
+	float *extra;                        /* fp32 [N, max(V, C)]: extra gradients */
 	int32_t *ids, *targets;              /* device copies */
 	void *attn_ws;                       /* attention workspace */
 	size_t attn_ws_bytes;
-	int32_t *host_targets;
-	float *host_losses;
 	long long count;
 	void **owned;                        /* every allocation, for model_free */
 	int n_owned, cap_owned;
 };
 
-static float *grab(model *m, size_t nfloat, int *fail)
+static void *grab(model *m, size_t bytes, int *fail)
 {
 	struct model_acts *a = m->a;
 	if (*fail)
@@ -48,7 +51,7 @@ static float *grab(model *m, size_t nfloat, int *fail)
 		a->owned = o;
 		a->cap_owned = cap;
 	}
-	float *p = m->be->alloc(nfloat * sizeof(float));
+	void *p = m->be->alloc(m->be, bytes);
 	if (!p) {
 		*fail = 1;
 		return NULL;
@@ -57,40 +60,49 @@ static float *grab(model *m, size_t nfloat, int *fail)
 	return p;
 }
 
-static float **grab_layers(model *m, int L, size_t nfloat, int *fail)
+static void **grab_layers(model *m, int L, size_t bytes, int *fail)
 {
-	float **v = calloc(L + 1, sizeof *v);
+	void **v = calloc(L + 1, sizeof *v);
 	if (!v) {
 		*fail = 1;
 		return NULL;
 	}
 	for (int l = 0; l <= L; l++)
-		v[l] = grab(m, nfloat, fail);
+		v[l] = grab(m, bytes, fail);
 	return v;
 }
 
-static void point_params(model *m, float *base, layer_ptrs *lp, float **wte, float **lnf,
-			 float **head)
+/* Point the per-layer tensors into a buffer of the parameter layout whose
+ * elements are esize bytes. */
+static void point_params(model *m, char *base, size_t esize, layer_ptrs *lp, layer_cptrs *lc,
+			 float **wte, float **lnf, void **head)
 {
 	const model_config *c = &m->cfg;
 	size_t C = c->d_model, F = c->d_ff;
-	float *p = base;
-	*wte = p;
-	p += (size_t)c->vocab * C;
+	char *p = base, *wte0 = p;
+	p += (size_t)c->vocab * C * esize;
 	for (int l = 0; l < c->n_layers; l++) {
-		lp[l].ln1 = p; p += C;
-		lp[l].wqkv = p; p += 3 * C * C;
-		lp[l].wo = p; p += C * C;
-		lp[l].ln2 = p; p += C;
-		lp[l].wgu = p; p += 2 * F * C;
-		lp[l].wdown = p; p += C * F;
+		layer_ptrs t;
+		t.ln1 = (float *)p; p += C * esize;
+		t.wqkv = (float *)p; p += 3 * C * C * esize;
+		t.wo = (float *)p; p += C * C * esize;
+		t.ln2 = (float *)p; p += C * esize;
+		t.wgu = (float *)p; p += 2 * F * C * esize;
+		t.wdown = (float *)p; p += C * F * esize;
+		if (lp)
+			lp[l] = t;
+		if (lc)
+			lc[l] = (layer_cptrs){ t.wqkv, t.wo, t.wgu, t.wdown };
 	}
-	*lnf = p;
-	p += C;
-	*head = c->tie_embeddings ? *wte : p;
+	if (wte)
+		*wte = (float *)wte0;
+	if (lnf)
+		*lnf = (float *)p;
+	p += C * esize;
+	*head = c->tie_embeddings ? wte0 : p;
 }
 
-int model_init(model *m, const model_config *c, const lm_backend *be, int maxB, int maxT,
+int model_init(model *m, const model_config *c, lm_backend *be, int maxB, int maxT,
 	       lm_err *e)
 {
 	memset(m, 0, sizeof *m);
@@ -107,60 +119,68 @@ int model_init(model *m, const model_config *c, const lm_backend *be, int maxB, 
 	m->a = calloc(1, sizeof *m->a);
 	m->lp = calloc(c->n_layers, sizeof *m->lp);
 	m->lg = calloc(c->n_layers, sizeof *m->lg);
-	if (!m->a || !m->lp || !m->lg) {
+	m->lc = calloc(c->n_layers, sizeof *m->lc);
+	if (!m->a || !m->lp || !m->lg || !m->lc) {
 		model_free(m);
 		return lm_seterr(e, "out of memory");
 	}
 	struct model_acts *a = m->a;
 	int fail = 0, L = c->n_layers;
 	size_t N = (size_t)maxB * maxT, C = c->d_model, F = c->d_ff, V = c->vocab;
-	size_t BHT = (size_t)maxB * c->n_heads * maxT;
-	m->params = grab(m, m->n_params, &fail);
-	m->grads = grab(m, m->n_params, &fail);
-	m->rope_cs = grab(m, (size_t)c->ctx * (C / c->n_heads), &fail);
-	a->res = grab_layers(m, L, N * C, &fail);
-	a->res_mid = grab_layers(m, L - 1, N * C, &fail);
-	a->ln1 = grab_layers(m, L - 1, N * C, &fail);
-	a->ln2 = grab_layers(m, L - 1, N * C, &fail);
-	a->rstd1 = grab_layers(m, L - 1, N, &fail);
-	a->rstd2 = grab_layers(m, L - 1, N, &fail);
-	a->q = grab_layers(m, L - 1, N * C, &fail);
-	a->k = grab_layers(m, L - 1, N * C, &fail);
-	a->v = grab_layers(m, L - 1, N * C, &fail);
-	a->o = grab_layers(m, L - 1, N * C, &fail);
-	a->lse = grab_layers(m, L - 1, BHT, &fail);
-	a->h = grab_layers(m, L - 1, N * 2 * F, &fail);
-	a->lnf = grab(m, N * C, &fail);
-	a->rstdf = grab(m, N, &fail);
-	a->logits = grab(m, N * V, &fail);
-	a->losses = grab(m, N, &fail);
-	a->lse_v = grab(m, N, &fail);
-	a->dloss = grab(m, N, &fail);
-	a->qkv = grab(m, N * 3 * C, &fail);
-	a->y = grab(m, N * C, &fail);
-	a->sw = grab(m, N * F, &fail);
-	a->dsw = grab(m, N * F, &fail);
-	a->dres = grab(m, N * C, &fail);
-	a->dln = grab(m, N * C, &fail);
-	a->dq = grab(m, N * C, &fail);
-	a->dk = grab(m, N * C, &fail);
-	a->dv = grab(m, N * C, &fail);
-	a->dO = grab(m, N * C, &fail);
-	a->dh = grab(m, N * 2 * F, &fail);
-	a->attn_ws_bytes = be->attn_workspace(maxB, c->n_heads, maxT, C / c->n_heads);
-	a->attn_ws = grab(m, (a->attn_ws_bytes + sizeof(float) - 1) / sizeof(float), &fail);
-	a->ids = (int32_t *)grab(m, N, &fail);
-	a->targets = (int32_t *)grab(m, N, &fail);
-	a->host_targets = malloc(N * sizeof *a->host_targets);
-	a->host_losses = malloc(N * sizeof *a->host_losses);
-	if (fail || !a->host_targets || !a->host_losses) {
+	size_t BHT = (size_t)maxB * c->n_heads * maxT, f4 = sizeof(float);
+	size_t act = lm_dtype_size(be->act), NC = N * C * act;
+	m->params = grab(m, m->n_params * f4, &fail);
+	m->grads = grab(m, m->n_params * f4, &fail);
+	m->wact = be->act == LM_F32 ? m->params : grab(m, m->n_params * act, &fail);
+	m->sc = grab(m, sizeof *m->sc, &fail);
+	m->rope_cs = grab(m, (size_t)c->ctx * (C / c->n_heads) * f4, &fail);
+	a->res = (float **)grab_layers(m, L, N * C * f4, &fail);
+	a->res_mid = (float **)grab_layers(m, L - 1, N * C * f4, &fail);
+	a->rstd1 = (float **)grab_layers(m, L - 1, N * f4, &fail);
+	a->rstd2 = (float **)grab_layers(m, L - 1, N * f4, &fail);
+	a->lse = (float **)grab_layers(m, L - 1, BHT * f4, &fail);
+	a->ln1 = grab_layers(m, L - 1, NC, &fail);
+	a->ln2 = grab_layers(m, L - 1, NC, &fail);
+	a->q = grab_layers(m, L - 1, NC, &fail);
+	a->k = grab_layers(m, L - 1, NC, &fail);
+	a->v = grab_layers(m, L - 1, NC, &fail);
+	a->o = grab_layers(m, L - 1, NC, &fail);
+	a->h = grab_layers(m, L - 1, N * 2 * F * act, &fail);
+	a->lnf = grab(m, NC, &fail);
+	a->rstdf = grab(m, N * f4, &fail);
+	a->logits = grab(m, N * V * act, &fail);
+	a->losses = grab(m, N * f4, &fail);
+	a->lse_v = grab(m, N * f4, &fail);
+	a->tok_w = grab(m, N * f4, &fail);
+	a->qkv = grab(m, N * 3 * C * act, &fail);
+	a->y = grab(m, NC, &fail);
+	a->sw = grab(m, N * F * act, &fail);
+	a->dsw = grab(m, N * F * act, &fail);
+	a->dres = grab(m, N * C * f4, &fail);
+	a->dres_act = be->act == LM_F32 ? a->dres : grab(m, NC, &fail);
+	a->dln = grab(m, NC, &fail);
+	a->dq = grab(m, NC, &fail);
+	a->dk = grab(m, NC, &fail);
+	a->dv = grab(m, NC, &fail);
+	a->dO = grab(m, NC, &fail);
+	a->dh = grab(m, N * 2 * F * act, &fail);
+	a->attn_ws_bytes = be->attn_workspace(be, maxB, c->n_heads, maxT, C / c->n_heads);
+	a->attn_ws = grab(m, a->attn_ws_bytes ? a->attn_ws_bytes : 1, &fail);
+	a->ids = grab(m, N * sizeof *a->ids, &fail);
+	a->targets = grab(m, N * sizeof *a->targets, &fail);
+	if (fail) {
+		lm_err why;
+		be->sync(be, &why);
 		model_free(m);
-		return lm_seterr(e, "out of memory for a model of %zu parameters at batch %d x %d",
-				 model_n_params(c), maxB, maxT);
+		return lm_seterr(e, "%s, for a model of %zu parameters at batch %d x %d; a smaller "
+				 "batch (with --accum to keep the tokens per step) needs less",
+				 why.msg, model_n_params(c), maxB, maxT);
 	}
 	model_zero_grad(m);
-	point_params(m, m->params, m->lp, &m->wte, &m->lnf, &m->head);
-	point_params(m, m->grads, m->lg, &m->dwte, &m->dlnf, &m->dhead);
+	be->zero(be, m->sc, sizeof *m->sc);
+	point_params(m, (char *)m->params, f4, m->lp, NULL, &m->wte, &m->lnf, (void **)&m->head);
+	point_params(m, (char *)m->grads, f4, m->lg, NULL, &m->dwte, &m->dlnf, (void **)&m->dhead);
+	point_params(m, m->wact, act, NULL, m->lc, NULL, NULL, &m->head_c);
 	int D = C / c->n_heads;
 	float *cs = malloc((size_t)c->ctx * D * sizeof *cs);
 	if (!cs) {
@@ -168,9 +188,9 @@ int model_init(model *m, const model_config *c, const lm_backend *be, int maxB, 
 		return lm_seterr(e, "out of memory");
 	}
 	rope_table(cs, NULL, c->ctx, D, c->rope_theta);
-	be->upload(m->rope_cs, cs, (size_t)c->ctx * D * sizeof *cs);
+	be->upload(be, m->rope_cs, cs, (size_t)c->ctx * D * sizeof *cs);
 	free(cs);
-	return 0;
+	return be->sync(be, e);
 }
 
 void model_free(model *m)
@@ -178,18 +198,18 @@ void model_free(model *m)
 	struct model_acts *a = m->a;
 	if (a) {
 		for (int i = 0; i < a->n_owned; i++)
-			m->be->release(a->owned[i]);
+			m->be->release(m->be, a->owned[i]);
 		free(a->owned);
-		float **lists[] = { a->res, a->res_mid, a->ln1, a->ln2, a->rstd1, a->rstd2,
-				    a->q, a->k, a->v, a->o, a->lse, a->h };
+		void **lists[] = { (void **)a->res, (void **)a->res_mid, (void **)a->rstd1,
+				   (void **)a->rstd2, (void **)a->lse, a->ln1, a->ln2, a->q, a->k,
+				   a->v, a->o, a->h };
 		for (size_t i = 0; i < sizeof lists / sizeof lists[0]; i++)
 			free(lists[i]);
-		free(a->host_targets);
-		free(a->host_losses);
 		free(a);
 	}
 	free(m->lp);
 	free(m->lg);
+	free(m->lc);
 	memset(m, 0, sizeof *m);
 }
 
@@ -221,25 +241,132 @@ int model_init_weights(model *m, lm_rng *r, lm_err *e)
 		for (size_t j = 0; j < t[i].numel; j++)
 			p[j] = t[i].cols ? (float)trunc_normal(r, std) : 1.0f;
 	}
-	m->be->upload(m->params, host, m->n_params * sizeof *host);
+	m->be->upload(m->be, m->params, host, m->n_params * sizeof *host);
 	free(host);
 	free(t);
-	return 0;
+	model_params_changed(m);
+	return m->be->sync(m->be, e);
+}
+
+void model_params_changed(model *m)
+{
+	if (m->wact != m->params)
+		m->be->to_act(m->be, m->wact, m->params, m->n_params);
 }
 
 void model_zero_grad(model *m)
 {
-	m->be->zero(m->grads, m->n_params * sizeof(float));
+	m->be->zero(m->be, m->grads, m->n_params * sizeof(float));
 }
 
-const float *model_logits(const model *m) { return m->a->logits; }
-const float *model_hidden(const model *m) { return m->a->lnf; }
+void model_loss_reset(model *m)
+{
+	m->be->zero(m->be, &m->sc->loss_sum, sizeof m->sc->loss_sum);
+}
+
+int model_read_scalars(const model *m, lm_scalars *host, lm_err *e)
+{
+	m->be->download(m->be, host, m->sc, sizeof *host);
+	return m->be->sync(m->be, e);
+}
+
+const void *model_logits(const model *m) { return m->a->logits; }
+const void *model_hidden(const model *m) { return m->a->lnf; }
 long long model_count(const model *m) { return m->a->count; }
+
+/* rows x cols act values at src, as fp32 in host memory, through the
+ * extra-gradient scratch (which has room for N x max(V, C)). */
+static int read_act(const model *m, float *host, const void *src, size_t rows, size_t cols,
+		    lm_err *e)
+{
+	lm_backend *be = m->be;
+	size_t n = rows * cols;
+	if (be->act == LM_F32) {
+		be->download(be, host, src, n * sizeof *host);
+		return be->sync(be, e);
+	}
+	if (!m->a->extra && !(m->a->extra = be->alloc(be, (size_t)m->maxB * m->maxT *
+						      (size_t)(m->cfg.vocab > m->cfg.d_model ?
+							       m->cfg.vocab : m->cfg.d_model) *
+						      sizeof(float))))
+		return be->sync(be, e);
+	be->from_act(be, m->a->extra, src, n);
+	be->download(be, host, m->a->extra, n * sizeof *host);
+	return be->sync(be, e);
+}
+
+int model_read_logits(const model *m, float *host, size_t rows, lm_err *e)
+{
+	return read_act(m, host, m->a->logits, rows, (size_t)m->cfg.vocab, e);
+}
+
+int model_read_hidden(const model *m, float *host, size_t rows, lm_err *e)
+{
+	return read_act(m, host, m->a->lnf, rows, (size_t)m->cfg.d_model, e);
+}
+
+/* The ops as the model calls them: each a span of the profiler (profile.h)
+ * named for its place in the model, with the work it does counted. */
+static double esz(const model *m) { return (double)lm_dtype_size(m->be->act); }
+
+static void p_matmul_fwd(model *m, const char *name, void *out, const float *addend,
+			 const void *inp, const void *w, int N, int IN, int OUT)
+{
+	lm_backend *be = m->be;
+	double bytes = ((double)N * IN + (double)OUT * IN) * esz(m) +
+		       (double)N * OUT * (addend ? 8 : esz(m));
+	PROF(be, name, 2.0 * N * IN * OUT, bytes, be->matmul_fwd(be, out, addend, inp, w, N, IN, OUT));
+}
+
+static void p_matmul_bwd(model *m, const char *name, void *dinp, float *dw, const void *dout,
+			 const void *inp, const void *w, int N, int IN, int OUT)
+{
+	lm_backend *be = m->be;
+	double bytes = (2.0 * N * IN + (double)N * OUT + (double)OUT * IN) * esz(m) + 8.0 * OUT * IN;
+	PROF(be, name, 4.0 * N * IN * OUT, bytes, be->matmul_bwd(be, dinp, dw, dout, inp, w, N, IN, OUT));
+}
+
+static void p_rmsnorm_fwd(model *m, void *y, float *rstd, const float *x, const float *w, int N,
+			  int C)
+{
+	lm_backend *be = m->be;
+	PROF(be, "rmsnorm", 0, (double)N * C * (4 + esz(m)),
+	     be->rmsnorm_fwd(be, y, rstd, x, w, N, C, RMSNORM_EPS));
+}
+
+static void p_rmsnorm_bwd(model *m, float *dx, float *dw, const void *dy, const float *x,
+			  const float *w, const float *rstd, int N, int C)
+{
+	lm_backend *be = m->be;
+	PROF(be, "rmsnorm backward", 0, (double)N * C * (12 + esz(m)),
+	     be->rmsnorm_bwd(be, dx, dw, dy, x, w, rstd, N, C));
+}
+
+static void p_attn_fwd(model *m, int l, int B, int H, int T, int D, float scale)
+{
+	lm_backend *be = m->be;
+	struct model_acts *a = m->a;
+	PROF(be, "attention", 2.0 * B * H * T * (double)T * D, 4.0 * B * H * T * D * esz(m),
+	     be->attn_fwd(be, a->q[l], a->k[l], a->v[l], a->o[l], a->lse[l], B, H, T, D, 1, scale,
+			  a->attn_ws, a->attn_ws_bytes));
+}
+
+static void p_attn_bwd(model *m, int l, int B, int H, int T, int D, float scale)
+{
+	lm_backend *be = m->be;
+	struct model_acts *a = m->a;
+	PROF(be, "attention backward", 5.0 * B * H * T * (double)T * D, 8.0 * B * H * T * D * esz(m),
+	     be->attn_bwd(be, a->q[l], a->k[l], a->v[l], a->o[l], a->dO, a->lse[l], a->dq, a->dk,
+			  a->dv, B, H, T, D, 1, scale, a->attn_ws, a->attn_ws_bytes));
+}
+
+/* Layout changes, RoPE, SwiGLU: memory-bound, counted in bytes. */
+#define P_MOVE(m, name, bytes, call) PROF((m)->be, name, 0, (bytes), call)
 
 int model_forward(model *m, const int32_t *ids, const int32_t *targets, int B, int T,
 		  double *loss, lm_err *e)
 {
-	const lm_backend *be = m->be;
+	lm_backend *be = m->be;
 	const model_config *c = &m->cfg;
 	struct model_acts *a = m->a;
 	if (B < 1 || T < 1 || B > m->maxB || T > m->maxT)
@@ -250,88 +377,134 @@ int model_forward(model *m, const int32_t *ids, const int32_t *targets, int B, i
 		if (ids[i] < 0 || ids[i] >= V)
 			return lm_seterr(e, "token id %d at position %d is outside the vocabulary (%d)",
 					 ids[i], i, V);
+	a->count = 0;
+	if (targets)
+		for (int i = 0; i < N; i++) {
+			if (targets[i] >= V)
+				return lm_seterr(e, "target id %d at position %d is outside the "
+						 "vocabulary (%d)", targets[i], i, V);
+			a->count += targets[i] >= 0;
+		}
 	m->B = B;
 	m->T = T;
-	be->upload(a->ids, ids, (size_t)N * sizeof *ids);
-	be->embedding_fwd(a->res[0], a->ids, m->wte, N, C);
+	be->upload(be, a->ids, ids, (size_t)N * sizeof *ids);
+	P_MOVE(m, "embedding", 8.0 * N * C, be->embedding_fwd(be, a->res[0], a->ids, m->wte, N, C));
 	for (int l = 0; l < c->n_layers; l++) {
 		const layer_ptrs *p = &m->lp[l];
-		be->rmsnorm_fwd(a->ln1[l], a->rstd1[l], a->res[l], p->ln1, N, C, RMSNORM_EPS);
-		be->matmul_fwd(a->qkv, a->ln1[l], p->wqkv, N, C, 3 * C, 0);
-		be->qkv_split(a->q[l], a->k[l], a->v[l], a->qkv, B, T, H, D);
-		be->rope_fwd(a->q[l], m->rope_cs, B, H, T, D);
-		be->rope_fwd(a->k[l], m->rope_cs, B, H, T, D);
-		int rc = be->attn_fwd(a->q[l], a->k[l], a->v[l], a->o[l], a->lse[l], B, H, T, D, 1, scale,
-				      a->attn_ws, a->attn_ws_bytes);
-		if (rc)
-			return lm_seterr(e, "attention (layer %d): %s", l, attn_strerror(rc));
-		be->heads_merge(a->y, a->o[l], B, T, H, D);
-		be->copy(a->res_mid[l], a->res[l], (size_t)N * C * sizeof(float));
-		be->matmul_fwd(a->res_mid[l], a->y, p->wo, N, C, C, 1);
-		be->rmsnorm_fwd(a->ln2[l], a->rstd2[l], a->res_mid[l], p->ln2, N, C, RMSNORM_EPS);
-		be->matmul_fwd(a->h[l], a->ln2[l], p->wgu, N, C, 2 * F, 0);
-		be->swiglu_fwd(a->sw, a->h[l], N, F);
-		be->copy(a->res[l + 1], a->res_mid[l], (size_t)N * C * sizeof(float));
-		be->matmul_fwd(a->res[l + 1], a->sw, p->wdown, N, F, C, 1);
+		const layer_cptrs *w = &m->lc[l];
+		p_rmsnorm_fwd(m, a->ln1[l], a->rstd1[l], a->res[l], p->ln1, N, C);
+		p_matmul_fwd(m, "matmul qkv", a->qkv, NULL, a->ln1[l], w->wqkv, N, C, 3 * C);
+		P_MOVE(m, "qkv split", 6.0 * N * C * esz(m),
+		       be->qkv_split(be, a->q[l], a->k[l], a->v[l], a->qkv, B, T, H, D));
+		P_MOVE(m, "rope", 2.0 * N * C * esz(m), be->rope_fwd(be, a->q[l], m->rope_cs, B, H, T, D));
+		P_MOVE(m, "rope", 2.0 * N * C * esz(m), be->rope_fwd(be, a->k[l], m->rope_cs, B, H, T, D));
+		p_attn_fwd(m, l, B, H, T, D, scale);
+		P_MOVE(m, "heads merge", 2.0 * N * C * esz(m), be->heads_merge(be, a->y, a->o[l], B, T, H, D));
+		p_matmul_fwd(m, "matmul o", a->res_mid[l], a->res[l], a->y, w->wo, N, C, C);
+		p_rmsnorm_fwd(m, a->ln2[l], a->rstd2[l], a->res_mid[l], p->ln2, N, C);
+		p_matmul_fwd(m, "matmul gate_up", a->h[l], NULL, a->ln2[l], w->wgu, N, C, 2 * F);
+		P_MOVE(m, "swiglu", 3.0 * N * F * esz(m), be->swiglu_fwd(be, a->sw, a->h[l], N, F));
+		p_matmul_fwd(m, "matmul down", a->res[l + 1], a->res_mid[l], a->sw, w->wdown, N, F, C);
 	}
-	be->rmsnorm_fwd(a->lnf, a->rstdf, a->res[c->n_layers], m->lnf, N, C, RMSNORM_EPS);
-	be->matmul_fwd(a->logits, a->lnf, m->head, N, C, V, 0);
-	a->count = 0;
+	p_rmsnorm_fwd(m, a->lnf, a->rstdf, a->res[c->n_layers], m->lnf, N, C);
+	p_matmul_fwd(m, "matmul head", a->logits, NULL, a->lnf, m->head_c, N, C, V);
 	if (!targets)
+		return loss ? be->sync(be, e) : 0;
+	be->upload(be, a->targets, targets, (size_t)N * sizeof *targets);
+	if (loss)
+		model_loss_reset(m);
+	P_MOVE(m, "cross-entropy", (double)N * V * esz(m),
+	       be->xent_fwd(be, a->losses, a->lse_v, a->logits, a->targets, N, V, &m->sc->loss_sum));
+	if (!loss)
 		return 0;
-	for (int i = 0; i < N; i++) {
-		if (targets[i] >= V)
-			return lm_seterr(e, "target id %d at position %d is outside the vocabulary (%d)",
-					 targets[i], i, V);
-		a->count += targets[i] >= 0;
-		a->host_targets[i] = targets[i];
-	}
-	be->upload(a->targets, targets, (size_t)N * sizeof *targets);
-	be->xent_fwd(a->losses, a->lse_v, a->logits, a->targets, N, V);
-	be->download(a->host_losses, a->losses, (size_t)N * sizeof(float));
-	double sum = 0;
-	for (int i = 0; i < N; i++)
-		sum += a->host_losses[i];
-	*loss = a->count ? sum / a->count : 0.0;
+	lm_scalars s;
+	if (model_read_scalars(m, &s, e))
+		return -1;
+	*loss = a->count ? s.loss_sum / a->count : 0.0;
 	return 0;
 }
 
-int model_backward(model *m, float loss_scale, lm_err *e)
+/* The extra gradient g (host, n fp32 values) added to dst (act). */
+static int add_extra(model *m, void *dst, const float *g, size_t n, lm_err *e)
 {
-	const lm_backend *be = m->be;
+	lm_backend *be = m->be;
+	struct model_acts *a = m->a;
+	size_t width = (size_t)(m->cfg.vocab > m->cfg.d_model ? m->cfg.vocab : m->cfg.d_model);
+	if (!a->extra && !(a->extra = be->alloc(be, (size_t)m->maxB * m->maxT * width * sizeof(float))))
+		return be->sync(be, e);
+	be->upload(be, a->extra, g, n * sizeof *g);
+	be->add_act(be, dst, a->extra, n);
+	return 0;
+}
+
+/* The residual stream's gradient as a product input: itself when act is
+ * fp32, else its act copy. */
+static const void *dres_as_act(model *m)
+{
+	struct model_acts *a = m->a;
+	size_t n = (size_t)m->B * m->T * (size_t)m->cfg.d_model;
+	if (a->dres_act != a->dres)
+		P_MOVE(m, "residual gradient to act", n * (4 + esz(m)),
+		       m->be->to_act(m->be, a->dres_act, a->dres, n));
+	return a->dres_act;
+}
+
+static void ready(model *m, int layer)
+{
+	if (m->grad_ready)
+		m->grad_ready(m->grad_ready_arg, layer);
+}
+
+int model_backward_ex(model *m, const model_grad_in *g, lm_err *e)
+{
+	lm_backend *be = m->be;
 	const model_config *c = &m->cfg;
 	struct model_acts *a = m->a;
 	int B = m->B, T = m->T;
 	int N = B * T, C = c->d_model, F = c->d_ff, V = c->vocab, H = c->n_heads, D = C / H;
 	float scale = 1.0f / sqrtf((float)D);
-	for (int i = 0; i < N; i++)
-		a->host_losses[i] = loss_scale;
-	be->upload(a->dloss, a->host_losses, (size_t)N * sizeof(float));
-	be->xent_bwd(a->logits, a->logits, a->lse_v, a->targets, a->dloss, N, V);
-	be->matmul_bwd(a->dln, m->dhead, a->logits, a->lnf, m->head, N, C, V, 0);
-	be->zero(a->dres, (size_t)N * C * sizeof(float));
-	be->rmsnorm_bwd(a->dres, m->dlnf, a->dln, a->res[c->n_layers], m->lnf, a->rstdf, N, C);
+	if (g->weights)
+		be->upload(be, a->tok_w, g->weights, (size_t)N * sizeof *g->weights);
+	P_MOVE(m, "cross-entropy backward", 2.0 * N * V * esz(m),
+	       be->xent_bwd(be, a->logits, a->logits, a->lse_v, a->targets,
+			    g->weights ? a->tok_w : NULL, g->scale, N, V));
+	if (g->dlogits && add_extra(m, a->logits, g->dlogits, (size_t)N * V, e))
+		return -1;
+	p_matmul_bwd(m, "matmul head backward", a->dln, m->dhead, a->logits, a->lnf, m->head_c, N, C, V);
+	if (g->dhidden && add_extra(m, a->dln, g->dhidden, (size_t)N * C, e))
+		return -1;
+	be->zero(be, a->dres, (size_t)N * C * sizeof(float));
+	p_rmsnorm_bwd(m, a->dres, m->dlnf, a->dln, a->res[c->n_layers], m->lnf, a->rstdf, N, C);
 	for (int l = c->n_layers - 1; l >= 0; l--) {
-		const layer_ptrs *p = &m->lp[l], *g = &m->lg[l];
-		be->swiglu_fwd(a->sw, a->h[l], N, F);
-		be->matmul_bwd(a->dsw, g->wdown, a->dres, a->sw, p->wdown, N, F, C, 0);
-		be->swiglu_bwd(a->dh, a->dsw, a->h[l], N, F);
-		be->matmul_bwd(a->dln, g->wgu, a->dh, a->ln2[l], p->wgu, N, C, 2 * F, 0);
-		be->rmsnorm_bwd(a->dres, g->ln2, a->dln, a->res_mid[l], p->ln2, a->rstd2[l], N, C);
-		be->heads_merge(a->y, a->o[l], B, T, H, D);
-		be->matmul_bwd(a->dln, g->wo, a->dres, a->y, p->wo, N, C, C, 0);
-		be->heads_split(a->dO, a->dln, B, T, H, D);
-		int rc = be->attn_bwd(a->q[l], a->k[l], a->v[l], a->o[l], a->dO, a->lse[l],
-				      a->dq, a->dk, a->dv, B, H, T, D, 1, scale, a->attn_ws,
-				      a->attn_ws_bytes);
-		if (rc)
-			return lm_seterr(e, "attention backward (layer %d): %s", l, attn_strerror(rc));
-		be->rope_bwd(a->dq, m->rope_cs, B, H, T, D);
-		be->rope_bwd(a->dk, m->rope_cs, B, H, T, D);
-		be->qkv_merge(a->qkv, a->dq, a->dk, a->dv, B, T, H, D);
-		be->matmul_bwd(a->dln, g->wqkv, a->qkv, a->ln1[l], p->wqkv, N, C, 3 * C, 0);
-		be->rmsnorm_bwd(a->dres, g->ln1, a->dln, a->res[l], p->ln1, a->rstd1[l], N, C);
+		const layer_ptrs *p = &m->lp[l], *gr = &m->lg[l];
+		const layer_cptrs *w = &m->lc[l];
+		P_MOVE(m, "swiglu", 3.0 * N * F * esz(m), be->swiglu_fwd(be, a->sw, a->h[l], N, F));
+		p_matmul_bwd(m, "matmul down backward", a->dsw, gr->wdown, dres_as_act(m), a->sw, w->wdown, N,
+			     F, C);
+		P_MOVE(m, "swiglu backward", 5.0 * N * F * esz(m), be->swiglu_bwd(be, a->dh, a->dsw, a->h[l], N, F));
+		p_matmul_bwd(m, "matmul gate_up backward", a->dln, gr->wgu, a->dh, a->ln2[l], w->wgu, N, C,
+			     2 * F);
+		p_rmsnorm_bwd(m, a->dres, gr->ln2, a->dln, a->res_mid[l], p->ln2, a->rstd2[l], N, C);
+		P_MOVE(m, "heads merge", 2.0 * N * C * esz(m), be->heads_merge(be, a->y, a->o[l], B, T, H, D));
+		p_matmul_bwd(m, "matmul o backward", a->dln, gr->wo, dres_as_act(m), a->y, w->wo, N, C, C);
+		P_MOVE(m, "heads split", 2.0 * N * C * esz(m), be->heads_split(be, a->dO, a->dln, B, T, H, D));
+		p_attn_bwd(m, l, B, H, T, D, scale);
+		P_MOVE(m, "rope backward", 2.0 * N * C * esz(m), be->rope_bwd(be, a->dq, m->rope_cs, B, H, T, D));
+		P_MOVE(m, "rope backward", 2.0 * N * C * esz(m), be->rope_bwd(be, a->dk, m->rope_cs, B, H, T, D));
+		P_MOVE(m, "qkv merge", 6.0 * N * C * esz(m),
+		       be->qkv_merge(be, a->qkv, a->dq, a->dk, a->dv, B, T, H, D));
+		p_matmul_bwd(m, "matmul qkv backward", a->dln, gr->wqkv, a->qkv, a->ln1[l], w->wqkv, N, C,
+			     3 * C);
+		p_rmsnorm_bwd(m, a->dres, gr->ln1, a->dln, a->res[l], p->ln1, a->rstd1[l], N, C);
+		ready(m, l);
 	}
-	be->embedding_bwd(m->dwte, a->ids, a->dres, N, C);
-	return 0;
+	P_MOVE(m, "embedding backward", 8.0 * N * C, be->embedding_bwd(be, m->dwte, a->ids, a->dres, N, C));
+	ready(m, -1);
+	return be->failed ? be->sync(be, e) : 0;
+}
+
+int model_backward(model *m, float loss_scale, lm_err *e)
+{
+	model_grad_in g = { .scale = loss_scale };
+	return model_backward_ex(m, &g, e);
 }

@@ -56,23 +56,39 @@ typedef struct layer_ptrs {
 	float *ln1, *wqkv, *wo, *ln2, *wgu, *wdown;
 } layer_ptrs;
 
+/* The compute copy of a layer's matrices, in the backend's act type. */
+typedef struct layer_cptrs {
+	void *wqkv, *wo, *wgu, *wdown;
+} layer_cptrs;
+
 typedef struct model {
 	model_config cfg;
-	const lm_backend *be;
+	lm_backend *be;                 /* not owned */
 	size_t n_params;
-	float *params, *grads;          /* backend memory, n_params each */
+	float *params, *grads;          /* backend memory, n_params each (fp32) */
+	void *wact;                     /* the compute copy of params in be->act
+					 * (params itself when act is fp32) */
 	layer_ptrs *lp, *lg;            /* per layer, into params / grads */
+	layer_cptrs *lc;                /* per layer, into wact */
 	float *wte, *lnf, *head;        /* head == wte when tied */
 	float *dwte, *dlnf, *dhead;
+	void *head_c;                   /* the LM head in wact */
 	float *rope_cs;                 /* [ctx, D/2, 2] */
+	lm_scalars *sc;                 /* device scalars of the step (backend.h) */
 	int maxB, maxT, B, T;           /* activation capacity, and last forward */
+	/* Called (when set) during model_backward as soon as a part's gradients
+	 * are final: layer l = L-1 .. 0 after its block, -1 after the embedding
+	 * (the final norm and an untied head are final before layer L-1's call).
+	 * A data-parallel layer starts its all-reduce of those gradients here. */
+	void (*grad_ready)(void *arg, int layer);
+	void *grad_ready_arg;
 	struct model_acts *a;
 } model;
 
 /* Allocate parameters (uninitialised: call model_init_weights or
  * ckpt_load), gradients (zero) and activations for batches up to maxB x maxT
  * (maxT <= ctx).  Returns 0 or -1 with a message. */
-int model_init(model *m, const model_config *c, const lm_backend *be, int maxB, int maxT,
+int model_init(model *m, const model_config *c, lm_backend *be, int maxB, int maxT,
 	       lm_err *e);
 void model_free(model *m);
 
@@ -80,26 +96,53 @@ void model_free(model *m);
  * embedding N(0, 1) truncated at 3 (N(0, 1/d_model) when tied to the LM
  * head, so that the first logits are not huge), RMSNorm gains 1. */
 int model_init_weights(model *m, lm_rng *r, lm_err *e);
+/* After m->params changed behind the optimizer's back (a checkpoint load,
+ * an upload): refresh the compute copy. */
+void model_params_changed(model *m);
 
 /* Forward pass on ids[B*T] (host memory; ids are checked against the
- * vocabulary).  With targets (host, negative = ignore) it returns the mean
- * loss over the counted targets in *loss; logits stay available through
- * model_logits until the next forward or backward.  Returns 0 or -1. */
+ * vocabulary).  With targets (host, negative = ignore) the counted tokens'
+ * losses are added to the device scalar m->sc->loss_sum; with loss not
+ * NULL the sum is reset first and *loss is the mean loss of this batch
+ * (which waits for the device).  Logits stay available until the next
+ * forward or backward.  Returns 0 or -1. */
 int model_forward(model *m, const int32_t *ids, const int32_t *targets, int B, int T,
 		  double *loss, lm_err *e);
+
+/* What the loss of model_backward_ex is, per token t of the last forward:
+ * scale * weights[t] * CE_t (weights NULL: all 1), plus the terms whose
+ * gradients are dlogits ([B*T, vocab], d loss / d logits) and dhidden
+ * ([B*T, d_model], d loss / d model_hidden).  All host memory; the
+ * pointers may be NULL. */
+typedef struct model_grad_in {
+	float scale;
+	const float *weights, *dlogits, *dhidden;
+} model_grad_in;
+
 /* Backward pass after a forward with targets: ACCUMULATES into m->grads
- * the gradient of (loss_scale * sum of token losses).  Use
- * 1 / (counted targets * accumulation steps) for a mean.  Destroys the
- * logits. */
+ * the gradient of the loss above.  Destroys the logits. */
+int model_backward_ex(model *m, const model_grad_in *g, lm_err *e);
+/* The same with scale alone: the gradient of (loss_scale * sum of token
+ * losses).  Use 1 / (counted targets * accumulation steps) for a mean. */
 int model_backward(model *m, float loss_scale, lm_err *e);
-/* Device pointer to the logits [B*T, V] of the last forward. */
-const float *model_logits(const model *m);
+
+/* Device pointer to the logits [B*T, V] of the last forward, in be->act. */
+const void *model_logits(const model *m);
 /* Device pointer to the final hidden states [B*T, d_model] of the last
- * forward: the residual stream after the final RMSNorm, the LM head's
- * input (a value head reads it; rl_backward.h feeds its gradient back). */
-const float *model_hidden(const model *m);
+ * forward, in be->act: the residual stream after the final RMSNorm, the LM
+ * head's input (a value head reads it). */
+const void *model_hidden(const model *m);
+/* The first rows x cols values of those, as fp32 in host memory (waits). */
+int model_read_logits(const model *m, float *host, size_t rows, lm_err *e);
+int model_read_hidden(const model *m, float *host, size_t rows, lm_err *e);
 /* Number of targets >= 0 in the last forward. */
 long long model_count(const model *m);
+
+/* The step's device scalars, in host memory (waits for the device, and
+ * returns the first asynchronous error). */
+int model_read_scalars(const model *m, lm_scalars *host, lm_err *e);
+/* Zero the device loss sum. */
+void model_loss_reset(model *m);
 
 void model_zero_grad(model *m);
 

@@ -35,9 +35,17 @@ double clip_factor(double norm, double max_norm);
 
 int optim_init(optim *o, const optim_config *c, model *m, lm_err *e);
 void optim_free(optim *o, model *m);
-/* Global L2 norm of m->grads. */
+/* Global L2 norm of m->grads (waits for the device; NaN if it failed). */
 double optim_grad_norm(const model *m);
 /* One AdamW step at learning rate lr on the gradients times grad_scale. */
 void optim_step(optim *o, model *m, double lr, double grad_scale);
+
+/* The device-resident step, nothing waiting for the host: optim_clip
+ * queues the gradient's sum of squares (m->sc->sumsq) and the clip factor
+ * for o->cfg.clip (m->sc->grad_scale); optim_step_clipped the AdamW step
+ * with that factor, which also refreshes the compute copy of the weights.
+ * Read the norm afterwards with model_read_scalars. */
+void optim_clip(optim *o, model *m);
+void optim_step_clipped(optim *o, model *m, double lr);
 
 #endif

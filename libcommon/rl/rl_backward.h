@@ -3,13 +3,8 @@
  * see rl_loss.h), and optionally extra gradients on the logits (an entropy
  * bonus) and on the final hidden states (a value head, PPO).
  *
- * model_backward (model.h) scales every token's cross-entropy gradient by
- * one factor.  This runs the same backward pass through a copy of the
- * model's op table whose cross-entropy backward takes the per-token weights
- * instead (and adds the extra logit gradient), and whose matmul backward
- * adds the extra hidden-state gradient where the LM head's input gradient
- * is formed, so the model code is used unchanged and any backend works.
- * One call at a time per process (the weights live in the interposed ops). */
+ * They are model_backward_ex (model.h) with scale 1, kept as the RL code's
+ * own names for the two uses. */
 #ifndef LMPIPE_RL_BACKWARD_H
 #define LMPIPE_RL_BACKWARD_H
 

@@ -123,7 +123,7 @@ static const float *full_forward(const harness *h, const result *r, size_t *pl)
 		diag("forward: %s", e.msg);
 		return NULL;
 	}
-	return model_logits(&m);
+	return (const float *)model_logits(&m);
 }
 
 static int same(const harness *a, const harness *b, double tol)
@@ -145,7 +145,7 @@ static int same(const harness *a, const harness *b, double tol)
 int main(void)
 {
 	lm_err e;
-	const lm_backend *be = backend_get("cpu", &e);
+	lm_backend *be = backend_open("cpu", &e);
 	model_config cfg = { .vocab = V, .ctx = CTX, .d_model = 32, .n_layers = 2, .n_heads = 4,
 			     .d_ff = 48, .rope_theta = 10000.0 };
 	if (model_init(&m, &cfg, be, 1, CTX, &e) < 0) {
@@ -222,5 +222,6 @@ int main(void)
 	model_decoder md;
 	ok(model_decoder_init(&md, &m, 2, CTX + 1, &e) < 0, "a cache longer than the context is refused (%s)", e.msg);
 	model_free(&m);
+	be->close(be);
 	return done_testing();
 }

@@ -27,7 +27,8 @@ static void check_model(int tied)
 	model m;
 	lm_err e;
 	lm_rng r;
-	if (model_init(&m, &c, backend_get("cpu", &e), BATCH, 8, &e)) {
+	lm_backend *be = backend_open("cpu", &e);
+	if (!be || model_init(&m, &c, be, BATCH, 8, &e)) {
 		ok(0, "model_init: %s", e.msg);
 		return;
 	}
@@ -96,6 +97,7 @@ static void check_model(int tied)
 	free(g);
 	free(dir);
 	model_free(&m);
+	be->close(be);
 }
 
 int main(void)
@@ -114,6 +116,12 @@ int main(void)
 	       "ts parameter count");
 	check_model(0);
 	check_model(1);
-	ok(backend_get("cuda", &e) == NULL && strstr(e.msg, "not available"), "cuda: %s", e.msg);
+	lm_backend *cuda = backend_open("cuda", &e);
+	if (cuda) {
+		ok(1, "cuda: a GPU is here (%s)", cuda->name);
+		cuda->close(cuda);
+	} else {
+		ok(strstr(e.msg, "not available") != NULL, "cuda: %s", e.msg);
+	}
 	return done_testing();
 }

@@ -14,7 +14,7 @@ enum { T = 6 };
 int main(void)
 {
 	lm_err e;
-	const lm_backend *be = backend_get("cpu", &e);
+	lm_backend *be = backend_open("cpu", &e);
 	model_config c = { 64, 16, 32, 2, 4, 64, 10000.0, 0 };
 	model m;
 	lm_rng r;
@@ -33,7 +33,7 @@ int main(void)
 	model_forward(&m, ids, targets, 1, T, &loss, &e);
 	is_int(rl_backward_tokens(&m, w, &e), 0, "weighted backward runs");
 	float *g = malloc(m.n_params * sizeof *g);
-	be->download(g, m.grads, m.n_params * sizeof *g);
+	be->download(be, g, m.grads, m.n_params * sizeof *g);
 
 	model_zero_grad(&m);
 	for (int t = 2; t < T; t++) {
@@ -43,7 +43,7 @@ int main(void)
 		model_backward(&m, w[t], &e);
 	}
 	float *h = malloc(m.n_params * sizeof *h);
-	be->download(h, m.grads, m.n_params * sizeof *h);
+	be->download(be, h, m.grads, m.n_params * sizeof *h);
 	double worst = 0, scale = 0;
 	for (size_t i = 0; i < m.n_params; i++) {
 		worst = fmax(worst, fabs((double)g[i] - h[i]));
@@ -55,5 +55,6 @@ int main(void)
 	free(g);
 	free(h);
 	model_free(&m);
+	be->close(be);
 	return done_testing();
 }

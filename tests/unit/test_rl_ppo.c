@@ -111,7 +111,7 @@ static void test_loss_grad(void)
 static void test_checkpoint(void)
 {
 	lm_err e;
-	const lm_backend *be = backend_get("cpu", &e);
+	lm_backend *be = backend_open("cpu", &e);
 	model_config c = { 64, 16, 32, 2, 4, 64, 10000.0, 0 };
 	model m;
 	lm_rng r;
@@ -161,6 +161,7 @@ static void test_checkpoint(void)
 	unlink(hfmodel), rmdir(hf), rmdir(dir);
 	vh_free(&h), vh_free(&g), vh_free(&z), vh_free(&wrong);
 	model_free(&m);
+	be->close(be);
 }
 
 int main(void)

@@ -1,0 +1,146 @@
+// matmul.cu: the CUDA linear layer (see kernels/matmul.h) through cuBLASLt:
+// bf16 operands, fp32 accumulation; the forward product's output is bf16,
+// or fp32 with an fp32 addend added in the epilogue (C != D); the weight
+// gradient accumulates into fp32 (beta = 1).
+//
+// Row-major [N, IN] . [OUT, IN]^T is, in cuBLAS's column-major terms,
+// out^T (OUT x N) = W^T (A: IN x OUT, transposed) . inp^T (B: IN x N).  A
+// plan (descriptors, layouts, the heuristic's algorithm) is made once per
+// distinct product and kept.
+#include <cublasLt.h>
+#include <string.h>
+
+#include "kernels/matmul.h"
+#include "ops_cuda.cuh"
+
+namespace {
+
+enum { WORKSPACE = 32 << 20, MAX_PLANS = 64 };
+
+struct key {
+	int ta, tb, m, n, k, lda, ldb, ldc, cf32, beta;
+};
+
+struct plan {
+	key k;
+	cublasLtMatmulDesc_t desc;
+	cublasLtMatrixLayout_t a, b, c;
+	cublasLtMatmulAlgo_t algo;
+};
+
+}  // namespace
+
+struct matmul_cuda {
+	cublasLtHandle_t h;
+	cudaStream_t st;
+	void *ws;
+	plan plans[MAX_PLANS];
+	int n_plans;
+};
+
+namespace {
+
+plan *get_plan(matmul_cuda *mc, const key &k)
+{
+	for (int i = 0; i < mc->n_plans; i++)
+		if (!memcmp(&mc->plans[i].k, &k, sizeof k))
+			return &mc->plans[i];
+	if (mc->n_plans == MAX_PLANS)
+		return nullptr;
+	plan *p = &mc->plans[mc->n_plans];
+	memset(p, 0, sizeof *p);
+	p->k = k;
+	cublasOperation_t ta = k.ta ? CUBLAS_OP_T : CUBLAS_OP_N, tb = k.tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+	cudaDataType_t ct = k.cf32 ? CUDA_R_32F : CUDA_R_16BF;
+	if (cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F) ||
+	    cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta) ||
+	    cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb) ||
+	    cublasLtMatrixLayoutCreate(&p->a, CUDA_R_16BF, k.ta ? k.k : k.m, k.ta ? k.m : k.k, k.lda) ||
+	    cublasLtMatrixLayoutCreate(&p->b, CUDA_R_16BF, k.tb ? k.n : k.k, k.tb ? k.k : k.n, k.ldb) ||
+	    cublasLtMatrixLayoutCreate(&p->c, ct, k.m, k.n, k.ldc))
+		return nullptr;
+	cublasLtMatmulPreference_t pref;
+	size_t wsb = WORKSPACE;
+	cublasLtMatmulHeuristicResult_t r;
+	int got = 0;
+	if (cublasLtMatmulPreferenceCreate(&pref))
+		return nullptr;
+	cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb,
+					     sizeof wsb);
+	cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(mc->h, p->desc, p->a, p->b, p->c, p->c, pref,
+							  1, &r, &got);
+	cublasLtMatmulPreferenceDestroy(pref);
+	if (s != CUBLAS_STATUS_SUCCESS || got < 1)
+		return nullptr;
+	p->algo = r.algo;
+	mc->n_plans++;
+	return p;
+}
+
+// D (m x n, column-major) = op(A) op(B) + beta C.
+int gemm(matmul_cuda *mc, int ta, int tb, int m, int n, int k, const void *A, int lda, const void *B,
+	 int ldb, const void *C, void *D, int ldc, int cf32, float beta)
+{
+	key kk = { ta, tb, m, n, k, lda, ldb, ldc, cf32, beta != 0.0f };
+	plan *p = get_plan(mc, kk);
+	if (!p)
+		return -1;
+	float alpha = 1.0f;
+	cublasStatus_t s = cublasLtMatmul(mc->h, p->desc, &alpha, A, p->a, B, p->b, &beta, C, p->c, D,
+					  p->c, &p->algo, mc->ws, WORKSPACE, mc->st);
+	return s == CUBLAS_STATUS_SUCCESS ? 0 : -1;
+}
+
+}  // namespace
+
+extern "C" matmul_cuda *matmul_cuda_new(void *stream)
+{
+	matmul_cuda *mc = (matmul_cuda *)calloc(1, sizeof *mc);
+	if (!mc)
+		return nullptr;
+	mc->st = (cudaStream_t)stream;
+	if (cublasLtCreate(&mc->h) != CUBLAS_STATUS_SUCCESS) {
+		free(mc);
+		return nullptr;
+	}
+	if (cudaMalloc(&mc->ws, WORKSPACE) != cudaSuccess) {
+		cublasLtDestroy(mc->h);
+		free(mc);
+		return nullptr;
+	}
+	return mc;
+}
+
+extern "C" void matmul_cuda_free(matmul_cuda *mc)
+{
+	if (!mc)
+		return;
+	for (int i = 0; i < mc->n_plans; i++) {
+		plan *p = &mc->plans[i];
+		cublasLtMatrixLayoutDestroy(p->a);
+		cublasLtMatrixLayoutDestroy(p->b);
+		cublasLtMatrixLayoutDestroy(p->c);
+		cublasLtMatmulDescDestroy(p->desc);
+	}
+	cudaFree(mc->ws);
+	cublasLtDestroy(mc->h);
+	free(mc);
+}
+
+extern "C" int matmul_fwd_cuda(matmul_cuda *mc, void *out, const float *addend, const uint16_t *inp,
+			       const uint16_t *w, int N, int IN, int OUT)
+{
+	if (addend)
+		return gemm(mc, 1, 0, OUT, N, IN, w, IN, inp, IN, addend, out, OUT, 1, 1.0f);
+	return gemm(mc, 1, 0, OUT, N, IN, w, IN, inp, IN, out, out, OUT, 0, 0.0f);
+}
+
+extern "C" int matmul_bwd_cuda(matmul_cuda *mc, uint16_t *dinp, float *dw, const uint16_t *dout,
+			       const uint16_t *inp, const uint16_t *w, int N, int IN, int OUT)
+{
+	// dinp^T (IN x N) = W^T (A: IN x OUT) . dout^T (B: OUT x N)
+	if (dinp && gemm(mc, 0, 0, IN, N, OUT, w, IN, dout, OUT, dinp, dinp, IN, 0, 0.0f))
+		return -1;
+	// dW^T (IN x OUT) += inp^T (A: IN x N) . dout (B: OUT x N, transposed)
+	return gemm(mc, 0, 1, IN, OUT, N, inp, IN, dout, OUT, dw, dw, IN, 1, 1.0f);
+}

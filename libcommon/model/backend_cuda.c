@@ -1,0 +1,535 @@
+/* backend_cuda.c: the CUDA backend (see backend.h): one device, one
+ * stream, bf16 activations and compute weights, fp32 master weights,
+ * gradients and optimizer state; its ops are the kernels/cuda launchers
+ * and cuBLASLt (kernels/cuda/matmul.cu).  Every launch is checked, and the
+ * first failure is kept as the backend's sticky error for sync().  In a
+ * build without CUDA, backend_cuda_open says so. */
+#include "model/backend.h"
+
+#if LMPIPE_CUDA
+
+#include <cuda_runtime.h>
+#include <nvtx3/nvToolsExt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/attention.h"
+#include "kernels/convert.h"
+#include "kernels/embedding.h"
+#include "kernels/matmul.h"
+#include "kernels/permute.h"
+#include "kernels/rmsnorm.h"
+#include "kernels/rope.h"
+#include "kernels/swiglu.h"
+#include "kernels/xent.h"
+
+/* Head dimensions the attention kernels take; others up to the largest
+ * are padded with zeros to the next one (same scores, same output). */
+enum { ATTN_D_SMALL = 64, ATTN_D_LARGE = 128, ATTN_D_ALIGN = 8, ATTN_PADDED_BUFS = 8 };
+
+/* Upload staging: enough slots for the uploads of a few micro-batches. */
+enum { STAGE_SLOTS = 16, STAGE_BYTES = 1 << 20 };
+
+typedef struct cuda_ctx {
+	int device;
+	cudaStream_t st;
+	matmul_cuda *mm;
+	double *partials;            /* SUMSQ_CUDA_PARTIALS */
+	struct cudaDeviceProp prop;
+	cudaEvent_t *events;         /* free marks (profiler) */
+	int n_events;
+	void *scratch;               /* ops' workspaces, grown on first use */
+	size_t scratch_bytes;
+	char *stage;                 /* pinned, STAGE_SLOTS x STAGE_BYTES */
+	cudaEvent_t stage_done[STAGE_SLOTS];
+	int next_stage;
+} cuda_ctx;
+
+#define CTX(be) ((cuda_ctx *)(be)->impl)
+#define ST(be) ((void *)CTX(be)->st)
+
+/* After a launch or a call: a failure becomes the sticky error. */
+static void check(lm_backend *be, int rc, const char *what)
+{
+	cudaError_t err = cudaGetLastError();
+	if (rc || err != cudaSuccess)
+		backend_fail(be, "CUDA %s: %s", what,
+			     err != cudaSuccess ? cudaGetErrorString(err) : "the library refused the call");
+}
+
+static void *cu_alloc(lm_backend *be, size_t bytes)
+{
+	void *p = NULL;
+	if (cudaMalloc(&p, bytes ? bytes : 1) != cudaSuccess) {
+		size_t free_b = 0, total = 0;
+		cudaGetLastError();
+		cudaMemGetInfo(&free_b, &total);
+		backend_fail(be, "out of GPU memory: %.2f GiB asked for, %.2f GiB free of %.2f GiB",
+			     bytes / 1073741824.0, free_b / 1073741824.0, total / 1073741824.0);
+		return NULL;
+	}
+	return p;
+}
+
+static void cu_release(lm_backend *be, void *p) { cudaFree(p); }
+
+static void cu_zero(lm_backend *be, void *p, size_t bytes)
+{
+	check(be, cudaMemsetAsync(p, 0, bytes, CTX(be)->st) != cudaSuccess, "memset");
+}
+
+static void cu_copy(lm_backend *be, void *dst, const void *src, size_t bytes)
+{
+	if (dst != src)
+		check(be, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, CTX(be)->st) !=
+			  cudaSuccess, "copy");
+}
+
+/* Small uploads (token ids, targets, weights) go through a ring of pinned
+ * staging slots, so that they queue behind the work in flight instead of
+ * waiting for it, as a copy from pageable memory does; a slot is reused
+ * once the event recorded after its copy has passed.  Larger ones copy
+ * from the caller's memory directly. */
+static void cu_upload(lm_backend *be, void *dst, const void *host, size_t bytes)
+{
+	cuda_ctx *c = CTX(be);
+	if (bytes > STAGE_BYTES || !c->stage) {
+		check(be, cudaMemcpyAsync(dst, host, bytes, cudaMemcpyHostToDevice, c->st) !=
+			  cudaSuccess, "upload");
+		return;
+	}
+	int i = c->next_stage;
+	c->next_stage = (i + 1) % STAGE_SLOTS;
+	char *slot = c->stage + (size_t)i * STAGE_BYTES;
+	if (cudaEventSynchronize(c->stage_done[i]) != cudaSuccess) {
+		check(be, 1, "upload (staging)");
+		return;
+	}
+	memcpy(slot, host, bytes);
+	check(be, cudaMemcpyAsync(dst, slot, bytes, cudaMemcpyHostToDevice, c->st) != cudaSuccess ||
+		  cudaEventRecord(c->stage_done[i], c->st) != cudaSuccess, "upload");
+}
+
+static void cu_download(lm_backend *be, void *host, const void *src, size_t bytes)
+{
+	check(be, cudaMemcpyAsync(host, src, bytes, cudaMemcpyDeviceToHost, CTX(be)->st) !=
+		  cudaSuccess || cudaStreamSynchronize(CTX(be)->st) != cudaSuccess, "download");
+}
+
+static void cu_to_act(lm_backend *be, void *dst, const float *src, size_t n)
+{
+	check(be, f32_to_bf16_cuda(dst, src, n, ST(be)), "fp32 to bf16");
+}
+
+static void cu_from_act(lm_backend *be, float *dst, const void *src, size_t n)
+{
+	check(be, bf16_to_f32_cuda(dst, src, n, ST(be)), "bf16 to fp32");
+}
+
+static void cu_add_act(lm_backend *be, void *dst, const float *src, size_t n)
+{
+	check(be, bf16_add_f32_cuda(dst, src, n, ST(be)), "add");
+}
+
+/* Marks are CUDA events recorded on the stream, kept for reuse. */
+enum { EVENT_POOL = 4096 };
+
+static void *cu_mark(lm_backend *be)
+{
+	cuda_ctx *c = CTX(be);
+	cudaEvent_t ev;
+	if (c->n_events)
+		ev = c->events[--c->n_events];
+	else if (cudaEventCreate(&ev) != cudaSuccess)
+		return NULL;
+	if (cudaEventRecord(ev, c->st) != cudaSuccess) {
+		cudaEventDestroy(ev);
+		return NULL;
+	}
+	return ev;
+}
+
+static double cu_mark_ms(lm_backend *be, void *from, void *to)
+{
+	float ms = 0;
+	cudaEventElapsedTime(&ms, (cudaEvent_t)from, (cudaEvent_t)to);
+	return ms;
+}
+
+static void cu_mark_free(lm_backend *be, void *m)
+{
+	cuda_ctx *c = CTX(be);
+	if (!m)
+		return;
+	if (c->n_events < EVENT_POOL)
+		c->events[c->n_events++] = (cudaEvent_t)m;
+	else
+		cudaEventDestroy((cudaEvent_t)m);
+}
+
+static void cu_range(lm_backend *be, const char *name)
+{
+	if (name)
+		nvtxRangePushA(name);
+	else
+		nvtxRangePop();
+}
+
+static void cu_describe(lm_backend *be, char *buf, size_t n)
+{
+	cuda_ctx *c = CTX(be);
+	int rt = 0;
+	cudaRuntimeGetVersion(&rt);
+	snprintf(buf, n, "%s (sm_%d%d, %d SMs, %.0f GiB), CUDA runtime %d.%d, cuBLASLt, bf16",
+		 c->prop.name, c->prop.major, c->prop.minor, c->prop.multiProcessorCount,
+		 c->prop.totalGlobalMem / 1073741824.0, rt / 1000, rt % 1000 / 10);
+}
+
+static int cu_sync(lm_backend *be, lm_err *e)
+{
+	check(be, cudaStreamSynchronize(CTX(be)->st) != cudaSuccess, "stream");
+	return backend_take_error(be, e);
+}
+
+static int attn_padded_dim(int D)
+{
+	if (D == ATTN_D_SMALL || D == ATTN_D_LARGE)
+		return D;
+	if (D < 1 || D > ATTN_D_LARGE || D % ATTN_D_ALIGN)
+		return 0;
+	return D < ATTN_D_SMALL ? ATTN_D_SMALL : ATTN_D_LARGE;
+}
+
+static int cu_supports(lm_backend *be, lm_op op, int a, int b)
+{
+	return op == LM_OP_ATTENTION ? attn_padded_dim(a) != 0 : 0;
+}
+
+static void cu_close(lm_backend *be)
+{
+	if (!be)
+		return;
+	cuda_ctx *c = CTX(be);
+	cudaStreamSynchronize(c->st);
+	for (int i = 0; i < c->n_events; i++)
+		cudaEventDestroy(c->events[i]);
+	for (int i = 0; i < STAGE_SLOTS; i++)
+		if (c->stage_done[i])
+			cudaEventDestroy(c->stage_done[i]);
+	cudaFreeHost(c->stage);
+	free(c->events);
+	matmul_cuda_free(c->mm);
+	cudaFree(c->partials);
+	cudaFree(c->scratch);
+	cudaStreamDestroy(c->st);
+	free(c);
+	free(be);
+}
+
+static void cu_embedding_fwd(lm_backend *be, float *out, const int32_t *ids, const float *table,
+			     int N, int C)
+{
+	check(be, embedding_fwd_cuda(out, ids, table, N, C, ST(be)), "embedding");
+}
+
+static void cu_embedding_bwd(lm_backend *be, float *dtable, const int32_t *ids, const float *dout,
+			     int N, int C)
+{
+	check(be, embedding_bwd_cuda(dtable, ids, dout, N, C, ST(be)), "embedding backward");
+}
+
+static void cu_rmsnorm_fwd(lm_backend *be, void *y, float *rstd, const float *x, const float *w,
+			   int N, int C, float eps)
+{
+	check(be, rmsnorm_fwd_cuda(y, rstd, x, w, N, C, eps, ST(be)), "rmsnorm");
+}
+
+/* A workspace of at least bytes, grown (once, at the first step) when
+ * smaller; NULL with the sticky error. */
+static void *scratch(lm_backend *be, size_t bytes)
+{
+	cuda_ctx *c = CTX(be);
+	if (bytes <= c->scratch_bytes)
+		return c->scratch;
+	void *p = cu_alloc(be, bytes);
+	if (!p)
+		return NULL;
+	cudaFree(c->scratch);
+	c->scratch = p;
+	c->scratch_bytes = bytes;
+	return p;
+}
+
+static void cu_rmsnorm_bwd(lm_backend *be, float *dx, float *dw, const void *dy, const float *x,
+			   const float *w, const float *rstd, int N, int C)
+{
+	void *ws = scratch(be, rmsnorm_bwd_cuda_workspace(N, C));
+	if (ws)
+		check(be, rmsnorm_bwd_cuda(dx, dw, dy, x, w, rstd, N, C, ws, ST(be)), "rmsnorm backward");
+}
+
+static void cu_matmul_fwd(lm_backend *be, void *out, const float *addend, const void *inp,
+			  const void *w, int N, int IN, int OUT)
+{
+	check(be, matmul_fwd_cuda(CTX(be)->mm, out, addend, inp, w, N, IN, OUT), "matmul (cuBLASLt)");
+}
+
+static void cu_matmul_bwd(lm_backend *be, void *dinp, float *dw, const void *dout, const void *inp,
+			  const void *w, int N, int IN, int OUT)
+{
+	check(be, matmul_bwd_cuda(CTX(be)->mm, dinp, dw, dout, inp, w, N, IN, OUT),
+	      "matmul backward (cuBLASLt)");
+}
+
+static void cu_rope_fwd(lm_backend *be, void *x, const float *cs, int B, int H, int T, int D)
+{
+	check(be, rope_fwd_cuda(x, cs, B, H, T, D, ST(be)), "rope");
+}
+
+static void cu_rope_bwd(lm_backend *be, void *dx, const float *cs, int B, int H, int T, int D)
+{
+	check(be, rope_bwd_cuda(dx, cs, B, H, T, D, ST(be)), "rope backward");
+}
+
+static void cu_qkv_split(lm_backend *be, void *q, void *k, void *v, const void *qkv, int B, int T,
+			 int H, int D)
+{
+	check(be, qkv_split_cuda(q, k, v, qkv, B, T, H, D, ST(be)), "qkv split");
+}
+
+static void cu_qkv_merge(lm_backend *be, void *dqkv, const void *dq, const void *dk,
+			 const void *dv, int B, int T, int H, int D)
+{
+	check(be, qkv_merge_cuda(dqkv, dq, dk, dv, B, T, H, D, ST(be)), "qkv merge");
+}
+
+static void cu_heads_merge(lm_backend *be, void *y, const void *o, int B, int T, int H, int D)
+{
+	check(be, heads_merge_cuda(y, o, B, T, H, D, ST(be)), "heads merge");
+}
+
+static void cu_heads_split(lm_backend *be, void *dO, const void *dy, int B, int T, int H, int D)
+{
+	check(be, heads_split_cuda(dO, dy, B, T, H, D, ST(be)), "heads split");
+}
+
+/* The backward kernel's workspace, then (for a padded head dimension) the
+ * padded q, k, v, o, dout, dq, dk, dv. */
+static size_t cu_attn_workspace(lm_backend *be, int B, int H, int T, int D)
+{
+	int Dp = attn_padded_dim(D);
+	if (!Dp)
+		return 0;
+	size_t ws = attn_bwd_cuda_workspace(B, H, T, Dp);
+	ws = (ws + 255) / 256 * 256;
+	if (Dp != D)
+		ws += ATTN_PADDED_BUFS * (size_t)B * H * T * Dp * sizeof(uint16_t);
+	return ws;
+}
+
+static uint16_t *padded(void *ws, int B, int H, int T, int Dp, int i)
+{
+	size_t head = (attn_bwd_cuda_workspace(B, H, T, Dp) + 255) / 256 * 256;
+	return (uint16_t *)((char *)ws + head) + (size_t)i * B * H * T * Dp;
+}
+
+static int attn_arg_error(lm_backend *be, int D, size_t ws_bytes, size_t need)
+{
+	if (!attn_padded_dim(D)) {
+		backend_fail(be, "attention: head dimension %d is not supported on CUDA "
+			     "(a multiple of %d, at most %d)", D, ATTN_D_ALIGN, ATTN_D_LARGE);
+		return 1;
+	}
+	if (ws_bytes < need) {
+		backend_fail(be, "attention: workspace of %zu bytes, %zu needed", ws_bytes, need);
+		return 1;
+	}
+	return 0;
+}
+
+static void cu_attn_fwd(lm_backend *be, const void *q, const void *k, const void *v, void *o,
+			float *lse, int B, int H, int T, int D, int causal, float scale, void *ws,
+			size_t ws_bytes)
+{
+	if (attn_arg_error(be, D, ws_bytes, cu_attn_workspace(be, B, H, T, D)))
+		return;
+	int Dp = attn_padded_dim(D), rc;
+	if (Dp == D) {
+		rc = attn_fwd_cuda(q, k, v, o, lse, B, H, T, D, causal, scale, ST(be));
+	} else {
+		size_t rows = (size_t)B * H * T;
+		uint16_t *pq = padded(ws, B, H, T, Dp, 0), *pk = padded(ws, B, H, T, Dp, 1);
+		uint16_t *pv = padded(ws, B, H, T, Dp, 2), *po = padded(ws, B, H, T, Dp, 3);
+		rc = rows_pad_cuda(pq, Dp, q, D, rows, ST(be)) || rows_pad_cuda(pk, Dp, k, D, rows, ST(be)) ||
+		     rows_pad_cuda(pv, Dp, v, D, rows, ST(be)) ||
+		     attn_fwd_cuda(pq, pk, pv, po, lse, B, H, T, Dp, causal, scale, ST(be)) ||
+		     rows_pad_cuda(o, D, po, Dp, rows, ST(be));
+	}
+	if (rc)
+		check(be, 1, rc < 0 && rc != -1 ? attn_strerror(rc) : "attention");
+}
+
+static void cu_attn_bwd(lm_backend *be, const void *q, const void *k, const void *v, const void *o,
+			const void *dout, const float *lse, void *dq, void *dk, void *dv, int B,
+			int H, int T, int D, int causal, float scale, void *ws, size_t ws_bytes)
+{
+	if (attn_arg_error(be, D, ws_bytes, cu_attn_workspace(be, B, H, T, D)))
+		return;
+	int Dp = attn_padded_dim(D), rc;
+	if (Dp == D) {
+		rc = attn_bwd_cuda(q, k, v, o, dout, lse, dq, dk, dv, B, H, T, D, causal, scale, ws,
+				   ST(be));
+	} else {
+		size_t rows = (size_t)B * H * T;
+		uint16_t *p[ATTN_PADDED_BUFS];
+		for (int i = 0; i < ATTN_PADDED_BUFS; i++)
+			p[i] = padded(ws, B, H, T, Dp, i);
+		void *st = ST(be);
+		rc = rows_pad_cuda(p[0], Dp, q, D, rows, st) || rows_pad_cuda(p[1], Dp, k, D, rows, st) ||
+		     rows_pad_cuda(p[2], Dp, v, D, rows, st) || rows_pad_cuda(p[3], Dp, o, D, rows, st) ||
+		     rows_pad_cuda(p[4], Dp, dout, D, rows, st) ||
+		     attn_bwd_cuda(p[0], p[1], p[2], p[3], p[4], lse, p[5], p[6], p[7], B, H, T, Dp,
+				   causal, scale, ws, st) ||
+		     rows_pad_cuda(dq, D, p[5], Dp, rows, st) || rows_pad_cuda(dk, D, p[6], Dp, rows, st) ||
+		     rows_pad_cuda(dv, D, p[7], Dp, rows, st);
+	}
+	if (rc)
+		check(be, 1, rc < 0 && rc != -1 ? attn_strerror(rc) : "attention backward");
+}
+
+static void cu_swiglu_fwd(lm_backend *be, void *out, const void *h, int N, int F)
+{
+	check(be, swiglu_fwd_cuda(out, h, N, F, ST(be)), "swiglu");
+}
+
+static void cu_swiglu_bwd(lm_backend *be, void *dh, const void *dout, const void *h, int N, int F)
+{
+	check(be, swiglu_bwd_cuda(dh, dout, h, N, F, ST(be)), "swiglu backward");
+}
+
+static void cu_xent_fwd(lm_backend *be, float *loss, float *lse, const void *logits,
+			const int32_t *targets, int N, int V, double *loss_sum)
+{
+	check(be, xent_fwd_cuda(loss, lse, logits, targets, N, V, loss_sum, ST(be)), "cross-entropy");
+}
+
+static void cu_xent_bwd(lm_backend *be, void *dlogits, const void *logits, const float *lse,
+			const int32_t *targets, const float *weights, float scale, int N, int V)
+{
+	check(be, xent_bwd_cuda(dlogits, logits, lse, targets, weights, scale, N, V, ST(be)),
+	      "cross-entropy backward");
+}
+
+static void cu_sumsq(lm_backend *be, double *out, const float *g, size_t n)
+{
+	check(be, sumsq_cuda(out, g, n, CTX(be)->partials, ST(be)), "sum of squares");
+}
+
+static void cu_clip_scale(lm_backend *be, float *scale, const double *sumsq, double max_norm)
+{
+	check(be, clip_scale_cuda(scale, sumsq, max_norm, ST(be)), "clip factor");
+}
+
+static void cu_adamw_step(lm_backend *be, float *p, const float *g, float *m, float *v,
+			  void *p_act, size_t n, const adamw_hparams *h, const float *grad_scale)
+{
+	check(be, adamw_step_cuda(p, g, m, v, p_act, n, h, grad_scale, ST(be)), "AdamW");
+}
+
+static const lm_backend cuda_table = {
+	.name = "cuda",
+	.act = LM_BF16,
+	.describe = cu_describe,
+	.sync = cu_sync,
+	.supports = cu_supports,
+	.close = cu_close,
+	.mark = cu_mark,
+	.mark_ms = cu_mark_ms,
+	.mark_free = cu_mark_free,
+	.range = cu_range,
+	.alloc = cu_alloc,
+	.release = cu_release,
+	.zero = cu_zero,
+	.copy = cu_copy,
+	.upload = cu_upload,
+	.download = cu_download,
+	.to_act = cu_to_act,
+	.from_act = cu_from_act,
+	.add_act = cu_add_act,
+	.embedding_fwd = cu_embedding_fwd,
+	.embedding_bwd = cu_embedding_bwd,
+	.rmsnorm_fwd = cu_rmsnorm_fwd,
+	.rmsnorm_bwd = cu_rmsnorm_bwd,
+	.matmul_fwd = cu_matmul_fwd,
+	.matmul_bwd = cu_matmul_bwd,
+	.rope_fwd = cu_rope_fwd,
+	.rope_bwd = cu_rope_bwd,
+	.qkv_split = cu_qkv_split,
+	.qkv_merge = cu_qkv_merge,
+	.heads_merge = cu_heads_merge,
+	.heads_split = cu_heads_split,
+	.attn_workspace = cu_attn_workspace,
+	.attn_fwd = cu_attn_fwd,
+	.attn_bwd = cu_attn_bwd,
+	.swiglu_fwd = cu_swiglu_fwd,
+	.swiglu_bwd = cu_swiglu_bwd,
+	.xent_fwd = cu_xent_fwd,
+	.xent_bwd = cu_xent_bwd,
+	.sumsq = cu_sumsq,
+	.clip_scale = cu_clip_scale,
+	.adamw_step = cu_adamw_step,
+};
+
+lm_backend *backend_cuda_open(lm_err *e)
+{
+	int n = 0;
+	cudaError_t err = cudaGetDeviceCount(&n);
+	if (err != cudaSuccess || n < 1) {
+		lm_seterr(e, "device 'cuda' is not available: %s; use --device cpu",
+			  err != cudaSuccess ? cudaGetErrorString(err) : "no CUDA device");
+		cudaGetLastError();
+		return NULL;
+	}
+	lm_backend *be = malloc(sizeof *be);
+	cuda_ctx *c = calloc(1, sizeof *c);
+	if (!be || !c) {
+		free(be);
+		free(c);
+		lm_seterr(e, "out of memory");
+		return NULL;
+	}
+	*be = cuda_table;
+	be->impl = c;
+	if (!(c->events = malloc(EVENT_POOL * sizeof *c->events)) || cudaSetDevice(c->device) != cudaSuccess ||
+	    cudaGetDeviceProperties(&c->prop, c->device) != cudaSuccess ||
+	    cudaStreamCreateWithFlags(&c->st, cudaStreamNonBlocking) != cudaSuccess ||
+	    cudaMalloc((void **)&c->partials, SUMSQ_CUDA_PARTIALS * sizeof(double)) != cudaSuccess ||
+	    !(c->mm = matmul_cuda_new(c->st)) ||
+	    cudaMallocHost((void **)&c->stage, (size_t)STAGE_SLOTS * STAGE_BYTES) != cudaSuccess) {
+		lm_seterr(e, "device 'cuda' is not available: %s", cudaGetErrorString(cudaGetLastError()));
+		cu_close(be);
+		return NULL;
+	}
+	for (int i = 0; i < STAGE_SLOTS; i++)
+		if (cudaEventCreateWithFlags(&c->stage_done[i], cudaEventDisableTiming) != cudaSuccess) {
+			lm_seterr(e, "device 'cuda' is not available: %s",
+				  cudaGetErrorString(cudaGetLastError()));
+			cu_close(be);
+			return NULL;
+		}
+	return be;
+}
+
+#else
+
+lm_backend *backend_cuda_open(lm_err *e)
+{
+	lm_seterr(e, "device 'cuda' is not available: this build has no CUDA (built with CUDA=0 or "
+		  "without nvcc); "
+		  "use --device cpu");
+	return NULL;
+}
+
+
+#endif

@@ -1,0 +1,491 @@
+/* test_backend.c: the CUDA backend against the CPU backend, op by op through
+ * the op table (backend.h), then the whole model's forward and backward
+ * passes and an optimizer step.  Inputs are drawn once on the host and
+ * rounded to bf16, so that both backends see the same values; outputs of
+ * the CUDA backend are poisoned with NaN first, so unwritten elements fail.
+ * Shapes include odd ones (N = 1 and 37, sizes that are not multiples of
+ * 8 or 64, a vocabulary of 97).  Errors are |gpu - cpu| / |cpu| in the
+ * 2-norm ("rel").  Run by `make test-gpu` on a GPU machine. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpu_harness.h"
+#include "kernels/rmsnorm.h"
+#include "kernels/rope.h"
+#include "model/model.h"
+#include "model/optimizer.h"
+
+typedef struct side {
+	lm_backend *be;
+	void *bufs[64];
+	int n;
+} side;
+
+static side cpu, gpu;
+static uint64_t seed = 20261201;
+
+/* Tolerances: bf16 outputs, fp32 outputs from bf16 products. */
+static const double TOL_ACT = 1.5e-2, TOL_F32 = 5e-3;
+
+static float *rnd(size_t n, float mag)
+{
+	float *h = malloc(n * sizeof *h);
+	for (size_t i = 0; i < n; i++)
+		h[i] = bf2f(f2bf(mag * gpu_rand(&seed)));
+	return h;
+}
+
+/* A buffer of n values on a side: act type when act, else fp32; from host
+ * values h (NULL: NaN-poisoned). */
+static void *put(side *s, const float *h, size_t n, int act)
+{
+	lm_backend *be = s->be;
+	size_t es = act ? lm_dtype_size(be->act) : sizeof(float);
+	void *d = be->alloc(be, n * es);
+	s->bufs[s->n++] = d;
+	float *tmp = NULL;
+	if (!h) {
+		tmp = malloc(n * sizeof *tmp);
+		for (size_t i = 0; i < n; i++)
+			tmp[i] = NAN;
+		h = tmp;
+	}
+	if (act && be->act != LM_F32) {
+		float *f = be->alloc(be, n * sizeof *f);
+		be->upload(be, f, h, n * sizeof *f);
+		be->to_act(be, d, f, n);
+		be->sync(be, NULL);
+		be->release(be, f);
+	} else {
+		be->upload(be, d, h, n * sizeof(float));
+	}
+	free(tmp);
+	return d;
+}
+
+static float *get(side *s, const void *d, size_t n, int act)
+{
+	lm_backend *be = s->be;
+	float *h = malloc(n * sizeof *h);
+	if (act && be->act != LM_F32) {
+		float *f = be->alloc(be, n * sizeof *f);
+		be->from_act(be, f, d, n);
+		be->download(be, h, f, n * sizeof *f);
+		be->release(be, f);
+	} else {
+		be->download(be, h, d, n * sizeof *h);
+	}
+	return h;
+}
+
+static void release_all(side *s)
+{
+	for (int i = 0; i < s->n; i++)
+		s->be->release(s->be, s->bufs[i]);
+	s->n = 0;
+}
+
+static void compare(const char *what, const void *g, const void *c, size_t n, int act, double tol)
+{
+	lm_err e;
+	int rg = gpu.be->sync(gpu.be, &e);
+	if (rg) {
+		ok(0, "%s: the CUDA backend failed: %s", what, e.msg);
+		return;
+	}
+	float *hg = get(&gpu, g, n, act), *hc = get(&cpu, c, n, act);
+	gpu_err r = gpu_compare(hg, hc, n);
+	ok(r.rel <= tol, "%s: rel %.3g (tol %.3g)", what, r.rel, tol);
+	free(hg);
+	free(hc);
+}
+
+/* BOTH(x, host, n, act): the same inputs on both sides, as xc and xg; OUT:
+ * NaN-poisoned outputs; ZERO: zeroed fp32 accumulators. */
+#define BOTH(name, host, n, act)                 \
+	void *name##c = put(&cpu, host, n, act); \
+	void *name##g = put(&gpu, host, n, act)
+#define OUT(name, n, act)                        \
+	void *name##c = put(&cpu, NULL, n, act); \
+	void *name##g = put(&gpu, NULL, n, act)
+#define ZERO(name, n)                              \
+	float *z_##name = calloc(n, sizeof(float)); \
+	BOTH(name, z_##name, n, 0);                \
+	free(z_##name)
+
+static void test_rmsnorm(int N, int C)
+{
+	char what[96];
+	float *x = rnd((size_t)N * C, 2), *w = rnd(C, 1), *dy = rnd((size_t)N * C, 1);
+	BOTH(x, x, (size_t)N * C, 0);
+	BOTH(w, w, C, 0);
+	BOTH(dy, dy, (size_t)N * C, 1);
+	OUT(y, (size_t)N * C, 1);
+	OUT(r, N, 0);
+	float *dx0 = rnd((size_t)N * C, 1);
+	BOTH(dx, dx0, (size_t)N * C, 0);
+	ZERO(dw, C);
+	cpu.be->rmsnorm_fwd(cpu.be, yc, rc, xc, wc, N, C, RMSNORM_EPS);
+	gpu.be->rmsnorm_fwd(gpu.be, yg, rg, xg, wg, N, C, RMSNORM_EPS);
+	snprintf(what, sizeof what, "rmsnorm N=%d C=%d: y", N, C);
+	compare(what, yg, yc, (size_t)N * C, 1, TOL_ACT);
+	snprintf(what, sizeof what, "rmsnorm N=%d C=%d: rstd", N, C);
+	compare(what, rg, rc, N, 0, TOL_F32);
+	cpu.be->rmsnorm_bwd(cpu.be, dxc, dwc, dyc, xc, wc, rc, N, C);
+	gpu.be->rmsnorm_bwd(gpu.be, dxg, dwg, dyg, xg, wg, rg, N, C);
+	snprintf(what, sizeof what, "rmsnorm backward N=%d C=%d: dx (accumulated)", N, C);
+	compare(what, dxg, dxc, (size_t)N * C, 0, TOL_F32);
+	snprintf(what, sizeof what, "rmsnorm backward N=%d C=%d: dw", N, C);
+	compare(what, dwg, dwc, C, 0, TOL_F32);
+	free(x), free(w), free(dy), free(dx0);
+	release_all(&cpu), release_all(&gpu);
+}
+
+static void test_matmul(int N, int IN, int OUTD)
+{
+	char what[96];
+	size_t ni = (size_t)N * IN, no = (size_t)N * OUTD, nw = (size_t)OUTD * IN;
+	float *in = rnd(ni, 1), *w = rnd(nw, 0.2f), *add = rnd(no, 1), *dout = rnd(no, 1);
+	BOTH(in, in, ni, 1);
+	BOTH(w, w, nw, 1);
+	BOTH(add, add, no, 0);
+	BOTH(dout, dout, no, 1);
+	OUT(o, no, 1);
+	OUT(of, no, 0);
+	OUT(di, ni, 1);
+	ZERO(dw, nw);
+	cpu.be->matmul_fwd(cpu.be, oc, NULL, inc, wc, N, IN, OUTD);
+	gpu.be->matmul_fwd(gpu.be, og, NULL, ing, wg, N, IN, OUTD);
+	snprintf(what, sizeof what, "matmul %dx%dx%d: out (act)", N, IN, OUTD);
+	compare(what, og, oc, no, 1, TOL_ACT);
+	cpu.be->matmul_fwd(cpu.be, ofc, addc, inc, wc, N, IN, OUTD);
+	gpu.be->matmul_fwd(gpu.be, ofg, addg, ing, wg, N, IN, OUTD);
+	snprintf(what, sizeof what, "matmul %dx%dx%d: addend + product (fp32)", N, IN, OUTD);
+	compare(what, ofg, ofc, no, 0, TOL_F32);
+	cpu.be->matmul_fwd(cpu.be, addc, addc, inc, wc, N, IN, OUTD);
+	gpu.be->matmul_fwd(gpu.be, addg, addg, ing, wg, N, IN, OUTD);
+	snprintf(what, sizeof what, "matmul %dx%dx%d: in place onto the addend", N, IN, OUTD);
+	compare(what, addg, addc, no, 0, TOL_F32);
+	cpu.be->matmul_bwd(cpu.be, dic, dwc, doutc, inc, wc, N, IN, OUTD);
+	gpu.be->matmul_bwd(gpu.be, dig, dwg, doutg, ing, wg, N, IN, OUTD);
+	snprintf(what, sizeof what, "matmul backward %dx%dx%d: dinp", N, IN, OUTD);
+	compare(what, dig, dic, ni, 1, TOL_ACT);
+	snprintf(what, sizeof what, "matmul backward %dx%dx%d: dW", N, IN, OUTD);
+	compare(what, dwg, dwc, nw, 0, TOL_F32);
+	free(in), free(w), free(add), free(dout);
+	release_all(&cpu), release_all(&gpu);
+}
+
+static void test_layout(int B, int T, int H, int D)
+{
+	char what[96];
+	size_t n = (size_t)B * T * H * D;
+	int CTXT = T;
+	float *qkv = rnd(3 * n, 1), *cs = malloc((size_t)CTXT * D * sizeof *cs);
+	rope_table(cs, NULL, CTXT, D, ROPE_THETA_DEFAULT);
+	BOTH(qkv, qkv, 3 * n, 1);
+	BOTH(cs, cs, (size_t)CTXT * D, 0);
+	OUT(q, n, 1);
+	OUT(k, n, 1);
+	OUT(v, n, 1);
+	OUT(m, 3 * n, 1);
+	OUT(y, n, 1);
+	OUT(s, n, 1);
+	cpu.be->qkv_split(cpu.be, qc, kc, vc, qkvc, B, T, H, D);
+	gpu.be->qkv_split(gpu.be, qg, kg, vg, qkvg, B, T, H, D);
+	snprintf(what, sizeof what, "qkv split B=%d T=%d H=%d D=%d: v", B, T, H, D);
+	compare(what, vg, vc, n, 1, 0);
+	cpu.be->rope_fwd(cpu.be, qc, csc, B, H, T, D);
+	gpu.be->rope_fwd(gpu.be, qg, csg, B, H, T, D);
+	snprintf(what, sizeof what, "rope B=%d T=%d H=%d D=%d", B, T, H, D);
+	compare(what, qg, qc, n, 1, TOL_ACT);
+	cpu.be->rope_bwd(cpu.be, kc, csc, B, H, T, D);
+	gpu.be->rope_bwd(gpu.be, kg, csg, B, H, T, D);
+	snprintf(what, sizeof what, "rope backward B=%d T=%d H=%d D=%d", B, T, H, D);
+	compare(what, kg, kc, n, 1, TOL_ACT);
+	cpu.be->qkv_merge(cpu.be, mc, qc, kc, vc, B, T, H, D);
+	gpu.be->qkv_merge(gpu.be, mg, qg, kg, vg, B, T, H, D);
+	snprintf(what, sizeof what, "qkv merge B=%d T=%d H=%d D=%d", B, T, H, D);
+	compare(what, mg, mc, 3 * n, 1, TOL_ACT);
+	cpu.be->heads_merge(cpu.be, yc, vc, B, T, H, D);
+	gpu.be->heads_merge(gpu.be, yg, vg, B, T, H, D);
+	snprintf(what, sizeof what, "heads merge B=%d T=%d H=%d D=%d", B, T, H, D);
+	compare(what, yg, yc, n, 1, 0);
+	cpu.be->heads_split(cpu.be, sc, yc, B, T, H, D);
+	gpu.be->heads_split(gpu.be, sg, yg, B, T, H, D);
+	snprintf(what, sizeof what, "heads split B=%d T=%d H=%d D=%d", B, T, H, D);
+	compare(what, sg, sc, n, 1, 0);
+	free(qkv), free(cs);
+	release_all(&cpu), release_all(&gpu);
+}
+
+static void test_swiglu_xent(int N, int F, int V)
+{
+	char what[96];
+	float *h = rnd((size_t)N * 2 * F, 3), *d = rnd((size_t)N * F, 1);
+	float *z = rnd((size_t)N * V, 4), *wt = rnd(N, 1);
+	int32_t *t = malloc(N * sizeof *t);
+	for (int i = 0; i < N; i++)
+		t[i] = i % 7 == 3 ? -1 : (int32_t)((i * 31 + 5) % V);
+	BOTH(h, h, (size_t)N * 2 * F, 1);
+	BOTH(d, d, (size_t)N * F, 1);
+	OUT(o, (size_t)N * F, 1);
+	OUT(dh, (size_t)N * 2 * F, 1);
+	cpu.be->swiglu_fwd(cpu.be, oc, hc, N, F);
+	gpu.be->swiglu_fwd(gpu.be, og, hg, N, F);
+	snprintf(what, sizeof what, "swiglu N=%d F=%d", N, F);
+	compare(what, og, oc, (size_t)N * F, 1, TOL_ACT);
+	cpu.be->swiglu_bwd(cpu.be, dhc, dc, hc, N, F);
+	gpu.be->swiglu_bwd(gpu.be, dhg, dg, hg, N, F);
+	snprintf(what, sizeof what, "swiglu backward N=%d F=%d", N, F);
+	compare(what, dhg, dhc, (size_t)N * 2 * F, 1, TOL_ACT);
+	BOTH(z, z, (size_t)N * V, 1);
+	BOTH(w, wt, N, 0);
+	OUT(l, N, 0);
+	OUT(lse, N, 0);
+	void *tc = cpu.be->alloc(cpu.be, N * sizeof *t), *tg = gpu.be->alloc(gpu.be, N * sizeof *t);
+	cpu.be->upload(cpu.be, tc, t, N * sizeof *t);
+	gpu.be->upload(gpu.be, tg, t, N * sizeof *t);
+	double zero = 0;
+	double *sumc = cpu.be->alloc(cpu.be, sizeof zero), *sumg = gpu.be->alloc(gpu.be, sizeof zero);
+	cpu.be->upload(cpu.be, sumc, &zero, sizeof zero);
+	gpu.be->upload(gpu.be, sumg, &zero, sizeof zero);
+	cpu.be->xent_fwd(cpu.be, lc, lsec, zc, tc, N, V, sumc);
+	gpu.be->xent_fwd(gpu.be, lg, lseg, zg, tg, N, V, sumg);
+	snprintf(what, sizeof what, "cross-entropy N=%d V=%d: loss", N, V);
+	compare(what, lg, lc, N, 0, TOL_F32);
+	double sc_, sg_;
+	cpu.be->download(cpu.be, &sc_, sumc, sizeof sc_);
+	gpu.be->download(gpu.be, &sg_, sumg, sizeof sg_);
+	ok(fabs(sg_ - sc_) <= TOL_F32 * fabs(sc_), "cross-entropy N=%d V=%d: loss sum %.6g vs %.6g", N, V,
+	   sg_, sc_);
+	cpu.be->xent_bwd(cpu.be, zc, zc, lsec, tc, wc, 0.25f, N, V);
+	gpu.be->xent_bwd(gpu.be, zg, zg, lseg, tg, wg, 0.25f, N, V);
+	snprintf(what, sizeof what, "cross-entropy backward N=%d V=%d (weights, in place)", N, V);
+	compare(what, zg, zc, (size_t)N * V, 1, TOL_ACT);
+	cpu.be->release(cpu.be, tc), gpu.be->release(gpu.be, tg);
+	cpu.be->release(cpu.be, sumc), gpu.be->release(gpu.be, sumg);
+	free(h), free(d), free(z), free(wt), free(t);
+	release_all(&cpu), release_all(&gpu);
+}
+
+static void test_attention(int B, int H, int T, int D)
+{
+	char what[96];
+	size_t n = (size_t)B * H * T * D;
+	float *q = rnd(n, 1), *k = rnd(n, 1), *v = rnd(n, 1), *dout = rnd(n, 1);
+	float scale = 1.0f / sqrtf((float)D);
+	BOTH(q, q, n, 1);
+	BOTH(k, k, n, 1);
+	BOTH(v, v, n, 1);
+	BOTH(dd, dout, n, 1);
+	OUT(o, n, 1);
+	OUT(lse, (size_t)B * H * T, 0);
+	OUT(dq, n, 1);
+	OUT(dk, n, 1);
+	OUT(dv, n, 1);
+	size_t wc_b = cpu.be->attn_workspace(cpu.be, B, H, T, D);
+	size_t wg_b = gpu.be->attn_workspace(gpu.be, B, H, T, D);
+	void *wsc = cpu.be->alloc(cpu.be, wc_b + 1), *wsg = gpu.be->alloc(gpu.be, wg_b + 1);
+	cpu.be->attn_fwd(cpu.be, qc, kc, vc, oc, lsec, B, H, T, D, 1, scale, wsc, wc_b);
+	gpu.be->attn_fwd(gpu.be, qg, kg, vg, og, lseg, B, H, T, D, 1, scale, wsg, wg_b);
+	snprintf(what, sizeof what, "attention B=%d H=%d T=%d D=%d: o", B, H, T, D);
+	compare(what, og, oc, n, 1, TOL_ACT);
+	snprintf(what, sizeof what, "attention B=%d H=%d T=%d D=%d: lse", B, H, T, D);
+	compare(what, lseg, lsec, (size_t)B * H * T, 0, TOL_F32);
+	cpu.be->attn_bwd(cpu.be, qc, kc, vc, oc, ddc, lsec, dqc, dkc, dvc, B, H, T, D, 1, scale, wsc,
+			 wc_b);
+	gpu.be->attn_bwd(gpu.be, qg, kg, vg, og, ddg, lseg, dqg, dkg, dvg, B, H, T, D, 1, scale, wsg,
+			 wg_b);
+	snprintf(what, sizeof what, "attention backward B=%d H=%d T=%d D=%d: dq", B, H, T, D);
+	compare(what, dqg, dqc, n, 1, 2 * TOL_ACT);
+	snprintf(what, sizeof what, "attention backward B=%d H=%d T=%d D=%d: dk", B, H, T, D);
+	compare(what, dkg, dkc, n, 1, 2 * TOL_ACT);
+	snprintf(what, sizeof what, "attention backward B=%d H=%d T=%d D=%d: dv", B, H, T, D);
+	compare(what, dvg, dvc, n, 1, 2 * TOL_ACT);
+	cpu.be->release(cpu.be, wsc), gpu.be->release(gpu.be, wsg);
+	free(q), free(k), free(v), free(dout);
+	release_all(&cpu), release_all(&gpu);
+}
+
+static void test_embedding_adamw(int N, int V, int C)
+{
+	char what[96];
+	size_t nt = (size_t)V * C, nr = (size_t)N * C;
+	float *tab = rnd(nt, 1), *d = rnd(nr, 1), *g = rnd(nt, 1), *m0 = rnd(nt, 0.1f);
+	float *v0 = malloc(nt * sizeof *v0);
+	for (size_t i = 0; i < nt; i++)
+		v0[i] = fabsf(m0[i]) * 0.01f;
+	int32_t *ids = malloc(N * sizeof *ids);
+	for (int i = 0; i < N; i++)
+		ids[i] = (int32_t)((i * 13 + 2) % V);
+	void *ic = cpu.be->alloc(cpu.be, N * sizeof *ids), *ig = gpu.be->alloc(gpu.be, N * sizeof *ids);
+	cpu.be->upload(cpu.be, ic, ids, N * sizeof *ids);
+	gpu.be->upload(gpu.be, ig, ids, N * sizeof *ids);
+	BOTH(t, tab, nt, 0);
+	BOTH(d, d, nr, 0);
+	BOTH(g, g, nt, 0);
+	BOTH(m, m0, nt, 0);
+	BOTH(v, v0, nt, 0);
+	OUT(o, nr, 0);
+	void *pag = put(&gpu, NULL, nt, 1);
+	ZERO(dt, nt);
+	cpu.be->embedding_fwd(cpu.be, oc, ic, tc, N, C);
+	gpu.be->embedding_fwd(gpu.be, og, ig, tg, N, C);
+	snprintf(what, sizeof what, "embedding N=%d V=%d C=%d", N, V, C);
+	compare(what, og, oc, nr, 0, 0);
+	cpu.be->embedding_bwd(cpu.be, dtc, ic, dc, N, C);
+	gpu.be->embedding_bwd(gpu.be, dtg, ig, dg, N, C);
+	snprintf(what, sizeof what, "embedding backward N=%d V=%d C=%d", N, V, C);
+	compare(what, dtg, dtc, nt, 0, 1e-6);
+	lm_scalars z = { 0 }, sc_, sg_;
+	lm_scalars *scc = cpu.be->alloc(cpu.be, sizeof z), *scg = gpu.be->alloc(gpu.be, sizeof z);
+	cpu.be->upload(cpu.be, scc, &z, sizeof z);
+	gpu.be->upload(gpu.be, scg, &z, sizeof z);
+	cpu.be->sumsq(cpu.be, &scc->sumsq, gc, nt);
+	gpu.be->sumsq(gpu.be, &scg->sumsq, gg, nt);
+	double maxn = 0.5 * sqrt((double)nt / 3);
+	cpu.be->clip_scale(cpu.be, &scc->grad_scale, &scc->sumsq, maxn);
+	gpu.be->clip_scale(gpu.be, &scg->grad_scale, &scg->sumsq, maxn);
+	adamw_hparams h = { .lr = 1e-2f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f,
+			    .weight_decay = 0.1f, .t = 3 };
+	cpu.be->adamw_step(cpu.be, tc, gc, mc, vc, NULL, nt, &h, &scc->grad_scale);
+	gpu.be->adamw_step(gpu.be, tg, gg, mg, vg, pag, nt, &h, &scg->grad_scale);
+	cpu.be->download(cpu.be, &sc_, scc, sizeof sc_);
+	gpu.be->download(gpu.be, &sg_, scg, sizeof sg_);
+	ok(fabs(sg_.sumsq - sc_.sumsq) <= 1e-12 * sc_.sumsq && sg_.grad_scale == sc_.grad_scale &&
+	   sc_.grad_scale < 1, "sum of squares %.12g vs %.12g, clip factor %.9g vs %.9g", sg_.sumsq,
+	   sc_.sumsq, sg_.grad_scale, sc_.grad_scale);
+	snprintf(what, sizeof what, "AdamW n=%zu: parameters", nt);
+	compare(what, tg, tc, nt, 0, 1e-6);
+	snprintf(what, sizeof what, "AdamW n=%zu: second moments", nt);
+	compare(what, vg, vc, nt, 0, 1e-5);
+	snprintf(what, sizeof what, "AdamW n=%zu: the bf16 compute copy", nt);
+	compare(what, pag, tc, nt, 1, 5e-3);
+	cpu.be->release(cpu.be, ic), gpu.be->release(gpu.be, ig);
+	cpu.be->release(cpu.be, scc), gpu.be->release(gpu.be, scg);
+	free(tab), free(d), free(g), free(m0), free(v0), free(ids);
+	release_all(&cpu), release_all(&gpu);
+}
+
+/* The whole model: the same weights on both backends, forward with
+ * targets, backward, one clipped AdamW step. */
+static void test_model(model_config c, int B, int T)
+{
+	lm_err e;
+	model mc, mg;
+	lm_rng r;
+	rng_seed(&r, 11);
+	if (model_init(&mc, &c, cpu.be, B, T, &e) || model_init(&mg, &c, gpu.be, B, T, &e)) {
+		ok(0, "model_init: %s", e.msg);
+		return;
+	}
+	model_init_weights(&mc, &r, &e);
+	float *p = malloc(mc.n_params * sizeof *p);
+	cpu.be->download(cpu.be, p, mc.params, mc.n_params * sizeof *p);
+	gpu.be->upload(gpu.be, mg.params, p, mc.n_params * sizeof *p);
+	model_params_changed(&mg);
+	int N = B * T;
+	int32_t *ids = malloc(N * sizeof *ids), *tg = malloc(N * sizeof *tg);
+	for (int i = 0; i < N; i++) {
+		ids[i] = (int32_t)((i * 7 + 3) % c.vocab);
+		tg[i] = i % 11 == 5 ? -1 : (int32_t)((i * 5 + 1) % c.vocab);
+	}
+	double lc, lg;
+	int rc = model_forward(&mc, ids, tg, B, T, &lc, &e);
+	int rg = model_forward(&mg, ids, tg, B, T, &lg, &e);
+	ok(!rc && !rg && fabs(lg - lc) <= 1e-2 * lc, "model d=%d L=%d H=%d V=%d B=%d T=%d: loss %.6f vs "
+	   "%.6f (%s)", c.d_model, c.n_layers, c.n_heads, c.vocab, B, T, lg, lc, rg ? e.msg : "ok");
+	float *zc = malloc((size_t)N * c.vocab * sizeof *zc), *zg = malloc((size_t)N * c.vocab * sizeof *zg);
+	model_read_logits(&mc, zc, N, &e);
+	model_read_logits(&mg, zg, N, &e);
+	gpu_err le = gpu_compare(zg, zc, (size_t)N * c.vocab);
+	ok(le.rel <= 2e-2, "model: logits rel %.3g", le.rel);
+	float sc = 1.0f / (float)model_count(&mc);
+	model_backward(&mc, sc, &e);
+	rg = model_backward(&mg, sc, &e);
+	float *gc = malloc(mc.n_params * sizeof *gc), *gg = malloc(mc.n_params * sizeof *gg);
+	cpu.be->download(cpu.be, gc, mc.grads, mc.n_params * sizeof *gc);
+	gpu.be->download(gpu.be, gg, mg.grads, mc.n_params * sizeof *gg);
+	int ok_sync = !gpu.be->sync(gpu.be, &e);
+	model_tensor *t = NULL;
+	int nt = model_tensors(&c, &t);
+	double worst = 0;
+	const char *worst_name = "";
+	for (int i = 0; i < nt; i++) {
+		gpu_err ge = gpu_compare(gg + t[i].offset, gc + t[i].offset, t[i].numel);
+		if (ge.rel > worst)
+			worst = ge.rel, worst_name = t[i].name;
+	}
+	ok(!rg && ok_sync && worst <= 5e-2, "model: every gradient tensor within rel 5e-2 (worst %.3g, %s)",
+	   worst, worst_name);
+	optim_config oc = { 1e-3, 1e-4, 0, 10, 0.9, 0.95, 1e-8, 0.1, 1.0 };
+	optim oc_c, oc_g;
+	optim_init(&oc_c, &oc, &mc, &e);
+	optim_init(&oc_g, &oc, &mg, &e);
+	optim_clip(&oc_c, &mc);
+	optim_clip(&oc_g, &mg);
+	optim_step_clipped(&oc_c, &mc, 1e-3);
+	optim_step_clipped(&oc_g, &mg, 1e-3);
+	lm_scalars s1, s2;
+	model_read_scalars(&mc, &s1, &e);
+	model_read_scalars(&mg, &s2, &e);
+	ok(fabs(sqrt(s2.sumsq) - sqrt(s1.sumsq)) <= 2e-2 * sqrt(s1.sumsq),
+	   "model: gradient norm %.6f vs %.6f", sqrt(s2.sumsq), sqrt(s1.sumsq));
+	cpu.be->download(cpu.be, gc, mc.params, mc.n_params * sizeof *gc);
+	gpu.be->download(gpu.be, gg, mg.params, mc.n_params * sizeof *gg);
+	/* One Adam step moves each parameter by about lr, in the direction of
+	 * its gradient's sign where that gradient is small, and there the bf16
+	 * gradients may disagree: the parameters may differ by up to 2 lr per
+	 * element, which is 2e-3 of their norm here (lr 1e-3, |p| ~ 1e-1 to 1). */
+	gpu_err pe = gpu_compare(gg, gc, mc.n_params);
+	ok(pe.rel <= 2e-3, "model: parameters after one AdamW step rel %.3g", pe.rel);
+	rg = model_forward(&mg, ids, tg, B, T, &lg, &e);
+	model_forward(&mc, ids, tg, B, T, &lc, &e);
+	ok(!rg && fabs(lg - lc) <= 1e-2 * lc, "model: loss after the step %.6f vs %.6f", lg, lc);
+	optim_free(&oc_c, &mc);
+	optim_free(&oc_g, &mg);
+	model_free(&mc);
+	model_free(&mg);
+	free(t), free(p), free(ids), free(tg), free(zc), free(zg), free(gc), free(gg);
+}
+
+int main(void)
+{
+	gpu_require_device();
+	lm_err e;
+	cpu.be = backend_open("cpu", &e);
+	gpu.be = backend_open("cuda", &e);
+	if (!gpu.be) {
+		ok(0, "the CUDA backend opens: %s", e.msg);
+		return done_testing();
+	}
+	char d[256];
+	gpu.be->describe(gpu.be, d, sizeof d);
+	diag("%s", d);
+	test_rmsnorm(1, 64);
+	test_rmsnorm(37, 200);
+	test_rmsnorm(300, 768);
+	test_matmul(1, 64, 97);
+	test_matmul(37, 72, 50);
+	test_matmul(256, 512, 1344);
+	test_layout(2, 17, 3, 32);
+	test_layout(1, 1, 2, 64);
+	test_swiglu_xent(37, 48, 97);
+	test_swiglu_xent(64, 1344, 10000);
+	test_attention(2, 3, 17, 32);
+	test_attention(1, 2, 129, 64);
+	test_attention(2, 2, 200, 128);
+	test_attention(1, 2, 1, 32);
+	test_embedding_adamw(37, 97, 40);
+	model_config small = { 97, 64, 64, 2, 2, 96, 10000.0, 0 };
+	test_model(small, 3, 45);
+	model_config tied = { 128, 32, 128, 2, 2, 200, 10000.0, 1 };
+	test_model(tied, 2, 32);
+	model_config ts_like = { 1000, 256, 512, 2, 16, 1344, 10000.0, 0 };
+	test_model(ts_like, 4, 256);
+	cpu.be->close(cpu.be);
+	gpu.be->close(gpu.be);
+	return done_testing();
+}
