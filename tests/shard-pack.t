@@ -131,4 +131,16 @@ exec 3>&-
 ls -A | grep "^k-" | head -3 | sed "s/^/# left: /"
 ok "$(no_shards k; echo $?)" "SIGTERM: the committed shards of the run are removed"
 
+# ---- crafted headers with valid checksums (issue 22 items 1 and 2; made by
+# a CRC-32C in perl, kept in tests/fuzz/shard/) ----
+F=$LMPIPE_ROOT/tests/fuzz/shard
+for mode in -t -l -d; do
+	run shard-pack $mode "$F/wrap-index.lms"
+	is "$rc" 1 "2^62 + 3 frames (index size wraps), shard-pack $mode: exit 1, no crash"
+	run shard-pack $mode "$F/wrap-tokens.lms"
+	is "$rc" 1 "2^64 - 1 tokens in 0 frames, shard-pack $mode: exit 1"
+done
+case $err in *"wrap-tokens.lms: 0 frames cannot hold 18446744073709551615 tokens") ok 0 "message: $err" ;;
+*) ok 1 "message: $err" ;; esac
+
 done_testing
