@@ -471,17 +471,14 @@ int shard_pack(const shard_pack_opts *o, const char *const *inputs, int n, lm_er
 	if (!rc && p.seq[SEQ_TRAIN].n_done == 0)
 		rc = lm_seterr(e, "every document went to validation: no training data");
 	progress_end(&p.prog, p.in_tokens, NULL);
-	/* The set-level commit: the manifest, written last, makes the set.  A
-	 * signal waits until the handler no longer removes the shards it names. */
-	sigset_t stop, was;
-	sigemptyset(&stop);
-	sigaddset(&stop, SIGINT);
-	sigaddset(&stop, SIGTERM);
-	sigaddset(&stop, SIGHUP);
-	sigprocmask(SIG_BLOCK, &stop, &was);
-	if (!rc && !(rc = shard_set_write(o->prefix, &set, e)))
+	/* The set-level commit: the manifest, written last, makes the set.  The
+	 * signal handler forgets the shards first, so that it can never remove
+	 * shards a manifest names; a signal during the write leaves them as a
+	 * kill -9 would (no manifest: refused, and replaced by the next -f). */
+	if (!rc) {
 		sig_count[SEQ_TRAIN] = sig_count[SEQ_VAL] = 0;
-	sigprocmask(SIG_SETMASK, &was, NULL);
+		rc = shard_set_write(o->prefix, &set, e);
+	}
 	if (rc) {
 		for (int s = 0; s < 2; s++)
 			seq_remove(&p.seq[s], s);
