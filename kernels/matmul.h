@@ -34,6 +34,9 @@ matmul_cuda *matmul_cuda_new(void *stream);
 void matmul_cuda_free(matmul_cuda *mc);
 int matmul_fwd_cuda(matmul_cuda *mc, void *out, const float *addend, const uint16_t *inp,
 		    const uint16_t *w, int N, int IN, int OUT);
+/* The forward product with an fp32 output and no addend. */
+int matmul_fwd_f32_cuda(matmul_cuda *mc, float *out, const uint16_t *inp, const uint16_t *w,
+			int N, int IN, int OUT);
 int matmul_bwd_cuda(matmul_cuda *mc, uint16_t *dinp, float *dw, const uint16_t *dout,
 		    const uint16_t *inp, const uint16_t *w, int N, int IN, int OUT);
 

@@ -28,6 +28,12 @@ int xent_fwd_cuda(float *loss, float *lse, const uint16_t *logits, const int32_t
 int xent_bwd_cuda(uint16_t *dlogits, const uint16_t *logits, const float *lse,
 		  const int32_t *targets, const float *weights, float scale, int N, int V,
 		  void *stream);
+/* The same on fp32 logits (the fused LM head's chunks); dlogits bf16. */
+int xent_fwd_f32_cuda(float *loss, float *lse, const float *logits, const int32_t *targets,
+		      int N, int V, double *loss_sum, void *stream);
+int xent_bwd_f32_cuda(uint16_t *dlogits, const float *logits, const float *lse,
+		      const int32_t *targets, const float *weights, float scale, int N, int V,
+		      void *stream);
 
 #ifdef __cplusplus
 }

@@ -23,6 +23,7 @@ struct key {
 
 struct plan {
 	key k;
+	int valid;
 	cublasLtMatmulDesc_t desc;
 	cublasLtMatrixLayout_t a, b, c;
 	cublasLtMatmulAlgo_t algo;
@@ -35,45 +36,69 @@ struct matmul_cuda {
 	cudaStream_t st;
 	void *ws;
 	plan plans[MAX_PLANS];
-	int n_plans;
+	int evict;                 // the slot a new plan takes when all are used
 };
 
 namespace {
 
+void destroy_plan(plan *p)
+{
+	if (p->a)
+		cublasLtMatrixLayoutDestroy(p->a);
+	if (p->b)
+		cublasLtMatrixLayoutDestroy(p->b);
+	if (p->c)
+		cublasLtMatrixLayoutDestroy(p->c);
+	if (p->desc)
+		cublasLtMatmulDescDestroy(p->desc);
+	memset(p, 0, sizeof *p);
+}
+
+// The plan of a product: found, or made in a free slot, or (all used: a
+// training run has far fewer shapes, a test of many shapes may not) in
+// the slots taken in turn.
 plan *get_plan(matmul_cuda *mc, const key &k)
 {
-	for (int i = 0; i < mc->n_plans; i++)
-		if (!memcmp(&mc->plans[i].k, &k, sizeof k))
+	plan *p = nullptr;
+	for (int i = 0; i < MAX_PLANS; i++) {
+		if (mc->plans[i].valid && !memcmp(&mc->plans[i].k, &k, sizeof k))
 			return &mc->plans[i];
-	if (mc->n_plans == MAX_PLANS)
-		return nullptr;
-	plan *p = &mc->plans[mc->n_plans];
-	memset(p, 0, sizeof *p);
+		if (!p && !mc->plans[i].valid)
+			p = &mc->plans[i];
+	}
+	if (!p) {
+		p = &mc->plans[mc->evict];
+		mc->evict = (mc->evict + 1) % MAX_PLANS;
+	}
+	destroy_plan(p);
 	p->k = k;
 	cublasOperation_t ta = k.ta ? CUBLAS_OP_T : CUBLAS_OP_N, tb = k.tb ? CUBLAS_OP_T : CUBLAS_OP_N;
 	cudaDataType_t ct = k.cf32 ? CUDA_R_32F : CUDA_R_16BF;
+	cublasLtMatmulPreference_t pref = nullptr;
+	size_t wsb = WORKSPACE;
+	cublasLtMatmulHeuristicResult_t r;
+	int got = 0;
 	if (cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F) ||
 	    cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta) ||
 	    cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb) ||
 	    cublasLtMatrixLayoutCreate(&p->a, CUDA_R_16BF, k.ta ? k.k : k.m, k.ta ? k.m : k.k, k.lda) ||
 	    cublasLtMatrixLayoutCreate(&p->b, CUDA_R_16BF, k.tb ? k.n : k.k, k.tb ? k.k : k.n, k.ldb) ||
-	    cublasLtMatrixLayoutCreate(&p->c, ct, k.m, k.n, k.ldc))
+	    cublasLtMatrixLayoutCreate(&p->c, ct, k.m, k.n, k.ldc) ||
+	    cublasLtMatmulPreferenceCreate(&pref)) {
+		destroy_plan(p);
 		return nullptr;
-	cublasLtMatmulPreference_t pref;
-	size_t wsb = WORKSPACE;
-	cublasLtMatmulHeuristicResult_t r;
-	int got = 0;
-	if (cublasLtMatmulPreferenceCreate(&pref))
-		return nullptr;
+	}
 	cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb,
 					     sizeof wsb);
 	cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(mc->h, p->desc, p->a, p->b, p->c, p->c, pref,
 							  1, &r, &got);
 	cublasLtMatmulPreferenceDestroy(pref);
-	if (s != CUBLAS_STATUS_SUCCESS || got < 1)
+	if (s != CUBLAS_STATUS_SUCCESS || got < 1) {
+		destroy_plan(p);
 		return nullptr;
+	}
 	p->algo = r.algo;
-	mc->n_plans++;
+	p->valid = 1;
 	return p;
 }
 
@@ -115,13 +140,8 @@ extern "C" void matmul_cuda_free(matmul_cuda *mc)
 {
 	if (!mc)
 		return;
-	for (int i = 0; i < mc->n_plans; i++) {
-		plan *p = &mc->plans[i];
-		cublasLtMatrixLayoutDestroy(p->a);
-		cublasLtMatrixLayoutDestroy(p->b);
-		cublasLtMatrixLayoutDestroy(p->c);
-		cublasLtMatmulDescDestroy(p->desc);
-	}
+	for (int i = 0; i < MAX_PLANS; i++)
+		destroy_plan(&mc->plans[i]);
 	cudaFree(mc->ws);
 	cublasLtDestroy(mc->h);
 	free(mc);
@@ -133,6 +153,12 @@ extern "C" int matmul_fwd_cuda(matmul_cuda *mc, void *out, const float *addend, 
 	if (addend)
 		return gemm(mc, 1, 0, OUT, N, IN, w, IN, inp, IN, addend, out, OUT, 1, 1.0f);
 	return gemm(mc, 1, 0, OUT, N, IN, w, IN, inp, IN, out, out, OUT, 0, 0.0f);
+}
+
+extern "C" int matmul_fwd_f32_cuda(matmul_cuda *mc, float *out, const uint16_t *inp,
+				   const uint16_t *w, int N, int IN, int OUT)
+{
+	return gemm(mc, 1, 0, OUT, N, IN, w, IN, inp, IN, out, out, OUT, 1, 0.0f);
 }
 
 extern "C" int matmul_bwd_cuda(matmul_cuda *mc, uint16_t *dinp, float *dw, const uint16_t *dout,

@@ -24,12 +24,12 @@ __device__ float block_reduce(float x, float *sh, int is_max)
 	return x;
 }
 
-__global__ void fwd_kernel(float *loss, float *lse, const bf16 *logits, const int32_t *targets,
-			   int V)
+template <typename Z>
+__global__ void fwd_kernel(float *loss, float *lse, const Z *logits, const int32_t *targets, int V)
 {
 	__shared__ float sh[WARP];
 	int n = blockIdx.x;
-	const bf16 *z = logits + (size_t)n * V;
+	const Z *z = logits + (size_t)n * V;
 	float mx = -INFINITY;
 	for (int v = threadIdx.x; v < V; v += blockDim.x)
 		mx = fmaxf(mx, ld(z + v));
@@ -65,12 +65,13 @@ __global__ void sum_kernel(double *sum, const float *x, int n)
 }
 
 // One block a row: no index division per element.
-__global__ void bwd_kernel(bf16 *dlogits, const bf16 *logits, const float *lse,
+template <typename Z>
+__global__ void bwd_kernel(bf16 *dlogits, const Z *logits, const float *lse,
 			   const int32_t *targets, const float *weights, float scale, int V)
 {
 	int row = blockIdx.x, t = targets[row];
 	float d = t < 0 ? 0.0f : scale * (weights ? weights[row] : 1.0f), l = lse[row];
-	const bf16 *z = logits + (size_t)row * V;
+	const Z *z = logits + (size_t)row * V;
 	bf16 *dz = dlogits + (size_t)row * V;
 	for (int v = threadIdx.x; v < V; v += blockDim.x) {
 		float g = __expf(ld(z + v) - l) * d;
@@ -84,7 +85,7 @@ extern "C" int xent_fwd_cuda(float *loss, float *lse, const uint16_t *logits,
 			     const int32_t *targets, int N, int V, double *loss_sum, void *stream)
 {
 	cudaStream_t st = (cudaStream_t)stream;
-	fwd_kernel<<<N, ROW_THREADS, 0, st>>>(loss, lse, (const bf16 *)logits, targets, V);
+	fwd_kernel<bf16><<<N, ROW_THREADS, 0, st>>>(loss, lse, (const bf16 *)logits, targets, V);
 	if (loss_sum)
 		sum_kernel<<<1, SUM_THREADS, 0, st>>>(loss_sum, loss, N);
 	return launched();
@@ -94,7 +95,26 @@ extern "C" int xent_bwd_cuda(uint16_t *dlogits, const uint16_t *logits, const fl
 			     const int32_t *targets, const float *weights, float scale, int N, int V,
 			     void *stream)
 {
-	bwd_kernel<<<N, ROW_THREADS, 0, (cudaStream_t)stream>>>(
+	bwd_kernel<bf16><<<N, ROW_THREADS, 0, (cudaStream_t)stream>>>(
 		(bf16 *)dlogits, (const bf16 *)logits, lse, targets, weights, scale, V);
+	return launched();
+}
+
+extern "C" int xent_fwd_f32_cuda(float *loss, float *lse, const float *logits,
+				 const int32_t *targets, int N, int V, double *loss_sum, void *stream)
+{
+	cudaStream_t st = (cudaStream_t)stream;
+	fwd_kernel<float><<<N, ROW_THREADS, 0, st>>>(loss, lse, logits, targets, V);
+	if (loss_sum)
+		sum_kernel<<<1, SUM_THREADS, 0, st>>>(loss_sum, loss, N);
+	return launched();
+}
+
+extern "C" int xent_bwd_f32_cuda(uint16_t *dlogits, const float *logits, const float *lse,
+				 const int32_t *targets, const float *weights, float scale, int N,
+				 int V, void *stream)
+{
+	bwd_kernel<float><<<N, ROW_THREADS, 0, (cudaStream_t)stream>>>(
+		(bf16 *)dlogits, logits, lse, targets, weights, scale, V);
 	return launched();
 }

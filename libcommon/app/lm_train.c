@@ -58,12 +58,13 @@ static void split_windows(trainer *t, int rows)
 		}
 }
 
+/* The validation loss: every batch queued, the loss sum read once. */
 static int evaluate(trainer *t, double *val_loss, lm_err *e)
 {
-	double sum = 0;
 	long long count = 0;
 	if (sr_seek(t->val, 0, e))
 		return -1;
+	model_loss_reset(&t->m);
 	for (long long i = 0; !t->tc->eval_batches || i < t->tc->eval_batches; i++) {
 		int rows = sr_next(t->val, t->win, e);
 		if (rows < 0)
@@ -71,13 +72,14 @@ static int evaluate(trainer *t, double *val_loss, lm_err *e)
 		if (rows == 0)
 			break;
 		split_windows(t, rows);
-		double loss;
-		if (model_forward(&t->m, t->ids, t->tgt, rows, t->T, &loss, e))
+		if (model_forward_loss(&t->m, t->ids, t->tgt, rows, t->T, 0, 0, e))
 			return -1;
-		sum += loss * model_count(&t->m);
 		count += model_count(&t->m);
 	}
-	*val_loss = count ? sum / count : NAN;
+	lm_scalars s;
+	if (model_read_scalars(&t->m, &s, e))
+		return -1;
+	*val_loss = count ? s.loss_sum / count : NAN;
 	return 0;
 }
 
@@ -106,8 +108,9 @@ static int step(trainer *t, double lr, double *loss, double *gnorm, lm_err *e)
 		if (sr_next(t->data, t->win, e) < 0)
 			return -1;
 		split_windows(t, t->B);
-		if (model_forward(&t->m, t->ids, t->tgt, t->B, t->T, NULL, e) ||
-		    model_backward(&t->m, 1.0f / (float)(model_count(&t->m) * tc->accum), e))
+		float scale = 1.0f / (float)((long long)t->B * t->T * tc->accum);
+		if (model_forward_loss(&t->m, t->ids, t->tgt, t->B, t->T, scale, 1, e) ||
+		    model_backward(&t->m, scale, e))
 			return -1;
 		count += model_count(&t->m);
 	}

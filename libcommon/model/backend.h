@@ -53,6 +53,9 @@ typedef enum lm_op {
 	LM_OP_ATTENTION,     /* a = head dimension, b = sequence length */
 } lm_op;
 
+/* head_xent's chunk: fp32 logits held at once (512 MiB). */
+enum { BACKEND_HEAD_CHUNK = 1 << 27 };
+
 typedef struct lm_backend lm_backend;
 
 struct lm_backend {
@@ -142,6 +145,15 @@ struct lm_backend {
 	 * (weights: device [N], NULL for all 1). */
 	void (*xent_bwd)(lm_backend *be, void *dlogits, const void *logits, const float *lse,
 			 const int32_t *targets, const float *weights, float scale, int N, int V);
+	/* The LM head fused with the cross-entropy, over rows in chunks that
+	 * never hold more than BACKEND_HEAD_CHUNK fp32 logits (the [N, V]
+	 * logits never exist): per chunk, logits = x . W^T in fp32, the
+	 * per-token loss and lse, the counted losses added to *loss_sum; with
+	 * dx not NULL also the gradient of scale * (sum of the losses):
+	 * dx (act) = dlogits . W, dW (fp32) += dlogits^T . x. */
+	void (*head_xent)(lm_backend *be, const void *x, const void *w, const int32_t *targets,
+			  float scale, int N, int C, int V, float *loss, float *lse,
+			  double *loss_sum, void *dx, float *dw);
 	/* *sumsq = sum g^2 (double accumulation, a device scalar). */
 	void (*sumsq)(lm_backend *be, double *sumsq, const float *g, size_t n);
 	/* *scale = clip_factor(sqrt(*sumsq), max_norm) (optimizer.h). */

@@ -27,10 +27,13 @@
 
 enum { CPU_ALIGN = 64 };
 
-/* The context: a scratch row of per-token loss factors for xent_bwd. */
+/* The context: a scratch row of per-token loss factors for xent_bwd, and
+ * head_xent's chunk of logits. */
 typedef struct cpu_ctx {
 	float *dloss;
 	size_t cap;
+	float *chunk;
+	size_t chunk_cap;
 } cpu_ctx;
 
 static void *cpu_alloc(lm_backend *be, size_t bytes)
@@ -121,6 +124,7 @@ static void cpu_close(lm_backend *be)
 		return;
 	cpu_ctx *c = be->impl;
 	free(c->dloss);
+	free(c->chunk);
 	free(c);
 	free(be);
 }
@@ -258,6 +262,54 @@ static void cpu_xent_bwd(lm_backend *be, void *dlogits, const void *logits, cons
 	xent_bwd_cpu(dlogits, logits, lse, targets, c->dloss, N, V);
 }
 
+/* n floats of the context's scratch p (capacity *cap), or NULL with the
+ * sticky error. */
+static float *cpu_scratch(lm_backend *be, float **p, size_t *cap, size_t n)
+{
+	if (n > *cap) {
+		float *q = realloc(*p, n * sizeof *q);
+		if (!q) {
+			backend_fail(be, "out of memory (%zu bytes of scratch)", n * sizeof *q);
+			return NULL;
+		}
+		*p = q;
+		*cap = n;
+	}
+	return *p;
+}
+
+/* Composed from the fine ops, chunk by chunk. */
+static void cpu_head_xent(lm_backend *be, const void *x, const void *w, const int32_t *targets,
+			  float scale, int N, int C, int V, float *loss, float *lse,
+			  double *loss_sum, void *dx, float *dw)
+{
+	cpu_ctx *c = be->impl;
+	int R = BACKEND_HEAD_CHUNK / V > 0 ? BACKEND_HEAD_CHUNK / V : 1;
+	if (R > N)
+		R = N;
+	float *z = cpu_scratch(be, &c->chunk, &c->chunk_cap, (size_t)R * V);
+	float *f = cpu_scratch(be, &c->dloss, &c->cap, (size_t)R);
+	if (!z || !f)
+		return;
+	for (int i = 0; i < R; i++)
+		f[i] = scale;
+	const float *xf = x;
+	double sum = 0;
+	for (int r0 = 0; r0 < N; r0 += R) {
+		int n = N - r0 < R ? N - r0 : R;
+		const float *xr = xf + (size_t)r0 * C;
+		matmul_fwd_cpu(z, xr, w, n, C, V, 0);
+		xent_fwd_cpu(loss + r0, lse + r0, z, targets + r0, n, V);
+		for (int i = 0; i < n; i++)
+			sum += loss[r0 + i];
+		if (dx) {
+			xent_bwd_cpu(z, z, lse + r0, targets + r0, f, n, V);
+			matmul_bwd_cpu((float *)dx + (size_t)r0 * C, dw, z, xr, w, n, C, V, 0);
+		}
+	}
+	*loss_sum += sum;
+}
+
 static void cpu_sumsq(lm_backend *be, double *out, const float *g, size_t n)
 {
 	*out = sumsq_cpu(g, n);
@@ -316,6 +368,7 @@ static const lm_backend cpu_table = {
 	.swiglu_bwd = cpu_swiglu_bwd,
 	.xent_fwd = cpu_xent_fwd,
 	.xent_bwd = cpu_xent_bwd,
+	.head_xent = cpu_head_xent,
 	.sumsq = cpu_sumsq,
 	.clip_scale = cpu_clip_scale,
 	.adamw_step = cpu_adamw_step,

@@ -39,6 +39,8 @@ typedef struct cuda_ctx {
 	struct cudaDeviceProp prop;
 	cudaEvent_t *events;         /* free marks (profiler) */
 	int n_events;
+	void *head;                  /* head_xent's chunk: fp32 logits, bf16 gradient */
+	size_t head_bytes;
 	void *scratch;               /* ops' workspaces, grown on first use */
 	size_t scratch_bytes;
 	char *stage;                 /* pinned, STAGE_SLOTS x STAGE_BYTES */
@@ -222,6 +224,7 @@ static void cu_close(lm_backend *be)
 	matmul_cuda_free(c->mm);
 	cudaFree(c->partials);
 	cudaFree(c->scratch);
+	cudaFree(c->head);
 	cudaStreamDestroy(c->st);
 	free(c);
 	free(be);
@@ -421,6 +424,37 @@ static void cu_xent_bwd(lm_backend *be, void *dlogits, const void *logits, const
 	      "cross-entropy backward");
 }
 
+static void cu_head_xent(lm_backend *be, const void *x, const void *w, const int32_t *targets,
+			 float scale, int N, int C, int V, float *loss, float *lse, double *loss_sum,
+			 void *dx, float *dw)
+{
+	cuda_ctx *c = CTX(be);
+	int R = BACKEND_HEAD_CHUNK / V > 0 ? BACKEND_HEAD_CHUNK / V : 1;
+	if (R > N)
+		R = N;
+	size_t zb = (size_t)R * V * sizeof(float);
+	if (!c->head || c->head_bytes < zb + (size_t)R * V * sizeof(uint16_t)) {
+		cudaFree(c->head);
+		c->head_bytes = 0;
+		if (!(c->head = cu_alloc(be, zb + (size_t)R * V * sizeof(uint16_t))))
+			return;
+		c->head_bytes = zb + (size_t)R * V * sizeof(uint16_t);
+	}
+	float *z = c->head;
+	uint16_t *dz = (uint16_t *)((char *)c->head + zb);
+	void *st = ST(be);
+	for (int r0 = 0; r0 < N && !be->failed; r0 += R) {
+		int n = N - r0 < R ? N - r0 : R;
+		const uint16_t *xr = (const uint16_t *)x + (size_t)r0 * C;
+		int rc = matmul_fwd_f32_cuda(c->mm, z, xr, w, n, C, V) ||
+			 xent_fwd_f32_cuda(loss + r0, lse + r0, z, targets + r0, n, V, loss_sum, st);
+		if (!rc && dx)
+			rc = xent_bwd_f32_cuda(dz, z, lse + r0, targets + r0, NULL, scale, n, V, st) ||
+			     matmul_bwd_cuda(c->mm, (uint16_t *)dx + (size_t)r0 * C, dw, dz, xr, w, n, C, V);
+		check(be, rc, "LM head and cross-entropy");
+	}
+}
+
 static void cu_sumsq(lm_backend *be, double *out, const float *g, size_t n)
 {
 	check(be, sumsq_cuda(out, g, n, CTX(be)->partials, ST(be)), "sum of squares");
@@ -476,6 +510,7 @@ static const lm_backend cuda_table = {
 	.swiglu_bwd = cu_swiglu_bwd,
 	.xent_fwd = cu_xent_fwd,
 	.xent_bwd = cu_xent_bwd,
+	.head_xent = cu_head_xent,
 	.sumsq = cu_sumsq,
 	.clip_scale = cu_clip_scale,
 	.adamw_step = cu_adamw_step,

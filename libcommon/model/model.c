@@ -32,6 +32,7 @@ struct model_acts {
 	void *attn_ws;                       /* attention workspace */
 	size_t attn_ws_bytes;
 	long long count;
+	int head_done;                       /* model_forward_loss did the head's backward */
 	void **owned;                        /* every allocation, for model_free */
 	int n_owned, cap_owned;
 };
@@ -57,6 +58,19 @@ static void *grab(model *m, size_t bytes, int *fail)
 		return NULL;
 	}
 	a->owned[a->n_owned++] = p;
+	return p;
+}
+
+/* An allocation after model_init (the logits, which only the unfused
+ * forward pass needs), with the out-of-memory message. */
+static void *grab_late(model *m, size_t bytes, lm_err *e)
+{
+	int fail = 0;
+	void *p = grab(m, bytes, &fail);
+	if (!p) {
+		m->be->sync(m->be, e);
+		lm_err_prefix(e, "the logits of batch %d x %d", m->maxB, m->maxT);
+	}
 	return p;
 }
 
@@ -126,7 +140,7 @@ int model_init(model *m, const model_config *c, lm_backend *be, int maxB, int ma
 	}
 	struct model_acts *a = m->a;
 	int fail = 0, L = c->n_layers;
-	size_t N = (size_t)maxB * maxT, C = c->d_model, F = c->d_ff, V = c->vocab;
+	size_t N = (size_t)maxB * maxT, C = c->d_model, F = c->d_ff;
 	size_t BHT = (size_t)maxB * c->n_heads * maxT, f4 = sizeof(float);
 	size_t act = lm_dtype_size(be->act), NC = N * C * act;
 	m->params = grab(m, m->n_params * f4, &fail);
@@ -148,7 +162,6 @@ int model_init(model *m, const model_config *c, lm_backend *be, int maxB, int ma
 	a->h = grab_layers(m, L - 1, N * 2 * F * act, &fail);
 	a->lnf = grab(m, NC, &fail);
 	a->rstdf = grab(m, N * f4, &fail);
-	a->logits = grab(m, N * V * act, &fail);
 	a->losses = grab(m, N * f4, &fail);
 	a->lse_v = grab(m, N * f4, &fail);
 	a->tok_w = grab(m, N * f4, &fail);
@@ -297,6 +310,8 @@ static int read_act(const model *m, float *host, const void *src, size_t rows, s
 
 int model_read_logits(const model *m, float *host, size_t rows, lm_err *e)
 {
+	if (!m->a->logits)
+		return lm_seterr(e, "no logits: model_forward has not run");
 	return read_act(m, host, m->a->logits, rows, (size_t)m->cfg.vocab, e);
 }
 
@@ -363,16 +378,16 @@ static void p_attn_bwd(model *m, int l, int B, int H, int T, int D, float scale)
 /* Layout changes, RoPE, SwiGLU: memory-bound, counted in bytes. */
 #define P_MOVE(m, name, bytes, call) PROF((m)->be, name, 0, (bytes), call)
 
-int model_forward(model *m, const int32_t *ids, const int32_t *targets, int B, int T,
-		  double *loss, lm_err *e)
+/* Check the batch, count the targets, upload ids and targets. */
+static int forward_prep(model *m, const int32_t *ids, const int32_t *targets, int B, int T,
+			lm_err *e)
 {
 	lm_backend *be = m->be;
-	const model_config *c = &m->cfg;
 	struct model_acts *a = m->a;
+	int V = m->cfg.vocab;
 	if (B < 1 || T < 1 || B > m->maxB || T > m->maxT)
 		return lm_seterr(e, "batch %d x %d exceeds the capacity %d x %d", B, T, m->maxB, m->maxT);
-	int N = B * T, C = c->d_model, F = c->d_ff, V = c->vocab, H = c->n_heads, D = C / H;
-	float scale = 1.0f / sqrtf((float)D);
+	int N = B * T;
 	for (int i = 0; i < N; i++)
 		if (ids[i] < 0 || ids[i] >= V)
 			return lm_seterr(e, "token id %d at position %d is outside the vocabulary (%d)",
@@ -387,7 +402,22 @@ int model_forward(model *m, const int32_t *ids, const int32_t *targets, int B, i
 		}
 	m->B = B;
 	m->T = T;
+	a->head_done = 0;
 	be->upload(be, a->ids, ids, (size_t)N * sizeof *ids);
+	if (targets)
+		be->upload(be, a->targets, targets, (size_t)N * sizeof *targets);
+	return 0;
+}
+
+/* Embedding, blocks and final RMSNorm, up to the LM head's input. */
+static void forward_blocks(model *m)
+{
+	lm_backend *be = m->be;
+	const model_config *c = &m->cfg;
+	struct model_acts *a = m->a;
+	int B = m->B, T = m->T;
+	int N = B * T, C = c->d_model, F = c->d_ff, H = c->n_heads, D = C / H;
+	float scale = 1.0f / sqrtf((float)D);
 	P_MOVE(m, "embedding", 8.0 * N * C, be->embedding_fwd(be, a->res[0], a->ids, m->wte, N, C));
 	for (int l = 0; l < c->n_layers; l++) {
 		const layer_ptrs *p = &m->lp[l];
@@ -399,7 +429,8 @@ int model_forward(model *m, const int32_t *ids, const int32_t *targets, int B, i
 		P_MOVE(m, "rope", 2.0 * N * C * esz(m), be->rope_fwd(be, a->q[l], m->rope_cs, B, H, T, D));
 		P_MOVE(m, "rope", 2.0 * N * C * esz(m), be->rope_fwd(be, a->k[l], m->rope_cs, B, H, T, D));
 		p_attn_fwd(m, l, B, H, T, D, scale);
-		P_MOVE(m, "heads merge", 2.0 * N * C * esz(m), be->heads_merge(be, a->y, a->o[l], B, T, H, D));
+		P_MOVE(m, "heads merge", 2.0 * N * C * esz(m),
+		       be->heads_merge(be, a->y, a->o[l], B, T, H, D));
 		p_matmul_fwd(m, "matmul o", a->res_mid[l], a->res[l], a->y, w->wo, N, C, C);
 		p_rmsnorm_fwd(m, a->ln2[l], a->rstd2[l], a->res_mid[l], p->ln2, N, C);
 		p_matmul_fwd(m, "matmul gate_up", a->h[l], NULL, a->ln2[l], w->wgu, N, C, 2 * F);
@@ -407,10 +438,22 @@ int model_forward(model *m, const int32_t *ids, const int32_t *targets, int B, i
 		p_matmul_fwd(m, "matmul down", a->res[l + 1], a->res_mid[l], a->sw, w->wdown, N, F, C);
 	}
 	p_rmsnorm_fwd(m, a->lnf, a->rstdf, a->res[c->n_layers], m->lnf, N, C);
+}
+
+int model_forward(model *m, const int32_t *ids, const int32_t *targets, int B, int T,
+		  double *loss, lm_err *e)
+{
+	lm_backend *be = m->be;
+	struct model_acts *a = m->a;
+	int N = B * T, C = m->cfg.d_model, V = m->cfg.vocab;
+	if (!a->logits && !(a->logits = grab_late(m, (size_t)m->maxB * m->maxT * V * esz(m), e)))
+		return -1;
+	if (forward_prep(m, ids, targets, B, T, e))
+		return -1;
+	forward_blocks(m);
 	p_matmul_fwd(m, "matmul head", a->logits, NULL, a->lnf, m->head_c, N, C, V);
 	if (!targets)
 		return loss ? be->sync(be, e) : 0;
-	be->upload(be, a->targets, targets, (size_t)N * sizeof *targets);
 	if (loss)
 		model_loss_reset(m);
 	P_MOVE(m, "cross-entropy", (double)N * V * esz(m),
@@ -421,6 +464,25 @@ int model_forward(model *m, const int32_t *ids, const int32_t *targets, int B, i
 	if (model_read_scalars(m, &s, e))
 		return -1;
 	*loss = a->count ? s.loss_sum / a->count : 0.0;
+	return 0;
+}
+
+int model_forward_loss(model *m, const int32_t *ids, const int32_t *targets, int B, int T,
+		       float grad_scale, int grad, lm_err *e)
+{
+	lm_backend *be = m->be;
+	struct model_acts *a = m->a;
+	int N = B * T, C = m->cfg.d_model, V = m->cfg.vocab;
+	if (!targets)
+		return lm_seterr(e, "model_forward_loss needs targets");
+	if (forward_prep(m, ids, targets, B, T, e))
+		return -1;
+	forward_blocks(m);
+	PROF(be, grad ? "head+xent fwd+bwd" : "head+xent",
+	     (grad ? 6.0 : 2.0) * N * C * V, ((double)N * C + (double)V * C) * esz(m) * (grad ? 3 : 1),
+	     be->head_xent(be, a->lnf, m->head_c, a->targets, grad_scale, N, C, V, a->losses,
+			   a->lse_v, &m->sc->loss_sum, grad ? a->dln : NULL, m->dhead));
+	a->head_done = grad;
 	return 0;
 }
 
@@ -463,6 +525,11 @@ int model_backward_ex(model *m, const model_grad_in *g, lm_err *e)
 	int B = m->B, T = m->T;
 	int N = B * T, C = c->d_model, F = c->d_ff, V = c->vocab, H = c->n_heads, D = C / H;
 	float scale = 1.0f / sqrtf((float)D);
+	if (a->head_done && (g->weights || g->dlogits || g->dhidden))
+		return lm_seterr(e, "model_backward_ex: weights and extra gradients need model_forward, "
+				 "not model_forward_loss");
+	if (a->head_done)
+		goto blocks;
 	if (g->weights)
 		be->upload(be, a->tok_w, g->weights, (size_t)N * sizeof *g->weights);
 	P_MOVE(m, "cross-entropy backward", 2.0 * N * V * esz(m),
@@ -473,6 +540,8 @@ int model_backward_ex(model *m, const model_grad_in *g, lm_err *e)
 	p_matmul_bwd(m, "matmul head backward", a->dln, m->dhead, a->logits, a->lnf, m->head_c, N, C, V);
 	if (g->dhidden && add_extra(m, a->dln, g->dhidden, (size_t)N * C, e))
 		return -1;
+blocks:
+	a->head_done = 0;
 	be->zero(be, a->dres, (size_t)N * C * sizeof(float));
 	p_rmsnorm_bwd(m, a->dres, m->dlnf, a->dln, a->res[c->n_layers], m->lnf, a->rstdf, N, C);
 	for (int l = c->n_layers - 1; l >= 0; l--) {

@@ -109,6 +109,16 @@ void model_params_changed(model *m);
 int model_forward(model *m, const int32_t *ids, const int32_t *targets, int B, int T,
 		  double *loss, lm_err *e);
 
+/* The training forward pass: as model_forward with targets, but the LM
+ * head and the cross-entropy are one op in chunks (backend.h head_xent),
+ * so the [B*T, V] logits never exist, and with grad set their backward
+ * pass is done here too, for the gradient of grad_scale * (sum of the
+ * counted tokens' losses) (model_backward then does the rest, and its
+ * scale must be the same).  The losses are added to m->sc->loss_sum; no
+ * logits are available afterwards.  Returns 0 or -1. */
+int model_forward_loss(model *m, const int32_t *ids, const int32_t *targets, int B, int T,
+		       float grad_scale, int grad, lm_err *e);
+
 /* What the loss of model_backward_ex is, per token t of the last forward:
  * scale * weights[t] * CE_t (weights NULL: all 1), plus the terms whose
  * gradients are dlogits ([B*T, vocab], d loss / d logits) and dhidden

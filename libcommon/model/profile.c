@@ -69,7 +69,7 @@ prof_span prof_begin(lm_backend *be, const char *name)
 static int row_of(lm_profile *p, const char *name)
 {
 	for (int i = 0; i < p->n_rows; i++)
-		if (!strcmp(p->rows[i].name, name))
+		if (!strncmp(p->rows[i].name, name, PROF_NAME_MAX - 1))
 			return i;
 	if (p->n_rows == p->cap_rows) {
 		int cap = p->cap_rows ? 2 * p->cap_rows : 32;

@@ -270,6 +270,43 @@ static void test_swiglu_xent(int N, int F, int V)
 	release_all(&cpu), release_all(&gpu);
 }
 
+/* The fused LM head and cross-entropy, in chunks when N x V is large. */
+static void test_head(int N, int C, int V)
+{
+	char what[96];
+	float *x = rnd((size_t)N * C, 1), *w = rnd((size_t)V * C, 0.2f);
+	int32_t *t = malloc(N * sizeof *t);
+	for (int i = 0; i < N; i++)
+		t[i] = i % 5 == 2 ? -1 : (int32_t)((i * 37 + 11) % V);
+	BOTH(x, x, (size_t)N * C, 1);
+	BOTH(w, w, (size_t)V * C, 1);
+	OUT(l, N, 0);
+	OUT(lse, N, 0);
+	OUT(dx, (size_t)N * C, 1);
+	ZERO(dw, (size_t)V * C);
+	ZERO(sum, 2);
+	void *tc = cpu.be->alloc(cpu.be, N * sizeof *t), *tg = gpu.be->alloc(gpu.be, N * sizeof *t);
+	cpu.be->upload(cpu.be, tc, t, N * sizeof *t);
+	gpu.be->upload(gpu.be, tg, t, N * sizeof *t);
+	cpu.be->head_xent(cpu.be, xc, wc, tc, 0.5f, N, C, V, lc, lsec, sumc, dxc, dwc);
+	gpu.be->head_xent(gpu.be, xg, wg, tg, 0.5f, N, C, V, lg, lseg, sumg, dxg, dwg);
+	snprintf(what, sizeof what, "LM head + cross-entropy N=%d C=%d V=%d: loss", N, C, V);
+	compare(what, lg, lc, N, 0, TOL_F32);
+	snprintf(what, sizeof what, "LM head + cross-entropy N=%d C=%d V=%d: lse", N, C, V);
+	compare(what, lseg, lsec, N, 0, TOL_F32);
+	double sc_, sg_;
+	cpu.be->download(cpu.be, &sc_, sumc, sizeof sc_);
+	gpu.be->download(gpu.be, &sg_, sumg, sizeof sg_);
+	ok(fabs(sg_ - sc_) <= TOL_F32 * fabs(sc_), "LM head + cross-entropy: loss sum %.6g vs %.6g", sg_, sc_);
+	snprintf(what, sizeof what, "LM head + cross-entropy N=%d C=%d V=%d: dx", N, C, V);
+	compare(what, dxg, dxc, (size_t)N * C, 1, TOL_ACT);
+	snprintf(what, sizeof what, "LM head + cross-entropy N=%d C=%d V=%d: dW", N, C, V);
+	compare(what, dwg, dwc, (size_t)V * C, 0, TOL_ACT);
+	cpu.be->release(cpu.be, tc), gpu.be->release(gpu.be, tg);
+	free(x), free(w), free(t);
+	release_all(&cpu), release_all(&gpu);
+}
+
 static void test_attention(int B, int H, int T, int D)
 {
 	char what[96];
@@ -418,8 +455,8 @@ static void test_model(model_config c, int B, int T)
 		if (ge.rel > worst)
 			worst = ge.rel, worst_name = t[i].name;
 	}
-	ok(!rg && ok_sync && worst <= 5e-2, "model: every gradient tensor within rel 5e-2 (worst %.3g, %s)",
-	   worst, worst_name);
+	ok(!rg && ok_sync && worst <= 5e-2, "model: every gradient tensor within rel 5e-2 (worst %.3g, %s)%s%s",
+	   worst, worst_name, rg || !ok_sync ? ": " : "", rg || !ok_sync ? e.msg : "");
 	optim_config oc = { 1e-3, 1e-4, 0, 10, 0.9, 0.95, 1e-8, 0.1, 1.0 };
 	optim oc_c, oc_g;
 	optim_init(&oc_c, &oc, &mc, &e);
@@ -444,6 +481,25 @@ static void test_model(model_config c, int B, int T)
 	rg = model_forward(&mg, ids, tg, B, T, &lg, &e);
 	model_forward(&mc, ids, tg, B, T, &lc, &e);
 	ok(!rg && fabs(lg - lc) <= 1e-2 * lc, "model: loss after the step %.6f vs %.6f", lg, lc);
+	model_zero_grad(&mc);
+	model_zero_grad(&mg);
+	model_loss_reset(&mc);
+	model_loss_reset(&mg);
+	rc = model_forward_loss(&mc, ids, tg, B, T, sc, 1, &e) || model_backward(&mc, sc, &e);
+	rg = model_forward_loss(&mg, ids, tg, B, T, sc, 1, &e) || model_backward(&mg, sc, &e);
+	model_read_scalars(&mc, &s1, &e);
+	rg |= model_read_scalars(&mg, &s2, &e);
+	cpu.be->download(cpu.be, gc, mc.grads, mc.n_params * sizeof *gc);
+	gpu.be->download(gpu.be, gg, mg.grads, mc.n_params * sizeof *gg);
+	worst = 0;
+	for (int i = 0; i < nt; i++) {
+		gpu_err ge = gpu_compare(gg + t[i].offset, gc + t[i].offset, t[i].numel);
+		if (ge.rel > worst)
+			worst = ge.rel, worst_name = t[i].name;
+	}
+	ok(!rc && !rg && fabs(s2.loss_sum - s1.loss_sum) <= 1e-2 * s1.loss_sum && worst <= 5e-2,
+	   "model, fused head: loss sum %.6g vs %.6g, gradients within 5e-2 (worst %.3g, %s)",
+	   s2.loss_sum, s1.loss_sum, worst, worst_name);
 	optim_free(&oc_c, &mc);
 	optim_free(&oc_g, &mg);
 	model_free(&mc);
@@ -474,6 +530,9 @@ int main(void)
 	test_layout(1, 1, 2, 64);
 	test_swiglu_xent(37, 48, 97);
 	test_swiglu_xent(64, 1344, 10000);
+	test_head(37, 64, 97);
+	test_head(1, 32, 50);
+	test_head(20000, 64, 10000);
 	test_attention(2, 3, 17, 32);
 	test_attention(1, 2, 129, 64);
 	test_attention(2, 2, 200, 128);

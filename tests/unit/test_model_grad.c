@@ -90,6 +90,24 @@ static void check_model(int tied)
 	for (size_t j = 0; j < m.n_params; j++)
 		maxdiff = fmax(maxdiff, fabs(m.grads[j] - 2 * g[j]));
 	ok(maxdiff < 1e-5, "gradients accumulate across backward passes (%.2g)", maxdiff);
+	/* the fused LM head and cross-entropy (model_forward_loss) give the
+	 * same loss and gradients as the separate ops */
+	model_zero_grad(&m);
+	model_loss_reset(&m);
+	float sc = 1.0f / (float)(BATCH * SEQ - 1);
+	lm_scalars s;
+	ok(!model_forward_loss(&m, ids, tg, BATCH, SEQ, sc, 1, &e) && !model_backward(&m, sc, &e) &&
+	   !model_read_scalars(&m, &s, &e), "%s: fused head forward and backward run", tied ? "tied" : "untied");
+	double dl = fabs(s.loss_sum / model_count(&m) - loss);
+	maxdiff = 0;
+	for (size_t j = 0; j < m.n_params; j++)
+		maxdiff = fmax(maxdiff, fabs(m.grads[j] - g[j]));
+	ok(dl < 1e-6 && maxdiff < 1e-6, "fused head: the same loss (%.2g) and gradients (%.2g)", dl,
+	   maxdiff);
+	ok(!model_forward_loss(&m, ids, tg, BATCH, SEQ, sc, 1, &e) &&
+	   model_backward_ex(&m, &(model_grad_in){ .scale = 1, .weights = g }, &e) < 0 &&
+	   strstr(e.msg, "model_forward_loss"), "per-token weights after the fused head are refused: %s",
+	   e.msg);
 	ids[5] = c.vocab;
 	ok(model_forward(&m, ids, tg, BATCH, SEQ, &loss, &e) && strstr(e.msg, "outside the vocabulary"),
 	   "bad token id: %s", e.msg);
