@@ -36,7 +36,8 @@ for cfg in $CONFIGS; do
 	mfu=$(python3 -c "
 V,T,d,L,H,F=map(int,'$shape'.split()); m=L*(4*d*d+3*d*F)+V*d
 print(round($ours*(6*m+6*L*T*d)/989e12,4))")
-	echo "{\"config\":\"$cfg\",\"impl\":\"lmpipe\",\"tokens_per_s\":$ours,\"step_ms\":$(python3 -c "print(round($batch*$2/$ours*1e3,3))"),\"mfu\":$mfu}"
+	peak=$(sed -n 's/.*"peak_device_bytes":\([0-9]*\).*/\1/p' "$TMP/$cfg.jsonl")
+	echo "{\"config\":\"$cfg\",\"impl\":\"lmpipe\",\"tokens_per_s\":$ours,\"step_ms\":$(python3 -c "print(round($batch*$2/$ours*1e3,3))"),\"mfu\":$mfu,\"peak_gib\":$(python3 -c "print(round(${peak:-0}/2**30,2))")}"
 	for mode in eager compile; do
 		python3 "$ROOT/bench/torch_llama_gpu.py" $mode $shape $batch "$STEPS" > "$TMP/$mode.json"
 		sed "s/^{/{\"config\":\"$cfg\",/" "$TMP/$mode.json"

@@ -14,18 +14,6 @@ namespace {
 
 enum { RED_THREADS = 256 };
 
-__device__ double block_sum(double s, double *sh)
-{
-	sh[threadIdx.x] = s;
-	__syncthreads();
-	for (int w = blockDim.x / 2; w > 0; w /= 2) {
-		if ((int)threadIdx.x < w)
-			sh[threadIdx.x] += sh[threadIdx.x + w];
-		__syncthreads();
-	}
-	return sh[0];
-}
-
 __global__ void sumsq_partial(double *part, const float *g, size_t n)
 {
 	__shared__ double sh[RED_THREADS];

@@ -36,6 +36,21 @@ __device__ __forceinline__ float warp_max(float x)
 	return x;
 }
 
+// The sum of each thread's s over the block, by halving in a fixed order
+// (the same bits run to run); sh holds blockDim.x doubles, blockDim.x a
+// power of two.
+__device__ __forceinline__ double block_sum(double s, double *sh)
+{
+	sh[threadIdx.x] = s;
+	__syncthreads();
+	for (int w = blockDim.x / 2; w > 0; w /= 2) {
+		if ((int)threadIdx.x < w)
+			sh[threadIdx.x] += sh[threadIdx.x + w];
+		__syncthreads();
+	}
+	return sh[0];
+}
+
 // Blocks for n elements, one thread each, capped for grid-stride loops.
 static inline unsigned grid_for(size_t n, unsigned block = BLOCK)
 {

@@ -53,15 +53,9 @@ __global__ void sum_kernel(double *sum, const float *x, int n)
 	double s = 0;
 	for (int i = threadIdx.x; i < n; i += blockDim.x)
 		s += x[i];
-	sh[threadIdx.x] = s;
-	__syncthreads();
-	for (int w = blockDim.x / 2; w > 0; w /= 2) {
-		if ((int)threadIdx.x < w)
-			sh[threadIdx.x] += sh[threadIdx.x + w];
-		__syncthreads();
-	}
+	s = block_sum(s, sh);
 	if (threadIdx.x == 0)
-		*sum += sh[0];
+		*sum += s;
 }
 
 // One block a row: no index division per element.

@@ -195,6 +195,8 @@ static int loop(trainer *t, long long steps, lm_err *e)
 			return -1;
 	}
 	progress_end(&p, (uint64_t)t->st.step, NULL);
+	if (t->log && t->m.be->peak_bytes)
+		fprintf(t->log, "{\"peak_device_bytes\":%zu}\n", t->m.be->peak_bytes(t->m.be));
 	if (tc->profile && report_profile(t, (int)prof_steps, prof_wall, e))
 		return -1;
 	if (t->log && (fflush(t->log) || ferror(t->log)))

@@ -71,6 +71,9 @@ struct lm_backend {
 	 * sync (which it clears). */
 	int (*sync)(lm_backend *be, lm_err *e);
 	int (*supports)(lm_backend *be, lm_op op, int a, int b);
+	/* The most bytes of device memory allocated at once so far; NULL
+	 * where not tracked (the CPU). */
+	size_t (*peak_bytes)(lm_backend *be);
 	void (*close)(lm_backend *be);
 
 	/* Timing for the profiler (model/profile.h): a point in the backend's

@@ -39,6 +39,9 @@ typedef struct cuda_ctx {
 	struct cudaDeviceProp prop;
 	cudaEvent_t *events;         /* free marks (profiler) */
 	int n_events;
+	size_t live, peak;           /* bytes allocated now, and at most */
+	struct allocation { void *p; size_t bytes; } *allocs;  /* what is allocated now */
+	size_t n_allocs, cap_allocs;
 	void *head;                  /* head_xent's chunk: fp32 logits, bf16 gradient */
 	size_t head_bytes;
 	void *scratch;               /* ops' workspaces, grown on first use */
@@ -71,10 +74,40 @@ static void *cu_alloc(lm_backend *be, size_t bytes)
 			     bytes / 1073741824.0, free_b / 1073741824.0, total / 1073741824.0);
 		return NULL;
 	}
+	cuda_ctx *c = CTX(be);
+	if (c->n_allocs == c->cap_allocs) {
+		size_t cap = c->cap_allocs ? 2 * c->cap_allocs : 256;
+		struct allocation *a = realloc(c->allocs, cap * sizeof *a);
+		if (!a) {
+			cudaFree(p);
+			backend_fail(be, "out of memory");
+			return NULL;
+		}
+		c->allocs = a;
+		c->cap_allocs = cap;
+	}
+	c->allocs[c->n_allocs++] = (struct allocation){ p, bytes };
+	c->live += bytes;
+	if (c->live > c->peak)
+		c->peak = c->live;
 	return p;
 }
 
-static void cu_release(lm_backend *be, void *p) { cudaFree(p); }
+static void cu_release(lm_backend *be, void *p)
+{
+	cuda_ctx *c = CTX(be);
+	if (!p)
+		return;
+	for (size_t i = c->n_allocs; i-- > 0;)
+		if (c->allocs[i].p == p) {
+			c->live -= c->allocs[i].bytes;
+			c->allocs[i] = c->allocs[--c->n_allocs];
+			break;
+		}
+	cudaFree(p);
+}
+
+static size_t cu_peak_bytes(lm_backend *be) { return CTX(be)->peak; }
 
 static void cu_zero(lm_backend *be, void *p, size_t bytes)
 {
@@ -225,6 +258,7 @@ static void cu_close(lm_backend *be)
 	cudaFree(c->partials);
 	cudaFree(c->scratch);
 	cudaFree(c->head);
+	free(c->allocs);
 	cudaStreamDestroy(c->st);
 	free(c);
 	free(be);
@@ -258,7 +292,7 @@ static void *scratch(lm_backend *be, size_t bytes)
 	void *p = cu_alloc(be, bytes);
 	if (!p)
 		return NULL;
-	cudaFree(c->scratch);
+	cu_release(be, c->scratch);
 	c->scratch = p;
 	c->scratch_bytes = bytes;
 	return p;
@@ -434,7 +468,7 @@ static void cu_head_xent(lm_backend *be, const void *x, const void *w, const int
 		R = N;
 	size_t zb = (size_t)R * V * sizeof(float);
 	if (!c->head || c->head_bytes < zb + (size_t)R * V * sizeof(uint16_t)) {
-		cudaFree(c->head);
+		cu_release(be, c->head);
 		c->head_bytes = 0;
 		if (!(c->head = cu_alloc(be, zb + (size_t)R * V * sizeof(uint16_t))))
 			return;
@@ -477,6 +511,7 @@ static const lm_backend cuda_table = {
 	.describe = cu_describe,
 	.sync = cu_sync,
 	.supports = cu_supports,
+	.peak_bytes = cu_peak_bytes,
 	.close = cu_close,
 	.mark = cu_mark,
 	.mark_ms = cu_mark_ms,
@@ -521,7 +556,7 @@ lm_backend *backend_cuda_open(lm_err *e)
 	int n = 0;
 	cudaError_t err = cudaGetDeviceCount(&n);
 	if (err != cudaSuccess || n < 1) {
-		lm_seterr(e, "device 'cuda' is not available: %s; use --device cpu",
+		lm_seterr(e, "device 'cuda' is not available: no usable GPU (%s); use --device cpu",
 			  err != cudaSuccess ? cudaGetErrorString(err) : "no CUDA device");
 		cudaGetLastError();
 		return NULL;

@@ -4,9 +4,11 @@
  *
  * Kept from the forward pass for the backward pass, per layer: the
  * residual stream entering each half-block, the normalised inputs and
- * their rstd, q/k (after RoPE) and v, the attention output and its lse,
- * and the gate/up projections.  Cheap values (the merged heads and the
- * SwiGLU output) are recomputed in the backward pass instead of stored. */
+ * their rstd, q/k (after RoPE) and v, the attention output (as attention
+ * wrote it and with the heads merged, the output projection's input) and
+ * its lse, the gate/up projections and the SwiGLU output.  Storing the
+ * last two of these instead of recomputing them costs N x (C + F) values
+ * a layer and saves two kernels a layer in the backward pass. */
 #include "model/model.h"
 
 #include <math.h>
@@ -19,11 +21,11 @@
 
 struct model_acts {
 	float **res, **res_mid, **rstd1, **rstd2, **lse;     /* fp32 */
-	void **ln1, **ln2, **q, **k, **v, **o, **h;          /* act */
+	void **ln1, **ln2, **q, **k, **v, **o, **y, **h, **sw; /* act */
 	void *lnf, *logits;
 	float *rstdf, *losses, *lse_v;
 	/* scratch, shared by all layers (act unless noted) */
-	void *qkv, *y, *sw, *dsw, *dln, *dq, *dk, *dv, *dO, *dh;
+	void *qkv, *dsw, *dln, *dq, *dk, *dv, *dO, *dh;
 	float *dres;                         /* fp32 */
 	void *dres_act;                      /* dres in act, when act is not fp32 */
 	float *tok_w;                        /* per-token loss weights (fp32) */
@@ -125,6 +127,9 @@ int model_init(model *m, const model_config *c, lm_backend *be, int maxB, int ma
 	if (maxB < 1 || maxT < 1 || maxT > c->ctx)
 		return lm_usage_err(e, "batch %d x context %d does not fit the model (context %d)",
 				    maxB, maxT, c->ctx);
+	if (!be->supports(be, LM_OP_ATTENTION, c->d_model / c->n_heads, maxT))
+		return lm_usage_err(e, "device '%s' has no attention for head dimension %d (d_model %d / "
+				    "%d heads)", be->name, c->d_model / c->n_heads, c->d_model, c->n_heads);
 	m->cfg = *c;
 	m->be = be;
 	m->maxB = maxB;
@@ -166,8 +171,8 @@ int model_init(model *m, const model_config *c, lm_backend *be, int maxB, int ma
 	a->lse_v = grab(m, N * f4, &fail);
 	a->tok_w = grab(m, N * f4, &fail);
 	a->qkv = grab(m, N * 3 * C * act, &fail);
-	a->y = grab(m, NC, &fail);
-	a->sw = grab(m, N * F * act, &fail);
+	a->y = grab_layers(m, L - 1, NC, &fail);
+	a->sw = grab_layers(m, L - 1, N * F * act, &fail);
 	a->dsw = grab(m, N * F * act, &fail);
 	a->dres = grab(m, N * C * f4, &fail);
 	a->dres_act = be->act == LM_F32 ? a->dres : grab(m, NC, &fail);
@@ -215,7 +220,7 @@ void model_free(model *m)
 		free(a->owned);
 		void **lists[] = { (void **)a->res, (void **)a->res_mid, (void **)a->rstd1,
 				   (void **)a->rstd2, (void **)a->lse, a->ln1, a->ln2, a->q, a->k,
-				   a->v, a->o, a->h };
+				   a->v, a->o, a->y, a->h, a->sw };
 		for (size_t i = 0; i < sizeof lists / sizeof lists[0]; i++)
 			free(lists[i]);
 		free(a);
@@ -430,12 +435,12 @@ static void forward_blocks(model *m)
 		P_MOVE(m, "rope", 2.0 * N * C * esz(m), be->rope_fwd(be, a->k[l], m->rope_cs, B, H, T, D));
 		p_attn_fwd(m, l, B, H, T, D, scale);
 		P_MOVE(m, "heads merge", 2.0 * N * C * esz(m),
-		       be->heads_merge(be, a->y, a->o[l], B, T, H, D));
-		p_matmul_fwd(m, "matmul o", a->res_mid[l], a->res[l], a->y, w->wo, N, C, C);
+		       be->heads_merge(be, a->y[l], a->o[l], B, T, H, D));
+		p_matmul_fwd(m, "matmul o", a->res_mid[l], a->res[l], a->y[l], w->wo, N, C, C);
 		p_rmsnorm_fwd(m, a->ln2[l], a->rstd2[l], a->res_mid[l], p->ln2, N, C);
 		p_matmul_fwd(m, "matmul gate_up", a->h[l], NULL, a->ln2[l], w->wgu, N, C, 2 * F);
-		P_MOVE(m, "swiglu", 3.0 * N * F * esz(m), be->swiglu_fwd(be, a->sw, a->h[l], N, F));
-		p_matmul_fwd(m, "matmul down", a->res[l + 1], a->res_mid[l], a->sw, w->wdown, N, F, C);
+		P_MOVE(m, "swiglu", 3.0 * N * F * esz(m), be->swiglu_fwd(be, a->sw[l], a->h[l], N, F));
+		p_matmul_fwd(m, "matmul down", a->res[l + 1], a->res_mid[l], a->sw[l], w->wdown, N, F, C);
 	}
 	p_rmsnorm_fwd(m, a->lnf, a->rstdf, a->res[c->n_layers], m->lnf, N, C);
 }
@@ -547,15 +552,13 @@ blocks:
 	for (int l = c->n_layers - 1; l >= 0; l--) {
 		const layer_ptrs *p = &m->lp[l], *gr = &m->lg[l];
 		const layer_cptrs *w = &m->lc[l];
-		P_MOVE(m, "swiglu", 3.0 * N * F * esz(m), be->swiglu_fwd(be, a->sw, a->h[l], N, F));
-		p_matmul_bwd(m, "matmul down backward", a->dsw, gr->wdown, dres_as_act(m), a->sw, w->wdown, N,
+		p_matmul_bwd(m, "matmul down backward", a->dsw, gr->wdown, dres_as_act(m), a->sw[l], w->wdown, N,
 			     F, C);
 		P_MOVE(m, "swiglu backward", 5.0 * N * F * esz(m), be->swiglu_bwd(be, a->dh, a->dsw, a->h[l], N, F));
 		p_matmul_bwd(m, "matmul gate_up backward", a->dln, gr->wgu, a->dh, a->ln2[l], w->wgu, N, C,
 			     2 * F);
 		p_rmsnorm_bwd(m, a->dres, gr->ln2, a->dln, a->res_mid[l], p->ln2, a->rstd2[l], N, C);
-		P_MOVE(m, "heads merge", 2.0 * N * C * esz(m), be->heads_merge(be, a->y, a->o[l], B, T, H, D));
-		p_matmul_bwd(m, "matmul o backward", a->dln, gr->wo, dres_as_act(m), a->y, w->wo, N, C, C);
+		p_matmul_bwd(m, "matmul o backward", a->dln, gr->wo, dres_as_act(m), a->y[l], w->wo, N, C, C);
 		P_MOVE(m, "heads split", 2.0 * N * C * esz(m), be->heads_split(be, a->dO, a->dln, B, T, H, D));
 		p_attn_bwd(m, l, B, H, T, D, scale);
 		P_MOVE(m, "rope backward", 2.0 * N * C * esz(m), be->rope_bwd(be, a->dq, m->rope_cs, B, H, T, D));
