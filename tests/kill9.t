@@ -80,7 +80,7 @@ while [ $i -le $ROUNDS ]; do
 	pid=$!
 	sleep "$(perl -e 'printf "%.2f", ('$SLOW') * (0.15 + rand(0.5))')"
 	kill -KILL "$pid" 2>/dev/null; wait "$pid" 2>/dev/null
-	[ -n "$(ls -A part | grep '\.tmp-')" ] && killed_in_write=$((killed_in_write + 1))
+	[ -n "$(ls -A part 2>/dev/null | grep '\.tmp-')" ] && killed_in_write=$((killed_in_write + 1))
 	# a kill can only hit the checkpoint being written: the newest file and
 	# latest are the ones to check
 	for f in part/latest "$(ls part/step-*.safetensors 2>/dev/null | tail -1)"; do

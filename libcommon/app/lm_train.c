@@ -244,7 +244,8 @@ static char *resume_path(const train_config *tc, lm_err *e)
 
 /* Resuming at step: drop the log's records of later steps, which the run
  * that was stopped wrote after its last checkpoint and this run writes
- * again (the log is rewritten whole, then appended to). */
+ * again, and a last line that a kill cut short (the log is rewritten
+ * whole, then appended to). */
 static int log_cut(const char *path, long long step, lm_err *e)
 {
 	FILE *in = fopen(path, "r");
@@ -260,6 +261,8 @@ static int log_cut(const char *path, long long step, lm_err *e)
 	ssize_t n;
 	while ((n = getline(&line, &cap, in)) > 0) {
 		long long s;
+		if (line[n - 1] != '\n') /* cut short by the kill */
+			break;
 		if (sscanf(line, "{\"step\":%lld", &s) == 1 && s > step)
 			continue;
 		fwrite(line, 1, (size_t)n, af.fp);
