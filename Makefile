@@ -7,6 +7,8 @@
 #   make test-gpu        CUDA ops against their CPU twins (on a GPU machine)
 #   make fuzz FUZZ_SECONDS=N  each libFuzzer harness of fuzz/ for N seconds
 #                        (clang with libFuzzer; skipped without it)
+#   make attention-variants  the CUDA attention kernels the default build leaves
+#                        out, as BUILD/libattn_variants.a (kernels/cuda/variants/)
 #   make bench-NAME      run bench/NAME.sh (prints JSON lines)
 #   make install PREFIX=/usr/local
 #   make demo            install missing packages (Debian/Ubuntu), build, and run
@@ -61,6 +63,7 @@ endif
 LIB_SRC    := $(sort $(wildcard libcommon/*/*.c))
 KCPU_SRC   := $(sort $(wildcard kernels/*.c kernels/cpu/*.c))
 KCUDA_SRC  := $(if $(filter 1,$(CUDA)),$(sort $(wildcard kernels/cuda/*.cu)))
+VARIANT_SRC := $(if $(filter 1,$(CUDA)),$(sort $(wildcard kernels/cuda/variants/*.cu)))
 TOOL_SRC   := $(sort $(wildcard tools/*.c))
 UNIT_SRC   := $(sort $(wildcard tests/unit/*.c))
 GPU_SRC    := $(sort $(wildcard tests/gpu/*.c))
@@ -74,15 +77,16 @@ GPU_TESTS  := $(patsubst tests/gpu/%.c,$(B)/tests/gpu/%,$(GPU_SRC))
 LIBCOMMON  := $(B)/libcommon.a
 LIBKERNELS := $(B)/libkernels.a
 LIBS       := $(LIBCOMMON) $(LIBKERNELS)
+LIBVARIANTS := $(B)/libattn_variants.a
 
 # Each harness also built with replay.c: make test runs tests/fuzz/NAME/*.
 FUZZ_REPLAY := $(patsubst %,$(B)/fuzz/%-replay,$(FUZZ_NAMES))
 
 OBJ = $(patsubst %.c,$(B)/%.o,$(LIB_SRC) $(KCPU_SRC) $(TOOL_SRC) $(UNIT_SRC) $(GPU_SRC) \
         $(wildcard fuzz/*.c)) \
-      $(patsubst %.cu,$(B)/%.cu.o,$(KCUDA_SRC))
+      $(patsubst %.cu,$(B)/%.cu.o,$(KCUDA_SRC) $(VARIANT_SRC))
 
-.PHONY: all test test-gpu install clean unicode demo fuzz
+.PHONY: all test test-gpu install clean unicode demo fuzz attention-variants
 .SECONDARY:
 
 all: $(PROGRAMS)
@@ -102,6 +106,19 @@ $(LIBCOMMON): $(patsubst %.c,$(B)/%.o,$(LIB_SRC))
 	$(AR) rcs $@ $^
 
 $(LIBKERNELS): $(patsubst %.c,$(B)/%.o,$(KCPU_SRC)) $(patsubst %.cu,$(B)/%.cu.o,$(KCUDA_SRC))
+	@rm -f $@
+	$(AR) rcs $@ $^
+
+# Not in the default build: the attention kernels that bench/attention.sh
+# VARIANT=... and bench/attention-notes.md compare with the default ones.
+ifeq ($(CUDA),1)
+attention-variants: $(LIBVARIANTS)
+else
+attention-variants:
+	@echo "attention-variants needs a CUDA build (nvcc not found or CUDA=0)"; exit 2
+endif
+
+$(LIBVARIANTS): $(patsubst %.cu,$(B)/%.cu.o,$(VARIANT_SRC))
 	@rm -f $@
 	$(AR) rcs $@ $^
 

@@ -6,20 +6,30 @@
 # implementation, and lines with the ratios lmpipe / sdpa (flash backend,
 # the reference) and lmpipe / sdpa_cudnn (cuDNN backend, when present).
 #   SHAPES="64:1024:1 128:4096:1" bench/attention.sh   (D:T:CAUSAL)
+#   VARIANT=wgmma bench/attention.sh   a kernel variant the default build
+#     leaves out (wgmma or mma, kernels/cuda/variants/) instead of the default:
+#     builds BUILD/libattn_variants.a (make attention-variants) if missing
 set -eu
 ROOT=${LMPIPE_ROOT:-$(cd "$(dirname "$0")/.." && pwd)}
 BUILD=${LMPIPE_BUILD:-$ROOT/build}
-BENCH=$BUILD/bench/attention_bench
+VARIANT=${VARIANT:-}
+BENCH=$BUILD/bench/attention_bench${VARIANT:+_variants}
 SHAPES=${SHAPES:-"64:1024:1 64:4096:1 64:16384:1 128:1024:1 128:4096:1 128:16384:1"}
 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 PYTHON=${PYTHON:-python3}
 
 if [ ! -x "$BENCH" ]; then
 	mkdir -p "$BUILD/bench"
+	set -- "$BUILD/libkernels.a"
+	if [ -n "$VARIANT" ]; then
+		[ -f "$BUILD/libattn_variants.a" ] || make -C "$ROOT" B="$BUILD" attention-variants >&2
+		set -- -DATTN_VARIANTS "$BUILD/libattn_variants.a" "$@"
+	fi
 	${CC:-cc} -std=c11 -O2 -I"$ROOT" -I"$CUDA_HOME/include" -o "$BENCH" \
-		"$ROOT/bench/attention_bench.c" "$BUILD/libkernels.a" -L"$CUDA_HOME/lib64" \
+		"$ROOT/bench/attention_bench.c" "$@" -L"$CUDA_HOME/lib64" \
 		-Wl,-rpath,"$CUDA_HOME/lib64" -lcudart -lstdc++ -lm -fopenmp
 fi
+export ATTN_VARIANT="$VARIANT"
 
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/attn-bench.XXXXXX")
 trap 'rm -rf "$TMP"' EXIT
@@ -28,7 +38,9 @@ for s in $SHAPES; do
 	IFS=: read -r d t c <<-EOS
 	$s
 	EOS
-	"$BENCH" "$d" "$t" "$c" | tee -a "$TMP/ours" || status=1
+	"$BENCH" "$d" "$t" "$c" > "$TMP/one" || status=1
+	cat "$TMP/one"
+	cat "$TMP/one" >> "$TMP/ours"
 done
 "$PYTHON" "$ROOT/bench/attention_sdpa.py" $SHAPES | tee "$TMP/sdpa"
 "$PYTHON" - "$TMP/ours" "$TMP/sdpa" <<'EOPY'
@@ -38,7 +50,7 @@ ours = {key(r): r for r in map(json.loads, open(sys.argv[1]))}
 for r in map(json.loads, open(sys.argv[2])):
     o = ours.get(key(r)) if "error" not in r else None
     if o:
-        print(json.dumps({"ratio": "lmpipe/" + r["impl"], "d": r["d"], "T": r["T"],
+        print(json.dumps({"ratio": o["impl"] + "/" + r["impl"], "d": r["d"], "T": r["T"],
                           "causal": r["causal"],
                           "fwd": round(o["fwd_tflops"] / r["fwd_tflops"], 3),
                           "bwd": round(o["bwd_tflops"] / r["bwd_tflops"], 3),

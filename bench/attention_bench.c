@@ -2,6 +2,11 @@
  *
  *   attention_bench D T CAUSAL [B H]
  *
+ * Built with -DATTN_VARIANTS and linked with libattn_variants.a (make
+ * attention-variants; bench/attention.sh VARIANT=...), it runs the kernel
+ * variant that the environment's ATTN_VARIANT names (wgmma or mma,
+ * kernels/cuda/variants/attention_variants.h) instead of the default.
+ *
  * Draws random bf16 inputs of [B, H, T, D] (default B = 16384 / T,
  * H = 2048 / D: 16K tokens, model width 2048), runs forward and backward
  * once and checks SAMPLES query rows and key rows of several heads
@@ -19,6 +24,9 @@
 #include <string.h>
 
 #include "kernels/attention.h"
+#ifdef ATTN_VARIANTS
+#include "kernels/cuda/variants/attention_variants.h"
+#endif
 
 enum { WARMUP = 3, RUNS = 21, SAMPLES = 6, TOKENS = 16384, WIDTH = 2048 };
 static const double TOL_MAX = 4e-2;  /* per sampled row: max |err| / max |ref| */
@@ -136,6 +144,42 @@ static double check_head(const prob *p, size_t bh, uint64_t *st, double *lse_err
 	return worst;
 }
 
+/* The kernels to time: the default ones, or a variant's. */
+static const char *impl = "lmpipe";
+#ifdef ATTN_VARIANTS
+static int variant = ATTN_VARIANT_DEFAULT;
+
+static void pick_variant(void)
+{
+	static const struct { const char *name; int v; } names[] = {
+		{ "wgmma", ATTN_VARIANT_WGMMA }, { "mma", ATTN_VARIANT_MMA },
+	};
+	static char label[32];
+	const char *want = getenv("ATTN_VARIANT");
+	if (!want || !*want)
+		return;
+	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+		if (!strcmp(want, names[i].name)) {
+			variant = names[i].v;
+			snprintf(label, sizeof label, "lmpipe-%s", want);
+			impl = label;
+			return;
+		}
+	fprintf(stderr, "attention_bench: ATTN_VARIANT=%s: not wgmma or mma\n", want);
+	exit(2);
+}
+
+#define FWD(...) attn_fwd_cuda_variant(variant, __VA_ARGS__)
+#define BWD(...) attn_bwd_cuda_variant(variant, __VA_ARGS__)
+#else
+static void pick_variant(void)
+{
+}
+
+#define FWD(...) attn_fwd_cuda(__VA_ARGS__)
+#define BWD(...) attn_bwd_cuda(__VA_ARGS__)
+#endif
+
 static int cmp(const void *a, const void *b)
 {
 	float x = *(const float *)a, y = *(const float *)b;
@@ -148,6 +192,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: attention_bench D T CAUSAL [B H]\n");
 		return 2;
 	}
+	pick_variant();
 	prob p = {0};
 	p.D = atoi(argv[1]), p.T = atoi(argv[2]), p.causal = atoi(argv[3]);
 	p.B = argc == 6 ? atoi(argv[4]) : (TOKENS / p.T > 0 ? TOKENS / p.T : 1);
@@ -178,7 +223,7 @@ int main(int argc, char **argv)
 	for (int r = 0; r < WARMUP + RUNS; r++) {
 		int rc;
 		CK(cudaEventRecord(e0, 0));
-		rc = attn_fwd_cuda(d[0], d[1], d[2], d[4], dlse, p.B, p.H, p.T, p.D, p.causal, p.scale, NULL);
+		rc = FWD(d[0], d[1], d[2], d[4], dlse, p.B, p.H, p.T, p.D, p.causal, p.scale, NULL);
 		CK(cudaEventRecord(e1, 0));
 		CK(cudaEventSynchronize(e1));
 		if (rc) {
@@ -188,8 +233,8 @@ int main(int argc, char **argv)
 		if (r >= WARMUP)
 			CK(cudaEventElapsedTime(&tf[r - WARMUP], e0, e1));
 		CK(cudaEventRecord(e0, 0));
-		rc = attn_bwd_cuda(d[0], d[1], d[2], d[4], d[3], dlse, d[5], d[6], d[7], p.B, p.H, p.T,
-				   p.D, p.causal, p.scale, ws, NULL);
+		rc = BWD(d[0], d[1], d[2], d[4], d[3], dlse, d[5], d[6], d[7], p.B, p.H, p.T, p.D,
+			 p.causal, p.scale, ws, NULL);
 		CK(cudaEventRecord(e1, 0));
 		CK(cudaEventSynchronize(e1));
 		if (rc) {
@@ -213,9 +258,9 @@ int main(int argc, char **argv)
 	qsort(tb, RUNS, sizeof *tb, cmp);
 	double flops = 4.0 * p.B * p.H * (double)p.T * p.T * p.D * (p.causal ? 0.5 : 1);
 	double fms = tf[RUNS / 2], bms = tb[RUNS / 2];
-	printf("{\"impl\": \"lmpipe\", \"d\": %d, \"T\": %d, \"B\": %d, \"H\": %d, \"causal\": %d, "
+	printf("{\"impl\": \"%s\", \"d\": %d, \"T\": %d, \"B\": %d, \"H\": %d, \"causal\": %d, "
 	       "\"fwd_ms\": %.4f, \"bwd_ms\": %.4f, \"fwd_tflops\": %.1f, \"bwd_tflops\": %.1f, "
-	       "\"max_err\": %.3g, \"lse_err\": %.3g, \"valid\": %s}\n", p.D, p.T, p.B, p.H,
+	       "\"max_err\": %.3g, \"lse_err\": %.3g, \"valid\": %s}\n", impl, p.D, p.T, p.B, p.H,
 	       p.causal, fms, bms, flops / fms / 1e9, 2.5 * flops / bms / 1e9, worst, lse_err,
 	       valid ? "true" : "false");
 	return valid ? 0 : 1;

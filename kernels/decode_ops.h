@@ -55,11 +55,6 @@ void dec_rope_row(float *x, const float *cs, int D);
 void attn_decode_row(float *o, const float *q, const float *k, const float *v, int n, int D,
 		     float scale, float *s);
 
-/* log(sum exp(x[i])) over a row (the sampler's log-probabilities): the
- * max, then exp (vexp.h) summed in double, vectorised.  NaN entries are
- * skipped by the max. */
-double dec_row_lse(const float *x, size_t n);
-
 /* The index of the first NaN or +inf of a row, or -1 when there is none. */
 long dec_row_bad(const float *x, size_t n);
 

@@ -2,7 +2,7 @@
  *
  * logits [N, V]; targets [N] (a negative target is ignored: loss 0, no
  * gradient).  The forward pass writes loss[N] = lse[n] - logits[n, t] and
- * lse[N] = log sum_v exp(logits[n, v]) (computed from the row maximum).
+ * lse[N] = log sum_v exp(logits[n, v]) (lse.h's row log-sum-exp).
  * The backward pass overwrites dlogits[n, v] = (softmax - onehot) * dloss[n];
  * dlogits may be the logits buffer itself (in place). */
 #ifndef LMPIPE_XENT_H

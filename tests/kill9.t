@@ -101,5 +101,8 @@ strip() { grep -v '"device"' "$@" | sed 's/,"tokens_per_s[^}]*//'; }
 strip full.jsonl > want.txt
 strip part.jsonl > got.txt
 cmp -s want.txt got.txt
-ok $? "the metrics log has each step once, as the uninterrupted run's ($(wc -l < got.txt) lines)"
+ok $? "the metrics log has each step once, as the uninterrupted run's ($(wc -l < got.txt) lines)" ||
+	diff want.txt got.txt | head -6 | sed 's/^/# /'
+[ "$_tap_failed" = 0 ] || ls -A part | head -3 | sed 's/^/# left: /'
+
 done_testing

@@ -125,6 +125,13 @@ is "$err" "lm-sample: bad.jsonl:2: malformed JSON at column 14: '}' expected nea
 lm-sample: bad.jsonl:3: no \"prompt\" field (skipped)
 lm-sample: bad.jsonl:4: empty prompt (skipped)" "each bad line is reported"
 is "$(printf '%s\n' "$out" | wc -l | tr -d ' ')" 2 "the good lines are answered"
+printf '{"prompt":"Max"}\n{"prompt":"x"}\000\n{"prompt":"Tom"}\n' > nul.jsonl
+run S --jsonl -i nul.jsonl --max-tokens 2 --on-error skip
+is "$err" "lm-sample: nul.jsonl:2: a NUL byte at column 15 (the input must be text) (skipped)" "a NUL byte in a JSON line: named, skipped"
+is "$(printf '%s\n' "$out" | wc -l | tr -d ' ')" 2 "... and the lines around it answered"
+run sh -c "printf 'Max\000\n' | lm-sample -c $CK -t byte.tok --max-tokens 2"
+is "$err" "lm-sample: <stdin>:1: a NUL byte at column 4 (the input must be text)" "a NUL byte in a text prompt: named"
+is "$rc" 1 "... exit 1"
 run sh -c "printf 'Max\n\nTom\n' | lm-sample -c $CK -t byte.tok --max-tokens 2"
 is "$err" "lm-sample: <stdin>:2: empty prompt" "an empty prompt line: clear message"
 is "$rc" 1 "and exit 1"

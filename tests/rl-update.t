@@ -143,6 +143,12 @@ is "$err" "rl-update: long.jsonl:1: 81 tokens do not fit the model's context of 
 printf '{"prompt_ids":[1]}\nnot json\n' > badjson.jsonl
 run rl-update -c ck/latest -o x badjson.jsonl
 case "$err" in "rl-update: badjson.jsonl:1: no array 'completion_ids'"*) ok 0 "the first bad line is reported";; *) ok 1 "first bad line: $err";; esac
+# a NUL byte ends no line well: the old reader took a trailing one for white
+# space and trained on the line
+printf '{"prompt_ids":[1],"completion_ids":[2],"reward":0,"group":0}\n{"prompt_ids":[1],"completion_ids":[3],"reward":1,"group":0}\000\n' > nul.jsonl
+run rl-update -c ck/latest -o x -l reinforce_with_baseline nul.jsonl
+is "$rc" 1 "a NUL byte in a rollout line: exit 1"
+is "$err" "rl-update: nul.jsonl:2: a NUL byte at column 61 (the input must be text)" "... naming the file, line and column"
 run rl-update -a sft -c ck/latest -o x sft.jsonl
 is "$rc" 2 "SFT without a tokenizer: exit 2"
 run rl-update -o x sc.jsonl

@@ -2,9 +2,8 @@
  * (man 1 bpe-decode). */
 #include <stdlib.h>
 
-#include "base/atomic.h"
-#include "base/io.h"
 #include "cli/die.h"
+#include "cli/files.h"
 #include "cli/options.h"
 #include "cli/tok_options.h"
 #include "tok/bpe_decode.h"
@@ -32,28 +31,17 @@ int main(int argc, char **argv)
 	char **files;
 	lm_err e;
 	bpe_tokenizer t;
-	atomic_file af = { 0 };
 	lm_init(argv[0]);
 	int n_files = opt_parse_or_exit(&prog, argc, argv, &files);
 	if (bpe_open(&t, &src, &e))
 		die_err(&e);
-	FILE *out = stdout;
-	const char *oname = "<stdout>";
-	if (output) {
-		if (atomic_open(&af, output, &e))
+	cli_output out;
+	cli_output_open(&out, output);
+	cli_inputs in = { .files = files, .n = n_files };
+	while (cli_next_input(&in))
+		if (bpe_decode_file(&t, in.fp, in.name, text, out.fp, out.name, &e))
 			die_err(&e);
-		out = af.fp;
-		oname = output;
-	}
-	for (int i = 0; i < (n_files ? n_files : 1); i++) {
-		const char *path = n_files ? files[i] : "-";
-		FILE *in = io_open_read(path, &e);
-		if (!in || bpe_decode_file(&t, in, io_name(path), text, out, oname, &e))
-			die_err(&e);
-		io_close_read(in);
-	}
-	if (output && atomic_commit(&af, &e))
-		die_err(&e);
+	cli_output_commit(&out);
 	bpe_free(&t);
 	free(files);
 	return EXIT_OK;

@@ -3,9 +3,8 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "base/atomic.h"
-#include "base/io.h"
 #include "cli/die.h"
+#include "cli/files.h"
 #include "cli/options.h"
 #include "cli/progress.h"
 #include "cli/tok_options.h"
@@ -60,7 +59,6 @@ int main(int argc, char **argv)
 	char **files;
 	lm_err e;
 	bpe_tokenizer t;
-	atomic_file af = { 0 };
 	bpe_output out;
 	lm_init(argv[0]);
 	int n_files = opt_parse_or_exit(&prog, argc, argv, &files);
@@ -78,28 +76,21 @@ int main(int argc, char **argv)
 			       doc_per_line, t.eot };
 	if (!(stream = bpe_stream_new(enc, &so, &e)))
 		die_err(&e);
-	FILE *fp = stdout;
-	const char *oname = "<stdout>";
-	if (output) {
-		if (atomic_open(&af, output, &e))
-			die_err(&e);
-		fp = af.fp;
-		oname = output;
-	}
-	if (bpe_output_open(&out, fp, oname, text, t.n_vocab, t.eot, &e))
+	cli_output dst;
+	cli_output_open(&dst, output);
+	if (bpe_output_open(&out, dst.fp, dst.name, text, t.n_vocab, t.eot, &e))
 		die_err(&e);
 	progress_start(&prog_bar, show_progress, "encoding", "B", 0);
-	for (int i = 0; i < (n_files ? n_files : 1); i++) {
-		const char *path = n_files ? files[i] : "-";
-		FILE *in = io_open_read(path, &e);
-		if (!in || bpe_stream_file(stream, in, io_name(path), sink, &out, &e))
+	cli_inputs in = { .files = files, .n = n_files };
+	while (cli_next_input(&in)) {
+		if (bpe_stream_file(stream, in.fp, in.name, sink, &out, &e))
 			die_err(&e);
-		io_close_read(in);
 		if (eot_per_file && bpe_output_ids(&out, &t.eot, 1, &e))
 			die_err(&e);
 	}
-	if (bpe_output_close(&out, &e) || (output && atomic_commit(&af, &e)))
+	if (bpe_output_close(&out, &e))
 		die_err(&e);
+	cli_output_commit(&dst);
 	progress_end(&prog_bar, bpe_stream_bytes(stream), NULL);
 	bpe_stream_free(stream);
 	bpe_encoder_free(enc);

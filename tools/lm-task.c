@@ -3,9 +3,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/atomic.h"
 #include "base/io.h"
 #include "cli/die.h"
+#include "cli/files.h"
 #include "cli/options.h"
 #include "tasks/task.h"
 
@@ -64,32 +64,19 @@ int main(int argc, char **argv)
 	if (arith && task_arith_check(&cfg, &e))
 		die_err(&e);
 
-	atomic_file af = { 0 };
-	FILE *out = stdout;
-	const char *out_name = output ? output : "<stdout>";
-	if (output) {
-		if (atomic_open(&af, output, &e))
-			die_err(&e);
-		out = af.fp;
-	}
+	cli_output out;
+	cli_output_open(&out, output);
 	if (arith) {
-		if (task_arith_write(out, &cfg, (uint64_t)count, (uint64_t)seed, tmpl, with_response,
-				     out_name, &e))
+		if (task_arith_write(out.fp, &cfg, (uint64_t)count, (uint64_t)seed, tmpl, with_response,
+				     out.name, &e))
 			die_err(&e);
 	} else {
-		for (int i = 1; i < n || i == 1; i++) {
-			const char *path = i < n ? operands[i] : "-";
-			FILE *in = io_open_read(path, &e);
-			if (!in)
+		cli_inputs in = { .files = operands + 1, .n = n - 1 };
+		while (cli_next_input(&in))
+			if (task_gsm8k_write(in.fp, in.name, out.fp, tmpl, with_response, out.name, &e))
 				die_err(&e);
-			int rc = task_gsm8k_write(in, io_name(path), out, tmpl, with_response, out_name, &e);
-			io_close_read(in);
-			if (rc)
-				die_err(&e);
-		}
 	}
-	if (output && atomic_commit(&af, &e))
-		die_err(&e);
+	cli_output_commit(&out);
 	if (tmpl != TASK_R1_ZERO_TEMPLATE)
 		free(tmpl);
 	free(operands);

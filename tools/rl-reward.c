@@ -3,9 +3,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/atomic.h"
 #include "base/io.h"
 #include "cli/die.h"
+#include "cli/files.h"
 #include "cli/options.h"
 #include "tasks/reward.h"
 
@@ -43,8 +43,7 @@ int main(int argc, char **argv)
 	lm_init(argv[0]);
 	char **operands;
 	int n = opt_parse_or_exit(&prog, argc, argv, &operands);
-	if (n > 1)
-		die(EXIT_USAGE, "one input file at most (got %d)", n);
+	const char *path = cli_one_input(operands, n);
 	reward_cfg c = { REWARD_R1_ZERO, cmd, format_only, length_weight, answer_key, completion_key,
 			 timeout };
 	if (cmd)
@@ -55,23 +54,14 @@ int main(int argc, char **argv)
 		c.kind = REWARD_LAST_NUMBER;
 
 	lm_err e;
-	const char *path = n ? operands[0] : "-";
-	FILE *in = io_open_read(path, &e);
-	if (!in)
-		die_err(&e);
-	atomic_file af = { 0 };
-	FILE *out = stdout;
-	if (output) {
-		if (atomic_open(&af, output, &e))
-			die_err(&e);
-		out = af.fp;
-	}
+	FILE *in = cli_open_input(path);
+	cli_output out;
+	cli_output_open(&out, output);
 	reward_summary s;
-	if (reward_run(&c, in, io_name(path), out, output ? output : "<stdout>", &s, &e))
+	if (reward_run(&c, in, io_name(path), out.fp, out.name, &s, &e))
 		die_err(&e);
 	io_close_read(in);
-	if (output && atomic_commit(&af, &e))
-		die_err(&e);
+	cli_output_commit(&out);
 	if (verbose)
 		warnmsg("%zu rollouts in %zu groups: mean reward %.4f, format %.4f, answer %.4f",
 			s.rollouts, s.groups, s.reward, s.format, s.answer);

@@ -7,6 +7,7 @@
 #include "app/rl_update.h"
 #include "base/io.h"
 #include "cli/die.h"
+#include "cli/files.h"
 #include "cli/options.h"
 
 static const char *const algos[] = { "grpo", "sft", "dpo", "ppo", NULL };
@@ -67,8 +68,7 @@ int main(int argc, char **argv)
 	lm_init(argv[0]);
 	char **operands;
 	int n = opt_parse_or_exit(&prog, argc, argv, &operands);
-	if (n > 1)
-		die(EXIT_USAGE, "one input file at most (got %d)", n);
+	const char *path = cli_one_input(operands, n);
 	if (!checkpoint || !out_dir)
 		die(EXIT_USAGE, "-c CHECKPOINT and -o DIR are required\nTry 'rl-update --help' for more information.");
 	lm_err e;
@@ -86,10 +86,7 @@ int main(int argc, char **argv)
 	};
 	if (rl_pg_type_parse(loss, &o.loss, &e))
 		die_err(&e);
-	const char *path = n ? operands[0] : "-";
-	FILE *in = io_open_read(path, &e);
-	if (!in)
-		die_err(&e);
+	FILE *in = cli_open_input(path);
 	if (rlu_run(&o, in, io_name(path), stdout, &e))
 		die_err(&e);
 	io_close_read(in);

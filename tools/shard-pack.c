@@ -11,6 +11,18 @@
 
 enum { MAX_LEVEL = 22, MAX_THREADS = 256 };
 
+/* -v: the summary of a packing run, on stderr. */
+static void report(const char *prefix, const shard_pack_summary *s)
+{
+	double raw = 2.0 * (double)(s->train_tokens + s->val_tokens);
+	double comp = (double)s->bytes;
+	fprintf(stderr, "%s: %llu tokens, %llu documents: %u train shards (%llu tokens), "
+		"%u validation shards (%llu tokens), %.3f x smaller than raw u16\n",
+		prefix, (unsigned long long)s->in_tokens, (unsigned long long)s->docs,
+		s->train_shards, (unsigned long long)s->train_tokens, s->val_shards,
+		(unsigned long long)s->val_tokens, comp > 0 ? raw / comp : 0.0);
+}
+
 int main(int argc, char **argv)
 {
 	const char *output = NULL;
@@ -112,11 +124,12 @@ int main(int argc, char **argv)
 			.frame_tokens = (uint32_t)frame_tokens, .val_docs = val_docs,
 			.val_fraction = val_fraction, .seed = (uint64_t)seed, .level = (int)level,
 			.threads = (int)threads, .force = force, .progress = show_progress,
-			.verbose = verbose,
 		};
-		shard_pack_signals();
-		if (shard_pack(&o, paths, n, &e))
+		shard_pack_summary s;
+		if (shard_pack(&o, paths, n, &s, &e))
 			die_err(&e);
+		if (verbose)
+			report(output, &s);
 	}
 	free(files);
 	return status;

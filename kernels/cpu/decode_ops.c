@@ -10,14 +10,7 @@
 #include <string.h>
 
 #include "vexp.h"
-
-/* The row loops run where the work is: the build targets x86-64-v2, and a
- * version for AVX2 and for AVX-512 doubles or quadruples their width. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define WIDE __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define WIDE
-#endif
+#include "wide.h"
 
 /* Pause-spins before a waiting thread starts yielding its core: a few tens
  * of microseconds, longer than any one op of a decoding step. */
@@ -323,19 +316,6 @@ WIDE void attn_decode_row(float *o, const float *q, const float *k, const float 
 		attn_row16(o, q, k, v, n, HEAD_LARGE, scale, s);
 	else
 		attn_row(o, q, k, v, n, D, scale, s);
-}
-
-WIDE double dec_row_lse(const float *x, size_t n)
-{
-	float mx = -INFINITY;
-#pragma omp simd reduction(max : mx)
-	for (size_t i = 0; i < n; i++)
-		mx = x[i] > mx ? x[i] : mx;
-	double sum = 0;
-#pragma omp simd reduction(+ : sum)
-	for (size_t i = 0; i < n; i++)
-		sum += vexpf(x[i] - mx);
-	return mx + log(sum);
 }
 
 WIDE long dec_row_bad(const float *x, size_t n)

@@ -2,6 +2,7 @@
 #pragma GCC optimize("no-trapping-math") /* so that vexpf vectorizes (vexp.h) */
 
 #include "kernels/xent.h"
+#include "kernels/lse.h"
 #include "vexp.h"
 
 #include <math.h>
@@ -13,15 +14,7 @@ void xent_fwd_cpu(float *loss, float *lse, const float *logits, const int32_t *t
 #pragma omp parallel for schedule(static)
 	for (int n = 0; n < N; n++) {
 		const float *z = logits + (size_t)n * V;
-		float mx = z[0];
-#pragma omp simd reduction(max : mx)
-		for (int v = 1; v < V; v++)
-			mx = z[v] > mx ? z[v] : mx;
-		float s = 0;
-#pragma omp simd reduction(+ : s)
-		for (int v = 0; v < V; v++)
-			s += vexpf(z[v] - mx);
-		float l = mx + logf(s);
+		float l = (float)lse_row_cpu(z, (size_t)V);
 		lse[n] = l;
 		loss[n] = targets[n] < 0 ? 0.0f : l - z[targets[n]];
 	}

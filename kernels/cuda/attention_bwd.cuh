@@ -1,6 +1,6 @@
 // attention_bwd.cuh: what the two wgmma attention backward kernels share
-// (attention_bwd.cu: warpgroups that each also compute dQ pieces;
-// attention_bwd_ws.cu: a warpgroup of its own for dQ): the dQ workspace's
+// (attention_bwd_ws.cu, the default: a warpgroup of its own for dQ;
+// variants/attention_bwd_fa2.cu: warpgroups that each also compute dQ pieces): the dQ workspace's
 // tiled layout, the loads of a query step, the warpgroup MMA shapes and
 // one warpgroup's step over its 64 keys (S^T, dP^T, P^T, dS^T, and the dV
 // and dK products issued), and the bulk reduction of a dQ piece.
@@ -32,7 +32,7 @@ constexpr int BWG_KEYS = 64, BWG_THREADS = 128, BWG_MROWS = 64;
 
 // The dQ workspace's rows are padded to a multiple of DQ_ROWS, so that a
 // bulk-reduced tile never runs past a head.  Where dQ is added by bulk
-// reductions (the default BWD_WS kernel, or BWD_DQ_BULK) it is laid out
+// reductions (the default kernel, or the wgmma variant's BWD_DQ_BULK) it is laid out
 // in tiles of DQ_ROWS x DQ_COLS floats, tiles row-major within a head,
 // each tile in the order of a 64 x 64 wgmma accumulator: float4 number
 // j * 128 + thread holds c[j][0..3] of that thread of the warpgroup

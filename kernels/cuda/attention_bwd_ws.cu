@@ -1,13 +1,13 @@
 // attention_bwd_ws.cu: the attention backward with a warpgroup of its own
-// for dQ (Hopper, sm_90a; attention_bwd.cu launches it, BWD_WS).
+// for dQ (Hopper, sm_90a; attention_bwd.cu launches it).
 //
 // A block owns BN = 64 NWG keys of one (batch, head).  NWG key warpgroups
 // own 64 keys each with their dK and dV accumulators, as in
-// attention_bwd.cu's wgmma kernel; one more warpgroup computes dQ.  For
-// query step j (BM rows) the key warpgroups compute S^T, dP^T, P^T and
-// dS^T, issue dV += P^T dO and dK += dS^T Q, and write dS^T into buffer
-// j % 2.  The dQ warpgroup, once that buffer is full, computes dQ = dS K
-// in pieces of 64 x 64, writes each piece to shared memory, has the copy
+// variants/attention_bwd_fa2.cu's wgmma kernel; one more warpgroup computes
+// dQ.  For query step j (BM rows) the key warpgroups compute S^T, dP^T, P^T
+// and dS^T, issue dV += P^T dO and dK += dS^T Q, and write dS^T into buffer
+// j % 2.  The dQ warpgroup, once that buffer is full, computes dQ = dS K in
+// pieces of 64 x 64, writes each piece to shared memory, has the copy
 // engine add it to the fp32 workspace (one bulk reduction), and frees the
 // buffer.  So the key warpgroups never wait for dQ's products nor for its
 // reduction, and meet only once a step (for the Q and dO they load by

@@ -18,6 +18,12 @@ enum {
 int attn_cuda_check(int B, int H, int T, int D, const void *const *ptrs, int nptrs,
 		    const float *f32);
 
+// The forward's arguments (attention.cu), for attn_fwd_cuda and the
+// variants (variants/attention_fwd_fa2.cu): attn_cuda_check's, and a
+// finite positive scale.
+int attn_fwd_check(const uint16_t *q, const uint16_t *k, const uint16_t *v, const uint16_t *o,
+		   const float *lse, int B, int H, int T, int D, float scale);
+
 // The warp-specialised forward (attention_fwd_ws.cu), arguments checked.
 int attn_fwd_ws(const uint16_t *q, const uint16_t *k, const uint16_t *v, uint16_t *o, float *lse,
 		int BH, int T, int D, int causal, float scale, cudaStream_t st);
@@ -28,5 +34,17 @@ int attn_fwd_ws(const uint16_t *q, const uint16_t *k, const uint16_t *v, uint16_
 int attn_bwd_ws(const uint16_t *q, const uint16_t *k, const uint16_t *v, const uint16_t *dout,
 		const float *lse, const float *delta, float *dqacc, uint16_t *dk, uint16_t *dv,
 		int BH, int T, int D, int causal, float scale, cudaStream_t st);
+
+// The backward's steps around its key blocks (attention_bwd.cu), for
+// attn_bwd_cuda and the variants (variants/attention_bwd_fa2.cu): check the
+// arguments, zero the dq workspace and compute delta into it (*dqacc,
+// *delta: where they are); and dq = bf16 of the workspace in
+// attention_bwd.cuh's tiles.
+int attn_bwd_begin(const uint16_t *q, const uint16_t *k, const uint16_t *v, const uint16_t *o,
+		   const uint16_t *dout, const float *lse, uint16_t *dq, uint16_t *dk, uint16_t *dv,
+		   int B, int H, int T, int D, float scale, void *workspace, cudaStream_t st,
+		   float **dqacc, float **delta);
+int attn_bwd_convert_tiles(const float *dqacc, uint16_t *dq, int B, int H, int T, int D,
+			   cudaStream_t st);
 
 #endif

@@ -1,5 +1,5 @@
 // attention_fwd.cuh: the per-row pieces of the attention forward that its
-// kernels share (attention.cu, attention_fwd_ws.cu): causal and tail
+// kernels share (attention_fwd_ws.cu, variants/attention_fwd_fa2.cu): causal and tail
 // masking of a score fragment, one online-softmax step, and the store of
 // the normalised output rows with their log-sum-exp.  Fragments have the mma.sync C layout per
 // warp (mma.cuh): thread (g, t) holds rows g and g + 8, columns 8i + 2t

@@ -1,8 +1,22 @@
-/* rl_update_internal.h: what rl_update.c shares with the PPO update
- * (rl_update_ppo.c): the sequences read from the records, the per-sequence
- * scratch, the statistics of the metrics line, and the forward passes. */
+/* rl_update_internal.h: what the files of rl-update's driver share: the
+ * sequences read from the records, the per-sequence scratch, the
+ * statistics of the metrics line, and the steps rlu_run (rl_update.c)
+ * calls in order:
+ *
+ *   rl_update_records.c    records to sequences (read_seqs)
+ *   rl_update_tokens.c     the sequence store, prompt and response tokens
+ *   rl_update_advantages.c GRPO's group advantages
+ *   rl_update_forward.c    the scratch, per-sequence and reference forward passes
+ *   rl_update_pg.c         the SFT and GRPO-family loop
+ *   rl_update_dpo.c        the DPO loop and its reference log-likelihoods
+ *   rl_update_ppo.c        the PPO loop
+ *   rl_update_step.c       the AdamW step ending an SFT, GRPO or DPO batch
+ *   rl_update_metrics.c    the metrics line */
 #ifndef LMPIPE_RL_UPDATE_INTERNAL_H
 #define LMPIPE_RL_UPDATE_INTERNAL_H
+
+#include <jansson.h>
+#include <stdio.h>
 
 #include "app/rl_update.h"
 #include "model/model.h"
@@ -51,6 +65,26 @@ typedef struct work {
 	uint8_t *mask;
 } work;
 
+void seqs_free(seqs *v);
+/* Append a sequence from prompt and response token ids (the record's line
+ * lineno of the input name, for errors). */
+int seqs_add(seqs *v, const uint32_t *p, size_t np, const uint32_t *r, size_t nr,
+	     unsigned long lineno, int ctx, const char *name, lm_err *e);
+/* The string field key of o encoded with v->tok into a malloc'd array;
+ * the _response variant appends end-of-text, so the model learns to stop. */
+int encode_field(seqs *v, json_t *o, const char *key, uint32_t **out, size_t *n,
+		 const char *name, unsigned long lineno, lm_err *e);
+int encode_response_field(seqs *v, json_t *o, const char *key, uint32_t **out, size_t *n,
+			  const char *name, unsigned long lineno, lm_err *e);
+
+/* Every record of in (named name) as sequences of at most ctx + 1 tokens
+ * below vocab; an input without records is an error. */
+int read_seqs(const rlu_opts *o, seqs *v, FILE *in, const char *name, int vocab, int ctx,
+	      lm_err *e);
+
+/* GRPO: each sequence's advantage within its group; *n_groups groups. */
+int grpo_advantages(const rlu_opts *o, seqs *v, size_t *n_groups, const char *name, lm_err *e);
+
 int work_init(work *w, int maxT, int V, lm_err *e);
 void work_free(work *w);
 
@@ -68,9 +102,28 @@ int reference_tokens(const rlu_opts *o, const model_config *cfg, lm_backend *be,
  * the run is written then). */
 int rlu_check_finite(const stats *st, double gnorm, lm_err *e);
 
+/* The end of a batch: the gradient norm into st, then AdamW on m with the
+ * step clipped to o->clip_grad; -1 (no step) when the loss or the norm is
+ * not finite (rlu_check_finite). */
+int policy_step(const rlu_opts *o, model *m, optim *opt, stats *st, lm_err *e);
+
+/* SFT and the GRPO family: the epochs of batch steps on the policy m. */
+int pg_train(const rlu_opts *o, model *m, optim *opt, seqs *v, stats *st, lm_err *e);
+
+/* DPO: the reference's log-likelihood of every response (s->ref_logp),
+ * then the epochs of pair-batch steps on m. */
+int reference_logps(const rlu_opts *o, const model_config *cfg, lm_backend *be,
+		    int maxT, seqs *v, lm_err *e);
+int dpo_train(const rlu_opts *o, model *m, optim *opt, seqs *v, stats *st, lm_err *e);
+
 /* PPO: values, GAE and returns of every sequence, then the epochs of
  * minibatch steps on the policy m and the value head h. */
 int ppo_train(const rlu_opts *o, model *m, optim *opt, value_head *h, seqs *v, stats *st,
 	      lm_err *e);
+
+/* The metrics line of the update (ckpt: the checkpoint written, secs:
+ * its wall time) to out. */
+int write_metrics(const rlu_opts *o, const seqs *v, size_t groups, const stats *st,
+		  const char *ckpt, double secs, FILE *out, lm_err *e);
 
 #endif

@@ -8,7 +8,7 @@
 #include "app/shard_pack.h"
 #include "app/shard_pack_internal.h"
 
-#include <signal.h>
+#include <signal.h> /* sig_atomic_t */
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -42,7 +42,8 @@ typedef struct shard_seq {
 	shard_set *set;        /* the manifest being built: each committed shard */
 } shard_seq;
 
-/* What the signal handler removes: the committed shards of both sequences. */
+/* What the abort hook removes: the committed shards of both sequences of
+ * the run in progress. */
 static char sig_base[2][NAME_MAX_LEN];
 static volatile sig_atomic_t sig_count[2];
 
@@ -68,7 +69,9 @@ static void seq_name_signal_safe(char *out, const char *base, unsigned i)
 	memcpy(out + n, SHARD_EXT, sizeof SHARD_EXT);
 }
 
-static void on_signal(int sig)
+/* The abort hook (atomic.h): a signal, die() or exit during the run
+ * removes the shards it has committed, with the unfinished one. */
+static void remove_committed(void)
 {
 	char name[NAME_MAX_LEN + 32];
 	for (int s = 0; s < 2; s++)
@@ -76,24 +79,10 @@ static void on_signal(int sig)
 			seq_name_signal_safe(name, sig_base[s], (unsigned)i);
 			unlink(name);
 		}
-	atomic_abort_all_signal_safe();
-	signal(sig, SIG_DFL);
-	raise(sig);
 }
 
-void shard_pack_signals(void)
-{
-	struct sigaction sa;
-	memset(&sa, 0, sizeof sa);
-	sa.sa_handler = on_signal;
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
-	sigaction(SIGHUP, &sa, NULL);
-}
-
-/* Commit the open shard.  The signal handler learns of it before the
- * rename, so that no moment exists when it is in place but unknown. */
+/* Commit the open shard.  The abort hook learns of it before the rename,
+ * so that no moment exists when it is in place but unknown. */
 static int seq_commit(shard_seq *s, int which, lm_err *e)
 {
 	s->bytes += shard_writer_bytes(s->w);
@@ -387,19 +376,20 @@ static int check_free(const shard_pack_opts *o, shard_seq *seq, const shard_set 
 	return 0;
 }
 
-static void report(const packer *p)
+static void summarize(const packer *p, shard_pack_summary *s)
 {
 	const shard_seq *t = &p->seq[SEQ_TRAIN], *v = &p->seq[SEQ_VAL];
-	double raw = 2.0 * (double)(t->tokens + v->tokens);
-	double comp = (double)(t->bytes + v->bytes);
-	fprintf(stderr, "%s: %llu tokens, %llu documents: %u train shards (%llu tokens), "
-		"%u validation shards (%llu tokens), %.3f x smaller than raw u16\n",
-		p->o->prefix, (unsigned long long)p->in_tokens,
-		(unsigned long long)p->doc_index, t->n_done, (unsigned long long)t->tokens,
-		v->n_done, (unsigned long long)v->tokens, comp > 0 ? raw / comp : 0.0);
+	s->in_tokens = p->in_tokens;
+	s->docs = p->doc_index;
+	s->train_shards = t->n_done;
+	s->val_shards = v->n_done;
+	s->train_tokens = t->tokens;
+	s->val_tokens = v->tokens;
+	s->bytes = t->bytes + v->bytes;
 }
 
-int shard_pack(const shard_pack_opts *o, const char *const *inputs, int n, lm_err *e)
+int shard_pack(const shard_pack_opts *o, const char *const *inputs, int n,
+	       shard_pack_summary *sum, lm_err *e)
 {
 	static const char *const stdin_only[] = { "-" };
 	packer p;
@@ -451,6 +441,12 @@ int shard_pack(const shard_pack_opts *o, const char *const *inputs, int n, lm_er
 		inputs = stdin_only;
 		n = 1;
 	}
+	int hook = atomic_hook_add(remove_committed);
+	if (hook < 0) {
+		free(buf);
+		free(p.heap);
+		return lm_seterr(e, "too many output sets in progress at once");
+	}
 	progress_start(&p.prog, o->progress, "packing", "tokens", 0);
 	tokstream_info first = { 0 };
 	int rc = 0;
@@ -472,9 +468,9 @@ int shard_pack(const shard_pack_opts *o, const char *const *inputs, int n, lm_er
 		rc = lm_seterr(e, "every document went to validation: no training data");
 	progress_end(&p.prog, p.in_tokens, NULL);
 	/* The set-level commit: the manifest, written last, makes the set.  The
-	 * signal handler forgets the shards first, so that it can never remove
-	 * shards a manifest names; a signal during the write leaves them as a
-	 * kill -9 would (no manifest: refused, and replaced by the next -f). */
+	 * abort hook forgets the shards first, so that it can never remove shards
+	 * a manifest names; a signal during the write leaves them as a kill -9
+	 * would (no manifest: refused, and replaced by the next -f). */
 	if (!rc) {
 		sig_count[SEQ_TRAIN] = sig_count[SEQ_VAL] = 0;
 		rc = shard_set_write(o->prefix, &set, e);
@@ -484,9 +480,10 @@ int shard_pack(const shard_pack_opts *o, const char *const *inputs, int n, lm_er
 			seq_remove(&p.seq[s], s);
 	} else {
 		shard_pack_remove_unlisted(o->prefix, &set);
-		if (o->verbose)
-			report(&p);
+		if (sum)
+			summarize(&p, sum);
 	}
+	atomic_hook_remove(hook);
 	shard_set_free(&set);
 	for (size_t i = 0; i < p.heap_n; i++)
 		free(p.heap[i].ids);

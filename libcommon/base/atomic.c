@@ -20,6 +20,7 @@ enum { MAX_OPEN = 64, PID_DIGITS = 20 };
 /* Temporary names of the files not yet committed.  The signal handler reads
  * these; entries are published with a full string before the slot is set. */
 static char *volatile pending[MAX_OPEN];
+static void (*volatile hooks[ATOMIC_MAX_HOOKS])(void);
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 
 static int add_pending(char *tmp)
@@ -200,6 +201,38 @@ void atomic_abort(atomic_file *af)
 	af->slot = -1;
 }
 
+int atomic_hook_add(void (*fn)(void))
+{
+	int slot = -1;
+	pthread_mutex_lock(&lock);
+	for (int i = 0; i < ATOMIC_MAX_HOOKS; i++)
+		if (!hooks[i]) {
+			hooks[i] = fn;
+			slot = i;
+			break;
+		}
+	pthread_mutex_unlock(&lock);
+	return slot;
+}
+
+void atomic_hook_remove(int slot)
+{
+	if (slot < 0 || slot >= ATOMIC_MAX_HOOKS)
+		return;
+	pthread_mutex_lock(&lock);
+	hooks[slot] = NULL;
+	pthread_mutex_unlock(&lock);
+}
+
+static void run_hooks(void)
+{
+	for (int i = 0; i < ATOMIC_MAX_HOOKS; i++) {
+		void (*fn)(void) = hooks[i];
+		if (fn)
+			fn();
+	}
+}
+
 void atomic_abort_all(void)
 {
 	pthread_mutex_lock(&lock);
@@ -209,6 +242,7 @@ void atomic_abort_all(void)
 			pending[i] = NULL;
 		}
 	pthread_mutex_unlock(&lock);
+	run_hooks();
 }
 
 void atomic_abort_all_signal_safe(void)
@@ -218,4 +252,5 @@ void atomic_abort_all_signal_safe(void)
 		if (p)
 			unlink(p);
 	}
+	run_hooks();
 }

@@ -2,10 +2,15 @@
  *
  * atomic_open() creates a hidden temporary file beside the destination
  * (".NAME.tmp-PID-XXXXXX" in the same directory, so the final rename cannot
- * cross file systems, with the writer's process id); atomic_commit() flushes, fsyncs, renames it over the
- * destination and fsyncs the directory.  Until then the temporary file is on
- * a process-wide list; die(), exit and SIGINT/SIGTERM/SIGHUP remove every
- * file still on it, so an interrupted run leaves nothing that looks valid. */
+ * cross file systems, with the writer's process id); atomic_commit()
+ * flushes, fsyncs, renames it over the destination and fsyncs the
+ * directory.  Until then the temporary file is on a process-wide list; die(), exit and SIGINT/SIGTERM/SIGHUP remove every
+ * file still on it, so an interrupted run leaves nothing that looks valid.
+ *
+ * Outputs that are committed one by one but whole only as a set (the
+ * numbered shards of shard-pack) join the same list as a hook: a function
+ * that removes what the run has committed so far, called after the
+ * temporary files are removed, until the run removes the hook. */
 #ifndef LMPIPE_ATOMIC_H
 #define LMPIPE_ATOMIC_H
 
@@ -34,9 +39,19 @@ void atomic_abort(atomic_file *af);
  * its outputs, so a kill -9 leaves no litter past the next run. */
 int atomic_clean_stale(const char *dir, int (*is_ours)(const char *name, void *arg), void *arg);
 
-/* Remove every unfinished temporary file (called by die and at exit). */
+/* Remove every unfinished temporary file and run every hook (called by die
+ * and at exit). */
 void atomic_abort_all(void);
 /* The same, using only async-signal-safe calls (for signal handlers). */
 void atomic_abort_all_signal_safe(void);
+
+/* Add a hook to the abort list: fn must use async-signal-safe calls only,
+ * since a signal handler may run it.  The slot for atomic_hook_remove, or
+ * -1 when ATOMIC_MAX_HOOKS are in place. */
+enum { ATOMIC_MAX_HOOKS = 4 };
+int atomic_hook_add(void (*fn)(void));
+/* Remove the hook of a slot (nothing for -1): the set is complete, or the
+ * run removed its outputs itself. */
+void atomic_hook_remove(int slot);
 
 #endif

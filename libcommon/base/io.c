@@ -37,18 +37,6 @@ int io_read_some(FILE *fp, void *buf, size_t n, size_t *got, const char *name, l
 	return 0;
 }
 
-int io_read_exact(FILE *fp, void *buf, size_t n, const char *name, lm_err *e)
-{
-	size_t got;
-	if (io_read_some(fp, buf, n, &got, name, e))
-		return -1;
-	if (got == n)
-		return 1;
-	if (got == 0)
-		return 0;
-	return lm_seterr(e, "%s: unexpected end of file (%zu of %zu bytes)", name, got, n);
-}
-
 int io_write_all(FILE *fp, const void *buf, size_t n, const char *name, lm_err *e)
 {
 	if (n && fwrite(buf, 1, n, fp) != n)

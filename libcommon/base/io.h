@@ -14,9 +14,6 @@ FILE *io_open_read(const char *path, lm_err *e);
 /* Close what io_open_read opened (stdin is left open). */
 void io_close_read(FILE *fp);
 
-/* Read exactly n bytes.  Returns 1 on success, 0 on a clean end of file
- * before the first byte, -1 on a short read or error (message in e). */
-int io_read_exact(FILE *fp, void *buf, size_t n, const char *name, lm_err *e);
 /* Read up to n bytes; *got is what was read (0 at end of file). */
 int io_read_some(FILE *fp, void *buf, size_t n, size_t *got, const char *name, lm_err *e);
 /* Write n bytes. */

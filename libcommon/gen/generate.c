@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/grow.h"
+
 static const char THINK_OPEN[] = "<think>";
 static const char THINK_CLOSE[] = "</think>";
 
@@ -91,21 +93,6 @@ int gen_think_state(const uint8_t *text, size_t len, int was)
 
 enum { FIRST_CAP = 64 };
 
-static int grow(void **p, size_t *cap, size_t need, size_t elem, lm_err *e)
-{
-	if (need <= *cap)
-		return 0;
-	size_t n = *cap ? *cap : FIRST_CAP;
-	while (n < need)
-		n *= 2;
-	void *q = realloc(*p, n * elem);
-	if (!q)
-		return lm_seterr(e, "generation buffers:");
-	*p = q;
-	*cap = n;
-	return 0;
-}
-
 static void sample_free(gen_sample *s)
 {
 	free(s->ids);
@@ -146,7 +133,7 @@ static int advance(gen_run *r, gen_sample *s, lm_err *e)
 		return 0;
 	}
 	size_t old = s->len, blen = bpe_token_len(r->tok, t);
-	if (grow((void **)&s->text, &st->text_cap, s->len + blen + 1, 1, e) < 0)
+	if (lm_grow((void **)&s->text, &st->text_cap, s->len + blen + 1, 1, e) < 0)
 		return -1;
 	memcpy(s->text + s->len, bpe_token_bytes(r->tok, t), blen);
 	s->len += blen;
@@ -266,7 +253,7 @@ static int admit(gen_run *r, gen_req *q, size_t *n_pre, lm_err *e)
 		gen_sample *s = calloc(1, sizeof *s);
 		struct gen_state *st = s ? calloc(1, sizeof *st) : NULL;
 		size_t cap = r->fifo_cap;
-		if (!st || grow((void **)&r->fifo, &cap, r->tail + 1, sizeof *r->fifo, e) < 0) {
+		if (!st || lm_grow((void **)&r->fifo, &cap, r->tail + 1, sizeof *r->fifo, e) < 0) {
 			free(s);
 			free(st);
 			return lm_seterr(e, "generation buffers:");

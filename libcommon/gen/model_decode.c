@@ -8,20 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gen/model_decode_internal.h"
 #include "kernels/attn_decode.h"
 #include "kernels/rmsnorm.h"
 #include "kernels/rope.h"
-
-static size_t cache_stride(const model_decoder *md)
-{
-	const model_config *c = &md->m->cfg;
-	return (size_t)c->n_heads * md->n_ctx * (c->d_model / c->n_heads);
-}
-
-float *model_decoder_cache(const model_decoder *md, float *base, int l, uint32_t slot)
-{
-	return base + ((size_t)l * md->n_slots + slot) * cache_stride(md);
-}
 
 static int md_reset(void *ctx, uint32_t slot, lm_err *e)
 {
@@ -210,7 +200,7 @@ int model_decoder_init(model_decoder *md, model *m, uint32_t n_slots, uint32_t n
 	lm_backend *be = m->be;
 	size_t N = MODEL_DECODE_CHUNK, C = c->d_model, F = c->d_ff, D = C / c->n_heads;
 	size_t rows = n_slots < N ? n_slots : N;
-	size_t cache = (size_t)c->n_layers * n_slots * cache_stride(md) * sizeof(float);
+	size_t cache = (size_t)c->n_layers * n_slots * model_decoder_cache_stride(md) * sizeof(float);
 	md->kc = be->alloc(be, cache);
 	md->vc = be->alloc(be, cache);
 	md->x = be->alloc(be, N * C * sizeof(float));

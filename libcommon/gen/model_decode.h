@@ -85,12 +85,4 @@ typedef struct model_decoder {
 int model_decoder_init(model_decoder *md, model *m, uint32_t n_slots, uint32_t n_ctx, lm_err *e);
 void model_decoder_free(model_decoder *md);
 
-/* Inside model_decode*.c: layer l's cache block of one slot in base (kc or
- * vc), [H][n_ctx][D]; the CPU backend's packing of the weights (0, or -1
- * out of memory); and its pass over a chunk of N tokens (ids, pos,
- * tok_slot and last_of set), logits to out[last_of[i]]. */
-float *model_decoder_cache(const model_decoder *md, float *base, int l, uint32_t slot);
-int model_decode_cpu_pack(model_decoder *md);
-void model_decode_cpu_chunk(model_decoder *md, int N, float *const *out);
-
 #endif

@@ -17,6 +17,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "gen/model_decode_internal.h"
 #include "kernels/decode_gemm.h"
 #include "kernels/decode_ops.h"
 #include "kernels/rmsnorm.h"

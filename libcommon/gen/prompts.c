@@ -5,7 +5,6 @@
 
 #include <stdlib.h>
 #include <string.h>
-#include <sys/types.h>
 
 void prompt_reader_args(prompt_reader *r, char **args, int n_args)
 {
@@ -21,13 +20,12 @@ void prompt_reader_stream(prompt_reader *r, FILE *fp, const char *name, int json
 	r->fp = fp;
 	r->name = name;
 	r->jsonl = jsonl;
+	jsonl_init(&r->lines, fp, name);
 }
 
 void prompt_reader_free(prompt_reader *r)
 {
-	free(r->buf);
-	r->buf = NULL;
-	r->cap = 0;
+	jsonl_free(&r->lines);
 }
 
 void prompt_rec_free(prompt_rec *rec)
@@ -48,26 +46,28 @@ static int set_text(prompt_rec *rec, const char *s, size_t len, lm_err *e)
 	return 0;
 }
 
-static int is_blank(const char *s, size_t n)
+/* A result of base/jsonl.h's reader as prompt_next's, noting the line. */
+static int line_result(prompt_reader *r, prompt_rec *rec, int rc)
 {
-	for (size_t i = 0; i < n; i++)
-		if (s[i] != ' ' && s[i] != '\t' && s[i] != '\r')
-			return 0;
-	return 1;
+	r->line = r->lines.lineno;
+	if (rc != JSONL_END)
+		rec->line = r->line;
+	return rc == JSONL_END ? PROMPT_END : rc == JSONL_OK ? PROMPT_OK
+		: rc == JSONL_BAD ? PROMPT_BAD : -1;
 }
 
-static int parse_json(prompt_reader *r, prompt_rec *rec, size_t n, lm_err *e)
+/* The "prompt" of a JSON Lines record, keeping the object. */
+static int parse_json(prompt_reader *r, prompt_rec *rec, lm_err *e)
 {
-	json_error_t je;
-	json_t *obj = json_loadb(r->buf, n, JSON_ALLOW_NUL, &je);
-	if (!obj) {
+	json_t *obj;
+	int rc = line_result(r, rec, jsonl_next(&r->lines, JSON_ALLOW_NUL, &obj, e));
+	if (rc == PROMPT_BAD && r->lines.bad_json) /* lm-sample's wording since it began */
 		lm_seterr(e, "%s:%llu: malformed JSON at column %d: %s", r->name,
-			  (unsigned long long)r->line, je.column, je.text);
-		return PROMPT_BAD;
-	}
+			  (unsigned long long)r->line, r->lines.err.column, r->lines.err.text);
+	if (rc != PROMPT_OK)
+		return rc;
 	json_t *p = json_object_get(obj, "prompt");
-	const char *why = !json_is_object(obj) ? "not a JSON object"
-		: !p ? "no \"prompt\" field"
+	const char *why = !p ? "no \"prompt\" field"
 		: !json_is_string(p) ? "\"prompt\" is not a string"
 		: !json_string_length(p) ? "empty prompt" : NULL;
 	if (why) {
@@ -96,26 +96,14 @@ int prompt_next(prompt_reader *r, prompt_rec *rec, lm_err *e)
 		}
 		return set_text(rec, a, strlen(a), e) < 0 ? -1 : PROMPT_OK;
 	}
-	for (;;) {
-		ssize_t got = getline(&r->buf, &r->cap, r->fp);
-		if (got < 0)
-			return ferror(r->fp) ? lm_seterr(e, "%s: read error:", r->name) : PROMPT_END;
-		r->line++;
-		size_t n = (size_t)got;
-		if (n && r->buf[n - 1] == '\n')
-			n--;
-		if (n && r->buf[n - 1] == '\r')
-			n--;
-		rec->line = r->line;
-		if (r->jsonl) {
-			if (is_blank(r->buf, n))
-				continue;
-			return parse_json(r, rec, n, e);
-		}
-		if (!n) {
-			lm_seterr(e, "%s:%llu: empty prompt", r->name, (unsigned long long)r->line);
-			return PROMPT_BAD;
-		}
-		return set_text(rec, r->buf, n, e) < 0 ? -1 : PROMPT_OK;
+	if (r->jsonl)
+		return parse_json(r, rec, e);
+	int rc = line_result(r, rec, jsonl_read_line(&r->lines, e));
+	if (rc != PROMPT_OK)
+		return rc;
+	if (!r->lines.len) {
+		lm_seterr(e, "%s:%llu: empty prompt", r->name, (unsigned long long)r->line);
+		return PROMPT_BAD;
 	}
+	return set_text(rec, r->lines.line, r->lines.len, e) < 0 ? -1 : PROMPT_OK;
 }

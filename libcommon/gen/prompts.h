@@ -2,8 +2,9 @@
  * line of a text stream, or from JSON Lines objects with a "prompt" string
  * (the object is kept so that its other fields can be passed through).
  *
- * A bad record (malformed JSON, no "prompt" string, an empty prompt) is
- * reported as PROMPT_BAD with a message naming the input and line; the
+ * Lines are read by base/jsonl.h's reader, in both modes.  A bad record
+ * (a NUL byte or an over-long line, malformed JSON, no "prompt" string, an
+ * empty prompt) is reported as PROMPT_BAD with a message naming the input and line; the
  * caller decides whether to skip it or stop. */
 #ifndef LMPIPE_PROMPTS_H
 #define LMPIPE_PROMPTS_H
@@ -15,6 +16,7 @@
 #include <jansson.h>
 
 #include "base/err.h"
+#include "base/jsonl.h"
 
 enum {
 	PROMPT_END = 0,  /* no more prompts */
@@ -36,8 +38,7 @@ typedef struct prompt_reader {
 	const char *name;  /* its display name */
 	int jsonl;         /* lines are JSON objects */
 	uint64_t line;
-	char *buf;
-	size_t cap;
+	jsonl_reader lines; /* the stream's lines */
 } prompt_reader;
 
 void prompt_reader_args(prompt_reader *r, char **args, int n_args);

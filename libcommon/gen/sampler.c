@@ -3,6 +3,7 @@
 #include "gen/sampler.h"
 
 #include "kernels/decode_ops.h"
+#include "kernels/lse.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -166,7 +167,7 @@ static int scan(const float *logits, uint32_t n, uint32_t n_draw, float *max, ui
 
 double sample_logprob(const float *logits, uint32_t n_vocab, uint32_t token)
 {
-	return (double)logits[token] - dec_row_lse(logits, n_vocab);
+	return (double)logits[token] - lse_row_cpu(logits, n_vocab);
 }
 
 /* Fill w->cand[0 .. *n) with the candidate set, unnormalised; *mass is

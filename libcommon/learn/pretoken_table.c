@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "base/checked.h"
+#include "base/grow.h"
 
 enum { INITIAL_SLOTS = 1 << 12, MAX_LOAD_PCT = 50 };
 
@@ -72,22 +73,6 @@ static int grow_index(bpe_counts *c, lm_err *e)
 	return 0;
 }
 
-static int reserve(void **p, size_t *cap, size_t need, size_t size, lm_err *e)
-{
-	if (need <= *cap)
-		return 0;
-	size_t n = *cap ? *cap : 1024;
-	while (n < need)
-		n *= 2;
-	size_t bytes;
-	void *q = ck_mul_size(n, size, &bytes) ? NULL : realloc(*p, bytes);
-	if (!q)
-		return lm_seterr(e, "out of memory (%zu entries of %zu bytes)", n, size);
-	*p = q;
-	*cap = n;
-	return 0;
-}
-
 int bpe_counts_add_hashed(bpe_counts *c, const uint8_t *s, size_t n, uint64_t h, uint64_t k,
 			  lm_err *e)
 {
@@ -104,8 +89,8 @@ int bpe_counts_add_hashed(bpe_counts *c, const uint8_t *s, size_t n, uint64_t h,
 		return lm_seterr(e, "pre-token count overflow (beyond 2^64 - 1)");
 	if (n > UINT32_MAX || c->n >= UINT32_MAX - 1)
 		return lm_seterr(e, "pre-token table too large");
-	if (reserve((void **)&c->ent, &c->cap_ent, c->n + 1, sizeof *c->ent, e) ||
-	    reserve((void **)&c->bytes, &c->cap_bytes, c->n_bytes + n, 1, e))
+	if (lm_grow((void **)&c->ent, &c->cap_ent, c->n + 1, sizeof *c->ent, e) ||
+	    lm_grow((void **)&c->bytes, &c->cap_bytes, c->n_bytes + n, 1, e))
 		return -1;
 	bpe_count_ent *x = &c->ent[c->n];
 	x->hash = h;

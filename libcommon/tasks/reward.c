@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/grow.h"
+#include "base/jsonl.h"
 #include "base/order.h"
 #include "tasks/answer.h"
 
@@ -109,41 +111,25 @@ static void batch_free(batch *b)
 
 static int read_all(FILE *in, const char *name, batch *b, lm_err *e)
 {
-	char *line = NULL;
-	size_t cap = 0;
-	ssize_t got;
-	int rc = 0;
-	for (unsigned long lineno = 1; (got = getline(&line, &cap, in)) >= 0; lineno++) {
-		size_t n = (size_t)got;
-		while (n && strchr(" \t\r\n", line[n - 1]))
-			n--;
-		if (n == 0)
-			continue;
-		json_error_t je;
-		json_t *o = json_loadb(line, n, 0, &je);
-		if (!o || !json_is_object(o)) {
+	jsonl_reader jr;
+	jsonl_init(&jr, in, name);
+	json_t *o;
+	int rc;
+	while ((rc = jsonl_next(&jr, 0, &o, e)) == JSONL_OK) {
+		if (lm_grow((void **)&b->r, &b->cap, b->n + 1, sizeof *b->r, e)) {
 			json_decref(o);
-			rc = o ? lm_seterr(e, "%s:%lu: not a JSON object", name, lineno)
-			       : lm_seterr(e, "%s:%lu: bad JSON: %s (column %d)", name, lineno, je.text, je.column);
+			rc = -1;
 			break;
-		}
-		if (b->n == b->cap) {
-			size_t nc = b->cap ? 2 * b->cap : 256;
-			rollout *nr = realloc(b->r, nc * sizeof *nr);
-			if (!nr) {
-				json_decref(o);
-				rc = lm_seterr(e, "out of memory");
-				break;
-			}
-			b->r = nr, b->cap = nc;
 		}
 		rollout *r = &b->r[b->n];
 		memset(r, 0, sizeof *r);
 		r->obj = o;
-		r->lineno = lineno;
-		r->len = n;
-		r->line = strndup(line, n);
+		r->lineno = jr.lineno;
+		r->len = jr.len;
+		r->line = malloc(jr.len + 1);
 		b->n++;
+		if (r->line)
+			memcpy(r->line, jr.line, jr.len + 1);
 		json_t *g = json_object_get(o, "group");
 		if (g)
 			r->group = json_dumps(g, JSON_COMPACT | JSON_ENCODE_ANY);
@@ -152,10 +138,8 @@ static int read_all(FILE *in, const char *name, batch *b, lm_err *e)
 			break;
 		}
 	}
-	if (rc == 0 && ferror(in))
-		rc = lm_seterr(e, "%s: read error:", name);
-	free(line);
-	return rc;
+	jsonl_free(&jr);
+	return rc == JSONL_END ? 0 : -1;
 }
 
 /* The reference answer as text: a string, or a number written as JSON. */

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/jsonl.h"
+
 const char TASK_R1_ZERO_TEMPLATE[] =
 	"A conversation between User and Assistant. The User asks a question, and the Assistant "
 	"solves it. The Assistant first thinks about the reasoning process in the mind and then "
@@ -340,36 +342,25 @@ static const char *string_field(json_t *o, const char *key)
 int task_gsm8k_write(FILE *in, const char *in_name, FILE *fp, const char *tmpl,
 		     int with_response, const char *name, lm_err *e)
 {
-	char *line = NULL;
-	size_t cap = 0;
-	ssize_t len;
-	int rc = 0;
-	for (unsigned long lineno = 1; rc == 0 && (len = getline(&line, &cap, in)) >= 0; lineno++) {
-		size_t n = (size_t)len;
-		while (n && (line[n - 1] == '\n' || line[n - 1] == '\r'))
-			n--;
-		if (n == 0)
-			continue;
-		json_error_t je;
-		json_t *o = json_loadb(line, n, 0, &je);
-		if (!o) {
-			rc = lm_seterr(e, "%s:%lu: bad JSON: %s (column %d)", in_name, lineno, je.text, je.column);
-			break;
-		}
+	jsonl_reader jr;
+	jsonl_init(&jr, in, in_name);
+	json_t *o;
+	int rc;
+	while ((rc = jsonl_next(&jr, 0, &o, e)) == JSONL_OK) {
 		const char *q = string_field(o, "question"), *a = string_field(o, "answer");
 		task_item it = { 0 };
-		if (!json_is_object(o) || !q || !a)
+		if (!q || !a)
 			rc = lm_seterr(e, "%s:%lu: need an object with string fields 'question' and 'answer'",
-				       in_name, lineno);
+				       in_name, jr.lineno);
 		else if (task_gsm8k(q, a, &it, e))
-			rc = lm_err_prefix(e, "%s:%lu", in_name, lineno);
+			rc = lm_err_prefix(e, "%s:%lu", in_name, jr.lineno);
 		else
 			rc = task_write(fp, tmpl, &it, with_response, name, e);
 		task_item_free(&it);
 		json_decref(o);
+		if (rc)
+			break;
 	}
-	if (rc == 0 && ferror(in))
-		rc = lm_seterr(e, "%s: read error:", in_name);
-	free(line);
-	return rc;
+	jsonl_free(&jr);
+	return rc == JSONL_END ? 0 : -1;
 }

@@ -2,12 +2,11 @@
  * (see bpe_build.h). */
 #include "tok/bpe_build.h"
 
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/checked.h"
+#include "base/grow.h"
 
 enum { BB_INIT_SLOTS = 1024, BB_INIT_BYTES = 4096 };
 
@@ -25,21 +24,6 @@ static uint64_t hash_pair(uint64_t k)
 	return k ^ (k >> 31);
 }
 
-static int grow(void **p, size_t *cap, size_t need, size_t elem, lm_err *e)
-{
-	if (need <= *cap)
-		return 0;
-	size_t c = *cap ? *cap : 16, bytes;
-	while (c < need && c <= SIZE_MAX / 2)
-		c *= 2;
-	void *q = c < need || ck_mul_size(c, elem, &bytes) ? NULL : realloc(*p, bytes);
-	if (!q)
-		return lm_seterr(e, "out of memory");
-	*p = q;
-	*cap = c;
-	return 0;
-}
-
 int bb_init(bpe_builder *b, bpe_tokenizer *t, lm_err *e)
 {
 	memset(b, 0, sizeof *b);
@@ -51,8 +35,8 @@ int bb_init(bpe_builder *b, bpe_tokenizer *t, lm_err *e)
 	snprintf(t->pretokenizer, sizeof t->pretokenizer, "gpt2");
 	b->tok_slot = calloc(BB_INIT_SLOTS, sizeof *b->tok_slot);
 	b->pair_slot = calloc(BB_INIT_SLOTS, sizeof *b->pair_slot);
-	if (!b->tok_slot || !b->pair_slot || grow((void **)&t->off, &b->off_cap, 1, sizeof *t->off, e) ||
-	    grow((void **)&t->bytes, &b->bytes_cap, BB_INIT_BYTES, 1, e)) {
+	if (!b->tok_slot || !b->pair_slot || lm_grow((void **)&t->off, &b->off_cap, 1, sizeof *t->off, e) ||
+	    lm_grow((void **)&t->bytes, &b->bytes_cap, BB_INIT_BYTES, 1, e)) {
 		bb_discard(b);
 		return lm_seterr(e, "out of memory");
 	}
@@ -103,8 +87,8 @@ int bb_add_token(bpe_builder *b, const uint8_t *s, size_t len, lm_err *e)
 		return lm_seterr(e, "token \"%s\" appears twice (ids %u and %u)",
 				 bb_show(s, len, show), dup, t->n_vocab);
 	uint64_t end = t->off[t->n_vocab];
-	if (grow((void **)&t->bytes, &b->bytes_cap, end + len, 1, e) ||
-	    grow((void **)&t->off, &b->off_cap, (size_t)t->n_vocab + 2, sizeof *t->off, e))
+	if (lm_grow((void **)&t->bytes, &b->bytes_cap, end + len, 1, e) ||
+	    lm_grow((void **)&t->off, &b->off_cap, (size_t)t->n_vocab + 2, sizeof *t->off, e))
 		return -1;
 	memcpy(t->bytes + end, s, len);
 	t->off[t->n_vocab + 1] = end + len;
@@ -142,7 +126,7 @@ int bb_mark_special(bpe_builder *b, uint32_t id, lm_err *e)
 		return lm_seterr(e, "special token id %u outside the vocabulary of %u", id, t->n_vocab);
 	if (is_special(t, id))
 		return lm_seterr(e, "token %u is marked special twice", id);
-	if (grow((void **)&t->special, &b->special_cap, (size_t)t->n_special + 1, sizeof *t->special, e))
+	if (lm_grow((void **)&t->special, &b->special_cap, (size_t)t->n_special + 1, sizeof *t->special, e))
 		return -1;
 	t->special[t->n_special++] = id;
 	if (bpe_token_len(t, id) == 1 && t->byte_id[t->bytes[t->off[id]]] == id)
@@ -206,7 +190,7 @@ int bb_add_merge(bpe_builder *b, uint32_t left, uint32_t right, lm_err *e)
 	}
 	if (!pair_insert(b, (uint64_t)left << 32 | right))
 		return merge_err(t, left, right, "duplicate ", "", e);
-	if (grow((void **)&t->merges, &b->merges_cap, (size_t)t->n_merges + 1, sizeof *t->merges, e))
+	if (lm_grow((void **)&t->merges, &b->merges_cap, (size_t)t->n_merges + 1, sizeof *t->merges, e))
 		return -1;
 	t->merges[t->n_merges++] = (bpe_merge){ left, right, result };
 	return 0;

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/grow.h"
 #include "text/pretok.h"
 #include "tok/bpe_encode_internal.h"
 
@@ -13,15 +14,9 @@ int bpe_ids_reserve(bpe_ids *ids, size_t more, lm_err *e)
 {
 	if (ids->cap - ids->n >= more)
 		return 0;
-	size_t c = ids->cap ? ids->cap : 1024;
-	while (c - ids->n < more)
-		c *= 2;
-	uint32_t *v = realloc(ids->v, c * sizeof *v);
-	if (!v)
-		return lm_seterr(e, "out of memory (%zu token ids)", c);
-	ids->v = v;
-	ids->cap = c;
-	return 0;
+	if (more > SIZE_MAX - ids->n)
+		return lm_seterr(e, "%zu more token ids do not fit in memory", more);
+	return lm_grow((void **)&ids->v, &ids->cap, ids->n + more, sizeof *ids->v, e);
 }
 
 void bpe_ids_free(bpe_ids *ids)
@@ -124,11 +119,6 @@ void bpe_encoder_free(bpe_encoder *E)
 void bpe_encoder_set_huge_piece(bpe_encoder *E, size_t bytes)
 {
 	E->huge_piece = bytes;
-}
-
-const bpe_tokenizer *bpe_encoder_tokenizer(const bpe_encoder *E)
-{
-	return E->t;
 }
 
 bpe_worker *bpe_worker_new(const bpe_encoder *enc, lm_err *e)

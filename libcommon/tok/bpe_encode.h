@@ -33,7 +33,6 @@ void bpe_ids_free(bpe_ids *ids);
  * text (like tiktoken's encode_ordinary).  t must outlive the encoder. */
 bpe_encoder *bpe_encoder_new(const bpe_tokenizer *t, int use_specials, lm_err *e);
 void bpe_encoder_free(bpe_encoder *enc);
-const bpe_tokenizer *bpe_encoder_tokenizer(const bpe_encoder *enc);
 
 /* Pieces longer than this many bytes merge by rank buckets (when the merges
  * are ordered) instead of a heap; both give the same ids.  For tests. */
