@@ -2,8 +2,7 @@
 # tests/fuzz.t: replay the committed fuzz inputs (tests/fuzz/NAME/: seeds
 # and every crash a fuzzer found, kept with its fix) through each harness
 # fuzz/NAME.c built with fuzz/replay.c, in this build (under SANITIZE=1,
-# with ASan and UBSan).  make fuzz does the fuzzing itself.  tests/fuzz/known/
-# holds crashes whose fix is other work (not replayed; see its README.md).
+# with ASan and UBSan).  make fuzz does the fuzzing itself.
 . "$(dirname "$0")/lib.sh"
 B=${LMPIPE_BUILD:-$LMPIPE_ROOT/build}
 for f in "$LMPIPE_ROOT"/fuzz/*.c; do

@@ -52,7 +52,7 @@ static int pack(const char *prefix, const char *input, uint64_t shard_tokens, in
 	shard_pack_opts o = { .prefix = prefix, .shard_tokens = shard_tokens, .val_docs = 2,
 			      .seed = 1, .level = 3, .threads = 1, .force = force };
 	const char *in[] = { input };
-	return shard_pack(&o, in, 1, e);
+	return shard_pack(&o, in, 1, NULL, e);
 }
 
 static long long open_tokens(const char *prefix, lm_err *e)
