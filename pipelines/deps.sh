@@ -7,8 +7,12 @@
 # installed here: with nvcc on the PATH the CUDA parts are built too.
 set -eu
 # build: compiler, zstd, jansson, OpenBLAS; tests: perl (prove), mandoc,
-# unicode-data (make unicode); demo: fortunes (the corpus), gnuplot (plots).
-pkgs="build-essential perl libzstd-dev libjansson-dev libopenblas-dev mandoc unicode-data gnuplot-nox fortunes"
+# unicode-data (make unicode); demo: fortunes (the corpus), gnuplot (plots);
+# the data pipeline (pipelines/data.mk) and its tests: the decompressors
+# doc-cat runs (gzip, zstd, xz-utils), GNU parallel, and a one-host Slurm
+# (slurm-wlm, munge) that tests/data-slurm.t starts.
+pkgs="build-essential perl libzstd-dev libjansson-dev libopenblas-dev mandoc unicode-data gnuplot-nox fortunes
+gzip zstd xz-utils parallel slurm-wlm munge"
 # make fuzz (CI runs it): clang with libFuzzer and OpenMP, where the archive
 # has these names (Debian 12); without them make fuzz skips
 fuzz_pkgs="clang-14 libclang-rt-14-dev libomp-14-dev"

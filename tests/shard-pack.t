@@ -55,6 +55,26 @@ ok "$([ "$nval" -gt 230 ] && [ "$nval" -lt 370 ]; echo $?)" "--val-fraction 0.1:
 docs_of f1-0*.lms f1-val-*.lms | sort >out2.docs
 ok "$(cmp -s in.docs out2.docs; echo $?)" "--val-fraction keeps documents whole"
 
+# --val-by-content: a document's side depends on its tokens, not its position
+$MK 1000 999 docs 500 200 2 >b.tok
+shard-pack -o ca --val-fraction 0.2 --val-by-content --seed 3 a.tok
+shard-pack -o cb --val-fraction 0.2 --val-by-content --seed 3 b.tok
+cat b.tok a.tok | shard-pack -o cba --val-fraction 0.2 --val-by-content --seed 3
+docs_of ca-val-*.lms cb-val-*.lms | sort >sep.docs
+docs_of cba-val-*.lms | sort >joined.docs
+ok "$(cmp -s sep.docs joined.docs; echo $?)" "--val-by-content: the same documents split off wherever they are"
+nval=$(wc -l <sep.docs | tr -d ' ')
+ok "$([ "$nval" -gt 560 ] && [ "$nval" -lt 840 ]; echo $?)" "--val-by-content --val-fraction 0.2: $nval of 3500"
+docs_of ca-0*.lms ca-val-*.lms | sort >out3.docs
+ok "$(cmp -s in.docs out3.docs; echo $?)" "--val-by-content keeps documents whole"
+shard-pack -o cd --val-docs 100 --val-by-content --seed 5 a.tok
+is "$(docs_of cd-val-*.lms | wc -l | tr -d ' ')" 100 "--val-docs 100 --val-by-content: 100 documents"
+rc=0; $MK 1000 999 list | shard-pack -o none --allow-empty || rc=$?
+[ ! -e none-000000.lms ] || rc=99
+is "$rc" 0 "--allow-empty: an empty input is no error and writes no shard"
+rc=0; $MK 1000 999 docs 1 50 4 | shard-pack -o allval --val-fraction 1 --allow-empty || rc=$?
+is "$rc:$(ls allval-* | tr '\n' ' ')" "0:allval-val-000000.lms " "--allow-empty: every document to validation is no error"
+
 # ---- -t ----
 run shard-pack -t p-*.lms v1-*.lms
 is "$rc:$out:$err" "0::" "-t on good shards: silent, exit 0"

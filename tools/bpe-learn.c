@@ -59,13 +59,14 @@ static void count_inputs(bpe_counts *c, const bpe_specials *sp, char **files, in
 	bpe_count_opts o = { threads ? (int)threads : (int)sysconf(_SC_NPROCESSORS_ONLN), 0,
 			     on_progress, &total };
 	progress_start(&bar, show_progress, from_counts ? "loading counts" : "reading", "B", 0);
-	for (int i = 0; i < (n_files ? n_files : 1); i++) {
+	if (from_counts) {
+		static const char *const stdin_only[] = { "-" };
+		const char *const *paths = n_files ? (const char *const *)files : stdin_only;
+		if (bpe_counts_load_many(c, sp, paths, n_files ? n_files : 1, o.threads, &e))
+			die_err(&e);
+	}
+	for (int i = 0; !from_counts && i < (n_files ? n_files : 1); i++) {
 		const char *path = n_files ? files[i] : "-";
-		if (from_counts) {
-			if (bpe_counts_load(c, sp, path, &e))
-				die_err(&e);
-			continue;
-		}
 		FILE *fp = io_open_read(path, &e);
 		uint64_t bytes;
 		if (!fp)
@@ -76,7 +77,8 @@ static void count_inputs(bpe_counts *c, const bpe_specials *sp, char **files, in
 		total += bytes;
 	}
 	progress_end(&bar, total, NULL);
-	if (bpe_counts_size(c) == 0)
+	/* counts of nothing are counts (a piece of a corpus may hold no text) */
+	if (bpe_counts_size(c) == 0 && (output || gpt2_out))
 		die(EXIT_RUNTIME, "%s: no text to learn from (empty, or only special tokens)",
 		    n_files == 1 ? io_name(files[0]) : n_files ? "input" : "<stdin>");
 }
@@ -91,8 +93,6 @@ int main(int argc, char **argv)
 		die(EXIT_USAGE, "nothing to write: give -o FILE, --gpt2-out DIR or --counts-out FILE");
 	if ((output || gpt2_out) && !vocab_size)
 		die(EXIT_USAGE, "--vocab-size N is needed to learn a tokenizer");
-	if (from_counts && counts_out)
-		die(EXIT_USAGE, "--counts-out with --from-counts: merge counts files by learning from them");
 
 	size_t *len = calloc(special.n + 1, sizeof *len);
 	if (!len)

@@ -30,6 +30,7 @@ int main(int argc, char **argv)
 	uint64_t val_docs = 0;
 	double val_fraction = 0;
 	long long seed = 0, level = SHARD_DEFAULT_LEVEL, threads = 1;
+	int val_by_content = 0, allow_empty = 0;
 	int force = 0, list = 0, test = 0, decompress = 0, seal = 0, verbose = 0, show_progress = 0;
 	const opt_def opts[] = {
 		{ 'o', "output", OPT_STR, &output, "PREFIX",
@@ -43,6 +44,10 @@ int main(int argc, char **argv)
 		{ 0, "val-fraction", OPT_DOUBLE, &val_fraction, "F",
 		  "split off each document with probability F for validation", 0, 1, NULL },
 		{ 0, "seed", OPT_INT, &seed, "S", "seed of the validation split", 0, 9e18, NULL },
+		{ 0, "val-by-content", OPT_FLAG, &val_by_content, NULL,
+		  "split each document by a hash of its tokens, not its position", 0, 0, NULL },
+		{ 0, "allow-empty", OPT_FLAG, &allow_empty, NULL,
+		  "no tokens, or no training documents, is not an error", 0, 0, NULL },
 		{ 0, "level", OPT_INT, &level, "N", "zstd compression level", 1, MAX_LEVEL, NULL },
 		{ 'j', "threads", OPT_INT, &threads, "N", "compress frames on N threads",
 		  1, MAX_THREADS, NULL },
@@ -124,6 +129,7 @@ int main(int argc, char **argv)
 			.frame_tokens = (uint32_t)frame_tokens, .val_docs = val_docs,
 			.val_fraction = val_fraction, .seed = (uint64_t)seed, .level = (int)level,
 			.threads = (int)threads, .force = force, .progress = show_progress,
+			.val_by_content = val_by_content, .allow_empty = allow_empty,
 		};
 		shard_pack_summary s;
 		if (shard_pack(&o, paths, n, &s, &e))

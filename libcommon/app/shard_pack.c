@@ -3,7 +3,10 @@
  * decides each document on its own as it starts; --val-docs keeps the N
  * documents with the smallest keys (bottom-N sampling: a max-heap of the
  * candidates, held in memory, the evicted ones going to training).  The key
- * of document i is lm_draw(seed, i) (rng.h). */
+ * of document i is lm_draw(seed, i) (rng.h); with val_by_content it is
+ * lm_draw(seed, h), h an FNV-1a hash of the document's ids, so that the
+ * split of a document depends on nothing but its tokens (and equal
+ * documents go the same way): each document is then held until it ends. */
 #define _POSIX_C_SOURCE 200809L
 #include "app/shard_pack.h"
 #include "app/shard_pack_internal.h"
@@ -26,6 +29,7 @@ enum {
 	READ_IDS = 1 << 16,    /* ids per read from the input */
 	NAME_MAX_LEN = 4096,
 	MAX_HELD_DOCS = 1 << 24, /* --val-docs limit: documents held in memory */
+	MAX_HELD_DOC_TOKENS = 1 << 28, /* --val-by-content: the longest document held */
 	SEQ_TRAIN = 0, SEQ_VAL = 1,
 	ROUTE_TRAIN = 0, ROUTE_VAL = 1, ROUTE_HOLD = 2,
 };
@@ -225,12 +229,32 @@ static held_doc heap_pop(packer *p)
 	return top;
 }
 
+static const uint64_t FNV_OFFSET = 0xCBF29CE484222325ull, FNV_PRIME = 0x100000001B3ull;
+
+static uint64_t content_key(uint64_t seed, const uint32_t *ids, size_t n)
+{
+	uint64_t h = FNV_OFFSET;
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ ids[i]) * FNV_PRIME;
+	return lm_draw(seed, h);
+}
+
+/* A key mapped to [0, 1) as lm_draw_unit does. */
+static double key_unit(uint64_t key)
+{
+	return (double)(key >> 11) * 0x1.0p-53;
+}
+
 static void doc_start(packer *p)
 {
 	const shard_pack_opts *o = p->o;
 	uint64_t key = lm_draw(o->seed, p->doc_index);
 	p->doc_open = 1;
-	if (o->val_fraction > 0) {
+	if (o->val_by_content && (o->val_fraction > 0 || o->val_docs > 0)) {
+		p->route = ROUTE_HOLD; /* decided at its end (doc_end) */
+		p->cur.index = p->doc_index;
+		p->cur.n = 0;
+	} else if (o->val_fraction > 0) {
 		p->route = lm_draw_unit(o->seed, p->doc_index) < o->val_fraction ?
 			   ROUTE_VAL : ROUTE_TRAIN;
 	} else if (o->val_docs > 0 &&
@@ -250,6 +274,17 @@ static int doc_end(packer *p, lm_err *e)
 	p->doc_index++;
 	if (p->route != ROUTE_HOLD)
 		return 0;
+	if (p->o->val_by_content) {
+		p->cur.key = content_key(p->o->seed, p->cur.ids, p->cur.n);
+		int val = p->o->val_fraction > 0 ? key_unit(p->cur.key) < p->o->val_fraction :
+			  p->heap_n < p->o->val_docs || p->cur.key < p->heap[0].key;
+		if (!val || p->o->val_fraction > 0) {
+			int s = val ? SEQ_VAL : SEQ_TRAIN;
+			size_t n = p->cur.n;
+			p->cur.n = 0;
+			return seq_put(&p->seq[s], s, p->cur.ids, n, e);
+		}
+	}
 	held_doc d = p->cur;
 	memset(&p->cur, 0, sizeof p->cur);
 	if (p->heap_n == p->o->val_docs) {
@@ -267,8 +302,13 @@ static int doc_end(packer *p, lm_err *e)
 
 static int route_ids(packer *p, const uint32_t *ids, size_t n, lm_err *e)
 {
-	if (p->route == ROUTE_HOLD)
+	if (p->route == ROUTE_HOLD) {
+		if (p->o->val_by_content && p->cur.n + n > MAX_HELD_DOC_TOKENS)
+			return lm_seterr(e, "document %llu: over %d tokens to hold for "
+					 "--val-by-content", (unsigned long long)p->doc_index,
+					 MAX_HELD_DOC_TOKENS);
 		return held_append(&p->cur, ids, n, e);
+	}
 	int s = p->route == ROUTE_VAL ? SEQ_VAL : SEQ_TRAIN;
 	return seq_put(&p->seq[s], s, ids, n, e);
 }
@@ -454,7 +494,7 @@ int shard_pack(const shard_pack_opts *o, const char *const *inputs, int n,
 		rc = read_input(&p, inputs[i], &first, buf, e);
 	if (!rc && p.doc_open)
 		rc = doc_end(&p, e);
-	if (!rc && p.in_tokens == 0)
+	if (!rc && p.in_tokens == 0 && !o->allow_empty)
 		rc = lm_seterr(e, "%s: no tokens in the input", io_name(inputs[0]));
 	if (!rc && o->val_docs && p.heap_n >= p.doc_index)
 		rc = lm_seterr(e, "the input holds %llu documents: --val-docs %llu would "
@@ -464,7 +504,7 @@ int shard_pack(const shard_pack_opts *o, const char *const *inputs, int n,
 		rc = flush_held(&p, e);
 	for (int s = 0; !rc && s < 2; s++)
 		rc = seq_finish(&p.seq[s], s, e);
-	if (!rc && p.seq[SEQ_TRAIN].n_done == 0)
+	if (!rc && p.seq[SEQ_TRAIN].n_done == 0 && !o->allow_empty)
 		rc = lm_seterr(e, "every document went to validation: no training data");
 	progress_end(&p.prog, p.in_tokens, NULL);
 	/* The set-level commit: the manifest, written last, makes the set.  The

@@ -18,6 +18,8 @@ typedef struct shard_pack_opts {
 	uint64_t val_docs;       /* 0: none; else this many documents */
 	double val_fraction;     /* 0: none; else each document with this probability */
 	uint64_t seed;
+	int val_by_content;      /* key each document by its ids, not its position */
+	int allow_empty;         /* no tokens, or no training documents, is no error */
 	int level, threads;
 	int force;               /* replace existing shards of the prefix */
 	int progress;            /* --progress */

@@ -53,6 +53,10 @@ void bpe_counts_each(const bpe_counts *c,
  * file's specials equal sp. */
 int bpe_counts_save(const bpe_counts *c, const bpe_specials *sp, const char *path, lm_err *e);
 int bpe_counts_load(bpe_counts *c, const bpe_specials *sp, const char *path, lm_err *e);
+/* Load n counts files into c on up to `threads` threads (pretoken_load.c);
+ * an error names the first bad file in the order given. */
+int bpe_counts_load_many(bpe_counts *c, const bpe_specials *sp, const char *const *paths,
+			 int n, int threads, lm_err *e);
 
 /* Progress callback: bytes read so far (counting) or merges done
  * (learning).  May be NULL. */

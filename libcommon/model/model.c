@@ -63,17 +63,31 @@ static void *grab(model *m, size_t bytes, int *fail)
 	return p;
 }
 
-/* An allocation after model_init (the logits, which only the unfused
- * forward pass needs), with the out-of-memory message. */
-static void *grab_late(model *m, size_t bytes, lm_err *e)
+/* An allocation after model_init, owned like the others (the logits, which
+ * only the unfused forward pass needs; the scratch for extra gradients and
+ * reads), with the out-of-memory message naming what. */
+static void *grab_late(model *m, size_t bytes, const char *what, lm_err *e)
 {
 	int fail = 0;
 	void *p = grab(m, bytes, &fail);
 	if (!p) {
 		m->be->sync(m->be, e);
-		lm_err_prefix(e, "the logits of batch %d x %d", m->maxB, m->maxT);
+		lm_err_prefix(e, "%s of batch %d x %d", what, m->maxB, m->maxT);
 	}
 	return p;
+}
+
+/* The fp32 scratch of N x max(V, C) values, made at its first use.  It is
+ * the model's own working memory, so a read through a const model may make
+ * it. */
+static float *extra(const model *m, lm_err *e)
+{
+	struct model_acts *a = m->a;
+	size_t width = (size_t)(m->cfg.vocab > m->cfg.d_model ? m->cfg.vocab : m->cfg.d_model);
+	if (!a->extra)
+		a->extra = grab_late((model *)m, (size_t)m->maxB * m->maxT * width * sizeof(float),
+				     "the fp32 scratch", e);
+	return a->extra;
 }
 
 static void **grab_layers(model *m, int L, size_t bytes, int *fail)
@@ -303,13 +317,11 @@ static int read_act(const model *m, float *host, const void *src, size_t rows, s
 		be->download(be, host, src, n * sizeof *host);
 		return be->sync(be, e);
 	}
-	if (!m->a->extra && !(m->a->extra = be->alloc(be, (size_t)m->maxB * m->maxT *
-						      (size_t)(m->cfg.vocab > m->cfg.d_model ?
-							       m->cfg.vocab : m->cfg.d_model) *
-						      sizeof(float))))
-		return be->sync(be, e);
-	be->from_act(be, m->a->extra, src, n);
-	be->download(be, host, m->a->extra, n * sizeof *host);
+	float *x = extra(m, e);
+	if (!x)
+		return -1;
+	be->from_act(be, x, src, n);
+	be->download(be, host, x, n * sizeof *host);
 	return be->sync(be, e);
 }
 
@@ -451,7 +463,7 @@ int model_forward(model *m, const int32_t *ids, const int32_t *targets, int B, i
 	lm_backend *be = m->be;
 	struct model_acts *a = m->a;
 	int N = B * T, C = m->cfg.d_model, V = m->cfg.vocab;
-	if (!a->logits && !(a->logits = grab_late(m, (size_t)m->maxB * m->maxT * V * esz(m), e)))
+	if (!a->logits && !(a->logits = grab_late(m, (size_t)m->maxB * m->maxT * V * esz(m), "the logits", e)))
 		return -1;
 	if (forward_prep(m, ids, targets, B, T, e))
 		return -1;
@@ -495,12 +507,11 @@ int model_forward_loss(model *m, const int32_t *ids, const int32_t *targets, int
 static int add_extra(model *m, void *dst, const float *g, size_t n, lm_err *e)
 {
 	lm_backend *be = m->be;
-	struct model_acts *a = m->a;
-	size_t width = (size_t)(m->cfg.vocab > m->cfg.d_model ? m->cfg.vocab : m->cfg.d_model);
-	if (!a->extra && !(a->extra = be->alloc(be, (size_t)m->maxB * m->maxT * width * sizeof(float))))
-		return be->sync(be, e);
-	be->upload(be, a->extra, g, n * sizeof *g);
-	be->add_act(be, dst, a->extra, n);
+	float *x = extra(m, e);
+	if (!x)
+		return -1;
+	be->upload(be, x, g, n * sizeof *g);
+	be->add_act(be, dst, x, n);
 	return 0;
 }
 

@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# bench/data-pipeline.sh: pipelines/data.mk from text to a tokenizer and shards
+# on J = 1, 2, 4, 8, 16 cores (make -j J, and J threads to load the counts),
+# beside Hugging Face tokenizers (BpeTrainer, then encode_batch on the same
+# documents, on all cores) in the same call.  One JSON line per
+# measurement: wall seconds per stage (the pipeline's own summary lines) and in
+# all, the speed-up over -j 1, whether the output is byte-identical to -j 1's;
+# then HF's train and encode seconds and the ratio to our fastest run.
+#   BENCH_TEXT   the corpus (default: corpus/gutenberg_train.txt of the shared
+#                data, else BENCH_XZ decompressed into a temporary folder)
+#   BENCH_XZ     its xz file (default .devdata/gutenberg_train.txt.xz; python3's
+#                lzma decompresses it where there is no xz program)
+#   BENCH_JOBS   make -j values (default "1 2 4 8 16")
+#   BENCH_VOCAB  (default 10000)   BENCH_PIECE  PIECE_BYTES (default 4Mi)
+#   BENCH_HF     0 to leave Hugging Face out (default: run it when importable)
+set -euo pipefail
+ROOT=${LMPIPE_ROOT:-$(cd "$(dirname "$0")/.." && pwd)}
+BIN=${LMPIPE_BIN:-$ROOT/bin}
+DATA=${LMPIPE_DATA:-$ROOT/../shared/data}
+JOBS=${BENCH_JOBS:-1 2 4 8 16}
+VOCAB=${BENCH_VOCAB:-10000}
+PIECE=${BENCH_PIECE:-4Mi}
+XZ=${BENCH_XZ:-$ROOT/.devdata/gutenberg_train.txt.xz}
+W=$(mktemp -d "${TMPDIR:-/tmp}/bench-data.XXXXXX")
+trap 'rm -rf "$W"' EXIT
+unset MAKEFLAGS MFLAGS MAKELEVEL
+
+TEXT=${BENCH_TEXT:-}
+if [ -z "$TEXT" ] && [ -r "$DATA/corpus/gutenberg_train.txt" ]; then
+	TEXT=$DATA/corpus/gutenberg_train.txt
+elif [ -z "$TEXT" ]; then
+	[ -r "$XZ" ] || { echo "data-pipeline.sh: no corpus: set BENCH_TEXT, or put the xz file at $XZ" >&2; exit 1; }
+	TEXT=$W/$(basename "$XZ" .xz)
+	python3 -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], "wb"))' \
+		"$XZ" "$TEXT"
+fi
+cat "$TEXT" > /dev/null # page cache
+name=$(basename "$TEXT")
+bytes=$(stat -L -c %s "$TEXT")
+
+now() { date +%s.%N; }
+stage_s() { sed -n "s/^data.mk: $1: .*, \([0-9.]*\) s$/\1/p" "$2"; }
+digest() { (cd "$1" && find tok.bpe manifest.tsv shards -type f | LC_ALL=C sort | xargs sha256sum | sha256sum); }
+
+best=""
+for j in $JOBS; do
+	out=$W/j$j
+	t0=$(now)
+	make -s -f "$ROOT/pipelines/data.mk" -j "$j" BIN="$BIN" W="$out" INPUTS="$TEXT" VOCAB="$VOCAB" \
+		PIECE_BYTES="$PIECE" THREADS=1 MERGE_THREADS="$j" 2> "$W/j$j.log" ||
+		{ sed 's/^/data-pipeline.sh: /' "$W/j$j.log" >&2; exit 1; }
+	t1=$(now)
+	d=$(digest "$out")
+	[ -n "${d1:-}" ] || d1=$d
+	tokens=$(awk -F'\t' '!/^#/ { t += $4 } END { print t }' "$out/manifest.tsv")
+	pieces=$(wc -l < "$out/plan.tsv")
+	total=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", b - a }')
+	[ -n "${total1:-}" ] || total1=$total
+	best=$(awk -v a="${best:-1e9}" -v b="$total" 'BEGIN { print (b < a ? b : a) }')
+	printf '{"bench":"data-pipeline","input":"%s","bytes":%s,"vocab":%s,"pieces":%s,"jobs":%s,"counts_s":%s,"tokenizer_s":%s,"shards_s":%s,"total_s":%s,"tokens":%s,"speedup_vs_j1":%s,"identical_to_j1":%s}\n' \
+		"$name" "$bytes" "$VOCAB" "$pieces" "$j" "$(stage_s counts "$W/j$j.log")" \
+		"$(stage_s tokenizer "$W/j$j.log")" "$(stage_s shards "$W/j$j.log")" "$total" "$tokens" \
+		"$(awk -v a="$total1" -v b="$total" 'BEGIN { printf "%.2f", a / b }')" \
+		"$([ "$d" = "$d1" ] && echo true || echo false)"
+	rm -rf "$out"
+done
+
+if [ "${BENCH_HF:-1}" != 0 ] && python3 -c 'import tokenizers' 2> /dev/null; then
+	threads=$(nproc)
+	RAYON_NUM_THREADS=$threads python3 - "$TEXT" "$VOCAB" "$best" "$threads" <<'PY'
+import json, sys, time
+from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+path, vocab, ours, threads = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4])
+eot = "<|endoftext|>"
+t0 = time.perf_counter()
+tok = Tokenizer(models.BPE())
+tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+trainer = trainers.BpeTrainer(vocab_size=vocab, special_tokens=[eot],
+                              initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                              show_progress=False)
+tok.train([path], trainer)
+t1 = time.perf_counter()
+with open(path, encoding="utf-8", errors="replace") as f:
+    docs = [d + eot for d in f.read().split(eot)]
+t2 = time.perf_counter()
+n = sum(len(e.ids) for e in tok.encode_batch(docs))
+t3 = time.perf_counter()
+train, enc = t1 - t0, t3 - t2
+print(json.dumps({"bench": "data-pipeline-hf", "input": path.rsplit("/", 1)[-1], "vocab": vocab,
+                  "threads": threads, "hf_train_s": round(train, 3), "hf_encode_batch_s": round(enc, 3),
+                  "hf_total_s": round(train + enc, 3), "hf_tokens": n, "ours_best_total_s": ours,
+                  "ratio": round((train + enc) / ours, 2)}))
+PY
+else
+	echo '{"bench":"data-pipeline-hf","hf_tokenizers":null}'
+fi

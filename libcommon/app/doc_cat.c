@@ -1,0 +1,86 @@
+/* doc_cat.c: the doc-cat program's work (see doc_cat.h): the range
+ * operand, the output file, one docs_copy per input; the plan's lines. */
+#include "app/doc_cat.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/atomic.h"
+#include "base/io.h"
+#include "cli/options.h"
+
+static int parse_range(const char *s, docs_opts *d, lm_err *e)
+{
+	const char *colon = strchr(s, ':');
+	if (!colon)
+		return lm_usage_err(e, "--range %s: expected START:END", s);
+	char start[64];
+	size_t n = (size_t)(colon - s);
+	if (n == 0 || n >= sizeof start)
+		return lm_usage_err(e, "--range %s: expected START:END", s);
+	memcpy(start, s, n);
+	start[n] = 0;
+	if (opt_parse_size(start, &d->start, "--range start", e))
+		return -1;
+	d->end = DOCS_TO_END;
+	if (colon[1] && opt_parse_size(colon + 1, &d->end, "--range end", e))
+		return -1;
+	if (d->end < d->start)
+		return lm_usage_err(e, "--range %s: the end is before the start", s);
+	return 0;
+}
+
+int doc_cat(doc_cat_opts *o, const char *const *files, int n, docs_stats *st, lm_err *e)
+{
+	static const char *const stdin_only[] = { "-" };
+	o->docs.start = 0;
+	o->docs.end = DOCS_TO_END;
+	if (o->range && n != 1)
+		return lm_usage_err(e, "--range needs exactly one FILE");
+	if (o->range && parse_range(o->range, &o->docs, e))
+		return -1;
+	if (n == 0) {
+		files = stdin_only;
+		n = 1;
+	}
+	atomic_file af = { 0 };
+	FILE *out = stdout;
+	const char *oname = "<stdout>";
+	if (o->output) {
+		if (atomic_open(&af, o->output, e))
+			return -1;
+		out = af.fp;
+		oname = o->output;
+	}
+	int rc = 0;
+	for (int i = 0; !rc && i < n; i++)
+		rc = docs_copy(&o->docs, files[i], out, oname, st, e);
+	if (o->output && rc)
+		atomic_abort(&af);
+	else if (o->output)
+		rc = atomic_commit(&af, e);
+	return rc;
+}
+
+int doc_cat_plan(const char *const *files, int n, uint64_t piece_bytes, FILE *out,
+		 lm_err *e)
+{
+	for (int i = 0; i < n; i++)
+		if (strpbrk(files[i], "\t\n"))
+			return lm_usage_err(e, "%s: a tab or newline in a file name cannot be "
+					    "planned", files[i]);
+	docs_piece *v;
+	size_t k;
+	if (docs_plan(files, n, piece_bytes, &v, &k, e))
+		return -1;
+	for (size_t i = 0; i < k; i++) {
+		if (v[i].end == DOCS_TO_END)
+			fprintf(out, "%s\t%llu\t-\n", v[i].path, (unsigned long long)v[i].start);
+		else
+			fprintf(out, "%s\t%llu\t%llu\n", v[i].path, (unsigned long long)v[i].start,
+				(unsigned long long)v[i].end);
+	}
+	free(v);
+	return 0;
+}

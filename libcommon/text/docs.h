@@ -1,0 +1,66 @@
+/* docs.h: documents from files as people have them (plain text, JSON Lines
+ * with a text field; gzip, zstd or xz compressed), written as one stream in
+ * which each document ends with the end-of-text text (man 1 doc-cat).
+ *
+ * A plain file can be read by byte range: the range [start, end) holds the
+ * documents whose first byte lies in it, so the ranges of a cut of the file
+ * hold every document exactly once, whatever the cut.  The pieces of a plan
+ * (docs_plan) are such ranges, or whole files where a file cannot be cut
+ * (compressed).  Library code: returns errors, never prints. */
+#ifndef LMPIPE_DOCS_H
+#define LMPIPE_DOCS_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "base/err.h"
+
+typedef enum docs_format { DOCS_TEXT, DOCS_JSONL } docs_format;
+
+/* How documents are separated in DOCS_TEXT. */
+typedef enum docs_sep {
+	DOCS_SEP_EOT,   /* by the end-of-text text; copied as it is */
+	DOCS_SEP_BLANK, /* by one or more empty lines */
+	DOCS_SEP_LINE,  /* one document per (non-empty) line */
+} docs_sep;
+
+typedef enum docs_codec { DOCS_PLAIN, DOCS_GZIP, DOCS_ZSTD, DOCS_XZ } docs_codec;
+
+#define DOCS_TO_END UINT64_MAX
+
+typedef struct docs_opts {
+	docs_format format;
+	docs_sep sep;
+	const char *field;  /* DOCS_JSONL: the member holding the text */
+	const char *eot;    /* written after each document (DOCS_SEP_EOT: the separator) */
+	uint64_t start, end; /* byte range of a plain file; 0 and DOCS_TO_END: all of it */
+} docs_opts;
+
+typedef struct docs_stats {
+	uint64_t bytes_in;  /* bytes read (decompressed) */
+	uint64_t bytes_out; /* bytes written */
+	uint64_t docs;      /* documents written (DOCS_SEP_EOT: separators seen) */
+} docs_stats;
+
+/* Write the documents of path (in the range of o) to out, adding to st.
+ * Errors name the file and the line (JSON Lines) or byte offset. */
+int docs_copy(const docs_opts *o, const char *path, FILE *out, const char *out_name,
+	      docs_stats *st, lm_err *e);
+
+/* The codec of a file, from its first bytes (not its name). */
+int docs_codec_of(const char *path, docs_codec *c, lm_err *e);
+const char *docs_codec_name(docs_codec c);
+
+/* One piece of a plan: a byte range of a file, or all of it. */
+typedef struct docs_piece {
+	const char *path;
+	uint64_t start, end; /* end DOCS_TO_END: to the end (whole compressed file) */
+} docs_piece;
+
+/* Cut files into pieces of at most piece_bytes (plain files; compressed
+ * files are one piece each; a file that cannot be read is one piece, whose
+ * reading then fails).  *pieces is malloc'd. */
+int docs_plan(const char *const *paths, int n, uint64_t piece_bytes, docs_piece **pieces,
+	      size_t *n_pieces, lm_err *e);
+
+#endif

@@ -1,0 +1,229 @@
+# pipelines/data.mk: a corpus of many files to one tokenizer and token shards,
+# on many cores or hosts, resumable, and the same bytes whatever the parallelism.
+#
+#   INPUTS --plan--> pieces --doc-cat | bpe-learn --counts-out--> counts/NNNNNN.counts
+#          --bpe-learn --from-counts--> tok.bpe
+#          --doc-cat | bpe-encode | shard-pack--> shards/NNNNNN/train-*.lms --> manifest.tsv
+#
+#   make -f pipelines/data.mk -j 16 W=runs/data INPUTS='corpus/*.jsonl.zst' FORMAT=jsonl VOCAB=32000
+#   make -f pipelines/data.mk W=/shared/data INPUTS=/shared/corpus/ LAUNCH=slurm N=64 \
+#        SBATCH_OPTS='--partition=cpu --cpus-per-task=8' TASK_JOBS=8
+#
+# The input is cut into pieces that depend on the files and PIECE_BYTES alone:
+# a file of at most PIECE_BYTES (or a compressed one) is one piece, a larger plain
+# file is cut into byte ranges that each hold the documents starting in them
+# (doc-cat --range).  Every output is per piece, so the tokenizer, the shards and
+# the manifest are the same bytes whatever N, -j or LAUNCH; a document goes to
+# validation by a hash of its tokens and SEED (shard-pack --val-by-content).
+# A task is a set of pieces (i, i+N, ...): under LAUNCH each task is a make of its
+# pieces run by the engine; without LAUNCH the pieces are this make's own jobs (-j).
+# Every output is written under a temporary name and renamed when whole, and
+# stamps under W/params/ hold the parameters of each stage: a killed run resumes
+# where it stopped, a finished run does nothing, a changed parameter redoes what
+# depends on it.  See doc-cat(1) and README.md ("The data pipeline").
+#
+# Past GROUP pieces, the counts are first summed in groups (bpe-learn --from-counts
+# --counts-out, make jobs of this host) so that the tokenizer reads a few files.
+#
+# Why pieces and not tasks as the unit of output: outputs per task would change
+# with N.  Why no global shuffle of documents: the shard reader samples random
+# windows, and a shuffle would be an all-to-all stage.  Why a file of its own and
+# not a part of pretrain.mk: pretrain.mk stays the short path from one corpus to
+# a model; lm-train reads this pipeline's shards through W/lm-train.args.
+
+ifeq ($(filter grouped-target,$(.FEATURES)),)
+$(error pipelines/data.mk needs GNU make 4.3 or later (grouped targets); this is $(MAKE_VERSION))
+endif
+ROOT   := $(abspath $(dir $(lastword $(MAKEFILE_LIST)))/..)
+SELF   := $(abspath $(lastword $(MAKEFILE_LIST)))
+BIN    ?= $(ROOT)/bin
+W      ?= data
+override W := $(abspath $(W))
+ifneq ($(words $(W)),1)
+$(error W=$(W): a folder name with blanks, which make cannot take)
+endif
+INPUTS ?=
+FORMAT ?= text
+SEP    ?= eot
+FIELD  ?= text
+SPECIAL ?= <|endoftext|>
+PIECE_BYTES ?= 8Mi
+GROUP  ?= 64
+VOCAB  ?= 1024
+VAL_FRACTION ?= 0.01
+SEED   ?= 1
+SHARD_TOKENS ?= 100000000
+FRAME_TOKENS ?= 8192
+LEVEL  ?= 3
+THREADS ?= 1
+MERGE_THREADS ?= $(shell nproc)
+LAUNCH ?=
+N      ?= 4
+TASK_JOBS ?= 1
+SBATCH_OPTS ?=
+SRUN_OPTS ?=
+SSHLOGIN ?= :
+PARALLEL_JOBS ?= 1
+SLURM_POLL ?= 1
+V      ?= 0
+
+DOCS   = $(BIN)/doc-cat --format $(FORMAT) --sep $(SEP) --field $(FIELD) --eot '$(SPECIAL)'
+LEARN  = $(BIN)/bpe-learn --special '$(SPECIAL)'
+ENCODE = $(BIN)/bpe-encode -t $(W)/tok.bpe -j $(THREADS)
+PACK   = $(BIN)/shard-pack --allow-empty --val-fraction $(VAL_FRACTION) --val-by-content \
+         --seed $(SEED) --shard-tokens $(SHARD_TOKENS) --frame-tokens $(FRAME_TOKENS) \
+         --level $(LEVEL) -j $(THREADS)
+
+, := ,
+SHELL := /bin/bash
+.SHELLFLAGS := -o pipefail -ec
+Q := $(if $(filter 1,$(V)),,@)
+export BIN
+.PHONY: all data counts tok shards verify task-counts task-shards
+.PRECIOUS: $(W)/counts/%.counts $(W)/shards/%/manifest.tsv
+all: data
+
+# ---- parameters: one stamp per stage, rewritten only when its text changes ----
+eq = $(and $(findstring x$1,x$2),$(findstring x$2,x$1))
+stamp = $(if $(call eq,$(file < $(W)/params/$1),$2),,$(file > $(W)/params/$1,$2))
+DOC_PARAMS := FORMAT=$(FORMAT) SEP=$(SEP) FIELD=$(FIELD) SPECIAL=$(SPECIAL)
+
+# What a task (a make started by LAUNCH, without this make's command line) needs.
+define PARAMS_MK
+BIN := $(BIN)
+FORMAT := $(FORMAT)
+SEP := $(SEP)
+FIELD := $(FIELD)
+SPECIAL := $(SPECIAL)
+VAL_FRACTION := $(VAL_FRACTION)
+SEED := $(SEED)
+SHARD_TOKENS := $(SHARD_TOKENS)
+FRAME_TOKENS := $(FRAME_TOKENS)
+LEVEL := $(LEVEL)
+THREADS := $(THREADS)
+V := $(V)
+endef
+
+ifeq ($(TASK),)
+# ---- the driver: plan, stages, launching ----
+ifeq ($(strip $(INPUTS)),)
+$(error INPUTS is empty: give files, globs or directories, e.g. INPUTS='corpus/*.txt')
+endif
+$(shell mkdir -p $(W)/params)
+$(call stamp,plan,PIECE_BYTES=$(PIECE_BYTES) GROUP=$(GROUP) $(DOC_PARAMS))
+$(call stamp,counts,$(DOC_PARAMS))
+$(call stamp,tok,VOCAB=$(VOCAB) SPECIAL=$(SPECIAL))
+$(call stamp,shards,$(DOC_PARAMS) VAL_FRACTION=$(VAL_FRACTION) SEED=$(SEED) \
+  SHARD_TOKENS=$(SHARD_TOKENS) FRAME_TOKENS=$(FRAME_TOKENS) LEVEL=$(LEVEL))
+$(if $(call eq,$(file < $(W)/params.mk),$(PARAMS_MK)),,$(file > $(W)/params.mk,$(PARAMS_MK)))
+INPUT_FILES := $(shell $(ROOT)/pipelines/data-inputs.sh $(W)/inputs.txt $(INPUTS) || echo /FAILED/)
+ifneq ($(filter /FAILED/,$(INPUT_FILES)),)
+$(error the inputs cannot be listed (see above))
+endif
+
+$(W)/plan.mk: $(W)/inputs.txt $(W)/params/plan $(INPUT_FILES) $(BIN)/doc-cat
+	$(Q)$(ROOT)/pipelines/data-plan.sh $(W) $(PIECE_BYTES) $(GROUP) --format $(FORMAT) --sep $(SEP) \
+	  --eot '$(SPECIAL)'
+include $(W)/plan.mk
+
+COUNTS := $(PIECES:%=$(W)/counts/%.counts)
+SHARDS := $(PIECES:%=$(W)/shards/%/manifest.tsv)
+# the tokenizer's counts: the pieces', or, past GROUP pieces, their groups' sums
+TOK_COUNTS := $(if $(GROUPS),$(GROUPS:%=$(W)/counts/group-%.counts),$(COUNTS))
+NOW = $$(date +%s.%N)
+# $(call summary,STAGE,TEXT): one line per stage on stderr, with its time since t0
+summary = { [ -t 2 ] && printf '\r\033[K'; printf 'data.mk: %s: %s, %s s\n' $1 "$2" \
+  $$(awk -v a=$$t0 -v b=$$(date +%s.%N) 'BEGIN { printf "%.3f", b - a }'); } >&2
+IN_BYTES = $$(stat -L -c %s $(INPUT_FILES) | awk '{ b += $$1 } END { print b }')
+
+# $(call launch,STAGE): build the task-STAGE targets: here, or by the engine.
+TASK_MAKE = env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL $(MAKE) -f $(SELF) --no-print-directory \
+  -k -j $(TASK_JOBS) W=$(W) N=$(N)
+launch_ = $(MAKE) -f $(SELF) --no-print-directory -k W=$(W) TASK=all task-$1
+# (the array is watched with squeue every SLURM_POLL seconds: sbatch --wait
+# polls every 10; whether a task failed is told by its outputs, see check)
+launch_slurm = mkdir -p $(W)/logs && jid=$$(sbatch --parsable --array=0-$$(($(N) - 1)) \
+  --job-name=data-$1 --output=$(W)/logs/$1-%a.log $(SBATCH_OPTS) \
+  --wrap='$(TASK_MAKE) TASK=$$SLURM_ARRAY_TASK_ID task-$1') && \
+  while squeue -h -j $${jid%%;*} 2> /dev/null | grep -q .; do sleep $(SLURM_POLL); done
+launch_srun = srun --ntasks=$(N) $(SRUN_OPTS) bash -c '$(TASK_MAKE) TASK=$$SLURM_PROCID task-$1'
+launch_parallel = seq 0 $$(($(N) - 1)) | parallel --will-cite --halt never --jobs $(PARALLEL_JOBS) \
+  --sshlogin '$(SSHLOGIN)' 'cd $(CURDIR) && $(TASK_MAKE) TASK={} task-$1'
+ifeq ($(filter undefined,$(origin launch_$(LAUNCH))),undefined)
+$(error LAUNCH=$(LAUNCH): expected nothing, slurm, srun or parallel)
+endif
+# after the engine: every piece's output must be there
+check = for f in $1; do [ -e $$f ] || { echo "data.mk: $$f missing: a task failed (see above$(if \
+  $(LAUNCH),$(,) and $(W)/logs))" >&2; exit 1; }; done
+
+data: $(W)/manifest.tsv
+counts: $(COUNTS)
+tok: $(W)/tok.bpe
+shards: $(SHARDS)
+
+ifneq ($(PIECES),)
+$(COUNTS) &: $(W)/params/counts $(W)/plan.tsv
+	+$(Q)t0=$(NOW); $(call launch_$(LAUNCH),counts) || true; $(call check,$(COUNTS)); \
+	  $(call summary,counts,$(words $(PIECES)) pieces$(,) $(IN_BYTES) bytes)
+
+$(W)/counts/group-%.counts: $(W)/params/counts
+	$(Q)rm -f $@.tmp && $(LEARN) -j $(THREADS) --from-counts --counts-out $@.tmp \
+	  $(filter %.counts,$^) && mv $@.tmp $@
+
+$(W)/tok.bpe: $(TOK_COUNTS) $(W)/params/tok
+	$(Q)t0=$(NOW); $(LEARN) -j $(MERGE_THREADS) --from-counts -v $(VOCAB) -o $@.tmp $(TOK_COUNTS) && \
+	  mv $@.tmp $@; \
+	  $(call summary,tokenizer,vocabulary $(VOCAB) from $(words $(TOK_COUNTS)) counts files)
+
+$(SHARDS) &: $(W)/tok.bpe $(W)/params/shards $(W)/plan.tsv
+	+$(Q)t0=$(NOW); $(call launch_$(LAUNCH),shards) || true; $(call check,$(SHARDS)); \
+	  $(call summary,shards,$(words $(PIECES)) pieces$(,) $$(cat $(SHARDS) | \
+	  awk -F'\t' '{t+=$$4; d+=$$5; b+=$$6} END {printf "%d tokens, %d documents, %d bytes of shards", t, d, b}'))
+endif
+
+$(W)/manifest.tsv: $(SHARDS) $(W)/plan.tsv
+	$(Q)$(ROOT)/pipelines/data-manifest.sh all $(W) > $@.tmp
+	$(Q)awk -F'\t' '!/^#/ { p = "$(W)/" $$1; sub(/-[0-9]+\.lms$$/, "", p); \
+	  if (!seen[p]++) print ($$2 == "val" ? "--val " : "-d ") p }' $@.tmp > $(W)/lm-train.args
+	$(Q)mv $@.tmp $@
+	$(Q)awk -F'\t' '/^# total/ { printf "data.mk: total: %s %s, %s tokens, %s documents, %s bytes\n", \
+	  $$2, $$3, $$4, $$5, $$6 }' $@ >&2
+
+# Every shard again: its checksums (shard-pack -t) and the manifest's SHA-256.
+verify: $(W)/manifest.tsv
+	$(Q)cd $(W) && awk -F'\t' '!/^#/ { print $$7 "  " $$1 }' manifest.tsv | sha256sum -c --quiet
+	$(Q)awk -F'\t' '!/^#/ { print "$(W)/" $$1 }' $(W)/manifest.tsv | xargs -r $(BIN)/shard-pack -t
+	@echo "data.mk: every shard of $(W)/manifest.tsv verified" >&2
+
+else
+# ---- a task: the pieces i with i mod N = TASK (all of them for TASK=all) ----
+include $(W)/params.mk
+include $(W)/plan.mk
+ifeq ($(TASK),all)
+TASK_PIECES := $(PIECES)
+else
+TASK_PIECES := $(foreach i,$(shell seq $$(($(TASK) + 1)) $(N) $(words $(PIECES))),$(word $(i),$(PIECES)))
+endif
+task-counts: $(TASK_PIECES:%=$(W)/counts/%.counts)
+task-shards: $(TASK_PIECES:%=$(W)/shards/%/manifest.tsv)
+endif
+
+# The programs of a piece draw no progress bars of their own (their stderr is
+# not the terminal); the pipeline draws, on a terminal, the pieces of the
+# stage done so far.
+NOTTY = 2>&1 | cat >&2
+progress = [ -t 2 ] && printf '\rdata.mk: %s: %d/%d pieces ' $1 \
+  $$(ls $2 2>/dev/null | wc -l) $(words $(PIECES)) >&2 || true
+
+$(W)/counts/%.counts: $(W)/params/counts
+	$(Q)mkdir -p $(@D) && rm -f $@.tmp $(@D)/.$(@F).tmp.tmp-*
+	$(Q)($(DOCS) --range '$(RANGE_$*)' $(FILE_$*) | $(LEARN) -j $(THREADS) --counts-out $@.tmp) $(NOTTY)
+	$(Q)mv $@.tmp $@; $(call progress,counts,$(W)/counts/*.counts)
+
+$(W)/shards/%/manifest.tsv: $(W)/tok.bpe $(W)/params/shards
+	$(Q)rm -rf $(W)/shards/$*.tmp && mkdir -p $(W)/shards/$*.tmp
+	$(Q)($(DOCS) --range '$(RANGE_$*)' $(FILE_$*) | $(ENCODE) | $(PACK) -o $(W)/shards/$*.tmp/train) \
+	  $(NOTTY)
+	$(Q)$(ROOT)/pipelines/data-manifest.sh piece $(W) $* $(W)/shards/$*.tmp > $(W)/shards/$*.tmp/manifest.tsv
+	$(Q)rm -rf $(W)/shards/$* && mv $(W)/shards/$*.tmp $(W)/shards/$*
+	$(Q)$(call progress,shards,$(W)/shards/*/manifest.tsv)

@@ -1,0 +1,169 @@
+#!/bin/bash
+# tests/data-pipeline.t: pipelines/data.mk on a small corpus of several files
+# (plain, gzip, zstd and xz; one file cut into byte ranges): the tokenizer and
+# the shards are the same bytes with -j 1 and -j 2 and with N = 1 and N = 3
+# tasks (LAUNCH=parallel on this host), the tokenizer is the one bpe-learn
+# learns from the whole corpus at once, a second run does nothing, a changed
+# parameter redoes only what depends on it, a kill -9 in the middle of either
+# stage and a re-run give the uninterrupted output, and bad input (a missing
+# file, a JSON line without "text", a corrupt xz file) names the file and line,
+# fails its piece, keeps the others' output and accepts nothing partial.
+. "$(dirname "$0")/lib.sh"
+unset MAKEFLAGS MFLAGS MAKELEVEL  # this make is not a sub-make of the one running the tests
+for p in gzip zstd xz; do
+	command -v $p > /dev/null || { echo "1..0 # SKIP $p is not installed (pipelines/deps.sh)"; exit 0; }
+done
+cd "$TMP" || exit 1
+EOT='<|endoftext|>'
+mkdir corpus
+# documents of 1 to 8 sentences, each ended by EOT; 4 files, ~200 KB in all
+for s in 1 2 3 4; do
+	perl "$LMPIPE_ROOT/tests/mktext.pl" 900 $s | awk -v eot="$EOT" -v s=$s \
+		'{ printf "%s\n", $0 } (NR * s) % 7 == 0 { printf "%s\n", eot } END { printf "%s\n", eot }' \
+		> "corpus/part$s.txt"
+done
+gzip corpus/part2.txt
+zstd -q --rm corpus/part3.txt
+xz corpus/part4.txt
+cp /dev/null corpus/empty.txt
+
+MK=$LMPIPE_ROOT/pipelines/data.mk
+OPTS=(BIN="$LMPIPE_BIN" INPUTS="$TMP/corpus" VOCAB=400 PIECE_BYTES=8Ki VAL_FRACTION=0.2 SEED=7)
+data() { # data W [VAR=VALUE]... : run the pipeline into W, output in W.log
+	local w=$1; shift
+	make -s -f "$MK" "${OPTS[@]}" W="$TMP/$w" "$@" > "$TMP/$w.log" 2>&1
+}
+digest() { # the tokenizer, the manifest and every shard of W, as one hash
+	(cd "$TMP/$1" && find tok.bpe manifest.tsv shards -name '*.tmp' -prune -o -type f -print |
+		LC_ALL=C sort | xargs sha256sum | sha256sum)
+}
+show() { sed 's/^/# /' "$TMP/$1.log" | tail -15; }
+
+data ref -j1; ok $? "the pipeline runs (-j 1)" || show ref
+ref=$(digest ref)
+n=$(grep -vc '^#' ref/manifest.tsv)
+[ "$n" -ge 10 ] && grep -q 'val' ref/manifest.tsv
+ok $? "shards of several pieces ($n), train and validation"
+[ "$(wc -l < ref/plan.tsv)" -gt 5 ] && grep -q "part1.txt	8192	16384" ref/plan.tsv
+ok $? "the plain file is cut into byte ranges, compressed files are whole"
+grep -q '^data.mk: counts: .* pieces, [0-9]* bytes, [0-9.]* s$' ref.log &&
+	grep -q '^data.mk: tokenizer: vocabulary 400 from [0-9]* counts files, [0-9.]* s$' ref.log &&
+	grep -q '^data.mk: shards: .* pieces, [0-9]* tokens, [0-9]* documents, [0-9]* bytes of shards, [0-9.]* s$' ref.log
+ok $? "a summary line per stage (time, bytes, tokens)" || show ref
+
+# the same tokenizer as one bpe-learn over the whole corpus
+for f in corpus/*; do doc-cat "$f"; done > all.txt
+bpe-learn -v 400 --special "$EOT" -o all.bpe all.txt 2> /dev/null
+cmp -s all.bpe ref/tok.bpe; ok $? "the tokenizer equals bpe-learn's on the whole corpus"
+# and the same tokens, document by document
+ids_ref=$(bpe-encode -t all.bpe all.txt | shard-pack -o whole --allow-empty 2>&1 && shard-pack -d whole-000000.lms | od -An -tu2 | wc -w)
+ids=$(awk -F'\t' '!/^#/ { print "ref/" $1 }' ref/manifest.tsv | xargs shard-pack -d | od -An -tu2 | wc -w)
+is "$ids" "$ids_ref" "as many tokens in the shards as in the whole corpus encoded at once"
+shard-pack -t $(awk -F'\t' '!/^#/ { print "ref/" $1 }' ref/manifest.tsv) > /dev/null 2>&1
+ok $? "every shard verifies"
+make -s -f "$MK" "${OPTS[@]}" W="$TMP/ref" verify > verify.log 2>&1
+ok $? "make verify: every shard's checksums" || show verify
+cp -a ref vbad
+f=vbad/$(awk -F'\t' '!/^#/ { print $1; exit }' vbad/manifest.tsv)
+printf 'X' | dd of="$f" bs=1 seek=200 conv=notrunc 2> /dev/null
+make -s -f "$MK" "${OPTS[@]}" W="$TMP/vbad" verify > vbad.log 2>&1
+[ $? != 0 ] && grep -q "${f#vbad/}" vbad.log; ok $? "make verify: a corrupt shard fails, named" || show vbad
+rm -rf vbad
+# shellcheck disable=SC2046
+lm-train $(cat ref/lm-train.args) -o ck -m tiny --vocab 400 --context 32 --d-model 16 --layers 1 \
+	--heads 2 --d-ff 32 -b 2 -n 2 --eval-every 2 -j 1 > train.log 2>&1 && [ -s ck/latest ]
+ok $? "lm-train reads the shards through W/lm-train.args" || show train
+
+data j2 -j2; ok $? "-j 2 runs" || show j2
+is "$(digest j2)" "$ref" "-j 2: byte-identical tokenizer, manifest and shards"
+data g3 -j2 GROUP=3; ok $? "GROUP=3: counts merged in groups of 3 pieces first" || show g3
+[ -s g3/counts/group-0000.counts ] && grep -q 'from [0-9]* counts files' g3.log
+ok $? "... into group files"
+is "$(digest g3)" "$ref" "GROUP=3: byte-identical"
+if command -v parallel > /dev/null; then
+	for n in 1 3; do
+		data par$n -j1 LAUNCH=parallel N=$n; ok $? "LAUNCH=parallel N=$n runs" || show par$n
+		is "$(digest par$n)" "$ref" "N=$n: byte-identical"
+	done
+else
+	echo "ok # SKIP GNU parallel is not installed (pipelines/deps.sh): N = 1 and 3 through LAUNCH=parallel"
+fi
+
+# a finished run does nothing; a changed parameter redoes what depends on it
+mtimes() { find "$TMP/$1" -type f -printf '%p %T@\n' | LC_ALL=C sort; }
+before=$(mtimes ref)
+data ref -j2; ok $? "a second run succeeds"
+[ ! -s ref.log ] && [ "$(mtimes ref)" = "$before" ]
+ok $? "a second run does nothing" || show ref
+tok_time=$(stat -c %Y.%y ref/tok.bpe) man_time=$(stat -c %Y.%y ref/manifest.tsv)
+data ref -j2 VAL_FRACTION=0.5
+[ "$(stat -c %Y.%y ref/tok.bpe)" = "$tok_time" ] && [ "$(stat -c %Y.%y ref/manifest.tsv)" != "$man_time" ]
+ok $? "a new VAL_FRACTION redoes the shards, not the tokenizer"
+data ref -j2
+is "$(digest ref)" "$ref" "and back: the first shards again"
+
+# kill -9 in the middle of each stage, then a re-run
+mkdir slowbin
+for p in doc-cat bpe-learn bpe-encode shard-pack; do
+	printf '#!/bin/sh\nsleep 0.3\nexec "%s/%s" "$@"\n' "$LMPIPE_BIN" $p > slowbin/$p
+	chmod +x slowbin/$p
+done
+kill_when() { # kill_when W GLOB COUNT: start a slow run, kill -9 it when COUNT files match
+	local w=$1 glob=$2 count=$3
+	setsid make -s -f "$MK" "${OPTS[@]}" W="$TMP/$w" BIN="$TMP/slowbin" -j2 > "$TMP/$w.log" 2>&1 &
+	local pid=$! i=0
+	while [ $i -lt 600 ]; do
+		# shellcheck disable=SC2086
+		[ "$(ls -d $TMP/$w/$glob 2>/dev/null | wc -l)" -ge "$count" ] && break
+		sleep 0.05; i=$((i + 1))
+	done
+	kill -9 -- -$pid 2> /dev/null
+	wait $pid 2> /dev/null
+}
+kill_when k1 'counts/*.counts' 3
+[ ! -e k1/tok.bpe ]; ok $? "killed while counting"
+data k1 -j2; ok $? "the re-run completes" || show k1
+is "$(digest k1)" "$ref" "killed while counting: the re-run equals the uninterrupted run"
+kill_when k2 'shards/*/manifest.tsv' 4
+[ -e k2/tok.bpe ] && [ ! -e k2/manifest.tsv ]; ok $? "killed while packing"
+tok_time=$(stat -c %Y.%y k2/tok.bpe)
+data k2 -j2; ok $? "the re-run completes" || show k2
+is "$(digest k2)" "$ref" "killed while packing: the re-run equals the uninterrupted run"
+is "$(stat -c %Y.%y k2/tok.bpe)" "$tok_time" "the re-run did not redo the tokenizer"
+is "$(ls -d k2/shards/*.tmp 2>/dev/null | wc -l)" 0 "no unfinished piece left"
+
+# bad input: named, its piece fails, the other pieces' output is kept
+mkdir bad
+printf '{"text":"a %s"}\n' $(seq 1 50) > bad/good1.jsonl
+printf '{"text":"b %s"}\n' $(seq 1 50) | gzip > bad/good2.jsonl.gz
+{ printf '{"text":"c"}\n{"text":"d"}\n{"txt":"e"}\n'; } > bad/bad.jsonl
+J=(INPUTS="$TMP/bad" FORMAT=jsonl VAL_FRACTION=0)
+data jb -j2 "${J[@]}"
+is "$?" 2 "a JSON line without \"text\": make fails"
+grep -q "doc-cat: $TMP/bad/bad.jsonl:3: no \"text\" member" jb.log; ok $? "... naming the file and the line" || show jb
+[ -s jb/counts/000001.counts ] && [ -s jb/counts/000002.counts ] && [ ! -e jb/counts/000000.counts ] &&
+	[ ! -e jb/tok.bpe ] && [ ! -e jb/manifest.tsv ]
+ok $? "... the other pieces' counts kept, nothing partial, no tokenizer" || ls -R jb | sed 's/^/# /'
+good_time=$(stat -c %Y.%y jb/counts/000001.counts)
+printf '{"text":"c"}\n{"text":"d"}\n{"text":"e"}\n' > bad/bad.jsonl
+data jb -j2 "${J[@]}"; ok $? "fixed, the re-run completes" || show jb
+is "$(stat -c %Y.%y jb/counts/000001.counts)" "$good_time" "... without recounting the good pieces"
+is "$(awk -F'\t' '!/^#/ { d += $5 } END { print d }' jb/manifest.tsv)" 103 "... with every document"
+
+head -c 300 "$(ls corpus/*.xz)" > bad/cut.xz
+data xb -j2 INPUTS="$TMP/bad/cut.xz $TMP/corpus/part1.txt"
+is "$?" 2 "a corrupt xz file: make fails"
+grep -q "doc-cat: $TMP/bad/cut.xz: corrupt or truncated xz data (xz -dc exited with 1), after [0-9]* bytes (in line [0-9]*) of text" xb.log
+ok $? "... the xz file named, with the line" || show xb
+[ "$(ls xb/counts/*.counts | wc -l)" -ge 3 ] && [ ! -e xb/counts/000000.counts ]
+ok $? "... the good file's pieces counted, not the bad one's"
+
+ln -s "$TMP/nowhere.txt" bad/missing.txt
+data mb INPUTS="$TMP/bad/missing.txt $TMP/corpus/part1.txt"
+is "$?" 2 "a missing file: make fails"
+grep -q "data-inputs.sh: $TMP/bad/missing.txt: no such file" mb.log; ok $? "... naming it" || show mb
+
+data none INPUTS="$TMP/nothing*"
+is "$?" 2 "a glob that matches nothing: make fails"
+grep -q "data-inputs.sh: $TMP/nothing\*: no file matches" none.log; ok $? "... saying so" || show none
+done_testing
