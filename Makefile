@@ -5,6 +5,8 @@
 #   make test            the CPU test suite (TAP, run by prove)
 #   make test SANITIZE=1 the same suite built with ASan + UBSan (in build-san/)
 #   make test-gpu        CUDA ops against their CPU twins (on a GPU machine)
+#   make fuzz FUZZ_SECONDS=N  each libFuzzer harness of fuzz/ for N seconds
+#                        (clang with libFuzzer; skipped without it)
 #   make attention-variants  the CUDA attention kernels the default build leaves
 #                        out, as BUILD/libattn_variants.a (kernels/cuda/variants/)
 #   make bench-NAME      run bench/NAME.sh (prints JSON lines)
@@ -66,6 +68,9 @@ TOOL_SRC   := $(sort $(wildcard tools/*.c))
 UNIT_SRC   := $(sort $(wildcard tests/unit/*.c))
 GPU_SRC    := $(sort $(wildcard tests/gpu/*.c))
 
+FUZZ_SRC   := $(filter-out fuzz/fuzz_util.c fuzz/replay.c,$(sort $(wildcard fuzz/*.c)))
+FUZZ_NAMES := $(patsubst fuzz/%.c,%,$(FUZZ_SRC))
+
 PROGRAMS   := $(patsubst tools/%.c,$(BIN)/%,$(TOOL_SRC))
 UNIT_TESTS := $(patsubst tests/unit/%.c,$(B)/tests/%,$(UNIT_SRC))
 GPU_TESTS  := $(patsubst tests/gpu/%.c,$(B)/tests/gpu/%,$(GPU_SRC))
@@ -74,10 +79,14 @@ LIBKERNELS := $(B)/libkernels.a
 LIBS       := $(LIBCOMMON) $(LIBKERNELS)
 LIBVARIANTS := $(B)/libattn_variants.a
 
-OBJ = $(patsubst %.c,$(B)/%.o,$(LIB_SRC) $(KCPU_SRC) $(TOOL_SRC) $(UNIT_SRC) $(GPU_SRC)) \
+# Each harness also built with replay.c: make test runs tests/fuzz/NAME/*.
+FUZZ_REPLAY := $(patsubst %,$(B)/fuzz/%-replay,$(FUZZ_NAMES))
+
+OBJ = $(patsubst %.c,$(B)/%.o,$(LIB_SRC) $(KCPU_SRC) $(TOOL_SRC) $(UNIT_SRC) $(GPU_SRC) \
+        $(wildcard fuzz/*.c)) \
       $(patsubst %.cu,$(B)/%.cu.o,$(KCUDA_SRC) $(VARIANT_SRC))
 
-.PHONY: all test test-gpu install clean unicode demo attention-variants
+.PHONY: all test test-gpu install clean unicode demo fuzz attention-variants
 .SECONDARY:
 
 all: $(PROGRAMS)
@@ -120,6 +129,9 @@ $(BIN)/%: $(B)/tools/%.o $(LIBS)
 $(B)/tests/%: $(B)/tests/unit/%.o $(LIBS)
 	$(CC) $(ALL_LDFLAGS) -o $@ $< $(LIBS) $(LDLIBS)
 
+$(B)/fuzz/%-replay: $(B)/fuzz/%.o $(B)/fuzz/replay.o $(B)/fuzz/fuzz_util.o $(LIBS)
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS) $(LDLIBS)
+
 $(B)/tests/gpu/%: $(B)/tests/gpu/%.o $(LIBS)
 	$(CC) $(ALL_LDFLAGS) -o $@ $< $(LIBS) $(LDLIBS)
 
@@ -128,12 +140,42 @@ TEST_ENV = LMPIPE_BIN=$(abspath $(BIN)) LMPIPE_ROOT=$(CURDIR) LMPIPE_DATA=$(LMPI
            LMPIPE_SANITIZE=$(SANITIZE) LMPIPE_BUILD=$(abspath $(B)) \
            ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1
 
-test: $(PROGRAMS) $(UNIT_TESTS)
+test: $(PROGRAMS) $(UNIT_TESTS) $(FUZZ_REPLAY)
 	$(TEST_ENV) prove --exec '' $(PROVEFLAGS) $(UNIT_TESTS) $(sort $(wildcard tests/*.t))
 
 test-gpu: $(PROGRAMS) $(GPU_TESTS)
 	@test "$(CUDA)" = 1 || { echo "test-gpu needs a CUDA build (nvcc not found or CUDA=0)"; exit 2; }
 	$(TEST_ENV) prove --exec '' $(PROVEFLAGS) $(GPU_TESTS) $(sort $(wildcard tests/gpu/*.t))
+
+# ---- fuzzing: libFuzzer with ASan + UBSan, everything built by clang in
+# build-fuzz/.  Corpora grow in build-fuzz/corpus/NAME from seeds that the
+# programs make (fuzz/seeds.sh) and the committed cases of tests/fuzz/NAME.
+FUZZ_CC      ?= $(firstword $(shell command -v clang-14 clang 2>/dev/null))
+FUZZ_SECONDS ?= 60
+FZ           := build-fuzz
+FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+FUZZ_CFLAGS  := -std=c11 -D_GNU_SOURCE -g -O1 -march=x86-64-v2 -fopenmp -pthread -I. -Ilibcommon \
+                -MMD -MP $(FUZZ_SAN) -fsanitize=fuzzer-no-link
+FUZZ_LDLIBS  := -lzstd -ljansson -lopenblas -lm
+
+$(FZ)/%.o: %.c
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -c -o $@ $<
+
+# The kernels are no parser (and use GCC builtins): the normal build's.
+$(FZ)/libcommon.a: $(patsubst %.c,$(FZ)/%.o,$(LIB_SRC))
+	@rm -f $@
+	$(AR) rcs $@ $^
+
+$(FZ)/bin/%: $(FZ)/fuzz/%.o $(FZ)/fuzz/fuzz_util.o $(FZ)/libcommon.a $(LIBKERNELS)
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(FUZZ_SAN) -fsanitize=fuzzer -fopenmp -pthread -o $@ $^ $(FUZZ_LDLIBS)
+
+fuzz: $(PROGRAMS) $(LIBKERNELS)
+	@if fuzz/have_libfuzzer.sh "$(FUZZ_CC)"; then \
+		$(MAKE) --no-print-directory $(patsubst %,$(FZ)/bin/%,$(FUZZ_NAMES)) && \
+		fuzz/run.sh $(abspath $(BIN)) $(FZ) $(FUZZ_SECONDS) $(FUZZ_NAMES); \
+	else echo "fuzz: skipped: no clang with libFuzzer (Debian: apt-get install clang-14 libclang-rt-14-dev libomp-14-dev)"; fi
 
 bench-%: $(PROGRAMS)
 	$(TEST_ENV) bench/$*.sh
@@ -145,7 +187,7 @@ install: $(PROGRAMS)
 	$(if $(wildcard man/man5/*.5),install -m 644 $(wildcard man/man5/*.5) $(DESTDIR)$(PREFIX)/share/man/man5)
 
 clean:
-	rm -rf build build-san bin
+	rm -rf build build-san build-fuzz bin
 
 # The demo: the whole path from text to an aligned model, small enough for a
 # CPU in a few minutes.  DEMO_DEVICE=cuda once the CUDA backend exists.
@@ -172,4 +214,4 @@ unicode:
 	awk -f libcommon/text/gen_unicode.awk $(UNICODE_DIR)/PropList.txt $(UNICODE_DIR)/UnicodeData.txt \
 		> libcommon/text/unicode_tab.c.tmp && mv libcommon/text/unicode_tab.c.tmp libcommon/text/unicode_tab.c
 
--include $(OBJ:.o=.d)
+-include $(OBJ:.o=.d) $(wildcard $(FZ)/*/*.d $(FZ)/*/*/*.d)

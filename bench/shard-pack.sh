@@ -66,7 +66,7 @@ fi
 cat "$W/in.tok" >/dev/null # page cache warm for every run alike
 
 for j in 1 "$NCPU"; do
-	rm -f "$W"/p-*.lms
+	rm -f "$W"/p-*.lms "$W"/p.manifest
 	t0=$(now)
 	shard-pack -o "$W/p" -j "$j" --shard-tokens 10000000 "$W/in.tok"
 	t1=$(now)

@@ -13,9 +13,16 @@ set -eu
 # one-host Slurm (slurm-wlm, munge) that tests/data-slurm.t starts.
 pkgs="build-essential perl libzstd-dev libjansson-dev libopenblas-dev mandoc groff-base unicode-data gnuplot-nox fortunes
 gzip zstd xz-utils parallel slurm-wlm munge"
+# make fuzz (CI runs it): clang with libFuzzer and OpenMP, where the archive
+# has these names (Debian 12); without them make fuzz skips
+fuzz_pkgs="clang-14 libclang-rt-14-dev libomp-14-dev"
 missing=""
 for p in $pkgs; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing="$missing $p"
+done
+for p in $fuzz_pkgs; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' ||
+		{ apt-cache show "$p" >/dev/null 2>&1 && missing="$missing $p"; }
 done
 [ -z "$missing" ] && exit 0
 if [ "${1:-}" = --check ]; then

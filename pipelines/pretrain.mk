@@ -79,7 +79,7 @@ $(W)/tok.bpe: $(CORPUS) $(call stamp,learn,$(LEARN) $(CORPUS))
 # The shards are many files; a stamp stands for the set.
 $(W)/data/.packed: $(W)/tok.bpe $(CORPUS) $(call stamp,pack,$(ENCODE) $(PACK) $(CORPUS))
 	@mkdir -p $(@D)
-	rm -f $(@D)/train-*.lms
+	rm -f $(@D)/train-*.lms $(@D)/train.g*-*.lms $(@D)/train.manifest
 	if grep -qF -- '$(SPECIAL)' $(CORPUS); then $(ENCODE) $(CORPUS); \
 	else $(ROOT)/pipelines/paragraphs.sh $(CORPUS) '$(SPECIAL)' | $(ENCODE); fi | $(PACK) -o $(@D)/train
 	$(BIN)/shard-pack -t $(@D)/train-*.lms

@@ -69,7 +69,15 @@ case $err in *"outside the file"*) ok 0 "message: $err" ;; *) ok 1 "message: $er
 
 # NaN weights (the whole embedding): the first resumed step stops with the
 # step's number and the last good checkpoint; nothing new is written.
-mkdir nan && cp r/step-$(printf %08d $HALF).safetensors nan/ck.safetensors && ln -s ck.safetensors nan/latest
+# The checkpoint is rewritten without its checksums first (as lmpipe wrote
+# before them), or the load would stop at the embedding's CRC-32C instead.
+mkdir nan && ln -s ck.safetensors nan/latest
+perl -MJSON::PP -e 'open my $f, "<:raw", $ARGV[0] or die; local $/; my $a = <$f>;
+	my $n = unpack "Q<", $a; my $h = decode_json(substr $a, 8, $n);
+	delete $h->{__metadata__}{$_} for grep { /^lmpipe\.crc32c\./ } keys %{$h->{__metadata__}};
+	my $j = JSON::PP->new->canonical->encode($h); $j .= " " x ((8 - length($j) % 8) % 8);
+	open my $o, ">:raw", $ARGV[1] or die; print $o pack("Q<", length $j), $j, substr $a, 8 + $n;' \
+	r/step-$(printf %08d $HALF).safetensors nan/ck.safetensors
 perl -e 'open my $f, "+<", $ARGV[0] or die; binmode $f; read $f, my $l, 8;
 	my $h = unpack "Q<", $l; seek $f, 8 + $h, 0; print $f pack("V", 0x7fc00000) x (256 * 32);' nan/ck.safetensors
 run train nan n.jsonl --resume

@@ -132,8 +132,10 @@ ok "$(grep -q 'e7-000000.lms.*File too large' err.txt; echo $?)" "full disk: mes
 ok "$(no_shards e7; echo $?)" "full disk: no shard, no temporary file"
 run shard-pack -o p a.tok
 is "$rc:$err" "1:shard-pack: p-000000.lms: already exists (use --force to replace)" "refuse to overwrite"
+# (-f over a set with a manifest writes the next generation, p.g1-*.lms, and
+# switches the manifest to it: see man 5 lmpipe-shard)
 run shard-pack -f -o p --shard-tokens 200000 a.tok
-is "$rc:$(ls p-*.lms | wc -l | tr -d ' ')" "0:2" "--force replaces and removes stale shards"
+is "$rc:$(ls p-*.lms p.g*.lms 2>/dev/null | wc -l | tr -d ' ')" "0:2" "--force replaces and removes stale shards"
 
 # ---- an interrupted run leaves nothing ----
 mkfifo fifo
@@ -148,5 +150,17 @@ wait "$pid" || true
 exec 3>&-
 ls -A | grep "^k-" | head -3 | sed "s/^/# left: /"
 ok "$(no_shards k; echo $?)" "SIGTERM: the committed shards of the run are removed"
+
+# ---- crafted headers with valid checksums (issue 22 items 1 and 2; made by
+# a CRC-32C in perl, kept in tests/fuzz/shard/) ----
+F=$LMPIPE_ROOT/tests/fuzz/shard
+for mode in -t -l -d; do
+	run shard-pack $mode "$F/wrap-index.lms"
+	is "$rc" 1 "2^62 + 3 frames (index size wraps), shard-pack $mode: exit 1, no crash"
+	run shard-pack $mode "$F/wrap-tokens.lms"
+	is "$rc" 1 "2^64 - 1 tokens in 0 frames, shard-pack $mode: exit 1"
+done
+case $err in *"wrap-tokens.lms: 0 frames cannot hold 18446744073709551615 tokens") ok 0 "message: $err" ;;
+*) ok 1 "message: $err" ;; esac
 
 done_testing

@@ -13,12 +13,14 @@ static const char *const kinds[] = { "r1-zero", "exact", "last-number", NULL };
 static const char *kind = "r1-zero", *cmd, *output, *answer_key = "answer",
 		  *completion_key = "completion";
 static int format_only, verbose;
-static double length_weight;
+static double length_weight, timeout = REWARD_CMD_TIMEOUT;
 
 static const opt_def opts[] = {
 	{ 'r', "reward", OPT_CHOICE, &kind, "FN", "reward function", 0, 0, kinds },
 	{ 'c', "cmd", OPT_STR, &cmd, "PROGRAM",
 	  "score with PROGRAM instead (sh -c): rollouts in, one score per line out", 0, 0, NULL },
+	{ 0, "timeout", OPT_DOUBLE, &timeout, "S",
+	  "--cmd: kill a scorer still running after S seconds, 0: never", 0, 1e9, NULL },
 	{ 'f', "format-only", OPT_FLAG, &format_only, NULL, "reward the format alone", 0, 0, NULL },
 	{ 'l', "length-penalty", OPT_DOUBLE, &length_weight, "W",
 	  "add W times the Kimi k1.5 length reward within each group", 0, 1e6, NULL },
@@ -42,7 +44,8 @@ int main(int argc, char **argv)
 	char **operands;
 	int n = opt_parse_or_exit(&prog, argc, argv, &operands);
 	const char *path = cli_one_input(operands, n);
-	reward_cfg c = { REWARD_R1_ZERO, cmd, format_only, length_weight, answer_key, completion_key };
+	reward_cfg c = { REWARD_R1_ZERO, cmd, format_only, length_weight, answer_key, completion_key,
+			 timeout };
 	if (cmd)
 		c.kind = REWARD_CMD;
 	else if (!strcmp(kind, "exact"))

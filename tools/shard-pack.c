@@ -31,7 +31,7 @@ int main(int argc, char **argv)
 	double val_fraction = 0;
 	long long seed = 0, level = SHARD_DEFAULT_LEVEL, threads = 1;
 	int val_by_content = 0, allow_empty = 0;
-	int force = 0, list = 0, test = 0, decompress = 0, verbose = 0, show_progress = 0;
+	int force = 0, list = 0, test = 0, decompress = 0, seal = 0, verbose = 0, show_progress = 0;
 	const opt_def opts[] = {
 		{ 'o', "output", OPT_STR, &output, "PREFIX",
 		  "write PREFIX-000000.lms ... and PREFIX-val-000000.lms ...", 0, 0, NULL },
@@ -59,6 +59,8 @@ int main(int argc, char **argv)
 		  0, 0, NULL },
 		{ 'd', "decompress", OPT_FLAG, &decompress, NULL,
 		  "write the shards' tokens as one token stream on stdout", 0, 0, NULL },
+		{ 0, "seal", OPT_FLAG, &seal, NULL,
+		  "write the manifest of each PREFIX written before manifests", 0, 0, NULL },
 		{ 'v', "verbose", OPT_FLAG, &verbose, NULL, "print a summary when packing",
 		  0, 0, NULL },
 		{ 0, "progress", OPT_FLAG, &show_progress, NULL,
@@ -67,7 +69,8 @@ int main(int argc, char **argv)
 	};
 	const opt_prog prog = {
 		"-o PREFIX [OPTION]... [FILE]...\n"
-		"  or:  shard-pack -l|-t|-d SHARD...",
+		"  or:  shard-pack -l|-t|-d SHARD...\n"
+		"  or:  shard-pack --seal PREFIX...",
 		"Pack token streams (FILE, or stdin) into zstd-compressed, checksummed shards\n"
 		"with a validation set of whole documents; list, test or decompress shards.",
 		opts,
@@ -80,8 +83,13 @@ int main(int argc, char **argv)
 	int modes = list + test + decompress;
 	if (modes > 1)
 		die(EXIT_USAGE, "-l, -t and -d exclude each other");
+	if (seal && modes)
+		die(EXIT_USAGE, "--seal excludes -l, -t and -d");
 	if (val_docs && val_fraction > 0)
 		die(EXIT_USAGE, "--val-docs and --val-fraction exclude each other");
+	if (seal && (n == 0 || output))
+		die(EXIT_USAGE, "--seal needs the prefixes of shard sets, and no -o");
+	modes += seal;
 	if (modes && n == 0)
 		die(EXIT_USAGE, "-%c needs shard files", list ? 'l' : test ? 't' : 'd');
 	if (modes && output)
@@ -103,6 +111,12 @@ int main(int argc, char **argv)
 	} else if (test) {
 		for (int i = 0; i < n; i++)
 			if (shard_test(paths[i], &e)) {
+				warnmsg("%s", e.msg);
+				status = EXIT_RUNTIME;
+			}
+	} else if (seal) {
+		for (int i = 0; i < n; i++)
+			if (shard_seal(paths[i], &e)) {
 				warnmsg("%s", e.msg);
 				status = EXIT_RUNTIME;
 			}

@@ -16,6 +16,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "base/atomic.h"
 #include "cli/progress.h"
 #include "data/shard_reader.h"
 #include "model/backend.h"
@@ -218,8 +219,8 @@ static int loop(trainer *t, long long steps, lm_err *e)
 		fprintf(t->log, "{\"peak_device_bytes\":%zu}\n", t->m.be->peak_bytes(t->m.be));
 	if (tc->profile && report_profile(t, (int)prof_steps, prof_wall, e))
 		return -1;
-	if (t->log && ferror(t->log))
-		return lm_seterr(e, "%s: write error", tc->log_path);
+	if (t->log && (fflush(t->log) || ferror(t->log)))
+		return lm_seterr(e, "%s: write error:", tc->log_path);
 	return t->st.step < steps ? interrupted(t, steps, e) : 0;
 }
 
@@ -239,6 +240,41 @@ static int setup_model(trainer *t, lm_backend *be, char *resume_path, lm_err *e)
 	if (resume_path)
 		return ckpt_load(resume_path, &t->m, &t->o, &t->st, e);
 	return model_init_weights(&t->m, &t->st.rng, e);
+}
+
+/* Resuming at step: drop the log's records of later steps, which the run
+ * that was stopped wrote after its last checkpoint and this run writes
+ * again, and a last line that a kill cut short (the log is rewritten
+ * whole, then appended to). */
+static int log_cut(const char *path, long long step, lm_err *e)
+{
+	FILE *in = fopen(path, "r");
+	if (!in)
+		return errno == ENOENT ? 0 : lm_seterr(e, "%s:", path);
+	atomic_file af;
+	if (atomic_open(&af, path, e)) {
+		fclose(in);
+		return -1;
+	}
+	char *line = NULL;
+	size_t cap = 0;
+	ssize_t n;
+	while ((n = getline(&line, &cap, in)) > 0) {
+		long long s;
+		if (line[n - 1] != '\n') /* cut short by the kill */
+			break;
+		if (sscanf(line, "{\"step\":%lld", &s) == 1 && s > step)
+			continue;
+		fwrite(line, 1, (size_t)n, af.fp);
+	}
+	free(line);
+	int bad = ferror(in);
+	fclose(in);
+	if (bad) {
+		atomic_abort(&af);
+		return lm_seterr(e, "%s: read error", path);
+	}
+	return atomic_commit(&af, e);
 }
 
 static void trainer_free(trainer *t)
@@ -363,6 +399,8 @@ int train_run(const train_config *tc0, lm_err *e)
 	    sr_seek(t.data, t.st.data_pos, e) ||
 	    train_tokenizer_record(&c, sr_vocab_size(t.data), sr_eot(t.data), rp,
 				   (char **)&t.meta[3], e))
+		goto out;
+	if (c.log_path && rp && strcmp(c.log_path, "-") && log_cut(c.log_path, t.st.step, e))
 		goto out;
 	if (c.log_path) {
 		t.log = !strcmp(c.log_path, "-") ? stdout : fopen(c.log_path, rp ? "a" : "w");

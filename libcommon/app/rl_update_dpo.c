@@ -65,7 +65,7 @@ int dpo_train(const rlu_opts *o, model *m, optim *opt, seqs *v, stats *st, lm_er
 				rc = dpo_pair(o, m, &v->s[2 * i], &v->s[2 * i + 1], hi - lo, st, e);
 			if (rc)
 				break;
-			policy_step(o, m, opt, st);
+			rc = policy_step(o, m, opt, st, e);
 		}
 	return rc;
 }

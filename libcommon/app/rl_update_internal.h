@@ -97,9 +97,15 @@ int seq_forward(model *m, const seq *s, work *w, stats *st, lm_err *e);
 int reference_tokens(const rlu_opts *o, const model_config *cfg, lm_backend *be,
 		     int maxT, seqs *v, lm_err *e);
 
+/* Before optimizer step st->steps + 1: the loss so far and the gradient
+ * norm must be finite, or -1 with a message naming the step (nothing of
+ * the run is written then). */
+int rlu_check_finite(const stats *st, double gnorm, lm_err *e);
+
 /* The end of a batch: the gradient norm into st, then AdamW on m with the
- * step clipped to o->clip_grad. */
-void policy_step(const rlu_opts *o, model *m, optim *opt, stats *st);
+ * step clipped to o->clip_grad; -1 (no step) when the loss or the norm is
+ * not finite (rlu_check_finite). */
+int policy_step(const rlu_opts *o, model *m, optim *opt, stats *st, lm_err *e);
 
 /* SFT and the GRPO family: the epochs of batch steps on the policy m. */
 int pg_train(const rlu_opts *o, model *m, optim *opt, seqs *v, stats *st, lm_err *e);

@@ -66,7 +66,7 @@ int pg_train(const rlu_opts *o, model *m, optim *opt, seqs *v, stats *st, lm_err
 			}
 			if (rc)
 				break;
-			policy_step(o, m, opt, st);
+			rc = policy_step(o, m, opt, st, e);
 		}
 	progress_end(&pr, done, NULL);
 	work_free(&w);

@@ -210,6 +210,8 @@ int ppo_train(const rlu_opts *o, model *m, optim *opt, value_head *h, seqs *v, s
 			if (rc)
 				break;
 			double gm = optim_grad_norm(m), gn = sqrt(gm * gm + vh_grad_sumsq(h));
+			if ((rc = rlu_check_finite(st, gn, e)))
+				break;
 			double f = clip_factor(gn, o->clip_grad);
 			st->gnorm_sum += gn;
 			st->steps++;

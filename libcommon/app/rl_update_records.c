@@ -3,6 +3,7 @@
  * rewards, groups and log-probs (GRPO, PPO), {prompt, response} (SFT) or
  * {prompt, chosen, rejected} (DPO). */
 #include <jansson.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -70,7 +71,8 @@ static int old_logprobs(seq *s, json_t *a, const char *who, const char *name, un
 	int first = s->T - s->n_resp;
 	for (int k = 0; k < s->n_resp; k++) {
 		json_t *x = json_array_get(a, (size_t)k);
-		if (!json_is_number(x) || !(json_number_value(x) <= 0))
+		if (!json_is_number(x) || !(json_number_value(x) <= 0) ||
+		    !isfinite((float)json_number_value(x)))
 			return lm_seterr(e, "%s:%lu: logprobs[%d] is not a log-probability", name, lineno, k);
 		s->old_logp[first + k] = (float)json_number_value(x);
 	}
@@ -106,6 +108,8 @@ static int read_record(const rlu_opts *o, seqs *v, json_t *obj, int vocab, int c
 		return lm_seterr(e, "%s:%lu: no numeric 'reward' (score the rollouts with rl-reward)",
 				 name, lineno);
 	s->reward = json_number_value(rw);
+	if (!isfinite((float)s->reward)) /* computed in float: beyond FLT_MAX is inf */
+		return lm_seterr(e, "%s:%lu: reward %g does not fit a float", name, lineno, s->reward);
 	if (o->algo == RLU_PPO) /* no groups: the value head is the baseline */
 		return old_logprobs(s, json_object_get(obj, "logprobs"), "ppo", name, lineno, e);
 	if (!g)

@@ -1,12 +1,28 @@
 /* rl_update_step.c: the optimizer step that ends a batch of rl-update's SFT,
- * GRPO and DPO loops (PPO's also steps the value head, on the joint norm). */
+ * GRPO and DPO loops (PPO's also steps the value head, on the joint norm),
+ * and the finite guard before every step. */
 #include "app/rl_update_internal.h"
+
+#include <math.h>
+
 #include "model/optimizer.h"
 
-void policy_step(const rlu_opts *o, model *m, optim *opt, stats *st)
+int rlu_check_finite(const stats *st, double gnorm, lm_err *e)
+{
+	const char *what = !isfinite(st->loss) ? "loss" : !isfinite(gnorm) ? "gradient norm" : NULL;
+	if (what)
+		return lm_seterr(e, "step %lld: the %s is not finite (%g); stopped, nothing written",
+				 st->steps + 1, what, !isfinite(st->loss) ? st->loss : gnorm);
+	return 0;
+}
+
+int policy_step(const rlu_opts *o, model *m, optim *opt, stats *st, lm_err *e)
 {
 	double gn = optim_grad_norm(m);
+	if (rlu_check_finite(st, gn, e))
+		return -1;
 	st->gnorm_sum += gn;
 	st->steps++;
 	optim_step(opt, m, o->lr, clip_factor(gn, o->clip_grad));
+	return 0;
 }

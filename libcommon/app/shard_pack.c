@@ -9,6 +9,7 @@
  * documents go the same way): each document is then held until it ends. */
 #define _POSIX_C_SOURCE 200809L
 #include "app/shard_pack.h"
+#include "app/shard_pack_internal.h"
 
 #include <signal.h> /* sig_atomic_t */
 #include <stdlib.h>
@@ -22,6 +23,7 @@
 #include "base/rng.h"
 #include "cli/progress.h"
 #include "data/shard.h"
+#include "data/shard_set.h"
 #include "data/tokstream.h"
 
 enum {
@@ -42,6 +44,7 @@ typedef struct shard_seq {
 	shard_writer *w;
 	unsigned n_done;       /* committed shards */
 	uint64_t tokens, bytes;
+	shard_set *set;        /* the manifest being built: each committed shard */
 } shard_seq;
 
 /* What the abort hook removes: the committed shards of both sequences of
@@ -96,7 +99,15 @@ static int seq_commit(shard_seq *s, int which, lm_err *e)
 		return -1;
 	}
 	s->n_done++;
-	return 0;
+	/* what the manifest says of it, read back from the file itself */
+	char name[NAME_MAX_LEN + 32];
+	shard_file f;
+	seq_name(name, sizeof name, s->base, s->n_done - 1);
+	if (shard_file_open(&f, name, e))
+		return -1;
+	int rc = shard_set_add(s->set, which, name, f.m.n_tokens, f.m.n_docs, f.header_crc, e);
+	shard_file_close(&f);
+	return rc;
 }
 
 static int seq_put(shard_seq *s, int which, const uint32_t *ids, size_t n, lm_err *e)
@@ -144,17 +155,6 @@ static int exists(const char *path)
 {
 	struct stat st;
 	return stat(path, &st) == 0;
-}
-
-/* Remove shards numbered from `from` on, left by an earlier, longer run. */
-static void seq_remove_stale(const shard_seq *s, unsigned from)
-{
-	char name[NAME_MAX_LEN + 32];
-	for (unsigned i = from;; i++) {
-		seq_name(name, sizeof name, s->base, i);
-		if (unlink(name) != 0)
-			break;
-	}
 }
 
 /* ---- documents held for --val-docs ---- */
@@ -394,12 +394,24 @@ static int read_input(packer *p, const char *path, tokstream_info *first, uint32
 	return rc;
 }
 
-static int check_free(const shard_pack_opts *o, shard_seq *seq, lm_err *e)
+/* Without -f, neither a set (its manifest: the message names its first
+ * shard) nor the shards of one whose run was killed may be there. */
+static int check_free(const shard_pack_opts *o, shard_seq *seq, const shard_set *old,
+		      lm_err *e)
 {
 	char name[NAME_MAX_LEN + 32];
+	if (o->force)
+		return 0;
+	if (old) {
+		char *first = old->n[0] ? shard_set_shard_path(o->prefix, old->e[0][0].name) : NULL;
+		lm_seterr(e, "%s: already exists (use --force to replace)",
+			  first ? first : o->prefix);
+		free(first);
+		return -1;
+	}
 	for (int s = 0; s < 2; s++) {
 		seq_name(name, sizeof name, seq[s].base, 0);
-		if (exists(name) && !o->force)
+		if (exists(name))
 			return lm_seterr(e, "%s: already exists (use --force to replace)", name);
 	}
 	return 0;
@@ -424,10 +436,27 @@ int shard_pack(const shard_pack_opts *o, const char *const *inputs, int n,
 	packer p;
 	memset(&p, 0, sizeof p);
 	p.o = o;
-	if (strlen(o->prefix) + sizeof "-val" >= NAME_MAX_LEN)
+	if (strlen(o->prefix) + sizeof ".g4294967295-val" >= NAME_MAX_LEN)
 		return lm_seterr(e, "%s: prefix too long", o->prefix);
+	/* -f over a set with a manifest writes the next generation beside it */
+	if (dirs_make_parents(o->prefix, e))
+		return -1;
+	shard_set old, set = { 0 };
+	int have_set = shard_set_read(o->prefix, &old, e);
+	if (have_set < 0)
+		return -1;
+	have_set = !have_set;
+	if (have_set)
+		set.generation = old.generation + 1;
+	char gen[NAME_MAX_LEN - sizeof SHARD_SET_VAL];
+	if (set.generation)
+		snprintf(gen, sizeof gen, "%s.g%u", o->prefix, set.generation);
+	else
+		snprintf(gen, sizeof gen, "%s", o->prefix);
+	shard_pack_remove_stale_tmp(o->prefix);
 	for (int s = 0; s < 2; s++) {
-		snprintf(p.seq[s].base, NAME_MAX_LEN, s == SEQ_VAL ? "%s-val" : "%s", o->prefix);
+		snprintf(p.seq[s].base, NAME_MAX_LEN, "%s%s", gen, s == SEQ_VAL ? SHARD_SET_VAL : "");
+		p.seq[s].set = &set;
 		memcpy(sig_base[s], p.seq[s].base, NAME_MAX_LEN);
 		sig_count[s] = 0;
 		p.seq[s].shard_tokens = o->shard_tokens;
@@ -435,7 +464,10 @@ int shard_pack(const shard_pack_opts *o, const char *const *inputs, int n,
 		p.seq[s].cfg.level = o->level;
 		p.seq[s].cfg.threads = o->threads;
 	}
-	if (dirs_make_parents(o->prefix, e) || check_free(o, p.seq, e))
+	int busy = check_free(o, p.seq, have_set ? &old : NULL, e);
+	if (have_set)
+		shard_set_free(&old);
+	if (busy)
 		return -1;
 	if (o->val_docs > MAX_HELD_DOCS)
 		return lm_seterr(e, "--val-docs %llu is more than %d documents to hold; "
@@ -478,18 +510,24 @@ int shard_pack(const shard_pack_opts *o, const char *const *inputs, int n,
 	if (!rc && p.seq[SEQ_TRAIN].n_done == 0 && !o->allow_empty)
 		rc = lm_seterr(e, "every document went to validation: no training data");
 	progress_end(&p.prog, p.in_tokens, NULL);
+	/* The set-level commit: the manifest, written last, makes the set.  The
+	 * abort hook forgets the shards first, so that it can never remove shards
+	 * a manifest names; a signal during the write leaves them as a kill -9
+	 * would (no manifest: refused, and replaced by the next -f). */
+	if (!rc) {
+		sig_count[SEQ_TRAIN] = sig_count[SEQ_VAL] = 0;
+		rc = shard_set_write(o->prefix, &set, e);
+	}
 	if (rc) {
 		for (int s = 0; s < 2; s++)
 			seq_remove(&p.seq[s], s);
 	} else {
-		if (o->force)
-			for (int s = 0; s < 2; s++)
-				seq_remove_stale(&p.seq[s], p.seq[s].n_done);
+		shard_pack_remove_unlisted(o->prefix, &set);
 		if (sum)
 			summarize(&p, sum);
-		sig_count[SEQ_TRAIN] = sig_count[SEQ_VAL] = 0;
 	}
 	atomic_hook_remove(hook);
+	shard_set_free(&set);
 	for (size_t i = 0; i < p.heap_n; i++)
 		free(p.heap[i].ids);
 	free(p.cur.ids);

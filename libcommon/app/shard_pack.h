@@ -33,13 +33,24 @@ typedef struct shard_pack_summary {
 	uint64_t bytes;          /* of all the shards written */
 } shard_pack_summary;
 
-/* Pack the token streams of inputs ("-": stdin; n = 0: stdin); on success
- * *sum (when not NULL) says what was written.  On error no
- * shard of this run is left behind; while it runs, the abort list of
- * base/atomic.h removes its committed shards too, so a signal (lm_init's
- * handlers), die() or exit leave none either. */
+/* Pack the token streams of inputs ("-": stdin; n = 0: stdin), then write
+ * PREFIX.manifest, last and atomically (data/shard_set.h): the set exists
+ * for readers only from then on.  With force over a set with a manifest,
+ * the next generation is written beside it and the old one removed after
+ * the manifest switched.  On success *sum (when not NULL) says what was
+ * written.  On error no shard of this run is left behind; while it runs,
+ * the abort list of base/atomic.h removes its committed shards too, so a
+ * signal (lm_init's handlers), die() or exit leave none either.  Temporary
+ * files of killed runs on the same prefix are removed first. */
 int shard_pack(const shard_pack_opts *o, const char *const *inputs, int n,
 	       shard_pack_summary *sum, lm_err *e);
+
+/* Write PREFIX.manifest for a set written before manifests: every shard
+ * PREFIX-000000.lms ... and PREFIX-val-000000.lms ... is verified
+ * (shard_test) and named.  Refused when the set has a manifest, or a shard
+ * is out of sequence.  Only the user knows that the run finished: a killed
+ * run's shards look the same. */
+int shard_seal(const char *prefix, lm_err *e);
 
 /* Listing (-l): a header line, one line per file, a total line. */
 typedef struct shard_list_total {

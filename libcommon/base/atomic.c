@@ -2,8 +2,10 @@
 #define _POSIX_C_SOURCE 200809L
 #include "base/atomic.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -12,7 +14,8 @@
 #include <string.h>
 #include <unistd.h>
 
-enum { MAX_OPEN = 64 };
+enum { MAX_OPEN = 64, PID_DIGITS = 20 };
+#define TMP_TAG ".tmp-"
 
 /* Temporary names of the files not yet committed.  The signal handler reads
  * these; entries are published with a full string before the slot is set. */
@@ -48,12 +51,55 @@ static char *tmp_name(const char *path)
 	const char *slash = strrchr(path, '/');
 	size_t dirlen = slash ? (size_t)(slash - path + 1) : 0;
 	const char *base = path + dirlen;
-	size_t n = strlen(path) + sizeof ".tmp-XXXXXX" + 2;
+	size_t n = strlen(path) + sizeof TMP_TAG + PID_DIGITS + sizeof "-XXXXXX" + 2;
 	char *t = malloc(n);
 	if (!t)
 		return NULL;
-	snprintf(t, n, "%.*s.%s.tmp-XXXXXX", (int)dirlen, path, base);
+	snprintf(t, n, "%.*s.%s" TMP_TAG "%ld-XXXXXX", (int)dirlen, path, base, (long)getpid());
 	return t;
+}
+
+/* Is ".NAME.tmp-PID-XXXXXX" (or the older ".NAME.tmp-XXXXXX") a temporary
+ * file whose writer is gone?  Its target's name goes to target. */
+static int stale_tmp(const char *entry, char *target, size_t cap)
+{
+	const char *tag = strstr(entry, TMP_TAG);
+	if (entry[0] != '.' || !tag)
+		return 0;
+	for (const char *t; (t = strstr(tag + 1, TMP_TAG));) /* the last tag */
+		tag = t;
+	size_t n = (size_t)(tag - entry) - 1;
+	if (n == 0 || n >= cap)
+		return 0;
+	memcpy(target, entry + 1, n);
+	target[n] = '\0';
+	const char *p = tag + sizeof TMP_TAG - 1;
+	char *end;
+	long pid = strtol(p, &end, 10);
+	if (end == p || *end != '-')
+		return 1; /* written before names held the pid */
+	return pid > 0 && kill((pid_t)pid, 0) != 0 && errno == ESRCH;
+}
+
+int atomic_clean_stale(const char *dir, int (*is_ours)(const char *name, void *arg), void *arg)
+{
+	DIR *d = opendir(dir && *dir ? dir : ".");
+	if (!d)
+		return 0;
+	int removed = 0;
+	char target[NAME_MAX + 1];
+	for (struct dirent *de; (de = readdir(d));) {
+		if (!stale_tmp(de->d_name, target, sizeof target) || (is_ours && !is_ours(target, arg)))
+			continue;
+		char *path = malloc(strlen(dir ? dir : "") + strlen(de->d_name) + 2);
+		if (!path)
+			break;
+		sprintf(path, "%s%s%s", dir && *dir ? dir : "", dir && *dir ? "/" : "", de->d_name);
+		removed += unlink(path) == 0;
+		free(path);
+	}
+	closedir(d);
+	return removed;
 }
 
 int atomic_open(atomic_file *af, const char *path, lm_err *e)

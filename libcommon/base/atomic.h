@@ -1,10 +1,10 @@
 /* atomic.h: output files that appear whole or not at all.
  *
  * atomic_open() creates a hidden temporary file beside the destination
- * (".NAME.tmp-XXXXXX" in the same directory, so the final rename cannot cross
- * file systems); atomic_commit() flushes, fsyncs, renames it over the
- * destination and fsyncs the directory.  Until then the temporary file is on
- * a process-wide list; die(), exit and SIGINT/SIGTERM/SIGHUP remove every
+ * (".NAME.tmp-PID-XXXXXX" in the same directory, so the final rename cannot
+ * cross file systems, with the writer's process id); atomic_commit()
+ * flushes, fsyncs, renames it over the destination and fsyncs the
+ * directory.  Until then the temporary file is on a process-wide list; die(), exit and SIGINT/SIGTERM/SIGHUP remove every
  * file still on it, so an interrupted run leaves nothing that looks valid.
  *
  * Outputs that are committed one by one but whole only as a set (the
@@ -31,6 +31,13 @@ int atomic_open(atomic_file *af, const char *path, lm_err *e);
 int atomic_commit(atomic_file *af, lm_err *e);
 /* Close and remove the temporary file (safe on a zeroed or committed af). */
 void atomic_abort(atomic_file *af);
+
+/* Remove the temporary files in dir (NULL or "": the current directory)
+ * that a killed run left: those whose writer's process is gone (or whose
+ * name predates the process id), and whose final name is_ours accepts (NULL:
+ * any).  Returns how many were removed.  A program calls it at start for
+ * its outputs, so a kill -9 leaves no litter past the next run. */
+int atomic_clean_stale(const char *dir, int (*is_ours)(const char *name, void *arg), void *arg);
 
 /* Remove every unfinished temporary file and run every hook (called by die
  * and at exit). */

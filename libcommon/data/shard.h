@@ -79,17 +79,21 @@ typedef struct shard_file {
 	uint64_t *frame_off;
 	uint32_t *frame_size, *frame_crc;
 	size_t max_frame_size;  /* largest compressed frame */
+	uint32_t header_crc;    /* the header's own checksum: names the shard's content */
 } shard_file;
 
 /* Open, check the header and its checksum, the index and its checksum and
  * the file size.  Messages name the file: "x.lms: truncated ...". */
 int shard_file_open(shard_file *f, const char *path, lm_err *e);
 void shard_file_close(shard_file *f);
+/* Bytes of the largest decompressed frame: the frame size, or the whole
+ * shard when it holds fewer tokens (never more than the file can hold). */
+size_t shard_frame_bytes(const shard_file *f);
 /* Tokens in frame k. */
 uint32_t shard_frame_tokens(const shard_file *f, uint64_t k);
-/* Read frame k into comp (max_frame_size bytes), verify its checksum and
- * decompress its ids into raw (frame_tokens * dtype bytes) with dctx (a
- * ZSTD_DCtx *).  Safe to call from several threads with their own
+/* Read frame k into comp (max_frame_size bytes), verify its checksum,
+ * decompress its ids into raw (shard_frame_bytes bytes) with dctx (a
+ * ZSTD_DCtx *) and check that every id is below the vocabulary size.  Safe to call from several threads with their own
  * buffers.  Errors name the file and the frame. */
 int shard_read_frame(const shard_file *f, uint64_t k, void *dctx, uint8_t *comp,
 		     uint8_t *raw, lm_err *e);

@@ -10,6 +10,7 @@
 #include <unistd.h>
 #include <zstd.h>
 
+#include "base/checked.h"
 #include "base/crc32c.h"
 #include "base/le.h"
 
@@ -36,6 +37,7 @@ static int parse_header(shard_file *f, const uint8_t *h, uint32_t hlen, lm_err *
 	shard_meta *m = &f->m;
 	if (le_get32(h + hlen - 4) != crc32c(0, h, hlen - 4))
 		return lm_seterr(e, "%s: header checksum mismatch", f->path);
+	f->header_crc = le_get32(h + hlen - 4);
 	m->dtype = h[8];
 	m->vocab_size = le_get32(h + 12);
 	m->eot = le_get32(h + 16);
@@ -54,13 +56,20 @@ static int parse_header(shard_file *f, const uint8_t *h, uint32_t hlen, lm_err *
 				 f->path, m->eot, m->vocab_size);
 	if (m->frame_tokens == 0 || m->frame_tokens > SHARD_MAX_FRAME_TOKENS)
 		return lm_seterr(e, "%s: bad frame size of %u tokens", f->path, m->frame_tokens);
-	if (m->n_frames != (m->n_tokens + m->frame_tokens - 1) / m->frame_tokens)
+	/* ceil(n_tokens / F) without the wrap of n_tokens + F - 1 */
+	uint64_t frames = m->n_tokens / m->frame_tokens + (m->n_tokens % m->frame_tokens != 0);
+	if (m->n_frames != frames)
 		return lm_seterr(e, "%s: %llu frames cannot hold %llu tokens", f->path,
 				 (unsigned long long)m->n_frames, (unsigned long long)m->n_tokens);
 	if (m->n_docs > m->n_tokens)
 		return lm_seterr(e, "%s: more documents than tokens", f->path);
-	uint64_t end = m->index_offset + m->n_frames * SHARD_INDEX_ENTRY;
-	if (m->index_offset < hlen || end < m->index_offset)
+	uint64_t end;
+	if (ck_muladd_u64(m->n_frames, SHARD_INDEX_ENTRY, m->index_offset, &end) ||
+	    m->n_frames > (m->file_size - hlen) / SHARD_INDEX_ENTRY)
+		return lm_seterr(e, "%s: %llu frames: an index larger than the file (%llu bytes)",
+				 f->path, (unsigned long long)m->n_frames,
+				 (unsigned long long)m->file_size);
+	if (m->index_offset < hlen)
 		return lm_seterr(e, "%s: bad index offset %llu", f->path,
 				 (unsigned long long)m->index_offset);
 	if (m->file_size < end)
@@ -74,12 +83,13 @@ static int parse_header(shard_file *f, const uint8_t *h, uint32_t hlen, lm_err *
 
 static int load_index(shard_file *f, uint32_t hlen, uint32_t index_crc, lm_err *e)
 {
+	/* parse_header bounded n_frames by the file size: these cannot wrap */
 	uint64_t nf = f->m.n_frames;
 	size_t bytes = (size_t)nf * SHARD_INDEX_ENTRY;
 	uint8_t *idx = malloc(bytes ? bytes : 1);
-	f->frame_off = malloc((nf ? nf : 1) * sizeof *f->frame_off);
-	f->frame_size = malloc((nf ? nf : 1) * sizeof *f->frame_size);
-	f->frame_crc = malloc((nf ? nf : 1) * sizeof *f->frame_crc);
+	f->frame_off = calloc(nf ? nf : 1, sizeof *f->frame_off);
+	f->frame_size = calloc(nf ? nf : 1, sizeof *f->frame_size);
+	f->frame_crc = calloc(nf ? nf : 1, sizeof *f->frame_crc);
 	if (!idx || !f->frame_off || !f->frame_size || !f->frame_crc) {
 		free(idx);
 		return lm_seterr(e, "%s: out of memory", f->path);
@@ -177,10 +187,29 @@ void shard_file_close(shard_file *f)
 	f->fd = -1;
 }
 
+size_t shard_frame_bytes(const shard_file *f)
+{
+	uint64_t F = f->m.frame_tokens < f->m.n_tokens ? f->m.frame_tokens : f->m.n_tokens;
+	return (size_t)F * (size_t)f->m.dtype;
+}
+
 uint32_t shard_frame_tokens(const shard_file *f, uint64_t k)
 {
 	uint64_t left = f->m.n_tokens - k * f->m.frame_tokens;
 	return left < f->m.frame_tokens ? (uint32_t)left : f->m.frame_tokens;
+}
+
+/* Every id of a frame below the shard's vocabulary size: a reader must not
+ * hand a model an id its embedding does not have. */
+static int check_ids(const shard_file *f, uint64_t k, const uint8_t *raw, size_t n, lm_err *e)
+{
+	for (size_t i = 0; i < n; i++) {
+		uint32_t id = f->m.dtype == 2 ? le_get16(raw + 2 * i) : le_get32(raw + 4 * i);
+		if (id >= f->m.vocab_size)
+			return lm_seterr(e, "%s: frame %llu: token id %u >= vocabulary size %u",
+					 f->path, (unsigned long long)k, id, f->m.vocab_size);
+	}
+	return 0;
 }
 
 int shard_read_frame(const shard_file *f, uint64_t k, void *dctx, uint8_t *comp,
@@ -195,14 +224,13 @@ int shard_read_frame(const shard_file *f, uint64_t k, void *dctx, uint8_t *comp,
 	if (crc32c(0, comp, n) != f->frame_crc[k])
 		return lm_seterr(e, "%s: frame %llu: checksum mismatch", f->path, kk);
 	size_t want = (size_t)shard_frame_tokens(f, k) * (size_t)f->m.dtype;
-	size_t got = ZSTD_decompressDCtx(dctx, raw, (size_t)f->m.frame_tokens * (size_t)f->m.dtype,
-					 comp, n);
+	size_t got = ZSTD_decompressDCtx(dctx, raw, shard_frame_bytes(f), comp, n);
 	if (ZSTD_isError(got))
 		return lm_seterr(e, "%s: frame %llu: %s", f->path, kk, ZSTD_getErrorName(got));
 	if (got != want)
 		return lm_seterr(e, "%s: frame %llu: %zu bytes of ids, want %zu", f->path, kk,
 				 got, want);
-	return 0;
+	return check_ids(f, k, raw, want / (size_t)f->m.dtype, e);
 }
 
 void shard_ids_from_raw(const uint8_t *raw, int dtype, size_t n, uint32_t *out)

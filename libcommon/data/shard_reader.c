@@ -11,13 +11,17 @@
 #include <sys/stat.h>
 #include <zstd.h>
 
+#include "base/checked.h"
 #include "base/rng.h"
 #include "data/shard.h"
+#include "data/shard_set.h"
 
 enum {
 	DEFAULT_CACHE_FRAMES = 64,
 	NAME_EXTRA = 32,        /* room for "-000000.lms" after a prefix */
 };
+/* the default cache's bound per thread, for shards of very large frames */
+static const size_t CACHE_BYTES_MAX = (size_t)256 << 20;
 
 typedef struct cache_entry {
 	size_t file;
@@ -43,8 +47,9 @@ struct shard_reader {
 	uint64_t *start_prefix;  /* n_files + 1: cumulative random start positions */
 	uint64_t *win_prefix;    /* n_files + 1: cumulative sequential windows */
 	uint64_t total_tokens;
-	uint32_t frame_tokens_max;
+	uint64_t total_frames;
 	size_t max_frame_size;
+	size_t frame_bytes;      /* the largest decompressed frame of the set */
 	int dtype;
 
 	/* Used only by whoever fills batches (the prefetch thread, if on). */
@@ -86,6 +91,11 @@ static const uint8_t *get_frame(const shard_reader *r, sr_worker *w, size_t i, u
 			victim = ce;
 	}
 	victim->last_use = 0;
+	if (!victim->raw && !(victim->raw = malloc(r->frame_bytes ? r->frame_bytes : 1))) {
+		lm_seterr(e, "%s: out of memory for a frame of %zu bytes", r->files[i].path,
+			  r->frame_bytes);
+		return NULL;
+	}
 	if (shard_read_frame(&r->files[i], k, w->dctx, w->comp, victim->raw, e))
 		return NULL;
 	victim->file = i;
@@ -295,29 +305,73 @@ static int add_file(shard_reader *r, const char *path, size_t *cap, lm_err *e)
 	return 0;
 }
 
-/* A path that is a file, or a PREFIX of PREFIX-000000.lms, ... */
+/* The shards of part of the manifest of prefix, each checked against its
+ * entry (a shard replaced since the manifest was written is refused). */
+static int add_manifest(shard_reader *r, const char *prefix, const shard_set *s, int part,
+			const char *what, size_t *cap, lm_err *e)
+{
+	if (s->n[part] == 0)
+		return lm_seterr(e, "%s%s: the set has no %s shards", prefix, SHARD_SET_EXT, what);
+	for (size_t i = 0; i < s->n[part]; i++) {
+		const shard_set_entry *x = &s->e[part][i];
+		char *path = shard_set_shard_path(prefix, x->name);
+		if (!path)
+			return lm_seterr(e, "out of memory");
+		int rc = add_file(r, path, cap, e);
+		free(path);
+		if (rc)
+			return lm_err_prefix(e, "%s%s", prefix, SHARD_SET_EXT);
+		const shard_file *f = &r->files[r->n_files - 1];
+		if (f->header_crc != x->crc || f->m.n_tokens != x->tokens || f->m.n_docs != x->docs)
+			return lm_seterr(e, "%s: differs from its entry in %s%s (%llu tokens, checksum "
+					 "%08x): the set changed after it was written; redo it with "
+					 "shard-pack -f -o %s", f->path, prefix, SHARD_SET_EXT,
+					 (unsigned long long)x->tokens, x->crc, prefix);
+	}
+	return 0;
+}
+
+/* A path that is a file, or a PREFIX: the shards its manifest names
+ * (PREFIX-val: the validation part of PREFIX's manifest). */
 static int add_path(shard_reader *r, const char *path, size_t *cap, lm_err *e)
 {
 	if (is_file(path))
 		return add_file(r, path, cap, e);
-	size_t len = strlen(path) + NAME_EXTRA;
-	char *name = malloc(len);
-	if (!name)
+	shard_set s;
+	int part = SHARD_SET_TRAIN;
+	char *base = strdup(path);
+	if (!base)
 		return lm_seterr(e, "out of memory");
-	unsigned i = 0;
-	for (;; i++) {
-		snprintf(name, len, "%s-%06u%s", path, i, SHARD_EXT);
-		if (!is_file(name))
-			break;
-		if (add_file(r, name, cap, e)) {
+	int got = shard_set_read(base, &s, e);
+	size_t n = strlen(base), nv = sizeof SHARD_SET_VAL - 1;
+	if (got == 1 && n > nv && !strcmp(base + n - nv, SHARD_SET_VAL)) {
+		base[n - nv] = '\0';
+		part = SHARD_SET_VALID;
+		got = shard_set_read(base, &s, e);
+	}
+	int rc = got < 0 ? -1 : 0;
+	if (got == 0) {
+		rc = add_manifest(r, base, &s, part, part == SHARD_SET_VALID ? "validation" : "training",
+				  cap, e);
+		shard_set_free(&s);
+	} else if (got == 1) {
+		size_t len = strlen(path) + NAME_EXTRA;
+		char *name = malloc(len);
+		if (!name)
+			rc = lm_seterr(e, "out of memory");
+		else {
+			snprintf(name, len, "%s-%06u%s", path, 0u, SHARD_EXT);
+			rc = is_file(name)
+			     ? lm_seterr(e, "%s: no manifest %s%s: the set is incomplete (shard-pack was "
+					 "interrupted) or older than manifests; redo it with shard-pack "
+					 "-f -o %s, or, if its run finished, seal it with shard-pack "
+					 "--seal %s", path, base, SHARD_SET_EXT, base, base)
+			     : lm_seterr(e, "%s: no such shard, and no %s%s", path, path, SHARD_SET_EXT);
 			free(name);
-			return -1;
 		}
 	}
-	free(name);
-	if (i == 0)
-		return lm_seterr(e, "%s: no such shard, and no %s-000000%s", path, path, SHARD_EXT);
-	return 0;
+	free(base);
+	return rc;
 }
 
 static int check_set(shard_reader *r, lm_err *e)
@@ -337,11 +391,14 @@ static int check_set(shard_reader *r, lm_err *e)
 					 "from %s's %u and %u", f->path, m->vocab_size, m->eot,
 					 r->files[0].path, m0->vocab_size, m0->eot);
 		uint64_t n = m->n_tokens;
-		r->start_prefix[i + 1] = r->start_prefix[i] + (n > T ? n - T : 0);
-		r->win_prefix[i + 1] = r->win_prefix[i] + (n > 0 ? (n - 1) / T : 0);
-		r->total_tokens += n;
-		if (m->frame_tokens > r->frame_tokens_max)
-			r->frame_tokens_max = m->frame_tokens;
+		if (ck_add_u64(r->start_prefix[i], n > T ? n - T : 0, &r->start_prefix[i + 1]) ||
+		    ck_add_u64(r->win_prefix[i], n > 0 ? (n - 1) / T : 0, &r->win_prefix[i + 1]) ||
+		    ck_add_u64(r->total_tokens, n, &r->total_tokens))
+			return lm_seterr(e, "%s: %llu tokens: the set's token count overflows",
+					 f->path, (unsigned long long)n);
+		if (shard_frame_bytes(f) > r->frame_bytes)
+			r->frame_bytes = shard_frame_bytes(f);
+		r->total_frames += m->n_frames;
 		if (f->max_frame_size > r->max_frame_size)
 			r->max_frame_size = f->max_frame_size;
 	}
@@ -357,18 +414,28 @@ static int alloc_buffers(shard_reader *r, lm_err *e)
 	r->workers = calloc((size_t)r->n_workers, sizeof *r->workers);
 	if (!r->workers)
 		return lm_seterr(e, "out of memory");
-	size_t frame_bytes = (size_t)r->frame_tokens_max * (size_t)r->dtype;
+	/* Entries are allocated when first filled, so a frame size claimed by a
+	 * header costs memory only once such a frame has been read; a cache never
+	 * holds more entries than the set has frames, nor (by default) more than
+	 * CACHE_BYTES_MAX. */
+	size_t n_cache = r->cfg.cache_frames;
+	if (!n_cache) {
+		n_cache = DEFAULT_CACHE_FRAMES;
+		if (r->frame_bytes && CACHE_BYTES_MAX / r->frame_bytes < n_cache)
+			n_cache = CACHE_BYTES_MAX / r->frame_bytes;
+	}
+	if (n_cache > r->total_frames)
+		n_cache = (size_t)r->total_frames;
+	if (n_cache == 0)
+		n_cache = 1;
 	for (int t = 0; t < r->n_workers; t++) {
 		sr_worker *w = &r->workers[t];
-		w->n_cache = r->cfg.cache_frames ? r->cfg.cache_frames : DEFAULT_CACHE_FRAMES;
+		w->n_cache = n_cache;
 		w->cache = calloc(w->n_cache, sizeof *w->cache);
 		w->dctx = ZSTD_createDCtx();
 		w->comp = malloc(r->max_frame_size ? r->max_frame_size : 1);
 		if (!w->cache || !w->dctx || !w->comp)
 			return lm_seterr(e, "out of memory");
-		for (size_t c = 0; c < w->n_cache; c++)
-			if (!(w->cache[c].raw = malloc(frame_bytes)))
-				return lm_seterr(e, "out of memory");
 	}
 	return 0;
 }
@@ -487,4 +554,13 @@ uint64_t sr_windows(const shard_reader *r)
 size_t sr_shards(const shard_reader *r)
 {
 	return r->n_files;
+}
+
+size_t sr_cache_bytes(const shard_reader *r)
+{
+	size_t n = 0;
+	for (int t = 0; t < r->n_workers; t++)
+		for (size_t c = 0; c < r->workers[t].n_cache; c++)
+			n += r->workers[t].cache[c].raw ? r->frame_bytes : 0;
+	return n;
 }

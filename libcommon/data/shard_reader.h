@@ -2,9 +2,13 @@
  * (man 5 lmpipe-shard), for lm-train.
  *
  * A reader opens a set of shards, either a list of files or a PREFIX
- * (meaning the files PREFIX-000000.lms, PREFIX-000001.lms, ... that
- * shard-pack -o PREFIX wrote; its validation set is the prefix PREFIX-val).
- * All shards of a set must share vocabulary size, end-of-text id and dtype.
+ * (meaning the training shards that PREFIX.manifest names, the set that
+ * shard-pack -o PREFIX wrote; its validation set is the prefix PREFIX-val,
+ * the validation shards of that manifest: see shard_set.h).  A PREFIX
+ * without a manifest is refused: its run did not finish, or it predates
+ * manifests (shard-pack --seal).  Every shard's ids are checked against its
+ * vocabulary size as its frames are read.  All shards of a set must share
+ * vocabulary size, end-of-text id and dtype.
  *
  * Each call of sr_next() fills one batch: B windows of T+1 consecutive
  * tokens, row-major in out[B * (T + 1)] (uint32 ids).  lm-train takes
@@ -85,5 +89,7 @@ uint64_t sr_tokens(const shard_reader *r);  /* all tokens of the set */
 uint64_t sr_starts(const shard_reader *r);  /* valid random start positions */
 uint64_t sr_windows(const shard_reader *r); /* sequential windows */
 size_t sr_shards(const shard_reader *r);
+/* Bytes the frame caches of all filling threads hold now. */
+size_t sr_cache_bytes(const shard_reader *r);
 
 #endif

@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/checked.h"
+
 enum { NONE = 0xFFFFFFFFu, INITIAL_MAP = 1 << 16, FIRST_OCC_CAP = 4, PREFETCH_AHEAD = 8 };
 
 typedef struct pair {
@@ -268,6 +270,23 @@ static void add_word(const uint8_t *s, size_t n, uint64_t count, void *arg)
 	L->n_sym += n;
 }
 
+/* Every pair count is at most the sum over words of count x (length - 1),
+ * and merges only lower that sum: when it fits int64_t, no pair count can
+ * overflow, now or after any merge. */
+static int check_pair_total(learner *L)
+{
+	int64_t total = 0;
+	for (size_t w = 0; w < L->n_words; w++) {
+		const word *wd = &L->words[w];
+		int64_t pairs;
+		if (wd->count > INT64_MAX || ck_mul_i64((int64_t)wd->count, wd->len - 1, &pairs) ||
+		    ck_add_i64(total, pairs, &total))
+			return lm_seterr(L->e, "pre-token counts too large: the pair counts would "
+					 "overflow 64-bit arithmetic (beyond 2^63 - 1)");
+	}
+	return 0;
+}
+
 static int setup(learner *L, const bpe_counts *c, const bpe_specials *sp, uint32_t vocab)
 {
 	size_t n = c->n;
@@ -294,6 +313,8 @@ static int setup(learner *L, const bpe_counts *c, const bpe_specials *sp, uint32
 	}
 	L->toff[L->n_tok] = off;
 	bpe_counts_each(c, add_word, L);
+	if (check_pair_total(L))
+		return -1;
 
 	for (size_t w = 0; w < L->n_words; w++) {
 		const word *wd = &L->words[w];

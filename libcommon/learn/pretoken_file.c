@@ -19,7 +19,7 @@
 #include "base/io.h"
 
 static const char MAGIC[8] = { 'L', 'M', 'B', 'P', 'E', 'C', 'N', 'T' };
-enum { VERSION = 1, PRETOK_NAME = 16, MAX_SPECIAL_LEN = 1 << 20 };
+enum { VERSION = 1, PRETOK_NAME = 16, MAX_SPECIAL_LEN = 1 << 20, READ_CHUNK = 1 << 16 };
 static const char PRETOK[PRETOK_NAME] = "gpt2";
 static const uint64_t FNV_OFFSET = 0xCBF29CE484222325ull, FNV_PRIME = 0x100000001B3ull;
 
@@ -103,6 +103,30 @@ static int get(rd *r, void *p, size_t n)
 	for (size_t i = 0; i < n; i++)
 		r->h = (r->h ^ b[i]) * FNV_PRIME;
 	r->pos += n;
+	return 0;
+}
+
+/* Read n bytes into *buf (capacity *cap), growing it only as the bytes
+ * arrive, READ_CHUNK at a time: a length field cannot make the reader
+ * allocate more than the file holds. */
+static int get_grow(rd *r, uint8_t **buf, size_t *cap, size_t n)
+{
+	for (size_t have = 0; have < n;) {
+		size_t want = n - have < READ_CHUNK ? n - have : READ_CHUNK;
+		if (have + want > *cap) {
+			size_t c = *cap ? *cap : READ_CHUNK;
+			while (c < have + want)
+				c *= 2;
+			uint8_t *nb = realloc(*buf, c);
+			if (!nb)
+				return lm_seterr(r->e, "%s: entry of %zu bytes: out of memory", r->name, n);
+			*buf = nb;
+			*cap = c;
+		}
+		if (get(r, *buf + have, want))
+			return -1;
+		have += want;
+	}
 	return 0;
 }
 
@@ -192,16 +216,7 @@ static int read_body(rd *r, bpe_counts *c)
 				  (unsigned long long)i, (unsigned long long)r->pos);
 			goto fail;
 		}
-		if (len > cap) {
-			uint8_t *nb = realloc(buf, len);
-			if (!nb) {
-				lm_seterr(r->e, "%s: entry of %u bytes: out of memory", r->name, len);
-				goto fail;
-			}
-			buf = nb;
-			cap = len;
-		}
-		if (get(r, buf, len) || bpe_counts_add(c, buf, len, k, r->e))
+		if (get_grow(r, &buf, &cap, len) || bpe_counts_add(c, buf, len, k, r->e))
 			goto fail;
 	}
 	free(buf);

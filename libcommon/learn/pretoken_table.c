@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/checked.h"
 #include "base/grow.h"
 
 enum { INITIAL_SLOTS = 1 << 12, MAX_LOAD_PCT = 50 };
@@ -79,11 +80,13 @@ int bpe_counts_add_hashed(bpe_counts *c, const uint8_t *s, size_t n, uint64_t h,
 	for (uint32_t id; (id = c->slot[j]); j = (j + 1) & c->mask) {
 		bpe_count_ent *x = &c->ent[id - 1];
 		if (x->hash == h && x->len == n && !memcmp(c->bytes + x->off, s, n)) {
-			x->count += k;
-			c->total += k;
+			if (ck_add_u64(x->count, k, &x->count) || ck_add_u64(c->total, k, &c->total))
+				return lm_seterr(e, "pre-token count overflow (beyond 2^64 - 1)");
 			return 0;
 		}
 	}
+	if (ck_add_u64(c->total, k, &c->total))
+		return lm_seterr(e, "pre-token count overflow (beyond 2^64 - 1)");
 	if (n > UINT32_MAX || c->n >= UINT32_MAX - 1)
 		return lm_seterr(e, "pre-token table too large");
 	if (lm_grow((void **)&c->ent, &c->cap_ent, c->n + 1, sizeof *c->ent, e) ||
@@ -97,7 +100,6 @@ int bpe_counts_add_hashed(bpe_counts *c, const uint8_t *s, size_t n, uint64_t h,
 	memcpy(c->bytes + c->n_bytes, s, n);
 	c->n_bytes += n;
 	c->slot[j] = (uint32_t)++c->n;
-	c->total += k;
 	if (c->n * 100 > (c->mask + 1) * MAX_LOAD_PCT)
 		return grow_index(c, e);
 	return 0;

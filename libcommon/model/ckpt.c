@@ -167,6 +167,28 @@ static int meta_u64(const sft_file *f, const char *key, uint64_t *out, lm_err *e
 	return 0;
 }
 
+/* Every tensor the shape c implies is in the file with its shape, so that a
+ * model allocated from c is no larger than the file (whose tensors cover its
+ * data exactly): a small file cannot make a program allocate from a claim. */
+static int check_tensors(const sft_file *f, const model_config *c, lm_err *e)
+{
+	if ((size_t)c->n_layers > f->n)
+		return lm_seterr(e, "%s: %d layers claimed, %zu tensors present", f->path,
+				 c->n_layers, f->n);
+	model_tensor *tt = NULL;
+	int nt = model_tensors(c, &tt);
+	if (nt < 0)
+		return lm_seterr(e, "%s: out of memory", f->path);
+	int rc = 0;
+	for (int i = 0; !rc && i < nt; i++) {
+		const sft_tensor *t;
+		int64_t shape[2] = { tt[i].rows, tt[i].cols };
+		rc = sft_expect_shape(f, tt[i].name, SFT_F32, tt[i].cols ? 2 : 1, shape, &t, e);
+	}
+	free(tt);
+	return rc;
+}
+
 static int read_config(const sft_file *f, model_config *c, lm_err *e)
 {
 	const char *fmt = sft_meta(f, "lmpipe.format");
@@ -198,7 +220,7 @@ static int read_config(const sft_file *f, model_config *c, lm_err *e)
 	c->tie_embeddings = v[6] != 0;
 	if (model_config_check(c, e))
 		return lm_err_prefix(e, "%s", f->path);
-	return 0;
+	return check_tensors(f, c, e);
 }
 
 int ckpt_read_meta(const char *path, const char *key, char **value, lm_err *e)
@@ -339,20 +361,26 @@ int ckpt_export_hf(const char *dir, const model *m, lm_err *e)
 	char *path = malloc(len);
 	if (!path)
 		return lm_seterr(e, "out of memory");
-	snprintf(path, len, "%s/config.json", dir);
-	int rc = write_hf_config(path, &m->cfg, e);
+	/* the weights first, the small config last: a full disk fails on the
+	 * weights, and a config that cannot be written takes the weights with
+	 * it, so DIR never holds one without the other from this export */
+	snprintf(path, len, "%s/model.safetensors", dir);
+	meta_buf b = { .n = 0 };
+	put(&b, "format", "pt");
+	float *p = download(m, m->params);
+	model_tensor *tt = NULL;
+	size_t n;
+	sft_tensor *t = p ? model_entries(m, p, 0, &n, &tt) : NULL;
+	int rc = t ? sft_write(path, t, n, b.kv, b.n, e) : lm_seterr(e, "out of memory");
+	free(t);
+	free(tt);
+	free(p);
 	if (!rc) {
-		snprintf(path, len, "%s/model.safetensors", dir);
-		meta_buf b = { .n = 0 };
-		put(&b, "format", "pt");
-		float *p = download(m, m->params);
-		model_tensor *tt = NULL;
-		size_t n;
-		sft_tensor *t = p ? model_entries(m, p, 0, &n, &tt) : NULL;
-		rc = t ? sft_write(path, t, n, b.kv, b.n, e) : lm_seterr(e, "out of memory");
-		free(t);
-		free(tt);
-		free(p);
+		snprintf(path, len, "%s/config.json", dir);
+		if ((rc = write_hf_config(path, &m->cfg, e))) {
+			snprintf(path, len, "%s/model.safetensors", dir);
+			unlink(path);
+		}
 	}
 	free(path);
 	return rc;

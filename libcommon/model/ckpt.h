@@ -7,7 +7,11 @@
  * "optimizer.m"/"optimizer.v" in parameter-buffer order, and __metadata__
  * strings: format=pt, lmpipe.format=checkpoint, lmpipe.version=1, the model
  * shape, and the training state (step, AdamW t, tokens, data position, data
- * seed, RNG).  Files are written whole or not at all. */
+ * seed, RNG), with the CRC-32C of every tensor (safetensors.h).  Files are
+ * written whole or not at all.  Reading the shape checks that the file holds
+ * every tensor of it, so a program may allocate the model it describes;
+ * loading verifies each tensor's checksum (none: a file written before
+ * checksums, read as it is). */
 #ifndef LMPIPE_CKPT_H
 #define LMPIPE_CKPT_H
 

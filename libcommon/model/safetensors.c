@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,9 +16,14 @@
 #include <unistd.h>
 
 #include "base/atomic.h"
+#include "base/checked.h"
+#include "base/crc32c.h"
 #include "base/io.h"
 
 enum { HEADER_LEN_BYTES = 8, HEADER_MAX = 100 << 20, HEADER_ALIGN = 8 };
+/* "lmpipe.crc32c.NAME": the CRC-32C of tensor NAME's bytes, in hex */
+#define CRC_KEY "lmpipe.crc32c."
+enum { CRC_HEX = 8, CRC_KEY_MAX = 512 };
 
 static const struct { const char *name; size_t size; } dtypes[] = {
 	[SFT_F32] = { "F32", 4 }, [SFT_F16] = { "F16", 2 }, [SFT_BF16] = { "BF16", 2 },
@@ -49,14 +55,18 @@ static int parse_tensor(sft_file *f, const char *name, json_t *v, const char *da
 	if (json_array_size(shape) > SFT_MAX_DIMS)
 		return lm_seterr(e, "%s: tensor '%s': more than %d dimensions", f->path, name, SFT_MAX_DIMS);
 	t->ndim = (int)json_array_size(shape);
-	double numel = 1;
+	uint64_t numel = 1, bytes;
 	for (int i = 0; i < t->ndim; i++) {
 		json_t *x = json_array_get(shape, i);
 		if (!json_is_integer(x) || json_integer_value(x) < 0)
 			return lm_seterr(e, "%s: tensor '%s': bad shape", f->path, name);
 		t->shape[i] = json_integer_value(x);
-		numel *= (double)t->shape[i];
+		if (ck_mul_u64(numel, (uint64_t)t->shape[i], &numel))
+			return lm_seterr(e, "%s: tensor '%s': the element count overflows", f->path,
+					 name);
 	}
+	if (ck_mul_u64(numel, dtypes[d].size, &bytes))
+		return lm_seterr(e, "%s: tensor '%s': the byte count overflows", f->path, name);
 	json_t *b = json_array_get(offs, 0), *en = json_array_get(offs, 1);
 	if (!json_is_integer(b) || !json_is_integer(en) || json_integer_value(b) < 0 ||
 	    json_integer_value(en) < json_integer_value(b) ||
@@ -64,10 +74,80 @@ static int parse_tensor(sft_file *f, const char *name, json_t *v, const char *da
 		return lm_seterr(e, "%s: tensor '%s': data_offsets outside the file (truncated?)",
 				 f->path, name);
 	t->nbytes = (size_t)(json_integer_value(en) - json_integer_value(b));
-	if ((double)t->nbytes != numel * dtypes[d].size)
-		return lm_seterr(e, "%s: tensor '%s': %zu bytes for %.0f elements of %s", f->path,
-				 name, t->nbytes, numel, dtypes[d].name);
+	if (t->nbytes != bytes)
+		return lm_seterr(e, "%s: tensor '%s': %zu bytes for %llu elements of %s", f->path,
+				 name, t->nbytes, (unsigned long long)numel, dtypes[d].name);
 	t->data = data + json_integer_value(b);
+	return 0;
+}
+
+static int by_offset(const void *a, const void *b)
+{
+	const sft_tensor *x = *(const sft_tensor *const *)a, *y = *(const sft_tensor *const *)b;
+	if (x->data != y->data)
+		return (const char *)x->data < (const char *)y->data ? -1 : 1;
+	return x->nbytes < y->nbytes ? -1 : x->nbytes > y->nbytes;
+}
+
+/* In offset order, each tensor starts where the previous ended and the last
+ * ends at the end of the file: no byte is shared, none is unaccounted for. */
+static int check_layout(sft_file *f, const char *data, size_t datalen, lm_err *e)
+{
+	const sft_tensor **order = malloc((f->n ? f->n : 1) * sizeof *order);
+	if (!order)
+		return lm_seterr(e, "%s: out of memory", f->path);
+	for (size_t i = 0; i < f->n; i++)
+		order[i] = &f->t[i];
+	qsort(order, f->n, sizeof *order, by_offset);
+	size_t at = 0;
+	int rc = 0;
+	for (size_t i = 0; !rc && i < f->n; i++) {
+		size_t begin = (size_t)((const char *)order[i]->data - data);
+		if (begin != at)
+			rc = lm_seterr(e, "%s: tensor '%s': data starts at byte %zu, the previous "
+				       "tensor ends at %zu (%s)", f->path, order[i]->name, begin, at,
+				       begin < at ? "overlap" : "gap");
+		at = begin + order[i]->nbytes;
+	}
+	if (!rc && at != datalen)
+		rc = lm_seterr(e, "%s: the tensors end at byte %zu of %zu bytes of data", f->path,
+			       at, datalen);
+	free(order);
+	return rc;
+}
+
+/* The checksums in the metadata: all tensors have one, or none has. */
+static int read_checksums(sft_file *f, lm_err *e)
+{
+	size_t keys = 0, found = 0;
+	const char *key;
+	json_t *v;
+	if (f->meta)
+		json_object_foreach(f->meta, key, v)
+			keys += !strncmp(key, CRC_KEY, sizeof CRC_KEY - 1);
+	if (!keys)
+		return 0;
+	if (!(f->crc = calloc(f->n ? f->n : 1, sizeof *f->crc)))
+		return lm_seterr(e, "%s: out of memory", f->path);
+	for (size_t i = 0; i < f->n; i++) {
+		sft_tensor *t = &f->t[i];
+		char name[CRC_KEY_MAX];
+		if (snprintf(name, sizeof name, "%s%s", CRC_KEY, t->name) >= (int)sizeof name)
+			return lm_seterr(e, "%s: tensor '%s': name too long", f->path, t->name);
+		const char *hex = json_string_value(json_object_get(f->meta, name));
+		char *end;
+		if (!hex)
+			return lm_seterr(e, "%s: tensor '%s': no checksum, although the file has "
+					 "checksums", f->path, t->name);
+		unsigned long c = strtoul(hex, &end, 16);
+		if (strlen(hex) != CRC_HEX || *end || c > UINT32_MAX)
+			return lm_seterr(e, "%s: tensor '%s': bad checksum '%s'", f->path, t->name,
+					 hex);
+		f->crc[i] = (uint32_t)c;
+		found++;
+	}
+	if (found != keys)
+		return lm_seterr(e, "%s: %zu checksums for %zu tensors", f->path, keys, found);
 	return 0;
 }
 
@@ -83,7 +163,8 @@ static int parse_header(sft_file *f, lm_err *e)
 		return lm_seterr(e, "%s: not a safetensors file (header length %llu, file %zu bytes)",
 				 f->path, (unsigned long long)hlen, f->size);
 	json_error_t je;
-	json_t *root = json_loadb((const char *)p + HEADER_LEN_BYTES, hlen, 0, &je);
+	json_t *root = json_loadb((const char *)p + HEADER_LEN_BYTES, hlen,
+				  JSON_REJECT_DUPLICATES, &je);
 	if (!root || !json_is_object(root)) {
 		json_decref(root);
 		return lm_seterr(e, "%s: bad safetensors header: %s", f->path,
@@ -108,7 +189,9 @@ static int parse_header(sft_file *f, lm_err *e)
 			return -1;
 		f->n++;
 	}
-	return 0;
+	if (check_layout(f, (const char *)p + HEADER_LEN_BYTES + hlen, datalen, e))
+		return -1;
+	return read_checksums(f, e);
 }
 
 int sft_open(sft_file *f, const char *path, lm_err *e)
@@ -156,6 +239,7 @@ void sft_close(sft_file *f)
 		munmap(f->map, f->size);
 	json_decref(f->json);
 	free(f->t);
+	free(f->crc);
 	free(f->path);
 	memset(f, 0, sizeof *f);
 }
@@ -168,8 +252,25 @@ const sft_tensor *sft_find(const sft_file *f, const char *name)
 	return NULL;
 }
 
+int sft_verify(const sft_file *f, const sft_tensor *t, lm_err *e)
+{
+	if (!f->crc)
+		return 0;
+	uint32_t c = crc32c(0, t->data, t->nbytes), want = f->crc[t - f->t];
+	if (c != want)
+		return lm_seterr(e, "%s: tensor '%s': checksum mismatch (CRC-32C %08" PRIx32
+				 ", the metadata says %08" PRIx32 ")", f->path, t->name, c, want);
+	return 0;
+}
+
 int sft_expect(const sft_file *f, const char *name, sft_dtype d, int ndim,
 	       const int64_t *shape, const sft_tensor **out, lm_err *e)
+{
+	return sft_expect_shape(f, name, d, ndim, shape, out, e) || sft_verify(f, *out, e) ? -1 : 0;
+}
+
+int sft_expect_shape(const sft_file *f, const char *name, sft_dtype d, int ndim,
+		     const int64_t *shape, const sft_tensor **out, lm_err *e)
 {
 	const sft_tensor *t = sft_find(f, name);
 	if (!t)
@@ -206,10 +307,16 @@ static char *make_header(const sft_tensor *t, size_t n, const char *const *meta,
 {
 	json_t *root = json_object();
 	size_t off = 0;
-	if (n_meta) {
+	if (n_meta || n) {
 		json_t *m = json_object();
 		for (size_t i = 0; i < n_meta; i++)
 			json_object_set_new(m, meta[2 * i], json_string(meta[2 * i + 1]));
+		for (size_t i = 0; i < n; i++) {
+			char key[CRC_KEY_MAX], hex[CRC_HEX + 1];
+			snprintf(key, sizeof key, "%s%s", CRC_KEY, t[i].name);
+			snprintf(hex, sizeof hex, "%08" PRIx32, crc32c(0, t[i].data, t[i].nbytes));
+			json_object_set_new(m, key, json_string(hex));
+		}
 		json_object_set_new(root, "__metadata__", m);
 	}
 	for (size_t i = 0; i < n; i++) {

@@ -6,10 +6,15 @@
  *  ..., "__metadata__": {"key": "string value", ...}}, then the data, with
  * offsets relative to the end of the header.  The reader maps the file and
  * checks everything against its size (header length, dtypes, shapes, that
- * every tensor's byte count is its element count times the dtype size and
- * lies inside the file), naming the file and tensor in each message.  The
- * writer writes the whole file or nothing (atomic.h), with the header
- * padded by spaces to a multiple of 8 bytes. */
+ * every tensor's byte count is its element count times the dtype size, and
+ * that the tensors, in offset order, each start where the previous ended and
+ * together cover the data exactly, as the reference implementation
+ * requires), naming the file and tensor in each message.  The writer writes
+ * the whole file or nothing (atomic.h), with the header padded by spaces to
+ * a multiple of 8 bytes, and the CRC-32C of each tensor's bytes in the
+ * metadata under "lmpipe.crc32c.NAME" (8 lowercase hex digits).  A file
+ * with such keys must have one for every tensor; a file without any (other
+ * writers, lmpipe before checksums) is read unverified. */
 #ifndef LMPIPE_SAFETENSORS_H
 #define LMPIPE_SAFETENSORS_H
 
@@ -39,6 +44,7 @@ typedef struct sft_file {
 	size_t n;
 	void *json;            /* the parsed header (json_t *) */
 	void *meta;            /* the __metadata__ object or NULL */
+	uint32_t *crc;         /* per tensor, or NULL: the file has no checksums */
 } sft_file;
 
 size_t sft_dtype_size(sft_dtype d);
@@ -48,10 +54,18 @@ int sft_open(sft_file *f, const char *path, lm_err *e);
 void sft_close(sft_file *f);
 /* The tensor called name, or NULL. */
 const sft_tensor *sft_find(const sft_file *f, const char *name);
-/* A tensor that must exist with this dtype and exactly these dims; -1 with
- * a message naming file and tensor otherwise. */
+/* A tensor that must exist with this dtype and exactly these dims, and
+ * whose bytes match its checksum when the file has one; -1 with a message
+ * naming file and tensor otherwise ("x.safetensors: tensor 'w': checksum
+ * mismatch ..."). */
 int sft_expect(const sft_file *f, const char *name, sft_dtype d, int ndim,
 	       const int64_t *shape, const sft_tensor **out, lm_err *e);
+/* The same without reading the data: for checking what a file holds before
+ * allocating from its claims. */
+int sft_expect_shape(const sft_file *f, const char *name, sft_dtype d, int ndim,
+		     const int64_t *shape, const sft_tensor **out, lm_err *e);
+/* Check t (one of f->t) against its checksum (0 when the file has none). */
+int sft_verify(const sft_file *f, const sft_tensor *t, lm_err *e);
 /* A __metadata__ value, or NULL. */
 const char *sft_meta(const sft_file *f, const char *key);
 

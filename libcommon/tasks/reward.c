@@ -183,7 +183,7 @@ static int score_cmd(const reward_cfg *c, batch *b, const char *name, lm_err *e)
 		rc = lm_seterr(e, "out of memory");
 	for (size_t i = 0; rc == 0 && i < b->n; i++)
 		lines[i] = b->r[i].line, lens[i] = b->r[i].len;
-	if (rc == 0 && b->n && reward_cmd(c->cmd, lines, lens, b->n, s, e))
+	if (rc == 0 && b->n && reward_cmd(c->cmd, lines, lens, b->n, c->cmd_timeout, s, e))
 		rc = lm_err_prefix(e, "scoring %s", name);
 	for (size_t i = 0; rc == 0 && i < b->n; i++)
 		b->r[i].s = s[i];

@@ -43,9 +43,15 @@ double reward_length_lambda(double len, double min_len, double max_len, int corr
  * lines, each a number (the reward; format and answer get the same value) or
  * a JSON object with a numeric "reward" and optional "format_reward" and
  * "answer_reward".  A scorer that exits non-zero, dies, or prints a wrong
- * number of lines or anything else is an error naming the scorer's line. */
+ * number of lines or anything else is an error naming the scorer's line.
+ * Bounds: the scorer must exit within timeout seconds (0: no limit) and
+ * print at most REWARD_CMD_LINE_BYTES per rollout (plus one line's worth);
+ * past either it is killed (with its children: it runs in its own process
+ * group) and the message says what it did. */
+enum { REWARD_CMD_LINE_BYTES = 4096 };
+#define REWARD_CMD_TIMEOUT 600.0   /* seconds, rl-reward --timeout */
 int reward_cmd(const char *cmd, const char *const *lines, const size_t *lens, size_t n,
-	       reward_scores *out, lm_err *e);
+	       double timeout, reward_scores *out, lm_err *e);
 
 typedef struct reward_cfg {
 	reward_kind kind;
@@ -54,6 +60,7 @@ typedef struct reward_cfg {
 	double length_weight;  /* > 0: add weight * the Kimi length reward, per group */
 	const char *answer_key;
 	const char *completion_key;
+	double cmd_timeout;    /* REWARD_CMD: seconds, 0: none */
 } reward_cfg;
 
 typedef struct reward_summary {

@@ -1,12 +1,16 @@
 /* reward_cmd.c: an external program as the reward function: the rollouts
  * go to its standard input, one score per line comes back (see reward.h).
  * Input and output flow at the same time (poll), so a scorer may answer
- * line by line or only at the end without either side blocking. */
+ * line by line or only at the end without either side blocking.  A scorer
+ * that outlives the timeout (hanging, or closing its output and running on)
+ * or prints more than REWARD_CMD_LINE_BYTES per rollout is killed with its
+ * process group. */
 #define _POSIX_C_SOURCE 200809L
 #include "tasks/reward.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <jansson.h>
 #include <math.h>
 #include <poll.h>
@@ -14,9 +18,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
-enum { READ_CHUNK = 1 << 16, SHOW_MAX = 60 };
+enum { READ_CHUNK = 1 << 16, SHOW_MAX = 60, WAIT_POLL_NS = 10 * 1000 * 1000 };
 
 typedef struct obuf { char *p; size_t n, cap; } obuf;
 
@@ -37,9 +42,52 @@ static int obuf_read(obuf *o, int fd, int *eof)
 	return 0;
 }
 
-/* Feed the lines and collect all output; returns the wait status or -1. */
+static double now_s(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* Milliseconds left until deadline for poll (-1: no deadline). */
+static int ms_left(double deadline)
+{
+	if (deadline <= 0)
+		return -1;
+	double left = deadline - now_s();
+	return left <= 0 ? 0 : left > INT_MAX / 1000 ? INT_MAX : (int)(left * 1000) + 1;
+}
+
+/* Kill the scorer's process group (it may have children) and reap it. */
+static void kill_scorer(pid_t pid)
+{
+	kill(-pid, SIGKILL);
+	while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+		;
+}
+
+/* Wait for the scorer until deadline; 1 when it has exited (status in
+ * *status), 0 when the deadline passed. */
+static int wait_until(pid_t pid, double deadline, int *status)
+{
+	for (;;) {
+		pid_t r = waitpid(pid, status, deadline > 0 ? WNOHANG : 0);
+		if (r == pid)
+			return 1;
+		if (r < 0 && errno != EINTR)
+			return 1; /* no such child: nothing left to wait for */
+		if (deadline > 0 && now_s() >= deadline)
+			return 0;
+		struct timespec nap = { 0, WAIT_POLL_NS };
+		nanosleep(&nap, NULL);
+	}
+}
+
+/* Feed the lines and collect at most max_bytes of output within timeout
+ * seconds (0: none); returns the wait status, or -1 with a message saying
+ * what the scorer did. */
 static int converse(const char *cmd, const char *const *lines, const size_t *lens, size_t n,
-		    obuf *o, lm_err *e)
+		    double timeout, size_t max_bytes, obuf *o, lm_err *e)
 {
 	int to[2], from[2];
 	if (pipe(to))
@@ -54,6 +102,8 @@ static int converse(const char *cmd, const char *const *lines, const size_t *len
 		return lm_seterr(e, "fork:");
 	}
 	if (pid == 0) {
+		/* its own process group, so that a timeout kills its children too */
+		setpgid(0, 0);
 		dup2(to[0], STDIN_FILENO);
 		dup2(from[1], STDOUT_FILENO);
 		close(to[0]), close(to[1]), close(from[0]), close(from[1]);
@@ -61,19 +111,26 @@ static int converse(const char *cmd, const char *const *lines, const size_t *len
 		execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
 		_exit(127);
 	}
+	setpgid(pid, pid); /* as the child does: whichever runs first */
 	close(to[0]);
 	close(from[1]);
 	fcntl(to[1], F_SETFL, fcntl(to[1], F_GETFL) | O_NONBLOCK);
+	double deadline = timeout > 0 ? now_s() + timeout : 0;
 	size_t line = 0, off = 0;
 	int wfd = n ? to[1] : -1, eof = 0, rc = 0;
 	if (wfd < 0)
 		close(to[1]);
 	while (!eof) {
 		struct pollfd p[2] = { { from[0], POLLIN, 0 }, { wfd, POLLOUT, 0 } };
-		if (poll(p, wfd >= 0 ? 2 : 1, -1) < 0) {
+		int got = poll(p, wfd >= 0 ? 2 : 1, ms_left(deadline));
+		if (got < 0) {
 			if (errno == EINTR)
 				continue;
 			rc = lm_seterr(e, "poll:");
+			break;
+		}
+		if (got == 0) {
+			rc = lm_seterr(e, "scorer '%s' did not finish within %g s (killed)", cmd, timeout);
 			break;
 		}
 		if (wfd >= 0 && (p[1].revents & (POLLOUT | POLLERR | POLLHUP))) {
@@ -98,16 +155,27 @@ static int converse(const char *cmd, const char *const *lines, const size_t *len
 				rc = lm_seterr(e, "reading from the scorer:");
 				break;
 			}
+			if (o->n > max_bytes) {
+				rc = lm_seterr(e, "scorer '%s' printed more than %zu bytes for %zu rollouts "
+					       "(killed)", cmd, max_bytes, n);
+				break;
+			}
 		}
 	}
 	if (wfd >= 0)
 		close(wfd);
 	close(from[0]);
 	int status;
-	while (waitpid(pid, &status, 0) < 0)
-		if (errno != EINTR)
-			return lm_seterr(e, "waitpid:");
-	return rc ? rc : status;
+	if (rc) {
+		kill_scorer(pid);
+		return -1;
+	}
+	if (!wait_until(pid, deadline, &status)) {
+		kill_scorer(pid);
+		return lm_seterr(e, "scorer '%s' closed its output but did not exit within %g s "
+				 "(killed)", cmd, timeout);
+	}
+	return status;
 }
 
 /* A short, printable excerpt of a scorer line for messages. */
@@ -162,10 +230,10 @@ static int parse_line(const char *s, size_t n, reward_scores *out)
 }
 
 int reward_cmd(const char *cmd, const char *const *lines, const size_t *lens, size_t n,
-	       reward_scores *out, lm_err *e)
+	       double timeout, reward_scores *out, lm_err *e)
 {
 	obuf o = { 0 };
-	int st = converse(cmd, lines, lens, n, &o, e);
+	int st = converse(cmd, lines, lens, n, timeout, (n + 1) * REWARD_CMD_LINE_BYTES, &o, e);
 	int rc = 0;
 	if (st == -1)
 		rc = -1;

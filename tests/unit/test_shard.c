@@ -277,6 +277,7 @@ static void window_distribution(void)
 	write_shard(path_in("u-000001.lms"), ids + 40, 35, 100, SHARD_NO_EOT, 16, 1);
 	write_shard(path_in("u-000002.lms"), ids + 75, 25, 100, SHARD_NO_EOT, 16, 1);
 	const char *pre[] = { path_in("u") };
+	is_int(shard_seal(pre[0], &e), 0, "seal the 3 shards (write their manifest)");
 	is_int(sr_open(&r, pre, 1, &cfg, &e), 0, "open a prefix of 3 shards");
 	is_int(sr_shards(r), 3, "3 shards found");
 	is_int(sr_starts(r), 33 + 28 + 18, "starts: n_i - T per shard");

@@ -1,0 +1,43 @@
+#!/bin/sh
+# fuzz/seeds.sh BIN OUT: seed corpora for the harnesses, made by the
+# programs in BIN: OUT/NAME/ for each harness fuzz/NAME.c.
+set -eu
+BIN=$1
+mkdir -p "$2"
+OUT=$(cd "$2" && pwd)
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+PATH=$BIN:$PATH
+W=$(mktemp -d "${TMPDIR:-/tmp}/lmpipe-seeds.XXXXXX")
+trap 'rm -rf "$W"' EXIT
+for t in shard shard_set tokstream tokenizer gpt2 counts safetensors checkpoint prompts tasks rewards; do
+	mkdir -p "$OUT/$t"
+done
+cd "$W"
+perl "$ROOT/tests/mktext.pl" 60 1 > text.txt
+printf '%s<|endoftext|>%s' "$(head -c 300 text.txt)" "$(tail -c 300 text.txt)" > small.txt
+# tokenizer, counts, GPT-2 files, token stream
+bpe-learn -v 300 --special '<|endoftext|>' --counts-out c.counts -o t.tok small.txt
+cp t.tok "$OUT/tokenizer/t.tok"
+cp c.counts "$OUT/counts/c.counts"
+bpe-learn --gpt2-out g -v 280 small.txt
+{ cat g/vocab.json; printf "\\0"; cat g/merges.txt; } > "$OUT/gpt2/g.bin"
+bpe-encode -t t.tok small.txt > s.tok
+cp s.tok "$OUT/tokstream/s.tok"
+# shards (several frames) and their manifest
+shard-pack -o d --shard-tokens 200 --frame-tokens 64 --val-docs 1 < s.tok
+cp d-000000.lms "$OUT/shard/d0.lms"
+cp d-val-000000.lms "$OUT/shard/dv.lms"
+cp d.manifest "$OUT/shard_set/d.manifest"
+# a small checkpoint (and so a safetensors file)
+perl "$ROOT/tests/bytes2tok.pl" < text.txt > b.tok
+shard-pack -o bd < b.tok
+lm-train --vocab 256 --context 16 --d-model 16 --layers 1 --heads 2 --d-ff 32 -b 2 -n 1 \
+	-d bd -o ck -j 1 2>/dev/null
+cp ck/step-00000001.safetensors "$OUT/checkpoint/ck.safetensors"
+cp ck/step-00000001.safetensors "$OUT/safetensors/ck.safetensors"
+# JSON Lines: prompts, tasks, rollouts
+printf '%s\n' '{"prompt":"Max saw a","id":"a"}' '{"prompt":"Sam","group":2}' > "$OUT/prompts/p.jsonl"
+printf '%s\n' '{"question":"What is 2+3?","answer":"2+3=5\n#### 5"}' > "$OUT/tasks/g.jsonl"
+lm-task arith -n 3 --seed 1 > "$OUT/tasks/arith.jsonl"
+printf '%s\n' '{"completion":" 2+3=5 </think> <answer> 5 </answer>","answer":"5","group":0}' \
+	'{"completion":"the answer is 7","answer":7,"group":0}' > "$OUT/rewards/r.jsonl"

@@ -1,0 +1,18 @@
+/* tasks.c: fuzz the GSM8K task reader (lm-task): JSON Lines records of
+ * "question" and "answer" in, prompts out. */
+#include "fuzz.h"
+#include "tasks/task.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	FILE *in = fuzz_stream(data, size), *out = fopen("/dev/null", "w");
+	if (in && out) {
+		lm_err e;
+		task_gsm8k_write(in, "in", out, TASK_R1_ZERO_TEMPLATE, 1, NULL, "out", &e);
+	}
+	if (in)
+		fclose(in);
+	if (out)
+		fclose(out);
+	return 0;
+}
