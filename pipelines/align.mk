@@ -23,6 +23,9 @@ BASE    ?= $(W)/ckpt/latest
 TOK     ?= $(W)/tok.bpe
 TEMPLATE ?= $(ROOT)/pipelines/arith.prompt
 DEVICE  ?= cpu
+# The updates (rl-update) run on DEVICE; the rollouts and the held-out
+# evaluation (lm-sample) on the CPU backend only so far.
+SAMPLE_DEVICE ?= cpu
 DIGITS  ?= 1
 ARITH_STEPS ?= 1
 OPS     ?= +-
@@ -46,11 +49,11 @@ PROGRESS ?= --progress
 SFT    ?= $(BIN)/rl-update -a sft -t $(TOK) -e $(SFT_EPOCHS) -b $(SFT_BATCH) --lr $(SFT_LR) \
           --device $(DEVICE) $(PROGRESS)
 SAMPLE ?= $(BIN)/lm-sample -t $(TOK) --jsonl --max-tokens $(MAX_TOKENS) --stop '</answer>' \
-          --device $(DEVICE)
+          --device $(SAMPLE_DEVICE)
 REWARD ?= $(BIN)/rl-reward -r r1-zero
 UPDATE ?= $(BIN)/rl-update -l $(GRPO_LOSS) -b $(GRPO_BATCH) -e $(GRPO_EPOCHS) --lr $(GRPO_LR) \
           --device $(DEVICE) $(PROGRESS)
-EVAL    = BIN=$(BIN) TOK=$(TOK) DEVICE=$(DEVICE) MAX_TOKENS=$(MAX_TOKENS) $(ROOT)/pipelines/align-eval.sh
+EVAL    = BIN=$(BIN) TOK=$(TOK) DEVICE=$(SAMPLE_DEVICE) MAX_TOKENS=$(MAX_TOKENS) $(ROOT)/pipelines/align-eval.sh
 
 SHELL := /bin/bash
 .SHELLFLAGS := -o pipefail -ec

@@ -41,6 +41,9 @@ LR      ?= 3e-3
 WARMUP  ?= 20
 EVAL_EVERY ?= 50
 DEVICE  ?= cpu
+# lm-sample decodes on the CPU backend only so far (its GPU decoder is a
+# later issue): the samples stage keeps the CPU whatever DEVICE says.
+SAMPLE_DEVICE ?= cpu
 TRAIN_OPTS ?=
 PROMPTS ?= 'A ' 'The ' 'Q: '
 SAMPLE_OPTS ?= --max-tokens 60 --temperature 0.8 --top-p 0.95
@@ -53,7 +56,7 @@ PROGRESS ?= --progress
 RECIPE = $(BIN)/lm-train -m $(MODEL) $(MODEL_OPTS) -b $(BATCH) --lr $(LR) --warmup $(WARMUP) \
          -s $(SEED) -t $(W)/tok.bpe --device $(DEVICE) $(TRAIN_OPTS)
 TRAIN  ?= $(RECIPE) -n $(STEPS) $(PROGRESS)
-SAMPLE ?= $(BIN)/lm-sample $(SAMPLE_OPTS) -s $(SEED) --device $(DEVICE)
+SAMPLE ?= $(BIN)/lm-sample $(SAMPLE_OPTS) -s $(SEED) --device $(SAMPLE_DEVICE)
 
 # $(call stamp,NAME,TEXT) is the file $(W)/.params/NAME, rewritten (so that
 # what depends on it is redone) only when its text is not TEXT.
