@@ -33,7 +33,6 @@ static const struct { const char *name; size_t size; } dtypes[] = {
 enum { N_DTYPES = sizeof dtypes / sizeof dtypes[0] };
 
 size_t sft_dtype_size(sft_dtype d) { return dtypes[d].size; }
-const char *sft_dtype_name(sft_dtype d) { return dtypes[d].name; }
 
 static int parse_tensor(sft_file *f, const char *name, json_t *v, const char *data,
 			size_t datalen, sft_tensor *t, lm_err *e)

@@ -48,7 +48,6 @@ typedef struct sft_file {
 } sft_file;
 
 size_t sft_dtype_size(sft_dtype d);
-const char *sft_dtype_name(sft_dtype d);
 
 int sft_open(sft_file *f, const char *path, lm_err *e);
 void sft_close(sft_file *f);
