@@ -1,4 +1,5 @@
-/* backend.h: the op table the model is written against (version 2).
+/* backend.h: the op table the model is written against (version 3: the
+ * model variants' ops).
  *
  * A backend is an instance: a context (for CUDA: the device, one stream, the
  * cuBLASLt handle and its workspace, a sticky error) and one function per op,
@@ -52,6 +53,12 @@ typedef struct lm_scalars {
 typedef enum lm_op {
 	LM_OP_ATTENTION,     /* a = head dimension, b = sequence length */
 } lm_op;
+
+/* The logit variants of the LM head (model.h's softcap and z_loss; 0: off),
+ * handed to logit_bwd and head_xent_ex by value of the host. */
+typedef struct lm_logit_opts {
+	float softcap, z_loss;
+} lm_logit_opts;
 
 /* head_xent's chunk: fp32 logits held at once (512 MiB). */
 enum { BACKEND_HEAD_CHUNK = 1 << 27 };
@@ -157,6 +164,37 @@ struct lm_backend {
 	void (*head_xent)(lm_backend *be, const void *x, const void *w, const int32_t *targets,
 			  float scale, int N, int C, int V, float *loss, float *lse,
 			  double *loss_sum, void *dx, float *dw);
+	/* The variants' ops (model.h's model_config).  Grouped-query attention's
+	 * split (k and v expanded to H heads) and merge (their gradients summed
+	 * back over each group): kernels/gqa.h. */
+	void (*qkv_split_gqa)(lm_backend *be, void *q, void *k, void *v, const void *qkv, int B,
+			      int T, int H, int Hkv, int D);
+	void (*qkv_merge_gqa)(lm_backend *be, void *dqkv, const void *dq, const void *dk,
+			      const void *dv, int B, int T, int H, int Hkv, int D);
+	/* QK-norm, kernels/headnorm.h: act rows of D, fp32 gains and rstd; y
+	 * may be x; dx is overwritten and may be dy; dw ACCUMULATES. */
+	void (*headnorm_fwd)(lm_backend *be, void *y, float *rstd, const void *x, const float *w,
+			     size_t rows, int D, float eps);
+	void (*headnorm_bwd)(lm_backend *be, void *dx, float *dw, const void *dy, const void *x,
+			     const float *w, const float *rstd, size_t rows, int D);
+	/* The squared-ReLU MLP on n act values (kernels/relu2.h). */
+	void (*relu2_fwd)(lm_backend *be, void *out, const void *h, size_t n);
+	void (*relu2_bwd)(lm_backend *be, void *dh, const void *dout, const void *h, size_t n);
+	/* Soft-capping of n act logits in place (kernels/logit_variants.h). */
+	void (*softcap_fwd)(lm_backend *be, void *x, size_t n, float cap);
+	/* xent_bwd with the logit variants (kernels/logit_variants.h): logits
+	 * as softcap_fwd left them, lse theirs; extra (device fp32 [N, V], NULL:
+	 * none) is added as a gradient with respect to those logits before the
+	 * cap's derivative.  dlogits may alias logits. */
+	void (*logit_bwd)(lm_backend *be, void *dlogits, const void *logits, const float *lse,
+			  const int32_t *targets, const float *weights, const float *extra,
+			  float scale, int N, int V, const lm_logit_opts *lo);
+	/* head_xent with the logit variants: each chunk's logits capped before
+	 * the loss, the gradient with the z-loss and the cap's derivative.  The
+	 * losses, lse and loss_sum are the cross-entropy's alone. */
+	void (*head_xent_ex)(lm_backend *be, const void *x, const void *w, const int32_t *targets,
+			     float scale, int N, int C, int V, float *loss, float *lse,
+			     double *loss_sum, void *dx, float *dw, const lm_logit_opts *lo);
 	/* *sumsq = sum g^2 (double accumulation, a device scalar). */
 	void (*sumsq)(lm_backend *be, double *sumsq, const float *g, size_t n);
 	/* *scale = clip_factor(sqrt(*sumsq), max_norm) (optimizer.h). */

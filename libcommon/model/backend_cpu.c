@@ -18,8 +18,12 @@
 #include "kernels/attention.h"
 #include "kernels/attn_blas.h"
 #include "kernels/embedding.h"
+#include "kernels/gqa.h"
+#include "kernels/headnorm.h"
+#include "kernels/logit_variants.h"
 #include "kernels/matmul.h"
 #include "kernels/permute.h"
+#include "kernels/relu2.h"
 #include "kernels/rmsnorm.h"
 #include "kernels/rope.h"
 #include "kernels/swiglu.h"
@@ -278,10 +282,10 @@ static float *cpu_scratch(lm_backend *be, float **p, size_t *cap, size_t n)
 	return *p;
 }
 
-/* Composed from the fine ops, chunk by chunk. */
-static void cpu_head_xent(lm_backend *be, const void *x, const void *w, const int32_t *targets,
-			  float scale, int N, int C, int V, float *loss, float *lse,
-			  double *loss_sum, void *dx, float *dw)
+/* Composed from the fine ops, chunk by chunk; lo NULL: no logit variant. */
+static void head_xent(lm_backend *be, const void *x, const void *w, const int32_t *targets,
+		      float scale, int N, int C, int V, float *loss, float *lse, double *loss_sum,
+		      void *dx, float *dw, const lm_logit_opts *lo)
 {
 	cpu_ctx *c = be->impl;
 	int R = BACKEND_HEAD_CHUNK / V > 0 ? BACKEND_HEAD_CHUNK / V : 1;
@@ -299,15 +303,87 @@ static void cpu_head_xent(lm_backend *be, const void *x, const void *w, const in
 		int n = N - r0 < R ? N - r0 : R;
 		const float *xr = xf + (size_t)r0 * C;
 		matmul_fwd_cpu(z, xr, w, n, C, V, 0);
+		if (lo && lo->softcap > 0)
+			softcap_fwd_cpu(z, (size_t)n * V, lo->softcap);
 		xent_fwd_cpu(loss + r0, lse + r0, z, targets + r0, n, V);
 		for (int i = 0; i < n; i++)
 			sum += loss[r0 + i];
 		if (dx) {
-			xent_bwd_cpu(z, z, lse + r0, targets + r0, f, n, V);
+			if (lo)
+				logit_bwd_cpu(z, z, lse + r0, targets + r0, f, NULL, n, V, lo->z_loss,
+					      lo->softcap);
+			else
+				xent_bwd_cpu(z, z, lse + r0, targets + r0, f, n, V);
 			matmul_bwd_cpu((float *)dx + (size_t)r0 * C, dw, z, xr, w, n, C, V, 0);
 		}
 	}
 	*loss_sum += sum;
+}
+
+static void cpu_head_xent(lm_backend *be, const void *x, const void *w, const int32_t *targets,
+			  float scale, int N, int C, int V, float *loss, float *lse,
+			  double *loss_sum, void *dx, float *dw)
+{
+	head_xent(be, x, w, targets, scale, N, C, V, loss, lse, loss_sum, dx, dw, NULL);
+}
+
+static void cpu_head_xent_ex(lm_backend *be, const void *x, const void *w, const int32_t *targets,
+			     float scale, int N, int C, int V, float *loss, float *lse,
+			     double *loss_sum, void *dx, float *dw, const lm_logit_opts *lo)
+{
+	head_xent(be, x, w, targets, scale, N, C, V, loss, lse, loss_sum, dx, dw, lo);
+}
+
+static void cpu_qkv_split_gqa(lm_backend *be, void *q, void *k, void *v, const void *qkv, int B,
+			      int T, int H, int Hkv, int D)
+{
+	qkv_split_gqa_cpu(q, k, v, qkv, B, T, H, Hkv, D);
+}
+
+static void cpu_qkv_merge_gqa(lm_backend *be, void *dqkv, const void *dq, const void *dk,
+			      const void *dv, int B, int T, int H, int Hkv, int D)
+{
+	qkv_merge_gqa_cpu(dqkv, dq, dk, dv, B, T, H, Hkv, D);
+}
+
+static void cpu_headnorm_fwd(lm_backend *be, void *y, float *rstd, const void *x, const float *w,
+			     size_t rows, int D, float eps)
+{
+	headnorm_fwd_cpu(y, rstd, x, w, rows, D, eps);
+}
+
+static void cpu_headnorm_bwd(lm_backend *be, void *dx, float *dw, const void *dy, const void *x,
+			     const float *w, const float *rstd, size_t rows, int D)
+{
+	headnorm_bwd_cpu(dx, dw, dy, x, w, rstd, rows, D);
+}
+
+static void cpu_relu2_fwd(lm_backend *be, void *out, const void *h, size_t n)
+{
+	relu2_fwd_cpu(out, h, n);
+}
+
+static void cpu_relu2_bwd(lm_backend *be, void *dh, const void *dout, const void *h, size_t n)
+{
+	relu2_bwd_cpu(dh, dout, h, n);
+}
+
+static void cpu_softcap_fwd(lm_backend *be, void *x, size_t n, float cap)
+{
+	softcap_fwd_cpu(x, n, cap);
+}
+
+static void cpu_logit_bwd(lm_backend *be, void *dlogits, const void *logits, const float *lse,
+			  const int32_t *targets, const float *weights, const float *extra,
+			  float scale, int N, int V, const lm_logit_opts *lo)
+{
+	cpu_ctx *c = be->impl;
+	float *f = cpu_scratch(be, &c->dloss, &c->cap, (size_t)N);
+	if (!f)
+		return;
+	for (int i = 0; i < N; i++)
+		f[i] = weights ? scale * weights[i] : scale;
+	logit_bwd_cpu(dlogits, logits, lse, targets, f, extra, N, V, lo->z_loss, lo->softcap);
 }
 
 static void cpu_sumsq(lm_backend *be, double *out, const float *g, size_t n)
@@ -369,6 +445,15 @@ static const lm_backend cpu_table = {
 	.xent_fwd = cpu_xent_fwd,
 	.xent_bwd = cpu_xent_bwd,
 	.head_xent = cpu_head_xent,
+	.qkv_split_gqa = cpu_qkv_split_gqa,
+	.qkv_merge_gqa = cpu_qkv_merge_gqa,
+	.headnorm_fwd = cpu_headnorm_fwd,
+	.headnorm_bwd = cpu_headnorm_bwd,
+	.relu2_fwd = cpu_relu2_fwd,
+	.relu2_bwd = cpu_relu2_bwd,
+	.softcap_fwd = cpu_softcap_fwd,
+	.logit_bwd = cpu_logit_bwd,
+	.head_xent_ex = cpu_head_xent_ex,
 	.sumsq = cpu_sumsq,
 	.clip_scale = cpu_clip_scale,
 	.adamw_step = cpu_adamw_step,

@@ -17,8 +17,12 @@
 #include "kernels/attention.h"
 #include "kernels/convert.h"
 #include "kernels/embedding.h"
+#include "kernels/gqa.h"
+#include "kernels/headnorm.h"
+#include "kernels/logit_variants.h"
 #include "kernels/matmul.h"
 #include "kernels/permute.h"
+#include "kernels/relu2.h"
 #include "kernels/rmsnorm.h"
 #include "kernels/rope.h"
 #include "kernels/swiglu.h"
@@ -489,6 +493,92 @@ static void cu_head_xent(lm_backend *be, const void *x, const void *w, const int
 	}
 }
 
+/* The model variants' ops (backend.h). */
+static void cu_qkv_split_gqa(lm_backend *be, void *q, void *k, void *v, const void *qkv, int B,
+			     int T, int H, int Hkv, int D)
+{
+	check(be, qkv_split_gqa_cuda(q, k, v, qkv, B, T, H, Hkv, D, ST(be)), "qkv split (GQA)");
+}
+
+static void cu_qkv_merge_gqa(lm_backend *be, void *dqkv, const void *dq, const void *dk,
+			     const void *dv, int B, int T, int H, int Hkv, int D)
+{
+	check(be, qkv_merge_gqa_cuda(dqkv, dq, dk, dv, B, T, H, Hkv, D, ST(be)), "qkv merge (GQA)");
+}
+
+static void cu_headnorm_fwd(lm_backend *be, void *y, float *rstd, const void *x, const float *w,
+			    size_t rows, int D, float eps)
+{
+	check(be, headnorm_fwd_cuda(y, rstd, x, w, rows, D, eps, ST(be)), "QK-norm");
+}
+
+static void cu_headnorm_bwd(lm_backend *be, void *dx, float *dw, const void *dy, const void *x,
+			    const float *w, const float *rstd, size_t rows, int D)
+{
+	void *ws = scratch(be, headnorm_bwd_cuda_workspace(rows, D));
+	if (ws)
+		check(be, headnorm_bwd_cuda(dx, dw, dy, x, w, rstd, rows, D, ws, ST(be)),
+		      "QK-norm backward");
+}
+
+static void cu_relu2_fwd(lm_backend *be, void *out, const void *h, size_t n)
+{
+	check(be, relu2_fwd_cuda(out, h, n, ST(be)), "relu^2");
+}
+
+static void cu_relu2_bwd(lm_backend *be, void *dh, const void *dout, const void *h, size_t n)
+{
+	check(be, relu2_bwd_cuda(dh, dout, h, n, ST(be)), "relu^2 backward");
+}
+
+static void cu_softcap_fwd(lm_backend *be, void *x, size_t n, float cap)
+{
+	check(be, softcap_fwd_cuda(x, n, cap, ST(be)), "soft-capping");
+}
+
+static void cu_logit_bwd(lm_backend *be, void *dlogits, const void *logits, const float *lse,
+			 const int32_t *targets, const float *weights, const float *extra,
+			 float scale, int N, int V, const lm_logit_opts *lo)
+{
+	check(be, logit_bwd_cuda(dlogits, logits, lse, targets, weights, extra, scale, N, V,
+				 lo->z_loss, lo->softcap, ST(be)), "cross-entropy backward (variants)");
+}
+
+/* cu_head_xent with the logit variants: the same chunks and buffer, the
+ * logits capped in fp32 before the loss, logit_bwd for the gradient. */
+static void cu_head_xent_ex(lm_backend *be, const void *x, const void *w, const int32_t *targets,
+			    float scale, int N, int C, int V, float *loss, float *lse,
+			    double *loss_sum, void *dx, float *dw, const lm_logit_opts *lo)
+{
+	cuda_ctx *c = CTX(be);
+	int R = BACKEND_HEAD_CHUNK / V > 0 ? BACKEND_HEAD_CHUNK / V : 1;
+	if (R > N)
+		R = N;
+	size_t zb = (size_t)R * V * sizeof(float), need = zb + (size_t)R * V * sizeof(uint16_t);
+	if (!c->head || c->head_bytes < need) {
+		cu_release(be, c->head);
+		c->head_bytes = 0;
+		if (!(c->head = cu_alloc(be, need)))
+			return;
+		c->head_bytes = need;
+	}
+	float *z = c->head;
+	uint16_t *dz = (uint16_t *)((char *)c->head + zb);
+	void *st = ST(be);
+	for (int r0 = 0; r0 < N && !be->failed; r0 += R) {
+		int n = N - r0 < R ? N - r0 : R;
+		const uint16_t *xr = (const uint16_t *)x + (size_t)r0 * C;
+		int rc = matmul_fwd_f32_cuda(c->mm, z, xr, w, n, C, V) ||
+			 (lo->softcap > 0 && softcap_fwd_f32_cuda(z, (size_t)n * V, lo->softcap, st)) ||
+			 xent_fwd_f32_cuda(loss + r0, lse + r0, z, targets + r0, n, V, loss_sum, st);
+		if (!rc && dx)
+			rc = logit_bwd_f32_cuda(dz, z, lse + r0, targets + r0, NULL, NULL, scale, n, V,
+						lo->z_loss, lo->softcap, st) ||
+			     matmul_bwd_cuda(c->mm, (uint16_t *)dx + (size_t)r0 * C, dw, dz, xr, w, n, C, V);
+		check(be, rc, "LM head and cross-entropy (variants)");
+	}
+}
+
 static void cu_sumsq(lm_backend *be, double *out, const float *g, size_t n)
 {
 	check(be, sumsq_cuda(out, g, n, CTX(be)->partials, ST(be)), "sum of squares");
@@ -546,6 +636,15 @@ static const lm_backend cuda_table = {
 	.xent_fwd = cu_xent_fwd,
 	.xent_bwd = cu_xent_bwd,
 	.head_xent = cu_head_xent,
+	.qkv_split_gqa = cu_qkv_split_gqa,
+	.qkv_merge_gqa = cu_qkv_merge_gqa,
+	.headnorm_fwd = cu_headnorm_fwd,
+	.headnorm_bwd = cu_headnorm_bwd,
+	.relu2_fwd = cu_relu2_fwd,
+	.relu2_bwd = cu_relu2_bwd,
+	.softcap_fwd = cu_softcap_fwd,
+	.logit_bwd = cu_logit_bwd,
+	.head_xent_ex = cu_head_xent_ex,
 	.sumsq = cu_sumsq,
 	.clip_scale = cu_clip_scale,
 	.adamw_step = cu_adamw_step,

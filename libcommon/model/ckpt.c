@@ -16,8 +16,7 @@
 #include "base/io.h"
 #include "model/safetensors.h"
 
-enum { META_MAX = 32, VAL_LEN = 40 };
-static const double HF_RMS_NORM_EPS = 1e-5; /* RMSNORM_EPS, as the decimal Hugging Face expects */
+enum { META_MAX = 32, VAL_LEN = 40, DESCRIBE_LEN = 192 };
 
 typedef struct meta_buf {
 	const char *kv[2 * META_MAX];
@@ -49,6 +48,12 @@ static void put_config(meta_buf *b, const model_config *c)
 	put(b, "rope_theta", "%.17g", c->rope_theta);
 	put(b, "tie_embeddings", "%d", c->tie_embeddings);
 	put(b, "rope_pairing", "rotate_half");
+	put(b, "num_kv_heads", "%d", model_kv_heads(c));
+	put(b, "qk_norm", "%d", c->qk_norm);
+	put(b, "mlp", "%s", model_mlp_name(c->mlp));
+	put(b, "logit_softcap", "%.17g", c->softcap);
+	put(b, "z_loss", "%.17g", c->z_loss);
+	put(b, "norm_eps", "%.17g", model_norm_eps(c));
 }
 
 /* The model's named tensors over a host copy of the parameters. */
@@ -93,7 +98,7 @@ int ckpt_save_extra(const char *path, const model *m, const optim *o, const trai
 	meta_buf b = { .n = 0 };
 	put(&b, "format", "pt");
 	put(&b, "lmpipe.format", "checkpoint");
-	put(&b, "lmpipe.version", "%d", CKPT_VERSION);
+	put(&b, "lmpipe.version", "%d", model_config_is_plain(&m->cfg) ? CKPT_VERSION_PLAIN : CKPT_VERSION);
 	put_config(&b, &m->cfg);
 	if (s) {
 		put(&b, "step", "%lld", s->step);
@@ -189,6 +194,42 @@ static int check_tensors(const sft_file *f, const model_config *c, lm_err *e)
 	return rc;
 }
 
+/* A real metadata value; absent: *out stays (a checkpoint from before the
+ * variants). */
+static int meta_real(const sft_file *f, const char *key, double *out, lm_err *e)
+{
+	const char *v = sft_meta(f, key);
+	char *end;
+	if (!v)
+		return 0;
+	errno = 0;
+	double x = strtod(v, &end);
+	if (!*v || *end || errno)
+		return lm_seterr(e, "%s: metadata '%s' = '%s' is not valid", f->path, key, v);
+	*out = x;
+	return 0;
+}
+
+/* The variants' fields, each optional: a file written before them holds
+ * the plain model. */
+static int read_variants(const sft_file *f, model_config *c, lm_err *e)
+{
+	long long kv = c->n_heads, qk = 0;
+	if ((sft_meta(f, "num_kv_heads") && meta_ll(f, "num_kv_heads", 1, 1 << 30, &kv, e)) ||
+	    (sft_meta(f, "qk_norm") && meta_ll(f, "qk_norm", 0, 1, &qk, e)))
+		return -1;
+	c->n_kv_heads = (int)kv;
+	c->qk_norm = (int)qk;
+	const char *mlp = sft_meta(f, "mlp");
+	c->mlp = mlp ? model_mlp_parse(mlp) : MODEL_MLP_SWIGLU;
+	if (c->mlp < 0)
+		return lm_seterr(e, "%s: unknown mlp variant '%s'", f->path, mlp);
+	c->softcap = c->z_loss = 0;
+	c->norm_eps = MODEL_NORM_EPS_DEFAULT;
+	return meta_real(f, "logit_softcap", &c->softcap, e) || meta_real(f, "z_loss", &c->z_loss, e) ||
+	       meta_real(f, "norm_eps", &c->norm_eps, e) ? -1 : 0;
+}
+
 static int read_config(const sft_file *f, model_config *c, lm_err *e)
 {
 	const char *fmt = sft_meta(f, "lmpipe.format");
@@ -197,9 +238,9 @@ static int read_config(const sft_file *f, model_config *c, lm_err *e)
 		return lm_seterr(e, "%s: not an lmpipe checkpoint (no lmpipe.format=checkpoint)", f->path);
 	if (meta_ll(f, "lmpipe.version", 0, 1 << 30, &ver, e))
 		return -1;
-	if (ver != CKPT_VERSION)
-		return lm_seterr(e, "%s: checkpoint version %lld; this program reads version %d",
-				 f->path, ver, CKPT_VERSION);
+	if (ver < CKPT_VERSION_PLAIN || ver > CKPT_VERSION)
+		return lm_seterr(e, "%s: checkpoint version %lld; this program reads versions %d to %d",
+				 f->path, ver, CKPT_VERSION_PLAIN, CKPT_VERSION);
 	static const char *const keys[] = { "vocab_size", "context_length", "d_model", "num_layers",
 					    "num_heads", "d_ff", "tie_embeddings" };
 	for (int i = 0; i < 7; i++)
@@ -218,6 +259,8 @@ static int read_config(const sft_file *f, model_config *c, lm_err *e)
 	c->n_heads = (int)v[4];
 	c->d_ff = (int)v[5];
 	c->tie_embeddings = v[6] != 0;
+	if (read_variants(f, c, e))
+		return -1;
 	if (model_config_check(c, e))
 		return lm_err_prefix(e, "%s", f->path);
 	return check_tensors(f, c, e);
@@ -244,11 +287,14 @@ int ckpt_read_config(const char *path, model_config *c, lm_err *e)
 	return rc;
 }
 
-static int same_config(const model_config *a, const model_config *b)
+/* A model's shape and variants in a few words, for messages. */
+static void describe(const model_config *c, char *buf, size_t n)
 {
-	return a->vocab == b->vocab && a->ctx == b->ctx && a->d_model == b->d_model &&
-	       a->n_layers == b->n_layers && a->n_heads == b->n_heads && a->d_ff == b->d_ff &&
-	       a->rope_theta == b->rope_theta && !a->tie_embeddings == !b->tie_embeddings;
+	snprintf(buf, n, "V=%d T=%d d=%d L=%d H=%d kv=%d d_ff=%d%s%s mlp=%s softcap=%g z_loss=%g "
+		 "eps=%g theta=%g", c->vocab, c->ctx, c->d_model, c->n_layers, c->n_heads,
+		 model_kv_heads(c), c->d_ff, c->tie_embeddings ? " tied" : "",
+		 c->qk_norm ? " qk_norm" : "", model_mlp_name(c->mlp), c->softcap, c->z_loss,
+		 model_norm_eps(c), c->rope_theta);
 }
 
 static int load_flat(const sft_file *f, const char *name, const model *m, float *dst, lm_err *e)
@@ -282,12 +328,12 @@ int ckpt_load(const char *path, model *m, optim *o, train_state *s, lm_err *e)
 	int rc = -1;
 	if (read_config(&f, &c, e))
 		goto out;
-	if (!same_config(&c, &m->cfg)) {
-		lm_seterr(e, "%s: the checkpoint's model (V=%d T=%d d=%d L=%d H=%d d_ff=%d%s) "
-			  "differs from the one requested (V=%d T=%d d=%d L=%d H=%d d_ff=%d%s)",
-			  path, c.vocab, c.ctx, c.d_model, c.n_layers, c.n_heads, c.d_ff,
-			  c.tie_embeddings ? " tied" : "", m->cfg.vocab, m->cfg.ctx, m->cfg.d_model,
-			  m->cfg.n_layers, m->cfg.n_heads, m->cfg.d_ff, m->cfg.tie_embeddings ? " tied" : "");
+	if (!model_config_same(&c, &m->cfg)) {
+		char have[DESCRIBE_LEN], want[DESCRIBE_LEN];
+		describe(&c, have, sizeof have);
+		describe(&m->cfg, want, sizeof want);
+		lm_seterr(e, "%s: the checkpoint's model (%s) differs from the one requested (%s)",
+			  path, have, want);
 		goto out;
 	}
 	int nt = model_tensors(&m->cfg, &tt);
@@ -318,19 +364,45 @@ out:
 	return rc;
 }
 
+int ckpt_hf_class(const model_config *c, const char **arch, lm_err *e)
+{
+	if (c->mlp == MODEL_MLP_RELU2)
+		return lm_usage_err(e, "the variant mlp=relu2 (the squared-ReLU MLP) has no Hugging Face "
+				    "class: only SwiGLU models export");
+	if (c->softcap > 0)
+		return lm_usage_err(e, "the variant logit_softcap=%g has no Hugging Face class "
+				    "(LlamaForCausalLM and Qwen3ForCausalLM do not cap logits)", c->softcap);
+	*arch = c->qk_norm ? "Qwen3ForCausalLM" : "LlamaForCausalLM";
+	return 0;
+}
+
+/* config.json for LlamaForCausalLM, or Qwen3ForCausalLM with QK-norm (its
+ * q_norm/k_norm; no sliding window).  The z-loss only shapes training and
+ * is not written. */
 static int write_hf_config(const char *path, const model_config *c, lm_err *e)
 {
+	const char *arch = NULL;
+	if (ckpt_hf_class(c, &arch, e))
+		return -1;
+	int qwen = c->qk_norm;
 	json_t *j = json_pack("{s:[s], s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:f, s:f, "
-			      "s:b, s:s, s:b, s:b, s:s, s:s, s:f, s:f}",
-			      "architectures", "LlamaForCausalLM", "model_type", "llama",
+			      "s:b, s:s, s:b, s:s, s:s, s:f, s:f}",
+			      "architectures", arch, "model_type", qwen ? "qwen3" : "llama",
 			      "vocab_size", c->vocab, "hidden_size", c->d_model,
 			      "intermediate_size", c->d_ff, "num_hidden_layers", c->n_layers,
-			      "num_attention_heads", c->n_heads, "num_key_value_heads", c->n_heads,
+			      "num_attention_heads", c->n_heads, "num_key_value_heads", model_kv_heads(c),
 			      "head_dim", c->d_model / c->n_heads, "max_position_embeddings", c->ctx,
-			      "rms_norm_eps", HF_RMS_NORM_EPS, "rope_theta", c->rope_theta,
+			      "rms_norm_eps", model_norm_eps(c), "rope_theta", c->rope_theta,
 			      "tie_word_embeddings", c->tie_embeddings, "hidden_act", "silu",
-			      "attention_bias", 0, "mlp_bias", 0, "torch_dtype", "float32", "dtype", "float32",
+			      "attention_bias", 0, "torch_dtype", "float32", "dtype", "float32",
 			      "attention_dropout", 0.0, "initializer_range", 0.02);
+	if (j && qwen) {
+		json_object_set_new(j, "use_sliding_window", json_false());
+		json_object_set_new(j, "sliding_window", json_null());
+		json_object_set_new(j, "max_window_layers", json_integer(c->n_layers));
+	} else if (j) {
+		json_object_set_new(j, "mlp_bias", json_false());
+	}
 	/* transformers 5 reads the RoPE base from rope_parameters, 4.x from
 	 * rope_theta: write both. */
 	if (j)
@@ -355,6 +427,9 @@ static int write_hf_config(const char *path, const model_config *c, lm_err *e)
 
 int ckpt_export_hf(const char *dir, const model *m, lm_err *e)
 {
+	const char *arch = NULL;
+	if (ckpt_hf_class(&m->cfg, &arch, e))
+		return -1;
 	if (mkdir(dir, 0777) && errno != EEXIST)
 		return lm_seterr(e, "%s:", dir);
 	size_t len = strlen(dir) + sizeof "/model.safetensors";

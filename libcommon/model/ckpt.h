@@ -5,8 +5,8 @@
  * LlamaForCausalLM name (F32, PyTorch layout, RoPE rotate-half so no
  * permutation), the AdamW moments as two flat F32 tensors
  * "optimizer.m"/"optimizer.v" in parameter-buffer order, and __metadata__
- * strings: format=pt, lmpipe.format=checkpoint, lmpipe.version=1, the model
- * shape, and the training state (step, AdamW t, tokens, data position, data
+ * strings: format=pt, lmpipe.format=checkpoint, lmpipe.version=1 or 2, the model
+ * shape and variants (absent in older files: the plain model), and the training state (step, AdamW t, tokens, data position, data
  * seed, RNG), with the CRC-32C of every tensor (safetensors.h).  Files are
  * written whole or not at all.  Reading the shape checks that the file holds
  * every tensor of it, so a program may allocate the model it describes;
@@ -22,7 +22,10 @@
 #include "model/optimizer.h"
 #include "model/safetensors.h"
 
-enum { CKPT_VERSION = 1 };
+/* Version 2 adds the variants' metadata; a plain model is still written as
+ * version 1 (which older programs read), a variant as 2 (which they
+ * refuse rather than misread). */
+enum { CKPT_VERSION_PLAIN = 1, CKPT_VERSION = 2 };
 
 typedef struct train_state {
 	long long step;      /* optimizer steps completed */
@@ -51,8 +54,13 @@ int ckpt_read_config(const char *path, model_config *c, lm_err *e);
 /* Load into a model of the same shape (checked), and optionally the
  * optimizer state and training state. */
 int ckpt_load(const char *path, model *m, optim *o, train_state *s, lm_err *e);
+/* The Hugging Face class that expresses a model (LlamaForCausalLM;
+ * Qwen3ForCausalLM with QK-norm), or a usage error naming the variant that
+ * none does (the ReLU^2 MLP, soft-capping). */
+int ckpt_hf_class(const model_config *c, const char **arch, lm_err *e);
 /* Write DIR/config.json and DIR/model.safetensors for
- * transformers.AutoModelForCausalLM.from_pretrained(DIR). */
+ * transformers.AutoModelForCausalLM.from_pretrained(DIR) (ckpt_hf_class
+ * first: nothing is written for a model no class expresses). */
 int ckpt_export_hf(const char *dir, const model *m, lm_err *e);
 /* Point DIR/latest at the file name (a symlink, replaced atomically). */
 int ckpt_set_latest(const char *dir, const char *name, lm_err *e);

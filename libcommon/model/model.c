@@ -8,7 +8,14 @@
  * wrote it and with the heads merged, the output projection's input) and
  * its lse, the gate/up projections and the SwiGLU output.  Storing the
  * last two of these instead of recomputing them costs N x (C + F) values
- * a layer and saves two kernels a layer in the backward pass. */
+ * a layer and saves two kernels a layer in the backward pass.
+ *
+ * The variants (model.h) change a few steps, each in one helper below:
+ * GQA splits q/k/v with the key/value heads expanded to H (gqa.h), so that
+ * RoPE, QK-norm and attention run on H heads as they are, and sums their
+ * gradients back over each group; QK-norm keeps q and k before the norm
+ * and the norm's rstd; ReLU^2 has one projection where SwiGLU has two;
+ * soft-capping and the z-loss are the head's (logit_bwd, head_xent_ex). */
 #include "model/model.h"
 
 #include <math.h>
@@ -22,6 +29,8 @@
 struct model_acts {
 	float **res, **res_mid, **rstd1, **rstd2, **lse;     /* fp32 */
 	void **ln1, **ln2, **q, **k, **v, **o, **y, **h, **sw; /* act */
+	void **qpre, **kpre;                 /* QK-norm: q, k before the norm (act) */
+	float **qrstd, **krstd;              /* and its rstd */
 	void *lnf, *logits;
 	float *rstdf, *losses, *lse_v;
 	/* scratch, shared by all layers (act unless noted) */
@@ -108,16 +117,20 @@ static void point_params(model *m, char *base, size_t esize, layer_ptrs *lp, lay
 			 float **wte, float **lnf, void **head)
 {
 	const model_config *c = &m->cfg;
-	size_t C = c->d_model, F = c->d_ff;
+	size_t C = c->d_model, F = c->d_ff, D = C / c->n_heads;
 	char *p = base, *wte0 = p;
 	p += (size_t)c->vocab * C * esize;
 	for (int l = 0; l < c->n_layers; l++) {
-		layer_ptrs t;
+		layer_ptrs t = { 0 };
 		t.ln1 = (float *)p; p += C * esize;
-		t.wqkv = (float *)p; p += 3 * C * C * esize;
+		t.wqkv = (float *)p; p += (size_t)model_qkv_rows(c) * C * esize;
+		if (c->qk_norm) {
+			t.q_norm = (float *)p; p += D * esize;
+			t.k_norm = (float *)p; p += D * esize;
+		}
 		t.wo = (float *)p; p += C * C * esize;
 		t.ln2 = (float *)p; p += C * esize;
-		t.wgu = (float *)p; p += 2 * F * C * esize;
+		t.wgu = (float *)p; p += (size_t)model_gu_rows(c) * C * esize;
 		t.wdown = (float *)p; p += C * F * esize;
 		if (lp)
 			lp[l] = t;
@@ -145,6 +158,8 @@ int model_init(model *m, const model_config *c, lm_backend *be, int maxB, int ma
 		return lm_usage_err(e, "device '%s' has no attention for head dimension %d (d_model %d / "
 				    "%d heads)", be->name, c->d_model / c->n_heads, c->d_model, c->n_heads);
 	m->cfg = *c;
+	model_config_resolve(&m->cfg);
+	c = &m->cfg;
 	m->be = be;
 	m->maxB = maxB;
 	m->maxT = maxT;
@@ -160,6 +175,7 @@ int model_init(model *m, const model_config *c, lm_backend *be, int maxB, int ma
 	struct model_acts *a = m->a;
 	int fail = 0, L = c->n_layers;
 	size_t N = (size_t)maxB * maxT, C = c->d_model, F = c->d_ff;
+	size_t QKV = model_qkv_rows(c), GU = model_gu_rows(c);
 	size_t BHT = (size_t)maxB * c->n_heads * maxT, f4 = sizeof(float);
 	size_t act = lm_dtype_size(be->act), NC = N * C * act;
 	m->params = grab(m, m->n_params * f4, &fail);
@@ -178,13 +194,19 @@ int model_init(model *m, const model_config *c, lm_backend *be, int maxB, int ma
 	a->k = grab_layers(m, L - 1, NC, &fail);
 	a->v = grab_layers(m, L - 1, NC, &fail);
 	a->o = grab_layers(m, L - 1, NC, &fail);
-	a->h = grab_layers(m, L - 1, N * 2 * F * act, &fail);
+	a->h = grab_layers(m, L - 1, N * GU * act, &fail);
+	if (c->qk_norm) {
+		a->qpre = grab_layers(m, L - 1, NC, &fail);
+		a->kpre = grab_layers(m, L - 1, NC, &fail);
+		a->qrstd = (float **)grab_layers(m, L - 1, BHT * f4, &fail);
+		a->krstd = (float **)grab_layers(m, L - 1, BHT * f4, &fail);
+	}
 	a->lnf = grab(m, NC, &fail);
 	a->rstdf = grab(m, N * f4, &fail);
 	a->losses = grab(m, N * f4, &fail);
 	a->lse_v = grab(m, N * f4, &fail);
 	a->tok_w = grab(m, N * f4, &fail);
-	a->qkv = grab(m, N * 3 * C * act, &fail);
+	a->qkv = grab(m, N * QKV * act, &fail);
 	a->y = grab_layers(m, L - 1, NC, &fail);
 	a->sw = grab_layers(m, L - 1, N * F * act, &fail);
 	a->dsw = grab(m, N * F * act, &fail);
@@ -195,7 +217,7 @@ int model_init(model *m, const model_config *c, lm_backend *be, int maxB, int ma
 	a->dk = grab(m, NC, &fail);
 	a->dv = grab(m, NC, &fail);
 	a->dO = grab(m, NC, &fail);
-	a->dh = grab(m, N * 2 * F * act, &fail);
+	a->dh = grab(m, N * GU * act, &fail);
 	a->attn_ws_bytes = be->attn_workspace(be, maxB, c->n_heads, maxT, C / c->n_heads);
 	a->attn_ws = grab(m, a->attn_ws_bytes ? a->attn_ws_bytes : 1, &fail);
 	a->ids = grab(m, N * sizeof *a->ids, &fail);
@@ -234,7 +256,8 @@ void model_free(model *m)
 		free(a->owned);
 		void **lists[] = { (void **)a->res, (void **)a->res_mid, (void **)a->rstd1,
 				   (void **)a->rstd2, (void **)a->lse, a->ln1, a->ln2, a->q, a->k,
-				   a->v, a->o, a->y, a->h, a->sw };
+				   a->v, a->o, a->y, a->h, a->sw, a->qpre, a->kpre,
+				   (void **)a->qrstd, (void **)a->krstd };
 		for (size_t i = 0; i < sizeof lists / sizeof lists[0]; i++)
 			free(lists[i]);
 		free(a);
@@ -363,7 +386,7 @@ static void p_rmsnorm_fwd(model *m, void *y, float *rstd, const float *x, const 
 {
 	lm_backend *be = m->be;
 	PROF(be, "rmsnorm", 0, (double)N * C * (4 + esz(m)),
-	     be->rmsnorm_fwd(be, y, rstd, x, w, N, C, RMSNORM_EPS));
+	     be->rmsnorm_fwd(be, y, rstd, x, w, N, C, (float)model_norm_eps(&m->cfg)));
 }
 
 static void p_rmsnorm_bwd(model *m, float *dx, float *dw, const void *dy, const float *x,
@@ -426,6 +449,85 @@ static int forward_prep(model *m, const int32_t *ids, const int32_t *targets, in
 	return 0;
 }
 
+/* q, k (after any QK-norm, before RoPE) and v of layer l out of a->qkv. */
+static void attn_inputs(model *m, int l)
+{
+	lm_backend *be = m->be;
+	const model_config *c = &m->cfg;
+	struct model_acts *a = m->a;
+	int B = m->B, T = m->T, H = c->n_heads, KV = c->n_kv_heads, D = c->d_model / H;
+	double n = (double)B * T * c->d_model;
+	void *q = c->qk_norm ? a->qpre[l] : a->q[l], *k = c->qk_norm ? a->kpre[l] : a->k[l];
+	if (KV == H)
+		P_MOVE(m, "qkv split", 6.0 * n * esz(m), be->qkv_split(be, q, k, a->v[l], a->qkv, B, T, H, D));
+	else
+		P_MOVE(m, "qkv split (GQA)", (2.0 + 4.0 * KV / H + 4.0) * n * esz(m),
+		       be->qkv_split_gqa(be, q, k, a->v[l], a->qkv, B, T, H, KV, D));
+	if (!c->qk_norm)
+		return;
+	const layer_ptrs *p = &m->lp[l];
+	size_t rows = (size_t)B * H * T;
+	float eps = (float)c->norm_eps;
+	P_MOVE(m, "qk-norm", 4.0 * n * esz(m), be->headnorm_fwd(be, a->q[l], a->qrstd[l], q, p->q_norm, rows, D, eps));
+	be->headnorm_fwd(be, a->k[l], a->krstd[l], k, p->k_norm, rows, D, eps);
+}
+
+/* The backward of attn_inputs: a->dq, a->dk (after RoPE's backward), a->dv
+ * into a->qkv, the QK-norm gains' gradients accumulated. */
+static void attn_inputs_bwd(model *m, int l)
+{
+	lm_backend *be = m->be;
+	const model_config *c = &m->cfg;
+	struct model_acts *a = m->a;
+	int B = m->B, T = m->T, H = c->n_heads, KV = c->n_kv_heads, D = c->d_model / H;
+	double n = (double)B * T * c->d_model;
+	if (c->qk_norm) {
+		const layer_ptrs *p = &m->lp[l], *g = &m->lg[l];
+		size_t rows = (size_t)B * H * T;
+		P_MOVE(m, "qk-norm backward", 6.0 * n * esz(m),
+		       be->headnorm_bwd(be, a->dq, g->q_norm, a->dq, a->qpre[l], p->q_norm, a->qrstd[l], rows, D));
+		be->headnorm_bwd(be, a->dk, g->k_norm, a->dk, a->kpre[l], p->k_norm, a->krstd[l], rows, D);
+	}
+	if (KV == H)
+		P_MOVE(m, "qkv merge", 6.0 * n * esz(m), be->qkv_merge(be, a->qkv, a->dq, a->dk, a->dv, B, T, H, D));
+	else
+		P_MOVE(m, "qkv merge (GQA)", (6.0 + 2.0 * KV / H) * n * esz(m),
+		       be->qkv_merge_gqa(be, a->qkv, a->dq, a->dk, a->dv, B, T, H, KV, D));
+}
+
+/* The MLP's activation: SwiGLU of a->h[l] or its squared ReLU. */
+static void mlp_act(model *m, int l)
+{
+	lm_backend *be = m->be;
+	struct model_acts *a = m->a;
+	size_t N = (size_t)m->B * m->T, F = m->cfg.d_ff;
+	if (m->cfg.mlp == MODEL_MLP_RELU2)
+		P_MOVE(m, "relu^2", 2.0 * N * F * esz(m), be->relu2_fwd(be, a->sw[l], a->h[l], N * F));
+	else
+		P_MOVE(m, "swiglu", 3.0 * N * F * esz(m), be->swiglu_fwd(be, a->sw[l], a->h[l], (int)N, (int)F));
+}
+
+static void mlp_act_bwd(model *m, int l)
+{
+	lm_backend *be = m->be;
+	struct model_acts *a = m->a;
+	size_t N = (size_t)m->B * m->T, F = m->cfg.d_ff;
+	if (m->cfg.mlp == MODEL_MLP_RELU2)
+		P_MOVE(m, "relu^2 backward", 3.0 * N * F * esz(m),
+		       be->relu2_bwd(be, a->dh, a->dsw, a->h[l], N * F));
+	else
+		P_MOVE(m, "swiglu backward", 5.0 * N * F * esz(m),
+		       be->swiglu_bwd(be, a->dh, a->dsw, a->h[l], (int)N, (int)F));
+}
+
+/* The logit variants of the config; 0 when there are none. */
+static int logit_opts(const model *m, lm_logit_opts *lo)
+{
+	lo->softcap = (float)m->cfg.softcap;
+	lo->z_loss = (float)m->cfg.z_loss;
+	return lo->softcap > 0 || lo->z_loss > 0;
+}
+
 /* Embedding, blocks and final RMSNorm, up to the LM head's input. */
 static void forward_blocks(model *m)
 {
@@ -434,15 +536,15 @@ static void forward_blocks(model *m)
 	struct model_acts *a = m->a;
 	int B = m->B, T = m->T;
 	int N = B * T, C = c->d_model, F = c->d_ff, H = c->n_heads, D = C / H;
+	int QKV = model_qkv_rows(c), GU = model_gu_rows(c);
 	float scale = 1.0f / sqrtf((float)D);
 	P_MOVE(m, "embedding", 8.0 * N * C, be->embedding_fwd(be, a->res[0], a->ids, m->wte, N, C));
 	for (int l = 0; l < c->n_layers; l++) {
 		const layer_ptrs *p = &m->lp[l];
 		const layer_cptrs *w = &m->lc[l];
 		p_rmsnorm_fwd(m, a->ln1[l], a->rstd1[l], a->res[l], p->ln1, N, C);
-		p_matmul_fwd(m, "matmul qkv", a->qkv, NULL, a->ln1[l], w->wqkv, N, C, 3 * C);
-		P_MOVE(m, "qkv split", 6.0 * N * C * esz(m),
-		       be->qkv_split(be, a->q[l], a->k[l], a->v[l], a->qkv, B, T, H, D));
+		p_matmul_fwd(m, "matmul qkv", a->qkv, NULL, a->ln1[l], w->wqkv, N, C, QKV);
+		attn_inputs(m, l);
 		P_MOVE(m, "rope", 2.0 * N * C * esz(m), be->rope_fwd(be, a->q[l], m->rope_cs, B, H, T, D));
 		P_MOVE(m, "rope", 2.0 * N * C * esz(m), be->rope_fwd(be, a->k[l], m->rope_cs, B, H, T, D));
 		p_attn_fwd(m, l, B, H, T, D, scale);
@@ -450,8 +552,8 @@ static void forward_blocks(model *m)
 		       be->heads_merge(be, a->y[l], a->o[l], B, T, H, D));
 		p_matmul_fwd(m, "matmul o", a->res_mid[l], a->res[l], a->y[l], w->wo, N, C, C);
 		p_rmsnorm_fwd(m, a->ln2[l], a->rstd2[l], a->res_mid[l], p->ln2, N, C);
-		p_matmul_fwd(m, "matmul gate_up", a->h[l], NULL, a->ln2[l], w->wgu, N, C, 2 * F);
-		P_MOVE(m, "swiglu", 3.0 * N * F * esz(m), be->swiglu_fwd(be, a->sw[l], a->h[l], N, F));
+		p_matmul_fwd(m, "matmul gate_up", a->h[l], NULL, a->ln2[l], w->wgu, N, C, GU);
+		mlp_act(m, l);
 		p_matmul_fwd(m, "matmul down", a->res[l + 1], a->res_mid[l], a->sw[l], w->wdown, N, F, C);
 	}
 	p_rmsnorm_fwd(m, a->lnf, a->rstdf, a->res[c->n_layers], m->lnf, N, C);
@@ -469,6 +571,9 @@ int model_forward(model *m, const int32_t *ids, const int32_t *targets, int B, i
 		return -1;
 	forward_blocks(m);
 	p_matmul_fwd(m, "matmul head", a->logits, NULL, a->lnf, m->head_c, N, C, V);
+	if (m->cfg.softcap > 0)
+		P_MOVE(m, "soft-capping", 2.0 * N * V * esz(m),
+		       be->softcap_fwd(be, a->logits, (size_t)N * V, (float)m->cfg.softcap));
 	if (!targets)
 		return loss ? be->sync(be, e) : 0;
 	if (loss)
@@ -495,10 +600,17 @@ int model_forward_loss(model *m, const int32_t *ids, const int32_t *targets, int
 	if (forward_prep(m, ids, targets, B, T, e))
 		return -1;
 	forward_blocks(m);
-	PROF(be, grad ? "head+xent fwd+bwd" : "head+xent",
-	     (grad ? 6.0 : 2.0) * N * C * V, ((double)N * C + (double)V * C) * esz(m) * (grad ? 3 : 1),
-	     be->head_xent(be, a->lnf, m->head_c, a->targets, grad_scale, N, C, V, a->losses,
-			   a->lse_v, &m->sc->loss_sum, grad ? a->dln : NULL, m->dhead));
+	lm_logit_opts lo;
+	if (logit_opts(m, &lo))
+		PROF(be, grad ? "head+xent fwd+bwd" : "head+xent",
+		     (grad ? 6.0 : 2.0) * N * C * V, ((double)N * C + (double)V * C) * esz(m) * (grad ? 3 : 1),
+		     be->head_xent_ex(be, a->lnf, m->head_c, a->targets, grad_scale, N, C, V, a->losses,
+				      a->lse_v, &m->sc->loss_sum, grad ? a->dln : NULL, m->dhead, &lo));
+	else
+		PROF(be, grad ? "head+xent fwd+bwd" : "head+xent",
+		     (grad ? 6.0 : 2.0) * N * C * V, ((double)N * C + (double)V * C) * esz(m) * (grad ? 3 : 1),
+		     be->head_xent(be, a->lnf, m->head_c, a->targets, grad_scale, N, C, V, a->losses,
+				   a->lse_v, &m->sc->loss_sum, grad ? a->dln : NULL, m->dhead));
 	a->head_done = grad;
 	return 0;
 }
@@ -540,7 +652,9 @@ int model_backward_ex(model *m, const model_grad_in *g, lm_err *e)
 	struct model_acts *a = m->a;
 	int B = m->B, T = m->T;
 	int N = B * T, C = c->d_model, F = c->d_ff, V = c->vocab, H = c->n_heads, D = C / H;
+	int QKV = model_qkv_rows(c), GU = model_gu_rows(c);
 	float scale = 1.0f / sqrtf((float)D);
+	lm_logit_opts lo;
 	if (a->head_done && (g->weights || g->dlogits || g->dhidden))
 		return lm_seterr(e, "model_backward_ex: weights and extra gradients need model_forward, "
 				 "not model_forward_loss");
@@ -548,11 +662,22 @@ int model_backward_ex(model *m, const model_grad_in *g, lm_err *e)
 		goto blocks;
 	if (g->weights)
 		be->upload(be, a->tok_w, g->weights, (size_t)N * sizeof *g->weights);
-	P_MOVE(m, "cross-entropy backward", 2.0 * N * V * esz(m),
-	       be->xent_bwd(be, a->logits, a->logits, a->lse_v, a->targets,
-			    g->weights ? a->tok_w : NULL, g->scale, N, V));
-	if (g->dlogits && add_extra(m, a->logits, g->dlogits, (size_t)N * V, e))
-		return -1;
+	if (logit_opts(m, &lo)) {
+		float *x = g->dlogits ? extra(m, e) : NULL;
+		if (g->dlogits && !x)
+			return -1;
+		if (x)
+			be->upload(be, x, g->dlogits, (size_t)N * V * sizeof *x);
+		P_MOVE(m, "cross-entropy backward", 2.0 * N * V * esz(m),
+		       be->logit_bwd(be, a->logits, a->logits, a->lse_v, a->targets,
+				     g->weights ? a->tok_w : NULL, x, g->scale, N, V, &lo));
+	} else {
+		P_MOVE(m, "cross-entropy backward", 2.0 * N * V * esz(m),
+		       be->xent_bwd(be, a->logits, a->logits, a->lse_v, a->targets,
+				    g->weights ? a->tok_w : NULL, g->scale, N, V));
+		if (g->dlogits && add_extra(m, a->logits, g->dlogits, (size_t)N * V, e))
+			return -1;
+	}
 	p_matmul_bwd(m, "matmul head backward", a->dln, m->dhead, a->logits, a->lnf, m->head_c, N, C, V);
 	if (g->dhidden && add_extra(m, a->dln, g->dhidden, (size_t)N * C, e))
 		return -1;
@@ -565,19 +690,18 @@ blocks:
 		const layer_cptrs *w = &m->lc[l];
 		p_matmul_bwd(m, "matmul down backward", a->dsw, gr->wdown, dres_as_act(m), a->sw[l], w->wdown, N,
 			     F, C);
-		P_MOVE(m, "swiglu backward", 5.0 * N * F * esz(m), be->swiglu_bwd(be, a->dh, a->dsw, a->h[l], N, F));
+		mlp_act_bwd(m, l);
 		p_matmul_bwd(m, "matmul gate_up backward", a->dln, gr->wgu, a->dh, a->ln2[l], w->wgu, N, C,
-			     2 * F);
+			     GU);
 		p_rmsnorm_bwd(m, a->dres, gr->ln2, a->dln, a->res_mid[l], p->ln2, a->rstd2[l], N, C);
 		p_matmul_bwd(m, "matmul o backward", a->dln, gr->wo, dres_as_act(m), a->y[l], w->wo, N, C, C);
 		P_MOVE(m, "heads split", 2.0 * N * C * esz(m), be->heads_split(be, a->dO, a->dln, B, T, H, D));
 		p_attn_bwd(m, l, B, H, T, D, scale);
 		P_MOVE(m, "rope backward", 2.0 * N * C * esz(m), be->rope_bwd(be, a->dq, m->rope_cs, B, H, T, D));
 		P_MOVE(m, "rope backward", 2.0 * N * C * esz(m), be->rope_bwd(be, a->dk, m->rope_cs, B, H, T, D));
-		P_MOVE(m, "qkv merge", 6.0 * N * C * esz(m),
-		       be->qkv_merge(be, a->qkv, a->dq, a->dk, a->dv, B, T, H, D));
+		attn_inputs_bwd(m, l);
 		p_matmul_bwd(m, "matmul qkv backward", a->dln, gr->wqkv, a->qkv, a->ln1[l], w->wqkv, N, C,
-			     3 * C);
+			     QKV);
 		p_rmsnorm_bwd(m, a->dres, gr->ln1, a->dln, a->res[l], p->ln1, a->rstd1[l], N, C);
 		ready(m, l);
 	}

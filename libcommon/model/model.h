@@ -9,9 +9,11 @@
  * Parameters live in one flat buffer in a fixed order (model_tensors gives
  * every tensor's Hugging Face LlamaForCausalLM name, shape and offset);
  * gradients in a second buffer of the same layout.  q/k/v projections are
- * stored contiguously ([3C, C], one matmul) and so are gate/up ([2F, C]);
- * each is still its own named tensor.  RoPE pairs halves (see rope.h), as
- * Hugging Face does, so checkpoints need no permutation. */
+ * stored contiguously ([C + 2 kv D, C], one matmul) and so are gate/up
+ * ([2F, C]); each is still its own named tensor.  The variants (GQA,
+ * QK-norm, ReLU^2, soft-capping, z-loss) are model_config's fields below.
+ * RoPE pairs halves (see rope.h), as Hugging Face does, so checkpoints
+ * need no permutation. */
 #ifndef LMPIPE_MODEL_H
 #define LMPIPE_MODEL_H
 
@@ -22,11 +24,67 @@
 #include "base/rng_stream.h"
 #include "model/backend.h"
 
+/* The MLP of a block: SwiGLU (gate and up, HF gate_proj/up_proj) or the
+ * squared ReLU (up and down only: down(relu(up x)^2)). */
+typedef enum model_mlp { MODEL_MLP_SWIGLU = 0, MODEL_MLP_RELU2 = 1 } model_mlp;
+
+/* A model's shape and variant (man 5 lmpipe-model-config).  A field after
+ * tie_embeddings left 0 is its default, so a config written positionally
+ * with the first eight fields is the plain model:
+ *   n_kv_heads  key/value heads of grouped-query attention (0: n_heads);
+ *               the q/k/v projection is [C + 2 n_kv_heads D, C]
+ *   qk_norm     1: RMSNorm of each head of q and k (gains of D, Qwen3's
+ *               q_norm/k_norm) before RoPE
+ *   mlp         model_mlp
+ *   softcap     logits = softcap tanh(logits / softcap) (0: off)
+ *   z_loss      the training objective adds z_loss lse^2 per counted token
+ *               (0: off); the losses reported stay the cross-entropy
+ *   norm_eps    every RMSNorm's epsilon (0: 1e-5) */
 typedef struct model_config {
 	int vocab, ctx, d_model, n_layers, n_heads, d_ff;
 	double rope_theta;
 	int tie_embeddings;
+	int n_kv_heads, qk_norm, mlp;
+	double softcap, z_loss, norm_eps;
 } model_config;
+
+#define MODEL_NORM_EPS_DEFAULT 1e-5
+/* The variant fields of the plain model, to end a positional initialiser:
+ * { vocab, ctx, d, L, H, d_ff, theta, tied, MODEL_PLAIN }. */
+#define MODEL_PLAIN 0, 0, MODEL_MLP_SWIGLU, 0.0, 0.0, 0.0
+
+static inline int model_kv_heads(const model_config *c)
+{
+	return c->n_kv_heads ? c->n_kv_heads : c->n_heads;
+}
+
+static inline double model_norm_eps(const model_config *c)
+{
+	return c->norm_eps > 0 ? c->norm_eps : MODEL_NORM_EPS_DEFAULT;
+}
+
+/* Rows of the fused q/k/v projection: C + 2 n_kv_heads D. */
+static inline int model_qkv_rows(const model_config *c)
+{
+	return c->d_model + 2 * model_kv_heads(c) * (c->d_model / c->n_heads);
+}
+
+/* Rows of the fused first MLP projection: 2 d_ff (SwiGLU) or d_ff. */
+static inline int model_gu_rows(const model_config *c)
+{
+	return c->mlp == MODEL_MLP_RELU2 ? c->d_ff : 2 * c->d_ff;
+}
+
+/* The defaults filled in (n_kv_heads and norm_eps set), so that two
+ * configs of the same model compare equal field by field. */
+void model_config_resolve(model_config *c);
+/* 1 if no variant is set: the Llama of CS336. */
+int model_config_is_plain(const model_config *c);
+/* 1 if a and b describe the same model. */
+int model_config_same(const model_config *a, const model_config *b);
+/* The name of an MLP ("swiglu", "relu2"), and back (-1: unknown). */
+const char *model_mlp_name(int mlp);
+int model_mlp_parse(const char *name);
 
 typedef struct model_preset {
 	const char *name, *about;
@@ -54,6 +112,7 @@ int model_tensors(const model_config *c, model_tensor **out);
 
 typedef struct layer_ptrs {
 	float *ln1, *wqkv, *wo, *ln2, *wgu, *wdown;
+	float *q_norm, *k_norm;         /* [D] each; NULL without qk_norm */
 } layer_ptrs;
 
 /* The compute copy of a layer's matrices, in the backend's act type. */

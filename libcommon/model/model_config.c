@@ -1,6 +1,7 @@
 /* model_config.c: model shapes: the named presets, the consistency checks,
  * and the table of named tensors (Hugging Face LlamaForCausalLM names) that
- * fixes the order of the flat parameter buffer. */
+ * fixes the order of the flat parameter buffer, with the variants' shapes
+ * and checks. */
 #include "model/model.h"
 
 #include <stdio.h>
@@ -11,17 +12,19 @@
 
 const model_preset model_presets[] = {
 	{ "tiny", "about 25K parameters, for tests",
-	  { 64, 32, 32, 2, 4, 64, ROPE_THETA_DEFAULT, 0 } },
+	  { 64, 32, 32, 2, 4, 64, ROPE_THETA_DEFAULT, 0, MODEL_PLAIN } },
 	{ "s5m", "about 5M parameters (d=256, L=4, H=8, T=256), the CPU benchmark",
-	  { 4096, 256, 256, 4, 8, 688, ROPE_THETA_DEFAULT, 0 } },
+	  { 4096, 256, 256, 4, 8, 688, ROPE_THETA_DEFAULT, 0, MODEL_PLAIN } },
 	{ "ts", "CS336 TinyStories model (about 23M parameters)",
-	  { 10000, 256, 512, 4, 16, 1344, ROPE_THETA_DEFAULT, 0 } },
+	  { 10000, 256, 512, 4, 16, 1344, ROPE_THETA_DEFAULT, 0, MODEL_PLAIN } },
 	{ "gpt2s", "GPT-2 small shape, Llama-style (about 163M parameters)",
-	  { 50304, 1024, 768, 12, 12, 2048, ROPE_THETA_DEFAULT, 0 } },
+	  { 50304, 1024, 768, 12, 12, 2048, ROPE_THETA_DEFAULT, 0, MODEL_PLAIN } },
 	{ NULL, NULL, { 0 } },
 };
 
 enum { DIM_MAX = 1 << 20 };
+/* Bounds of the variants' values: beyond them a value is a typo. */
+static const double SOFTCAP_MAX = 1e6, Z_LOSS_MAX = 1.0, NORM_EPS_MAX = 0.1;
 
 const model_preset *model_preset_find(const char *name)
 {
@@ -50,7 +53,64 @@ int model_config_check(const model_config *c, lm_err *e)
 				    c->d_model / c->n_heads);
 	if (!(c->rope_theta > 1.0))
 		return lm_usage_err(e, "RoPE theta %g must be greater than 1", c->rope_theta);
+	int kv = model_kv_heads(c);
+	if (kv < 1 || kv > c->n_heads || c->n_heads % kv)
+		return lm_usage_err(e, "the number of heads %d is not divisible by n_kv_heads %d",
+				    c->n_heads, kv);
+	if (c->qk_norm != 0 && c->qk_norm != 1)
+		return lm_usage_err(e, "qk_norm %d is neither 0 nor 1", c->qk_norm);
+	if (!model_mlp_name(c->mlp))
+		return lm_usage_err(e, "unknown mlp variant %d", c->mlp);
+	if (!(c->softcap >= 0 && c->softcap <= SOFTCAP_MAX))
+		return lm_usage_err(e, "logit_softcap %g is out of range [0, %g] (0: off)", c->softcap,
+				    SOFTCAP_MAX);
+	if (!(c->z_loss >= 0 && c->z_loss <= Z_LOSS_MAX))
+		return lm_usage_err(e, "z_loss %g is out of range [0, %g] (0: off)", c->z_loss,
+				    Z_LOSS_MAX);
+	if (!(c->norm_eps >= 0 && c->norm_eps <= NORM_EPS_MAX))
+		return lm_usage_err(e, "norm_eps %g is out of range (0, %g]", c->norm_eps, NORM_EPS_MAX);
 	return 0;
+}
+
+void model_config_resolve(model_config *c)
+{
+	c->n_kv_heads = model_kv_heads(c);
+	c->norm_eps = model_norm_eps(c);
+	c->tie_embeddings = c->tie_embeddings != 0;
+}
+
+int model_config_is_plain(const model_config *c)
+{
+	return model_kv_heads(c) == c->n_heads && !c->qk_norm && c->mlp == MODEL_MLP_SWIGLU &&
+	       c->softcap == 0 && c->z_loss == 0 && model_norm_eps(c) == MODEL_NORM_EPS_DEFAULT;
+}
+
+int model_config_same(const model_config *a0, const model_config *b0)
+{
+	model_config a = *a0, b = *b0;
+	model_config_resolve(&a);
+	model_config_resolve(&b);
+	return a.vocab == b.vocab && a.ctx == b.ctx && a.d_model == b.d_model &&
+	       a.n_layers == b.n_layers && a.n_heads == b.n_heads && a.d_ff == b.d_ff &&
+	       a.rope_theta == b.rope_theta && a.tie_embeddings == b.tie_embeddings &&
+	       a.n_kv_heads == b.n_kv_heads && a.qk_norm == b.qk_norm && a.mlp == b.mlp &&
+	       a.softcap == b.softcap && a.z_loss == b.z_loss && a.norm_eps == b.norm_eps;
+}
+
+static const char *const MLP_NAMES[] = { [MODEL_MLP_SWIGLU] = "swiglu", [MODEL_MLP_RELU2] = "relu2" };
+enum { N_MLP = sizeof MLP_NAMES / sizeof MLP_NAMES[0] };
+
+const char *model_mlp_name(int mlp)
+{
+	return mlp >= 0 && mlp < N_MLP ? MLP_NAMES[mlp] : NULL;
+}
+
+int model_mlp_parse(const char *name)
+{
+	for (int i = 0; i < N_MLP; i++)
+		if (!strcmp(name, MLP_NAMES[i]))
+			return i;
+	return -1;
 }
 
 static void add(model_tensor *t, int *n, size_t *off, const char *name, int rows, int cols,
@@ -68,8 +128,9 @@ static void add(model_tensor *t, int *n, size_t *off, const char *name, int rows
 
 int model_tensors(const model_config *c, model_tensor **out)
 {
-	enum { PER_LAYER = 9, GLOBAL = 3 };
+	enum { PER_LAYER = 11, GLOBAL = 3 };
 	int C = c->d_model, F = c->d_ff, n = 0;
+	int D = C / c->n_heads, KV = model_kv_heads(c) * D;
 	size_t off = 0;
 	char name[MODEL_NAME_MAX];
 	model_tensor *t = calloc((size_t)c->n_layers * PER_LAYER + GLOBAL, sizeof *t);
@@ -82,11 +143,16 @@ int model_tensors(const model_config *c, model_tensor **out)
 		add(t, &n, &off, LNAME("input_layernorm.weight"), C, 0, 0);
 		for (int i = 0; i < 3; i++) {
 			snprintf(name, sizeof name, "model.layers.%d.self_attn.%s.weight", l, qkv[i]);
-			add(t, &n, &off, name, C, C, 1);
+			add(t, &n, &off, name, i ? KV : C, C, 1);
+		}
+		if (c->qk_norm) {
+			add(t, &n, &off, LNAME("self_attn.q_norm.weight"), D, 0, 0);
+			add(t, &n, &off, LNAME("self_attn.k_norm.weight"), D, 0, 0);
 		}
 		add(t, &n, &off, LNAME("self_attn.o_proj.weight"), C, C, 1);
 		add(t, &n, &off, LNAME("post_attention_layernorm.weight"), C, 0, 0);
-		add(t, &n, &off, LNAME("mlp.gate_proj.weight"), F, C, 1);
+		if (c->mlp != MODEL_MLP_RELU2)
+			add(t, &n, &off, LNAME("mlp.gate_proj.weight"), F, C, 1);
 		add(t, &n, &off, LNAME("mlp.up_proj.weight"), F, C, 1);
 		add(t, &n, &off, LNAME("mlp.down_proj.weight"), C, F, 1);
 #undef LNAME
@@ -100,7 +166,8 @@ int model_tensors(const model_config *c, model_tensor **out)
 
 size_t model_n_params(const model_config *c)
 {
-	size_t C = c->d_model, F = c->d_ff, V = c->vocab;
-	size_t layer = 2 * C + 4 * C * C + 3 * C * F;
+	size_t C = c->d_model, F = c->d_ff, V = c->vocab, D = C / c->n_heads;
+	size_t layer = 2 * C + (size_t)model_qkv_rows(c) * C + C * C +
+		       ((size_t)model_gu_rows(c) + F) * C + (c->qk_norm ? 2 * D : 0);
 	return V * C * (c->tie_embeddings ? 1 : 2) + c->n_layers * layer + C;
 }

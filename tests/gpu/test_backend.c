@@ -538,11 +538,11 @@ int main(void)
 	test_attention(2, 2, 200, 128);
 	test_attention(1, 2, 1, 32);
 	test_embedding_adamw(37, 97, 40);
-	model_config small = { 97, 64, 64, 2, 2, 96, 10000.0, 0 };
+	model_config small = { 97, 64, 64, 2, 2, 96, 10000.0, 0, MODEL_PLAIN };
 	test_model(small, 3, 45);
-	model_config tied = { 128, 32, 128, 2, 2, 200, 10000.0, 1 };
+	model_config tied = { 128, 32, 128, 2, 2, 200, 10000.0, 1, MODEL_PLAIN };
 	test_model(tied, 2, 32);
-	model_config ts_like = { 1000, 256, 512, 2, 16, 1344, 10000.0, 0 };
+	model_config ts_like = { 1000, 256, 512, 2, 16, 1344, 10000.0, 0, MODEL_PLAIN };
 	test_model(ts_like, 4, 256);
 	cpu.be->close(cpu.be);
 	gpu.be->close(gpu.be);

@@ -1,7 +1,12 @@
 /* test_model_grad.c: the whole model's backward pass against central finite
  * differences of its loss, per named tensor (a random direction within the
- * tensor), untied and tied, at T below the allocated context.  Also:
- * gradient accumulation adds, and a bad token id is an error. */
+ * tensor), untied and tied and for every variant (GQA, QK-norm, ReLU^2,
+ * soft-capping, z-loss, norm epsilon, and all at once), at T below the
+ * allocated context.  Also: gradient accumulation adds, the fused head
+ * equals the separate ops, a bad token id is an error; and two forward
+ * references: GQA equals multi-head attention with each key/value head's
+ * weights repeated over its group, and soft-capping equals cap tanh(z /
+ * cap) of the plain model's logits. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,18 +17,37 @@
 enum { BATCH = 2, SEQ = 7 };
 static const double FD_EPS = 1e-2, FD_TOL = 1e-3;
 
+/* The training objective: the mean cross-entropy, plus the z-loss's
+ * z_loss lse^2 per counted token computed here from the logits. */
 static double loss_at(model *m, const int32_t *ids, const int32_t *tg)
 {
 	double loss;
 	lm_err e;
 	if (model_forward(m, ids, tg, BATCH, SEQ, &loss, &e))
 		return NAN;
-	return loss;
+	if (m->cfg.z_loss == 0)
+		return loss;
+	int V = m->cfg.vocab;
+	float *z = malloc((size_t)BATCH * SEQ * V * sizeof *z);
+	model_read_logits(m, z, BATCH * SEQ, &e);
+	double zl = 0;
+	for (int i = 0; i < BATCH * SEQ; i++) {
+		if (tg[i] < 0)
+			continue;
+		double mx = -INFINITY, s = 0;
+		for (int v = 0; v < V; v++)
+			mx = fmax(mx, z[(size_t)i * V + v]);
+		for (int v = 0; v < V; v++)
+			s += exp(z[(size_t)i * V + v] - mx);
+		double lse = mx + log(s);
+		zl += lse * lse;
+	}
+	free(z);
+	return loss + m->cfg.z_loss * zl / (double)model_count(m);
 }
 
-static void check_model(int tied)
+static void check_model(const char *tag, model_config c)
 {
-	model_config c = { 16, 8, 16, 2, 2, 24, 10000.0, tied };
 	model m;
 	lm_err e;
 	lm_rng r;
@@ -41,9 +65,9 @@ static void check_model(int tied)
 	}
 	double loss;
 	model_zero_grad(&m);
-	ok(!model_forward(&m, ids, tg, BATCH, SEQ, &loss, &e), "%s: forward", tied ? "tied" : "untied");
+	ok(!model_forward(&m, ids, tg, BATCH, SEQ, &loss, &e), "%s: forward", tag);
 	is_int(model_count(&m), BATCH * SEQ - 1, "ignored target not counted");
-	ok(fabs(loss - log(c.vocab)) < 1.5, "initial loss %.3f near ln V", loss);
+	ok(fabs(loss - log(c.vocab)) < 1.5, "%s: initial loss %.3f near ln V", tag, loss);
 	model_backward(&m, 1.0f / model_count(&m), &e);
 	float *g = malloc(m.n_params * sizeof *g), *dir = malloc(m.n_params * sizeof *dir);
 	memcpy(g, m.grads, m.n_params * sizeof *g);
@@ -81,7 +105,7 @@ static void check_model(int tied)
 			diag("%s: fd %.6g analytic %.6g", t[i].name, fd, gd);
 	}
 	ok(worst < FD_TOL, "%s: every tensor's gradient matches finite differences "
-	   "(worst rel err %.2g, %s)", tied ? "tied" : "untied", worst, worst_name);
+	   "(worst rel err %.2g, %s)", tag, worst, worst_name);
 
 	/* accumulation: a second backward doubles the gradient */
 	model_forward(&m, ids, tg, BATCH, SEQ, &loss, &e);
@@ -89,7 +113,7 @@ static void check_model(int tied)
 	double maxdiff = 0;
 	for (size_t j = 0; j < m.n_params; j++)
 		maxdiff = fmax(maxdiff, fabs(m.grads[j] - 2 * g[j]));
-	ok(maxdiff < 1e-5, "gradients accumulate across backward passes (%.2g)", maxdiff);
+	ok(maxdiff < 1e-5, "%s: gradients accumulate across backward passes (%.2g)", tag, maxdiff);
 	/* the fused LM head and cross-entropy (model_forward_loss) give the
 	 * same loss and gradients as the separate ops */
 	model_zero_grad(&m);
@@ -97,13 +121,13 @@ static void check_model(int tied)
 	float sc = 1.0f / (float)(BATCH * SEQ - 1);
 	lm_scalars s;
 	ok(!model_forward_loss(&m, ids, tg, BATCH, SEQ, sc, 1, &e) && !model_backward(&m, sc, &e) &&
-	   !model_read_scalars(&m, &s, &e), "%s: fused head forward and backward run", tied ? "tied" : "untied");
+	   !model_read_scalars(&m, &s, &e), "%s: fused head forward and backward run", tag);
 	double dl = fabs(s.loss_sum / model_count(&m) - loss);
 	maxdiff = 0;
 	for (size_t j = 0; j < m.n_params; j++)
 		maxdiff = fmax(maxdiff, fabs(m.grads[j] - g[j]));
-	ok(dl < 1e-6 && maxdiff < 1e-6, "fused head: the same loss (%.2g) and gradients (%.2g)", dl,
-	   maxdiff);
+	ok(dl < 1e-6 && maxdiff < 1e-6, "%s, fused head: the same loss (%.2g) and gradients (%.2g)",
+	   tag, dl, maxdiff);
 	ok(!model_forward_loss(&m, ids, tg, BATCH, SEQ, sc, 1, &e) &&
 	   model_backward_ex(&m, &(model_grad_in){ .scale = 1, .weights = g }, &e) < 0 &&
 	   strstr(e.msg, "model_forward_loss"), "per-token weights after the fused head are refused: %s",
@@ -118,10 +142,110 @@ static void check_model(int tied)
 	be->close(be);
 }
 
+/* The logits of model c with parameters set by fill(host params, its
+ * tensors, arg) on fixed ids; malloc'd, NULL on failure. */
+static float *logits_of(model_config c, void (*fill)(float *, const model_tensor *, int, void *),
+			void *arg, lm_err *e)
+{
+	lm_backend *be = backend_open("cpu", e);
+	model m;
+	if (!be || model_init(&m, &c, be, BATCH, SEQ, e))
+		return NULL;
+	model_tensor *t;
+	int n = model_tensors(&m.cfg, &t);
+	fill(m.params, t, n, arg);
+	model_params_changed(&m);
+	int32_t ids[BATCH * SEQ];
+	for (int i = 0; i < BATCH * SEQ; i++)
+		ids[i] = (int32_t)((i * 5 + 3) % c.vocab);
+	float *z = malloc((size_t)BATCH * SEQ * c.vocab * sizeof *z);
+	double unused;
+	if (model_forward(&m, ids, NULL, BATCH, SEQ, &unused, e) ||
+	    model_read_logits(&m, z, BATCH * SEQ, e)) {
+		free(z);
+		z = NULL;
+	}
+	free(t);
+	model_free(&m);
+	be->close(be);
+	return z;
+}
+
+/* Parameters by name: a hash of the name and the index, so that two
+ * configs get the same values for the tensors they share. */
+static float value_of(const char *name, size_t j)
+{
+	uint64_t h = 1469598103934665603ull;
+	for (const char *p = name; *p; p++)
+		h = (h ^ (uint8_t)*p) * 1099511628211ull;
+	h ^= j * 0x9e3779b97f4a7c15ull;
+	h ^= h >> 29;
+	h *= 0xbf58476d1ce4e5b9ull;
+	h ^= h >> 32;
+	return (float)((double)(h % 2001) / 1000.0 - 1.0) * 0.3f;
+}
+
+static void fill_named(float *p, const model_tensor *t, int n, void *arg)
+{
+	for (int i = 0; i < n; i++)
+		for (size_t j = 0; j < t[i].numel; j++)
+			p[t[i].offset + j] = t[i].cols ? value_of(t[i].name, j) : 1.0f + 0.1f * value_of(t[i].name, j);
+}
+
+/* The multi-head twin (MHA_HEADS heads) of a GQA model of group G: k_proj
+ * and v_proj rows of kv head h / G for head h. */
+enum { MHA_HEADS = 4 };
+static void fill_repeated(float *p, const model_tensor *t, int n, void *arg)
+{
+	int G = *(int *)arg;
+	fill_named(p, t, n, NULL);
+	for (int i = 0; i < n; i++) {
+		if (!strstr(t[i].name, "k_proj") && !strstr(t[i].name, "v_proj"))
+			continue;
+		int D = t[i].rows / MHA_HEADS;
+		for (int r = 0; r < t[i].rows; r++) {
+			int h = r / D, d = r % D;
+			for (int col = 0; col < t[i].cols; col++)
+				p[t[i].offset + (size_t)r * t[i].cols + col] =
+					value_of(t[i].name, (size_t)((h / G) * D + d) * t[i].cols + col);
+		}
+	}
+}
+
+static void check_references(void)
+{
+	lm_err e;
+	model_config gqa = { 16, 8, 16, 2, 4, 24, 10000.0, 0, MODEL_PLAIN };
+	model_config mha = gqa;
+	gqa.n_kv_heads = 2;
+	int G = 2;
+	float *zg = logits_of(gqa, fill_named, NULL, &e), *zm = logits_of(mha, fill_repeated, &G, &e);
+	double worst = zg && zm ? 0 : INFINITY;
+	for (size_t i = 0; zg && zm && i < (size_t)BATCH * SEQ * gqa.vocab; i++)
+		worst = fmax(worst, fabs(zg[i] - zm[i]));
+	ok(worst < 1e-5, "GQA (4 heads, 2 kv) equals multi-head attention with repeated k/v weights "
+	   "(max diff %.2g)", worst);
+	free(zg);
+	free(zm);
+	model_config cap = mha;
+	cap.softcap = 1.5;
+	float *zp = logits_of(mha, fill_named, NULL, &e), *zc = logits_of(cap, fill_named, NULL, &e);
+	worst = zp && zc ? 0 : INFINITY;
+	double most = 0;
+	for (size_t i = 0; zp && zc && i < (size_t)BATCH * SEQ * cap.vocab; i++) {
+		worst = fmax(worst, fabs(zc[i] - 1.5 * tanh(zp[i] / 1.5)));
+		most = fmax(most, fabs(zc[i]));
+	}
+	ok(worst < 1e-5 && most < 1.5, "soft-capping: logits are 1.5 tanh(z / 1.5) of the plain "
+	   "model's (max diff %.2g, largest %.3g)", worst, most);
+	free(zp);
+	free(zc);
+}
+
 int main(void)
 {
 	lm_err e;
-	model_config bad = { 16, 8, 18, 2, 4, 24, 10000.0, 0 };
+	model_config bad = { 16, 8, 18, 2, 4, 24, 10000.0, 0, MODEL_PLAIN };
 	ok(model_config_check(&bad, &e) && e.code == 2 && strstr(e.msg, "not divisible"),
 	   "d not divisible by heads: %s", e.msg);
 	bad.n_heads = 6;
@@ -132,8 +256,41 @@ int main(void)
 	is_int(ts ? (long long)model_n_params(&ts->cfg) : 0,
 	       10000LL * 512 * 2 + 4LL * (2 * 512 + 4 * 512 * 512 + 3 * 512 * 1344) + 512,
 	       "ts parameter count");
-	check_model(0);
-	check_model(1);
+	model_config base = { 16, 8, 16, 2, 2, 24, 10000.0, 0, MODEL_PLAIN };
+	model_config tied = base, gqa = base, mqa = base, qk = base, relu2 = base, cap = base;
+	model_config zl = base, eps = base, all = base;
+	tied.tie_embeddings = 1;
+	gqa.n_heads = 4;
+	gqa.n_kv_heads = 2;
+	mqa.n_kv_heads = 1;
+	qk.qk_norm = 1;
+	relu2.mlp = MODEL_MLP_RELU2;
+	cap.softcap = 1.5;
+	zl.z_loss = 0.1;
+	eps.norm_eps = 1e-2;
+	all = gqa;
+	all.tie_embeddings = 1;
+	all.qk_norm = 1;
+	all.mlp = MODEL_MLP_RELU2;
+	all.softcap = 1.5;
+	all.z_loss = 0.1;
+	all.norm_eps = 1e-3;
+	check_model("untied", base);
+	check_model("tied", tied);
+	check_model("gqa 4/2", gqa);
+	check_model("mqa 2/1", mqa);
+	check_model("qk-norm", qk);
+	check_model("relu2", relu2);
+	check_model("softcap", cap);
+	check_model("z-loss", zl);
+	check_model("norm eps", eps);
+	check_model("all variants", all);
+	check_references();
+	model_config odd = base;
+	odd.n_heads = 4;
+	odd.n_kv_heads = 3;
+	ok(model_config_check(&odd, &e) && e.code == 2 && strstr(e.msg, "n_kv_heads 3"),
+	   "heads not divisible by kv heads: %s", e.msg);
 	lm_backend *cuda = backend_open("cuda", &e);
 	if (cuda) {
 		ok(1, "cuda: a GPU is here (%s)", cuda->name);

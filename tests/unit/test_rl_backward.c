@@ -15,7 +15,7 @@ int main(void)
 {
 	lm_err e;
 	lm_backend *be = backend_open("cpu", &e);
-	model_config c = { 64, 16, 32, 2, 4, 64, 10000.0, 0 };
+	model_config c = { 64, 16, 32, 2, 4, 64, 10000.0, 0, MODEL_PLAIN };
 	model m;
 	lm_rng r;
 	rng_seed(&r, 3);

@@ -118,7 +118,7 @@ int main(void)
 {
 	lm_err e;
 	lm_backend *be = backend_open("cpu", &e);
-	model_config c = { V, 16, C, 2, 4, 64, 10000.0, 0 };
+	model_config c = { V, 16, C, 2, 4, 64, 10000.0, 0, MODEL_PLAIN };
 	static fixture f;
 	lm_rng r;
 	rng_seed(&r, 7);
