@@ -10,7 +10,6 @@
 
 #include "gen/model_decode_internal.h"
 #include "kernels/attn_decode.h"
-#include "kernels/rmsnorm.h"
 #include "kernels/rope.h"
 
 static int md_reset(void *ctx, uint32_t slot, lm_err *e)
@@ -28,7 +27,7 @@ static int md_fork(void *ctx, uint32_t dst, uint32_t src, lm_err *e)
 	const model_config *c = &md->m->cfg;
 	size_t D = (size_t)c->d_model / c->n_heads, n = md->len[src] * D * sizeof(float);
 	for (int l = 0; l < c->n_layers; l++)
-		for (int h = 0; h < c->n_heads; h++) {
+		for (int h = 0; h < model_kv_heads(c); h++) {
 			size_t off = (size_t)h * md->n_ctx * D;
 			md->m->be->copy(md->m->be, model_decoder_cache(md, md->kc, l, dst) + off, model_decoder_cache(md, md->kc, l, src) + off, n);
 			md->m->be->copy(md->m->be, model_decoder_cache(md, md->vc, l, dst) + off, model_decoder_cache(md, md->vc, l, src) + off, n);
@@ -38,18 +37,19 @@ static int md_fork(void *ctx, uint32_t dst, uint32_t src, lm_err *e)
 }
 
 /* Write the chunk's keys and values into the caches and point each token
- * at its sequence's cache. */
+ * at its sequence's cache.  Under GQA, md->k and md->v hold the kv heads
+ * expanded to H (gqa.h): kv head j is head j G. */
 static void store_kv(model_decoder *md, int l, int N)
 {
 	const model_config *c = &md->m->cfg;
-	int H = c->n_heads;
+	int H = c->n_heads, KV = model_kv_heads(c), G = H / KV;
 	size_t D = (size_t)c->d_model / H;
 	for (int i = 0; i < N; i++) {
 		float *kb = model_decoder_cache(md, md->kc, l, md->tok_slot[i]);
 		float *vb = model_decoder_cache(md, md->vc, l, md->tok_slot[i]);
 		size_t p = (size_t)md->pos[i];
-		for (int h = 0; h < H; h++) {
-			size_t src = ((size_t)h * N + i) * D, dst = ((size_t)h * md->n_ctx + p) * D;
+		for (int h = 0; h < KV; h++) {
+			size_t src = ((size_t)h * G * N + i) * D, dst = ((size_t)h * md->n_ctx + p) * D;
 			md->m->be->copy(md->m->be, kb + dst, md->k + src, D * sizeof(float));
 			md->m->be->copy(md->m->be, vb + dst, md->v + src, D * sizeof(float));
 		}
@@ -83,25 +83,36 @@ static int run_chunk(model_decoder *md, int N, float *const *out, lm_err *e)
 	lm_backend *be = m->be;
 	const model_config *c = &m->cfg;
 	int C = c->d_model, F = c->d_ff, H = c->n_heads, D = C / H, V = c->vocab;
-	float scale = 1.0f / sqrtf((float)D);
+	int KV = model_kv_heads(c);
+	float scale = 1.0f / sqrtf((float)D), eps = (float)model_norm_eps(c);
 	be->embedding_fwd(be, md->x, md->ids, m->wte, N, C);
 	rope_table(md->cs_host, md->pos, N, D, c->rope_theta);
 	be->upload(be, md->cs, md->cs_host, (size_t)N * D * sizeof(float));
 	for (int l = 0; l < c->n_layers; l++) {
 		const layer_ptrs *p = &m->lp[l];
-		be->rmsnorm_fwd(be, md->xn, md->rstd, md->x, p->ln1, N, C, RMSNORM_EPS);
-		be->matmul_fwd(be, md->qkv, NULL, md->xn, p->wqkv, N, C, 3 * C);
-		be->qkv_split(be, md->q, md->k, md->v, md->qkv, 1, N, H, D);
+		be->rmsnorm_fwd(be, md->xn, md->rstd, md->x, p->ln1, N, C, eps);
+		be->matmul_fwd(be, md->qkv, NULL, md->xn, p->wqkv, N, C, model_qkv_rows(c));
+		if (KV == H)
+			be->qkv_split(be, md->q, md->k, md->v, md->qkv, 1, N, H, D);
+		else
+			be->qkv_split_gqa(be, md->q, md->k, md->v, md->qkv, 1, N, H, KV, D);
+		if (c->qk_norm) {
+			be->headnorm_fwd(be, md->q, md->hrstd, md->q, p->q_norm, (size_t)H * N, D, eps);
+			be->headnorm_fwd(be, md->k, md->hrstd, md->k, p->k_norm, (size_t)H * N, D, eps);
+		}
 		be->rope_fwd(be, md->q, md->cs, 1, H, N, D);
 		be->rope_fwd(be, md->k, md->cs, 1, H, N, D);
 		store_kv(md, l, N);
-		if (attn_decode_cpu(md->y, md->q, md->kp, md->vp, md->tok_len, N, H, D, md->n_ctx,
+		if (attn_decode_cpu(md->y, md->q, md->kp, md->vp, md->tok_len, N, H, KV, D, md->n_ctx,
 				    scale) < 0)
 			return lm_seterr(e, "attention scratch:");
 		be->matmul_fwd(be, md->x, md->x, md->y, p->wo, N, C, C);
-		be->rmsnorm_fwd(be, md->xn, md->rstd, md->x, p->ln2, N, C, RMSNORM_EPS);
-		be->matmul_fwd(be, md->h, NULL, md->xn, p->wgu, N, C, 2 * F);
-		be->swiglu_fwd(be, md->sw, md->h, N, F);
+		be->rmsnorm_fwd(be, md->xn, md->rstd, md->x, p->ln2, N, C, eps);
+		be->matmul_fwd(be, md->h, NULL, md->xn, p->wgu, N, C, model_gu_rows(c));
+		if (c->mlp == MODEL_MLP_RELU2)
+			be->relu2_fwd(be, md->sw, md->h, (size_t)N * F);
+		else
+			be->swiglu_fwd(be, md->sw, md->h, N, F);
 		be->matmul_fwd(be, md->x, md->x, md->sw, p->wdown, N, F, C);
 	}
 	int nl = 0;
@@ -110,8 +121,10 @@ static int run_chunk(model_decoder *md, int N, float *const *out, lm_err *e)
 			be->copy(be, md->y + (size_t)nl++ * C, md->x + (size_t)i * C, (size_t)C * sizeof(float));
 	if (!nl)
 		return 0;
-	be->rmsnorm_fwd(be, md->xn, md->rstd, md->y, m->lnf, nl, C, RMSNORM_EPS);
+	be->rmsnorm_fwd(be, md->xn, md->rstd, md->y, m->lnf, nl, C, eps);
 	be->matmul_fwd(be, md->logits, NULL, md->xn, m->head, nl, C, V);
+	if (c->softcap > 0)
+		be->softcap_fwd(be, md->logits, (size_t)nl * V, (float)c->softcap);
 	nl = 0;
 	for (int i = 0; i < N; i++)
 		if (md->last_of[i] >= 0)
@@ -160,7 +173,8 @@ void model_decoder_free(model_decoder *md)
 		backend_set_threads(md->max_threads);
 	if (md->m) {
 		float *bufs[] = { md->kc, md->vc, md->x, md->xn, md->rstd, md->qkv, md->q, md->k,
-				  md->v, md->y, md->h, md->sw, md->cs, md->logits, (float *)md->ids };
+				  md->v, md->y, md->h, md->sw, md->cs, md->logits, (float *)md->ids,
+				  md->hrstd };
 		for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
 			if (bufs[i])
 				md->m->be->release(md->m->be, bufs[i]);
@@ -206,12 +220,13 @@ int model_decoder_init(model_decoder *md, model *m, uint32_t n_slots, uint32_t n
 	md->x = be->alloc(be, N * C * sizeof(float));
 	md->xn = be->alloc(be, N * C * sizeof(float));
 	md->rstd = be->alloc(be, N * sizeof(float));
-	md->qkv = be->alloc(be, N * 3 * C * sizeof(float));
+	md->qkv = be->alloc(be, N * model_qkv_rows(c) * sizeof(float));
+	md->hrstd = be->alloc(be, N * c->n_heads * sizeof(float));
 	md->q = be->alloc(be, N * C * sizeof(float));
 	md->k = be->alloc(be, N * C * sizeof(float));
 	md->v = be->alloc(be, N * C * sizeof(float));
 	md->y = be->alloc(be, N * C * sizeof(float));
-	md->h = be->alloc(be, N * 2 * F * sizeof(float));
+	md->h = be->alloc(be, N * model_gu_rows(c) * sizeof(float));
 	md->sw = be->alloc(be, N * F * sizeof(float));
 	md->cs = be->alloc(be, N * D * sizeof(float));
 	md->logits = be->alloc(be, rows * (size_t)c->vocab * sizeof(float));
@@ -224,7 +239,7 @@ int model_decoder_init(model_decoder *md, model *m, uint32_t n_slots, uint32_t n
 	md->kp = malloc(N * sizeof *md->kp);
 	md->vp = malloc(N * sizeof *md->vp);
 	md->cs_host = malloc(N * D * sizeof *md->cs_host);
-	if (!md->kc || !md->vc || !md->x || !md->xn || !md->rstd || !md->qkv || !md->q || !md->k ||
+	if (!md->kc || !md->vc || !md->x || !md->xn || !md->rstd || !md->qkv || !md->hrstd || !md->q || !md->k ||
 	    !md->v || !md->y || !md->h || !md->sw || !md->cs || !md->logits || !md->ids || !md->len ||
 	    !md->pos || !md->tok_slot || !md->tok_len || !md->last_of || !md->kp || !md->vp ||
 	    !md->cs_host) {

@@ -17,7 +17,11 @@
  * attn_decode_cpu for the cached attention (the table has no such op
  * yet).
  *
- * Cache memory: 2 * layers * slots * n_ctx * d_model floats, touched when
+ * Every variant of model.h is supported: the cache holds the key/value
+ * heads only (GQA), QK-norm is applied before RoPE, ReLU^2 replaces the
+ * gated product, logits are soft-capped.
+ *
+ * Cache memory: 2 * layers * slots * n_ctx * kv_heads * head_dim floats, touched when
  * the decoder is made.  The CPU backend also keeps its own copy of the
  * matrices, packed for decode_gemm.h when the decoder is made: weights
  * changed later are not seen (make a new decoder). */
@@ -55,6 +59,7 @@ typedef struct model_decoder {
 	uint32_t *len;         /* positions held by each slot */
 	/* one chunk's buffers */
 	float *x, *xn, *rstd, *qkv, *q, *k, *v, *y, *h, *sw, *cs, *logits;
+	float *hrstd;          /* QK-norm's rstd of the op table's path (unused after) */
 	int32_t *ids;
 	int64_t *pos;
 	uint32_t *tok_slot;

@@ -8,7 +8,9 @@
  * at decode_ops.h's spinning barrier: five per layer.  RMSNorm is computed
  * by every thread for the rows of its own product block (it is tiny),
  * which saves two more; the gate and up products and SwiGLU are one pass
- * (decode_gemm.h's gated product). */
+ * (decode_gemm.h's gated product; with ReLU^2, the up product and the
+ * squared ReLU of each thread's own block).  Under GQA the qkv rows are
+ * [q: H D | k: Hkv D | v: Hkv D] and only kv heads are cached. */
 #include "gen/model_decode.h"
 
 #include <math.h>
@@ -20,7 +22,6 @@
 #include "gen/model_decode_internal.h"
 #include "kernels/decode_gemm.h"
 #include "kernels/decode_ops.h"
-#include "kernels/rmsnorm.h"
 
 /* Thread slices of the matrices' columns: whole panels. */
 enum { COL_ALIGN = DEC_PANEL };
@@ -84,14 +85,14 @@ static size_t pack_all(model_decoder *md, float *base)
 {
 	const model *m = md->m;
 	const model_config *c = &m->cfg;
-	int C = c->d_model, F = c->d_ff;
+	int C = c->d_model, F = c->d_ff, relu2 = c->mlp == MODEL_MLP_RELU2;
 	size_t at = 0;
 	for (int l = 0; l < c->n_layers; l++) {
 		const layer_ptrs *p = &m->lp[l];
 		struct packed_layer *q = &md->pl[l];
-		q->qkv = pack_one(base, &at, p->wqkv, C, 3 * C, 0);
+		q->qkv = pack_one(base, &at, p->wqkv, C, model_qkv_rows(c), 0);
 		q->o = pack_one(base, &at, p->wo, C, C, 0);
-		q->gu = pack_one(base, &at, p->wgu, C, F, 1);
+		q->gu = pack_one(base, &at, p->wgu, C, F, !relu2);
 		q->down = pack_one(base, &at, p->wdown, F, C, 0);
 	}
 	md->phead = pack_one(base, &at, m->head, C, c->vocab, 0);
@@ -109,29 +110,49 @@ int model_decode_cpu_pack(model_decoder *md)
 	return 0;
 }
 
-/* Write token i's rotated key and its value into its slot's cache, and
- * rotate its query in place (in qkv). */
+/* QK-norm of one head vector in place (headnorm.h's arithmetic). */
+static void norm_head(float *x, const float *w, int D, float eps)
+{
+	float ss = 0;
+	for (int d = 0; d < D; d++)
+		ss += x[d] * x[d];
+	float s = 1.0f / sqrtf(ss / D + eps);
+	for (int d = 0; d < D; d++)
+		x[d] = x[d] * s * w[d];
+}
+
+/* Rotate token i's query head h in place (in qkv), after QK-norm; for a
+ * key/value head h (h < Hkv), write its normed, rotated key and its value
+ * into its slot's cache. */
 static void rope_store(model_decoder *md, int l, int i, int h)
 {
 	const model_config *c = &md->m->cfg;
-	int C = c->d_model, D = C / c->n_heads;
-	float *row = md->qkv + (size_t)i * 3 * C;
+	const layer_ptrs *p = &md->m->lp[l];
+	int C = c->d_model, D = C / c->n_heads, KV = model_kv_heads(c);
+	float eps = (float)model_norm_eps(c);
+	float *row = md->qkv + (size_t)i * model_qkv_rows(c);
 	const float *cs = md->m->rope_cs + (size_t)md->pos[i] * D;
+	if (c->qk_norm)
+		norm_head(row + h * D, p->q_norm, D, eps);
+	dec_rope_row(row + h * D, cs, D);
+	if (h >= KV)
+		return;
 	size_t at = ((size_t)h * md->n_ctx + (size_t)md->pos[i]) * D;
 	float *kc = model_decoder_cache(md, md->kc, l, md->tok_slot[i]) + at;
 	float *vc = model_decoder_cache(md, md->vc, l, md->tok_slot[i]) + at;
-	dec_rope_row(row + h * D, cs, D);
 	memcpy(kc, row + C + h * D, (size_t)D * sizeof *kc);
+	if (c->qk_norm)
+		norm_head(kc, p->k_norm, D, eps);
 	dec_rope_row(kc, cs, D);
-	memcpy(vc, row + 2 * C + h * D, (size_t)D * sizeof *vc);
+	memcpy(vc, row + C + (size_t)(KV + h) * D, (size_t)D * sizeof *vc);
 }
 
 static void attend(model_decoder *md, int l, int i, int h, float scale, float *s)
 {
 	const model_config *c = &md->m->cfg;
-	int C = c->d_model, D = C / c->n_heads;
-	size_t head = (size_t)h * md->n_ctx * D;
-	attn_decode_row(md->y + (size_t)i * C + h * D, md->qkv + (size_t)i * 3 * C + h * D,
+	int C = c->d_model, D = C / c->n_heads, G = c->n_heads / model_kv_heads(c);
+	size_t head = (size_t)(h / G) * md->n_ctx * D;
+	attn_decode_row(md->y + (size_t)i * C + h * D, md->qkv + (size_t)i * model_qkv_rows(c) + h * D,
 			model_decoder_cache(md, md->kc, l, md->tok_slot[i]) + head,
 			model_decoder_cache(md, md->vc, l, md->tok_slot[i]) + head,
 			(int)md->pos[i] + 1, D, scale, s);
@@ -156,10 +177,28 @@ static void mark(model_decoder *md, int t, int phase)
 
 /* Rows [r0, r1) of the normed input, each thread its own: a thread's
  * product reads only the rows of its block. */
-static void norm_rows(float *xn, const float *x, const float *w, struct block b, int C)
+static void norm_rows(float *xn, const float *x, const float *w, struct block b, int C, float eps)
 {
 	for (int i = b.r0; i < b.r1; i++)
-		dec_rmsnorm_row(xn + (size_t)i * C, x + (size_t)i * C, w, C, RMSNORM_EPS);
+		dec_rmsnorm_row(xn + (size_t)i * C, x + (size_t)i * C, w, C, eps);
+}
+
+/* The squared ReLU over a thread's block of the up product, in place. */
+static void relu2_block(float *h, int ld, struct block b)
+{
+	for (int i = b.r0; i < b.r1; i++)
+		for (int j = b.lo; j < b.hi; j++) {
+			float r = h[(size_t)i * ld + j] > 0 ? h[(size_t)i * ld + j] : 0.0f;
+			h[(size_t)i * ld + j] = r * r;
+		}
+}
+
+/* Soft-capping of rows [0, n) x columns [lo, hi) of the logits, V apart. */
+static void cap_block(float *z, int n, int V, int lo, int hi, float cap)
+{
+	for (int i = 0; i < n; i++)
+		for (int j = lo; j < hi; j++)
+			z[(size_t)i * V + j] = cap * tanhf(z[(size_t)i * V + j] / cap);
 }
 
 /* Thread t of nt: its share of every op of the chunk.  single: every token
@@ -172,23 +211,26 @@ static void chunk_thread(model_decoder *md, int N, int single, float *const *out
 	const model *m = md->m;
 	const model_config *c = &m->cfg;
 	int C = c->d_model, F = c->d_ff, H = c->n_heads, D = C / H, V = c->vocab;
-	float scale = 1.0f / sqrtf((float)D);
+	int QKV = model_qkv_rows(c), relu2 = c->mlp == MODEL_MLP_RELU2;
+	/* under GQA a head's attention reads the kv head another thread stored */
+	int shared_kv = model_kv_heads(c) != H;
+	float scale = 1.0f / sqrtf((float)D), eps = (float)model_norm_eps(c);
 	float *xn = md->xt + (size_t)t * MODEL_DECODE_CHUNK * C;
 	float *s = md->scores + (size_t)t * md->n_ctx;
 	dec_barrier *b = &md->bar;
-	struct block qkv = split2d(N, 3 * C, t, nt), sq = split2d(N, C, t, nt);
+	struct block qkv = split2d(N, QKV, t, nt), sq = split2d(N, C, t, nt);
 	struct block gu = split2d(N, F, t, nt);
 	int lo, hi;
 	for (int l = 0; l < c->n_layers; l++) {
 		const layer_ptrs *p = &m->lp[l];
 		const struct packed_layer *q = &md->pl[l];
-		norm_rows(xn, md->x, p->ln1, qkv, C);
-		gemm_block(qkv, md->qkv, 3 * C, xn, C, q->qkv, 0);
+		norm_rows(xn, md->x, p->ln1, qkv, C, eps);
+		gemm_block(qkv, md->qkv, QKV, xn, C, q->qkv, 0);
 		dec_barrier_wait(b, t, nt);
 		mark(md, t, DECODE_PHASE_QKV);
 		for (int w = t; w < N * H; w += nt)
 			rope_store(md, l, w / H, w % H);
-		if (!single)
+		if (!single || shared_kv)
 			dec_barrier_wait(b, t, nt);
 		mark(md, t, DECODE_PHASE_ROPE);
 		for (int w = t; w < N * H; w += nt)
@@ -198,10 +240,14 @@ static void chunk_thread(model_decoder *md, int N, int single, float *const *out
 		gemm_block(sq, md->x, C, md->y, C, q->o, 1);
 		dec_barrier_wait(b, t, nt);
 		mark(md, t, DECODE_PHASE_OUT);
-		norm_rows(xn, md->x, p->ln2, gu, C);
-		if (gu.r1 > gu.r0)
+		norm_rows(xn, md->x, p->ln2, gu, C, eps);
+		if (gu.r1 > gu.r0 && relu2) {
+			gemm_block(gu, md->sw, F, xn, C, q->gu, 0);
+			relu2_block(md->sw, F, gu);
+		} else if (gu.r1 > gu.r0) {
 			dec_gemm_glu_cols(md->sw + (size_t)gu.r0 * F, F, xn + (size_t)gu.r0 * C,
 					  gu.r1 - gu.r0, C, q->gu, gu.lo, gu.hi);
+		}
 		dec_barrier_wait(b, t, nt);
 		mark(md, t, DECODE_PHASE_GATE_UP);
 		gemm_block(sq, md->x, C, md->sw, F, q->down, 1);
@@ -211,12 +257,13 @@ static void chunk_thread(model_decoder *md, int N, int single, float *const *out
 	int nl = 0;
 	for (int i = 0; i < N; i++)
 		if (md->last_of[i] >= 0)
-			dec_rmsnorm_row(xn + (size_t)nl++ * C, md->x + (size_t)i * C, m->lnf, C,
-					RMSNORM_EPS);
+			dec_rmsnorm_row(xn + (size_t)nl++ * C, md->x + (size_t)i * C, m->lnf, C, eps);
 	if (!nl)
 		return; /* a chunk within a long prompt only fills the cache */
 	dec_split(V, t, nt, COL_ALIGN, &lo, &hi);
 	dec_gemm_cols(logits, V, xn, nl, C, md->phead, lo, hi, 0);
+	if (c->softcap > 0)
+		cap_block(logits, nl, V, lo, hi, (float)c->softcap);
 	if (logits != md->logits)
 		return;
 	nl = 0;

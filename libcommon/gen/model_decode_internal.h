@@ -10,11 +10,12 @@
 
 #include "gen/model_decode.h"
 
-/* Floats in one layer's cache block of one slot: [H][n_ctx][D]. */
+/* Floats in one layer's cache block of one slot: [Hkv][n_ctx][D] (the
+ * key/value heads only, under GQA). */
 static inline size_t model_decoder_cache_stride(const model_decoder *md)
 {
 	const model_config *c = &md->m->cfg;
-	return (size_t)c->n_heads * md->n_ctx * (c->d_model / c->n_heads);
+	return (size_t)model_kv_heads(c) * md->n_ctx * (c->d_model / c->n_heads);
 }
 
 /* Layer l's cache block of one slot in base (kc or vc). */

@@ -4,7 +4,12 @@
  * teacher-forced pass on prompt + completion within 1e-4; the same seed
  * gives the same samples; batches equal one-at-a-time runs; prompts longer
  * than a chunk and slots forked from one prefill agree too, and so do the
- * CPU pass on all threads and the op table's path. */
+ * CPU pass on all threads and the op table's path.  For every model variant
+ * (GQA, MQA, QK-norm, ReLU^2, soft-capping, norm epsilon, all at once) the
+ * decoder's logits equal model_forward's, on a prefill and on the steps
+ * after it in two slots (one forked), on the CPU pass with one thread and
+ * all, and on the op table's path. */
+#include <math.h>
 #include <omp.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -142,6 +147,91 @@ static int same(const harness *a, const harness *b, double tol)
 	return 1;
 }
 
+/* The decoder's logits against a full forward pass of model cfg on one
+ * sequence of VT tokens: slot 0 gets a prefill of VP tokens then one token
+ * a step; slot 1, forked from it after the prefill, the same tokens beside
+ * it in the same calls.  The largest difference, or INFINITY on failure. */
+enum { VT = 40, VP = 23 };
+
+static double decode_vs_forward(model_config cfg, int how)
+{
+	lm_err e;
+	lm_backend *be = backend_open("cpu", &e);
+	model mm;
+	model_decoder md;
+	double worst = INFINITY;
+	if (!be || model_init(&mm, &cfg, be, 1, VT, &e)) {
+		diag("model_init: %s", e.msg);
+		return worst;
+	}
+	lm_rng r;
+	rng_seed(&r, 41);
+	model_init_weights(&mm, &r, &e);
+	int32_t ids[VT];
+	uint32_t toks[VT];
+	for (int i = 0; i < VT; i++)
+		toks[i] = (uint32_t)(ids[i] = (int32_t)rng_below(&r, (uint64_t)cfg.vocab));
+	float *full = malloc((size_t)VT * cfg.vocab * sizeof *full);
+	float *out = malloc(2 * (size_t)cfg.vocab * sizeof *out);
+	if (model_forward(&mm, ids, NULL, 1, VT, NULL, &e) || model_read_logits(&mm, full, VT, &e) ||
+	    model_decoder_init(&md, &mm, 2, VT, &e)) {
+		diag("%s", e.msg);
+		goto out;
+	}
+	md.work = how == ALL_THREADS ? 1 : md.work;
+	md.op_table = how == OP_TABLE;
+	worst = 0;
+	uint32_t slot[2] = { 0, 1 }, n[2] = { VP, VP };
+	const uint32_t *tp[2] = { toks, toks };
+	float *o[2] = { out, out + cfg.vocab };
+	int rc = md.dec.feed(md.dec.ctx, 1, slot, tp, n, o, &e) || md.dec.fork(md.dec.ctx, 1, 0, &e);
+	for (int v = 0; !rc && v < cfg.vocab; v++)
+		worst = fmax(worst, fabs(out[v] - full[(size_t)(VP - 1) * cfg.vocab + v]));
+	for (int t = VP; !rc && t < VT; t++) {
+		n[0] = n[1] = 1;
+		tp[0] = tp[1] = toks + t;
+		rc = md.dec.feed(md.dec.ctx, 2, slot, tp, n, o, &e);
+		for (int v = 0; !rc && v < 2 * cfg.vocab; v++)
+			worst = fmax(worst, fabs(out[v] - full[(size_t)t * cfg.vocab + v % cfg.vocab]));
+	}
+	if (rc) {
+		diag("feed: %s", e.msg);
+		worst = INFINITY;
+	}
+	model_decoder_free(&md);
+out:
+	free(full);
+	free(out);
+	model_free(&mm);
+	be->close(be);
+	return worst;
+}
+
+static void check_variants(void)
+{
+	model_config base = { .vocab = 97, .ctx = VT, .d_model = 32, .n_layers = 2, .n_heads = 4,
+			      .d_ff = 48, .rope_theta = 10000.0 };
+	struct { const char *name; model_config c; } v[8];
+	for (int i = 0; i < 8; i++)
+		v[i].c = base;
+	v[0].name = "plain";
+	v[1].name = "gqa 4/2", v[1].c.n_kv_heads = 2;
+	v[2].name = "mqa 4/1", v[2].c.n_kv_heads = 1;
+	v[3].name = "qk-norm", v[3].c.qk_norm = 1;
+	v[4].name = "relu2", v[4].c.mlp = MODEL_MLP_RELU2;
+	v[5].name = "softcap", v[5].c.softcap = 2.0;
+	v[6].name = "norm eps", v[6].c.norm_eps = 1e-2;
+	v[7].name = "all", v[7].c.n_kv_heads = 2, v[7].c.qk_norm = 1, v[7].c.mlp = MODEL_MLP_RELU2;
+	v[7].c.softcap = 2.0, v[7].c.norm_eps = 1e-3, v[7].c.tie_embeddings = 1, v[7].c.z_loss = 1e-3;
+	static const char *const how_name[] = { "CPU pass", "CPU pass, all threads", "op table" };
+	for (int i = 0; i < 8; i++)
+		for (int how = PLAIN; how <= OP_TABLE; how++) {
+			double d = decode_vs_forward(v[i].c, how);
+			ok(d <= 1e-4, "%s, %s: decoder logits equal model_forward's (max diff %.2g)",
+			   v[i].name, how_name[how], d);
+		}
+}
+
 int main(void)
 {
 	lm_err e;
@@ -221,6 +311,7 @@ int main(void)
 
 	model_decoder md;
 	ok(model_decoder_init(&md, &m, 2, CTX + 1, &e) < 0, "a cache longer than the context is refused (%s)", e.msg);
+	check_variants();
 	model_free(&m);
 	be->close(be);
 	return done_testing();
