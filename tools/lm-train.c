@@ -11,6 +11,7 @@
 #include "cli/options.h"
 #include "cli/stop.h"
 #include "model/backend.h"
+#include "model/model_json.h"
 
 enum { DIM_MAX = 1 << 20, THREADS_MAX = 1024 };
 static const double STEPS_MAX = 1e15;
@@ -32,15 +33,33 @@ static void note(const char *msg)
 	warnmsg("%s", msg);
 }
 
+/* The presets as JSON Lines: each line's "config" is a --config file. */
 static void list_models(void)
 {
-	printf("%-6s %7s %6s %5s %3s %3s %5s %12s  %s\n", "name", "vocab", "ctx", "d", "L", "H",
-	       "d_ff", "parameters", "about");
 	for (const model_preset *p = model_presets; p->name; p++) {
-		const model_config *c = &p->cfg;
-		printf("%-6s %7d %6d %5d %3d %3d %5d %12zu  %s\n", p->name, c->vocab, c->ctx,
-		       c->d_model, c->n_layers, c->n_heads, c->d_ff, model_n_params(c), p->about);
+		char *s = model_preset_json(p);
+		if (!s)
+			die(EXIT_RUNTIME, "out of memory");
+		printf("%s\n", s);
+		free(s);
 	}
+}
+
+/* The model: a preset or a config file, then the shape and variant
+ * options, each of which overrides the field it names. */
+static void set_model(train_config *tc, const char *name, const char *config, lm_err *e)
+{
+	if (name && config)
+		die(EXIT_USAGE, "give -m NAME or --config FILE, not both");
+	if (config) {
+		if (model_config_load(config, &tc->model, e))
+			die_err(e);
+		return;
+	}
+	const model_preset *p = model_preset_find(name ? name : "ts");
+	if (!p)
+		die(EXIT_USAGE, "unknown model '%s' (see --list-models)", name);
+	tc->model = p->cfg;
 }
 
 /* The --profile table, like torch.profiler's key_averages: one row per op,
@@ -68,7 +87,10 @@ static void print_profile(void *arg, const lm_prof_row *rows, int n, int steps, 
 int main(int argc, char **argv)
 {
 	const char *model_name = NULL, *device = "cpu", *export_dir = NULL, *ckpt = NULL;
-	const char *dump = NULL, *ids = NULL, *tok = NULL;
+	const char *dump = NULL, *ids = NULL, *tok = NULL, *config = NULL, *mlp = NULL;
+	long long kv_heads = 0;
+	double softcap = 0, z_loss = 0, norm_eps = 0;
+	int qk_norm = 0;
 	long long vocab = 0, ctx = 0, d = 0, layers = 0, heads = 0, dff = 0;
 	long long batch = 16, accum = 1, steps = 0, warmup = 0, cycle = 0, seed = 0, threads = 0;
 	long long eval_every = 0, eval_batches = 20, ckpt_every = 0, keep_last = 0;
@@ -81,7 +103,8 @@ int main(int argc, char **argv)
 	train_config tc = { 0 };
 	const opt_def opts[] = {
 		{ 'm', "model", OPT_STR, &model_name, "NAME", "model preset (see --list-models; default ts)", 0, 0, NULL },
-		{ 0, "list-models", OPT_FLAG, &list, NULL, "list the presets and exit", 0, 0, NULL },
+		{ 0, "list-models", OPT_FLAG, &list, NULL, "list the presets as JSON Lines and exit", 0, 0, NULL },
+		{ 0, "config", OPT_STR, &config, "FILE", "model config: lmpipe JSON or a Hugging Face config.json", 0, 0, NULL },
 		{ 0, "vocab", OPT_INT, &vocab, "N", "vocabulary size", 1, DIM_MAX, NULL },
 		{ 0, "context", OPT_INT, &ctx, "T", "context length (model and training windows)", 1, DIM_MAX, NULL },
 		{ 0, "d-model", OPT_INT, &d, "N", "model width", 1, DIM_MAX, NULL },
@@ -90,6 +113,12 @@ int main(int argc, char **argv)
 		{ 0, "d-ff", OPT_INT, &dff, "N", "SwiGLU hidden width", 1, DIM_MAX, NULL },
 		{ 0, "rope-theta", OPT_DOUBLE, &theta, "F", "RoPE base (default: the preset's, 10000)", 1, 1e12, NULL },
 		{ 0, "tie-embeddings", OPT_FLAG, &tie, NULL, "share the embedding with the LM head", 0, 0, NULL },
+		{ 0, "kv-heads", OPT_INT, &kv_heads, "N", "key/value heads (grouped-query attention)", 1, DIM_MAX, NULL },
+		{ 0, "qk-norm", OPT_FLAG, &qk_norm, NULL, "RMSNorm of each head of q and k (Qwen3)", 0, 0, NULL },
+		{ 0, "mlp", OPT_CHOICE, &mlp, "KIND", "the MLP: swiglu or relu2", 0, 0, model_mlp_names },
+		{ 0, "softcap", OPT_DOUBLE, &softcap, "F", "soft-cap the logits at F, 0: off", 0, 1e6, NULL },
+		{ 0, "z-loss", OPT_DOUBLE, &z_loss, "F", "z-loss coefficient, 0: off", 0, 1, NULL },
+		{ 0, "norm-eps", OPT_DOUBLE, &norm_eps, "F", "RMSNorm epsilon (default 1e-5)", 1e-12, 0.1, NULL },
 		{ 'b', "batch", OPT_INT, &batch, "B", "sequences per micro-batch", 1, DIM_MAX, NULL },
 		{ 0, "accum", OPT_INT, &accum, "N", "micro-batches per optimizer step", 1, DIM_MAX, NULL },
 		{ 'n', "steps", OPT_INT, &steps, "N", "optimizer steps in all", 1, STEPS_MAX, NULL },
@@ -128,7 +157,7 @@ int main(int argc, char **argv)
 	};
 	unsigned char seen[sizeof opts / sizeof opts[0]] = { 0 };
 	const opt_prog prog = {
-		"--data PREFIX [OPTION]...\n"
+		"--data PREFIX [-m NAME | --config FILE] [OPTION]...\n"
 		"  or:  lm-train -c CHECKPOINT --val PREFIX [-t TOKENIZER]\n"
 		"  or:  lm-train -c CHECKPOINT --info\n"
 		"  or:  lm-train -c CHECKPOINT --export-hf DIR\n"
@@ -136,7 +165,7 @@ int main(int argc, char **argv)
 		"Train a decoder-only transformer on token shards; evaluate or inspect a\n"
 		"checkpoint, export it for Hugging Face transformers, or dump its logits.",
 		opts,
-		"See lm-train(1) and lmpipe-checkpoint(5).\n",
+		"See lm-train(1), lmpipe-model-config(5) and lmpipe-checkpoint(5).\n",
 	};
 	the_opts = opts;
 	the_seen = seen;
@@ -178,11 +207,10 @@ int main(int argc, char **argv)
 		die(EXIT_USAGE, "no training data: give --data PREFIX");
 	if (!steps && !tokens && !resume)
 		die(EXIT_USAGE, "give --steps N or --tokens N");
-	const model_preset *p = model_preset_find(model_name ? model_name : "ts");
-	if (!p)
-		die(EXIT_USAGE, "unknown model '%s' (see --list-models)", model_name);
-	tc.model = p->cfg;
-	tc.model_given = model_name || vocab || ctx || d || layers || heads || dff || theta || tie;
+	set_model(&tc, model_name, config, &e);
+	tc.model_given = model_name || config || vocab || ctx || d || layers || heads || dff || theta ||
+			 tie || kv_heads || qk_norm || mlp || option_given("softcap") ||
+			 option_given("z-loss") || norm_eps;
 	if (vocab) tc.model.vocab = (int)vocab;
 	if (ctx) tc.model.ctx = (int)ctx;
 	if (d) tc.model.d_model = (int)d;
@@ -191,6 +219,12 @@ int main(int argc, char **argv)
 	if (dff) tc.model.d_ff = (int)dff;
 	if (theta) tc.model.rope_theta = theta;
 	if (tie) tc.model.tie_embeddings = 1;
+	if (kv_heads) tc.model.n_kv_heads = (int)kv_heads;
+	if (qk_norm) tc.model.qk_norm = 1;
+	if (mlp) tc.model.mlp = model_mlp_parse(mlp);
+	if (option_given("softcap")) tc.model.softcap = softcap;
+	if (option_given("z-loss")) tc.model.z_loss = z_loss;
+	if (norm_eps) tc.model.norm_eps = norm_eps;
 	if (model_config_check(&tc.model, &e))
 		die_err(&e);
 	tc.device = device;

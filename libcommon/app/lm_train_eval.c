@@ -12,6 +12,7 @@
 #include "data/shard_reader.h"
 #include "model/backend.h"
 #include "model/ckpt.h"
+#include "model/model_json.h"
 #include "tok/bpe.h"
 #include "tok/bpe_identity.h"
 
@@ -163,6 +164,12 @@ int train_info(const char *ckpt, FILE *out, lm_err *e)
 		fprintf(out, "model         vocab %d, context %d, d_model %d, layers %d, heads %d, "
 			"d_ff %d, rope_theta %g%s\n", c.vocab, c.ctx, c.d_model, c.n_layers,
 			c.n_heads, c.d_ff, c.rope_theta, c.tie_embeddings ? ", tied embeddings" : "");
+		char *cj = model_config_json(&c);
+		fprintf(out, "variants      kv_heads %d, qk_norm %d, mlp %s, softcap %g, z_loss %g, "
+			"norm_eps %g\n", model_kv_heads(&c), c.qk_norm, model_mlp_name(c.mlp), c.softcap,
+			c.z_loss, model_norm_eps(&c));
+		fprintf(out, "config        %s\n", cj ? cj : "(out of memory)");
+		free(cj);
 		fprintf(out, "parameters    %zu\n", model_n_params(&c));
 		for (int i = 0; i < N_KEYS; i++)
 			fprintf(out, "%-13s %s\n", !strcmp(keys[i], TRAIN_META_KEY) ? "hyperparams"

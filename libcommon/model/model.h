@@ -82,7 +82,9 @@ void model_config_resolve(model_config *c);
 int model_config_is_plain(const model_config *c);
 /* 1 if a and b describe the same model. */
 int model_config_same(const model_config *a, const model_config *b);
-/* The name of an MLP ("swiglu", "relu2"), and back (-1: unknown). */
+/* The names of the MLPs by model_mlp, NULL-terminated; a name and back
+ * (-1: unknown). */
+extern const char *const model_mlp_names[];
 const char *model_mlp_name(int mlp);
 int model_mlp_parse(const char *name);
 

@@ -97,18 +97,19 @@ int model_config_same(const model_config *a0, const model_config *b0)
 	       a.softcap == b.softcap && a.z_loss == b.z_loss && a.norm_eps == b.norm_eps;
 }
 
-static const char *const MLP_NAMES[] = { [MODEL_MLP_SWIGLU] = "swiglu", [MODEL_MLP_RELU2] = "relu2" };
-enum { N_MLP = sizeof MLP_NAMES / sizeof MLP_NAMES[0] };
+const char *const model_mlp_names[] = { [MODEL_MLP_SWIGLU] = "swiglu", [MODEL_MLP_RELU2] = "relu2",
+					 NULL };
+enum { N_MLP = sizeof model_mlp_names / sizeof model_mlp_names[0] - 1 };
 
 const char *model_mlp_name(int mlp)
 {
-	return mlp >= 0 && mlp < N_MLP ? MLP_NAMES[mlp] : NULL;
+	return mlp >= 0 && mlp < N_MLP ? model_mlp_names[mlp] : NULL;
 }
 
 int model_mlp_parse(const char *name)
 {
 	for (int i = 0; i < N_MLP; i++)
-		if (!strcmp(name, MLP_NAMES[i]))
+		if (!strcmp(name, model_mlp_names[i]))
 			return i;
 	return -1;
 }

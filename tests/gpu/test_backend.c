@@ -5,7 +5,10 @@
  * the CUDA backend are poisoned with NaN first, so unwritten elements fail.
  * Shapes include odd ones (N = 1 and 37, sizes that are not multiples of
  * 8 or 64, a vocabulary of 97).  Errors are |gpu - cpu| / |cpu| in the
- * 2-norm ("rel").  Run by `make test-gpu` on a GPU machine. */
+ * 2-norm ("rel").  The model variants' ops (GQA split and merge, QK-norm,
+ * ReLU^2, soft-capping, the cross-entropy backward with z-loss and cap, the
+ * fused head with both) are compared alone, and the whole model once per
+ * variant.  Run by `make test-gpu` on a GPU machine. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -406,6 +409,120 @@ static void test_embedding_adamw(int N, int V, int C)
 	release_all(&cpu), release_all(&gpu);
 }
 
+/* The variants' ops of backend.h, op by op. */
+static void test_variant_ops(int B, int T, int H, int Hkv, int D, int F, int V)
+{
+	char what[128];
+	size_t n = (size_t)B * H * T * D, nq = (size_t)B * T * (H + 2 * Hkv) * D;
+	size_t rows = (size_t)B * H * T, N = (size_t)B * T, nh = N * F, nz = N * V;
+	float *qkv = rnd(nq, 1), *gain = rnd(D, 1), *dy = rnd(n, 1), *h = rnd(nh, 2), *d = rnd(nh, 1);
+	float *z = rnd(nz, 6), *wt = rnd(N, 1), *ex = rnd(nz, 0.1f);
+	int32_t *t = malloc(N * sizeof *t);
+	for (size_t i = 0; i < N; i++)
+		t[i] = i % 7 == 3 ? -1 : (int32_t)((i * 31 + 5) % V);
+	BOTH(qkv, qkv, nq, 1);
+	OUT(q, n, 1);
+	OUT(k, n, 1);
+	OUT(v, n, 1);
+	OUT(m, nq, 1);
+	cpu.be->qkv_split_gqa(cpu.be, qc, kc, vc, qkvc, B, T, H, Hkv, D);
+	gpu.be->qkv_split_gqa(gpu.be, qg, kg, vg, qkvg, B, T, H, Hkv, D);
+	snprintf(what, sizeof what, "qkv split GQA B=%d T=%d H=%d kv=%d D=%d: k", B, T, H, Hkv, D);
+	compare(what, kg, kc, n, 1, 0);
+	snprintf(what, sizeof what, "qkv split GQA B=%d T=%d H=%d kv=%d D=%d: v", B, T, H, Hkv, D);
+	compare(what, vg, vc, n, 1, 0);
+	cpu.be->qkv_merge_gqa(cpu.be, mc, qc, kc, vc, B, T, H, Hkv, D);
+	gpu.be->qkv_merge_gqa(gpu.be, mg, qg, kg, vg, B, T, H, Hkv, D);
+	snprintf(what, sizeof what, "qkv merge GQA B=%d T=%d H=%d kv=%d D=%d (group sums)", B, T, H,
+		 Hkv, D);
+	compare(what, mg, mc, nq, 1, TOL_ACT);
+	BOTH(w, gain, D, 0);
+	BOTH(dy, dy, n, 1);
+	OUT(y, n, 1);
+	OUT(r, rows, 0);
+	ZERO(dw, D);
+	cpu.be->headnorm_fwd(cpu.be, yc, rc, qc, wc, rows, D, 1e-6f);
+	gpu.be->headnorm_fwd(gpu.be, yg, rg, qg, wg, rows, D, 1e-6f);
+	snprintf(what, sizeof what, "qk-norm rows=%zu D=%d: y", rows, D);
+	compare(what, yg, yc, n, 1, TOL_ACT);
+	snprintf(what, sizeof what, "qk-norm rows=%zu D=%d: rstd", rows, D);
+	compare(what, rg, rc, rows, 0, TOL_F32);
+	cpu.be->headnorm_bwd(cpu.be, dyc, dwc, dyc, qc, wc, rc, rows, D);
+	gpu.be->headnorm_bwd(gpu.be, dyg, dwg, dyg, qg, wg, rg, rows, D);
+	snprintf(what, sizeof what, "qk-norm backward rows=%zu D=%d: dx (in place)", rows, D);
+	compare(what, dyg, dyc, n, 1, TOL_ACT);
+	snprintf(what, sizeof what, "qk-norm backward rows=%zu D=%d: dw", rows, D);
+	compare(what, dwg, dwc, D, 0, TOL_F32);
+	BOTH(h, h, nh, 1);
+	BOTH(d, d, nh, 1);
+	OUT(o, nh, 1);
+	OUT(dh, nh, 1);
+	cpu.be->relu2_fwd(cpu.be, oc, hc, nh);
+	gpu.be->relu2_fwd(gpu.be, og, hg, nh);
+	snprintf(what, sizeof what, "relu^2 n=%zu", nh);
+	compare(what, og, oc, nh, 1, TOL_ACT);
+	cpu.be->relu2_bwd(cpu.be, dhc, dc, hc, nh);
+	gpu.be->relu2_bwd(gpu.be, dhg, dg, hg, nh);
+	snprintf(what, sizeof what, "relu^2 backward n=%zu", nh);
+	compare(what, dhg, dhc, nh, 1, TOL_ACT);
+	BOTH(z, z, nz, 1);
+	BOTH(wt, wt, N, 0);
+	BOTH(ex, ex, nz, 0);
+	OUT(l, N, 0);
+	OUT(lse, N, 0);
+	ZERO(sum, 2);
+	void *tc = cpu.be->alloc(cpu.be, N * sizeof *t), *tg = gpu.be->alloc(gpu.be, N * sizeof *t);
+	cpu.be->upload(cpu.be, tc, t, N * sizeof *t);
+	gpu.be->upload(gpu.be, tg, t, N * sizeof *t);
+	cpu.be->softcap_fwd(cpu.be, zc, nz, 4.0f);
+	gpu.be->softcap_fwd(gpu.be, zg, nz, 4.0f);
+	snprintf(what, sizeof what, "soft-capping n=%zu", nz);
+	compare(what, zg, zc, nz, 1, TOL_ACT);
+	cpu.be->xent_fwd(cpu.be, lc, lsec, zc, tc, (int)N, V, (double *)sumc);
+	gpu.be->xent_fwd(gpu.be, lg, lseg, zg, tg, (int)N, V, (double *)sumg);
+	lm_logit_opts lo = { 4.0f, 1e-2f };
+	cpu.be->logit_bwd(cpu.be, zc, zc, lsec, tc, wtc, exc, 0.25f, (int)N, V, &lo);
+	gpu.be->logit_bwd(gpu.be, zg, zg, lseg, tg, wtg, exg, 0.25f, (int)N, V, &lo);
+	snprintf(what, sizeof what, "cross-entropy backward, z-loss and cap, N=%zu V=%d (weights, extra, "
+		 "in place)", N, V);
+	compare(what, zg, zc, nz, 1, TOL_ACT);
+	cpu.be->release(cpu.be, tc), gpu.be->release(gpu.be, tg);
+	free(qkv), free(gain), free(dy), free(h), free(d), free(z), free(wt), free(ex), free(t);
+	release_all(&cpu), release_all(&gpu);
+}
+
+/* The fused head with soft-capping and the z-loss. */
+static void test_head_ex(int N, int C, int V)
+{
+	char what[128];
+	float *x = rnd((size_t)N * C, 1), *w = rnd((size_t)V * C, 0.5f);
+	int32_t *t = malloc(N * sizeof *t);
+	for (int i = 0; i < N; i++)
+		t[i] = i % 5 == 2 ? -1 : (int32_t)((i * 37 + 11) % V);
+	BOTH(x, x, (size_t)N * C, 1);
+	BOTH(w, w, (size_t)V * C, 1);
+	OUT(l, N, 0);
+	OUT(lse, N, 0);
+	OUT(dx, (size_t)N * C, 1);
+	ZERO(dw, (size_t)V * C);
+	ZERO(sum, 2);
+	void *tc = cpu.be->alloc(cpu.be, N * sizeof *t), *tg = gpu.be->alloc(gpu.be, N * sizeof *t);
+	cpu.be->upload(cpu.be, tc, t, N * sizeof *t);
+	gpu.be->upload(gpu.be, tg, t, N * sizeof *t);
+	lm_logit_opts lo = { 3.0f, 1e-3f };
+	cpu.be->head_xent_ex(cpu.be, xc, wc, tc, 0.5f, N, C, V, lc, lsec, sumc, dxc, dwc, &lo);
+	gpu.be->head_xent_ex(gpu.be, xg, wg, tg, 0.5f, N, C, V, lg, lseg, sumg, dxg, dwg, &lo);
+	snprintf(what, sizeof what, "LM head + cross-entropy, cap and z-loss, N=%d C=%d V=%d: loss", N, C, V);
+	compare(what, lg, lc, N, 0, TOL_F32);
+	snprintf(what, sizeof what, "LM head + cross-entropy, cap and z-loss, N=%d C=%d V=%d: dx", N, C, V);
+	compare(what, dxg, dxc, (size_t)N * C, 1, TOL_ACT);
+	snprintf(what, sizeof what, "LM head + cross-entropy, cap and z-loss, N=%d C=%d V=%d: dW", N, C, V);
+	compare(what, dwg, dwc, (size_t)V * C, 0, TOL_ACT);
+	cpu.be->release(cpu.be, tc), gpu.be->release(gpu.be, tg);
+	free(x), free(w), free(t);
+	release_all(&cpu), release_all(&gpu);
+}
+
 /* The whole model: the same weights on both backends, forward with
  * targets, backward, one clipped AdamW step. */
 static void test_model(model_config c, int B, int T)
@@ -432,8 +549,10 @@ static void test_model(model_config c, int B, int T)
 	double lc, lg;
 	int rc = model_forward(&mc, ids, tg, B, T, &lc, &e);
 	int rg = model_forward(&mg, ids, tg, B, T, &lg, &e);
-	ok(!rc && !rg && fabs(lg - lc) <= 1e-2 * lc, "model d=%d L=%d H=%d V=%d B=%d T=%d: loss %.6f vs "
-	   "%.6f (%s)", c.d_model, c.n_layers, c.n_heads, c.vocab, B, T, lg, lc, rg ? e.msg : "ok");
+	ok(!rc && !rg && fabs(lg - lc) <= 1e-2 * lc, "model d=%d L=%d H=%d kv=%d V=%d B=%d T=%d%s%s%s%s: "
+	   "loss %.6f vs %.6f (%s)", c.d_model, c.n_layers, c.n_heads, model_kv_heads(&c), c.vocab, B, T,
+	   c.qk_norm ? " qk-norm" : "", c.mlp == MODEL_MLP_RELU2 ? " relu2" : "",
+	   c.softcap > 0 ? " softcap" : "", c.z_loss > 0 ? " z-loss" : "", lg, lc, rg ? e.msg : "ok");
 	float *zc = malloc((size_t)N * c.vocab * sizeof *zc), *zg = malloc((size_t)N * c.vocab * sizeof *zg);
 	model_read_logits(&mc, zc, N, &e);
 	model_read_logits(&mg, zg, N, &e);
@@ -544,6 +663,28 @@ int main(void)
 	test_model(tied, 2, 32);
 	model_config ts_like = { 1000, 256, 512, 2, 16, 1344, 10000.0, 0, MODEL_PLAIN };
 	test_model(ts_like, 4, 256);
+	test_variant_ops(2, 17, 4, 2, 32, 48, 97);
+	test_variant_ops(1, 64, 8, 1, 64, 1344, 1000);
+	test_variant_ops(2, 33, 6, 3, 128, 100, 50);
+	test_head_ex(37, 64, 97);
+	test_head_ex(20000, 64, 10000);
+	/* the variants, each on the small model, then all at once on ts_like */
+	model_config v[7];
+	for (int i = 0; i < 7; i++)
+		v[i] = small;
+	v[0].n_heads = 4, v[0].n_kv_heads = 2;                 /* GQA, D = 16 */
+	v[1].n_heads = 4, v[1].n_kv_heads = 1;                 /* MQA */
+	v[2].qk_norm = 1;
+	v[3].mlp = MODEL_MLP_RELU2;
+	v[4].softcap = 5.0;
+	v[5].z_loss = 1e-3;
+	v[6].norm_eps = 1e-6;
+	for (int i = 0; i < 7; i++)
+		test_model(v[i], 3, 45);
+	model_config all = ts_like;
+	all.n_kv_heads = 4, all.qk_norm = 1, all.mlp = MODEL_MLP_RELU2, all.softcap = 15.0;
+	all.z_loss = 1e-4, all.norm_eps = 1e-6, all.tie_embeddings = 1;
+	test_model(all, 4, 256);
 	cpu.be->close(cpu.be);
 	gpu.be->close(gpu.be);
 	return done_testing();
