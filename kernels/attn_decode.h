@@ -3,8 +3,7 @@
  * 0 .. len[i]-1, itself included: causal by construction).
  *
  *   q    [H, N, D]   the N new tokens' queries (qkv_split's layout, B = 1)
- *   kc[i], vc[i]     token i's sequence cache for this layer: [Hkv, stride, D]
- *                    (Hkv dividing H: query head h reads kv head h / (H / Hkv))
+ *   kc[i], vc[i]     token i's sequence cache for this layer: [H, stride, D]
  *   len[i]           positions of that cache to attend to
  *   o    [N, H, D]   the output, heads already merged ([N, C])
  *
@@ -17,6 +16,6 @@
 #include <stddef.h>
 
 int attn_decode_cpu(float *o, const float *q, const float *const *kc, const float *const *vc,
-		     const int *len, int N, int H, int Hkv, int D, size_t stride, float scale);
+		     const int *len, int N, int H, int D, size_t stride, float scale);
 
 #endif

@@ -7,9 +7,8 @@
 #include <stdlib.h>
 
 int attn_decode_cpu(float *o, const float *q, const float *const *kc, const float *const *vc,
-		     const int *len, int N, int H, int Hkv, int D, size_t stride, float scale)
+		     const int *len, int N, int H, int D, size_t stride, float scale)
 {
-	int G = H / Hkv;
 	int maxlen = 0;
 	for (int i = 0; i < N; i++)
 		maxlen = len[i] > maxlen ? len[i] : maxlen;
@@ -24,8 +23,8 @@ int attn_decode_cpu(float *o, const float *q, const float *const *kc, const floa
 		for (int i = 0; i < N; i++)
 			for (int h = 0; h < H; h++) {
 				const float *qi = q + ((size_t)h * N + i) * D;
-				const float *k = kc[i] + (size_t)(h / G) * stride * D;
-				const float *v = vc[i] + (size_t)(h / G) * stride * D;
+				const float *k = kc[i] + (size_t)h * stride * D;
+				const float *v = vc[i] + (size_t)h * stride * D;
 				float *oi = o + ((size_t)i * H + h) * D;
 				attn_decode_row(oi, qi, k, v, len[i], D, scale, s);
 			}

@@ -50,3 +50,15 @@ void headnorm_bwd_cpu(float *dx, float *dw, const float *dy, const float *x, con
 			dxr[d] = s * w[d] * dyr[d] - k * xr[d];
 	}
 }
+
+void qkv_headnorm_cpu(float *qkv, const float *wq, const float *wk, int N, int H, int Hkv, int D,
+		      float eps)
+{
+	size_t heads = (size_t)H + Hkv, width = (heads + Hkv) * D;
+#pragma omp parallel for schedule(static)
+	for (size_t r = 0; r < (size_t)N * heads; r++) {
+		size_t i = r / heads, j = r % heads;
+		float *x = qkv + i * width + j * D, s;
+		headnorm_fwd_cpu(x, &s, x, j < (size_t)H ? wq : wk, 1, D, eps);
+	}
+}

@@ -74,6 +74,29 @@ __global__ void dw_kernel(float *dw, const float *partial, int blocks, int D)
 	}
 }
 
+// The decoding pass: a warp per head row of the fused projection, in place.
+__global__ void qkv_kernel(bf16 *qkv, const float *wq, const float *wk, int N, int H, int Hkv,
+			   int D, float eps)
+{
+	int lane = threadIdx.x % WARP;
+	size_t heads = (size_t)H + Hkv, rows = (size_t)N * heads, width = (heads + Hkv) * D;
+	for (size_t r = blockIdx.x * (size_t)ROW_WARPS + threadIdx.x / WARP; r < rows;
+	     r += (size_t)gridDim.x * ROW_WARPS) {
+		size_t i = r / heads, j = r % heads;
+		bf16 *x = qkv + i * width + j * D;
+		const float *w = j < (size_t)H ? wq : wk;
+		float ss = 0;
+		for (int d = lane; d < D; d += WARP) {
+			float v = ld(x + d);
+			ss += v * v;
+		}
+		ss = warp_sum(ss);
+		float s = rsqrtf(ss / D + eps);
+		for (int d = lane; d < D; d += WARP)
+			x[d] = to_bf16(ld(x + d) * s * w[d]);
+	}
+}
+
 enum { BWD_BLOCKS = 2 * 132 };
 
 unsigned row_grid(size_t rows)
@@ -110,5 +133,16 @@ extern "C" int headnorm_bwd_cuda(uint16_t *dx, float *dw, const uint16_t *dy, co
 	bwd_kernel<<<g, ROW_WARPS * WARP, 0, st>>>((bf16 *)dx, (float *)ws, (const bf16 *)dy,
 						   (const bf16 *)x, w, rstd, rows, D);
 	dw_kernel<<<grid_for((size_t)D), BLOCK, 0, st>>>(dw, (const float *)ws, (int)g, D);
+	return launched();
+}
+
+extern "C" int qkv_headnorm_cuda(uint16_t *qkv, const float *wq, const float *wk, int N, int H,
+				 int Hkv, int D, float eps, void *stream)
+{
+	if (D < 1 || D > HEADNORM_CUDA_D_MAX)
+		return -1;
+	size_t rows = (size_t)N * (H + Hkv);
+	qkv_kernel<<<grid_for(rows, ROW_WARPS), ROW_WARPS * WARP, 0, (cudaStream_t)stream>>>(
+		(bf16 *)qkv, wq, wk, N, H, Hkv, D, eps);
 	return launched();
 }

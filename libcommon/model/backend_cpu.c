@@ -17,6 +17,7 @@
 
 #include "kernels/attention.h"
 #include "kernels/attn_blas.h"
+#include "kernels/decode.h"
 #include "kernels/embedding.h"
 #include "kernels/gqa.h"
 #include "kernels/headnorm.h"
@@ -358,6 +359,12 @@ static void cpu_headnorm_bwd(lm_backend *be, void *dx, float *dw, const void *dy
 	headnorm_bwd_cpu(dx, dw, dy, x, w, rstd, rows, D);
 }
 
+static void cpu_qkv_headnorm(lm_backend *be, void *qkv, const float *wq, const float *wk, int N,
+			     int H, int Hkv, int D, float eps)
+{
+	qkv_headnorm_cpu(qkv, wq, wk, N, H, Hkv, D, eps);
+}
+
 static void cpu_relu2_fwd(lm_backend *be, void *out, const void *h, size_t n)
 {
 	relu2_fwd_cpu(out, h, n);
@@ -406,6 +413,31 @@ static void cpu_adamw_step(lm_backend *be, float *p, const float *g, float *m, f
 		cpu_copy(be, p_act, p, n * sizeof *p);
 }
 
+static void cpu_decode_qkv(lm_backend *be, void *q, void *kc, void *vc, const void *qkv,
+			   const float *cs, const int32_t *pos, const int32_t *slot, decode_shape s)
+{
+	decode_qkv_cpu(q, kc, vc, qkv, cs, pos, slot, s);
+}
+
+static void cpu_attn_decode(lm_backend *be, void *o, const void *q, const void *kc, const void *vc,
+			    const int32_t *pos, const int32_t *slot, decode_shape s, float scale)
+{
+	if (attn_decode_cache_cpu(o, q, kc, vc, pos, slot, s, scale) < 0)
+		backend_fail(be, "attention over the cache: out of memory for its scratch");
+}
+
+static void cpu_rows_gather(lm_backend *be, float *dst, const float *src, const int32_t *idx, int n,
+			    int C)
+{
+	rows_gather_cpu(dst, src, idx, n, C);
+}
+
+static void cpu_rows_scatter(lm_backend *be, float *dst, const void *src, const int32_t *idx, int n,
+			     int V)
+{
+	rows_scatter_cpu(dst, src, idx, n, V);
+}
+
 static const lm_backend cpu_table = {
 	.name = "cpu",
 	.act = LM_F32,
@@ -449,6 +481,7 @@ static const lm_backend cpu_table = {
 	.qkv_merge_gqa = cpu_qkv_merge_gqa,
 	.headnorm_fwd = cpu_headnorm_fwd,
 	.headnorm_bwd = cpu_headnorm_bwd,
+	.qkv_headnorm = cpu_qkv_headnorm,
 	.relu2_fwd = cpu_relu2_fwd,
 	.relu2_bwd = cpu_relu2_bwd,
 	.softcap_fwd = cpu_softcap_fwd,
@@ -457,6 +490,10 @@ static const lm_backend cpu_table = {
 	.sumsq = cpu_sumsq,
 	.clip_scale = cpu_clip_scale,
 	.adamw_step = cpu_adamw_step,
+	.decode_qkv = cpu_decode_qkv,
+	.attn_decode = cpu_attn_decode,
+	.rows_gather = cpu_rows_gather,
+	.rows_scatter = cpu_rows_scatter,
 };
 
 lm_backend *backend_cpu_open(lm_err *e)
