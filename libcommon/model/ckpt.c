@@ -16,7 +16,7 @@
 #include "base/io.h"
 #include "model/safetensors.h"
 
-enum { META_MAX = 32, VAL_LEN = 40, DESCRIBE_LEN = 192 };
+enum { META_MAX = 48, VAL_LEN = 40, DESCRIBE_LEN = 192 };
 
 typedef struct meta_buf {
 	const char *kv[2 * META_MAX];

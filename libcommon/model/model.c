@@ -601,16 +601,18 @@ int model_forward_loss(model *m, const int32_t *ids, const int32_t *targets, int
 		return -1;
 	forward_blocks(m);
 	lm_logit_opts lo;
+	const char *what = grad ? "head+xent fwd+bwd" : "head+xent";
+	double flops = (grad ? 6.0 : 2.0) * N * C * V;
+	double bytes = ((double)N * C + (double)V * C) * esz(m) * (grad ? 3 : 1);
+	void *dx = grad ? a->dln : NULL;
 	if (logit_opts(m, &lo))
-		PROF(be, grad ? "head+xent fwd+bwd" : "head+xent",
-		     (grad ? 6.0 : 2.0) * N * C * V, ((double)N * C + (double)V * C) * esz(m) * (grad ? 3 : 1),
+		PROF(be, what, flops, bytes,
 		     be->head_xent_ex(be, a->lnf, m->head_c, a->targets, grad_scale, N, C, V, a->losses,
-				      a->lse_v, &m->sc->loss_sum, grad ? a->dln : NULL, m->dhead, &lo));
+				      a->lse_v, &m->sc->loss_sum, dx, m->dhead, &lo));
 	else
-		PROF(be, grad ? "head+xent fwd+bwd" : "head+xent",
-		     (grad ? 6.0 : 2.0) * N * C * V, ((double)N * C + (double)V * C) * esz(m) * (grad ? 3 : 1),
+		PROF(be, what, flops, bytes,
 		     be->head_xent(be, a->lnf, m->head_c, a->targets, grad_scale, N, C, V, a->losses,
-				   a->lse_v, &m->sc->loss_sum, grad ? a->dln : NULL, m->dhead));
+				   a->lse_v, &m->sc->loss_sum, dx, m->dhead));
 	a->head_done = grad;
 	return 0;
 }

@@ -1,7 +1,9 @@
 /* test_ops_grad.c: every op's backward pass against central finite
  * differences of its forward pass, on small shapes.  The objective is
  * sum(out * R) for a fixed random R, summed in double; the backward pass
- * gets dout = R.  Also checks forward values against direct formulas. */
+ * gets dout = R.  Also checks forward values against direct formulas.  The
+ * model variants' ops too: QK-norm's per-head RMSNorm, the squared ReLU,
+ * the cross-entropy with soft-capping and z-loss, GQA's split and merge. */
 #include <math.h>
 #include <omp.h>
 #include <stdlib.h>
@@ -11,8 +13,12 @@
 #include "kernels/attention.h"
 #include "kernels/attn_blas.h"
 #include "kernels/embedding.h"
+#include "kernels/gqa.h"
+#include "kernels/headnorm.h"
+#include "kernels/logit_variants.h"
 #include "kernels/matmul.h"
 #include "kernels/permute.h"
+#include "kernels/relu2.h"
 #include "kernels/rmsnorm.h"
 #include "kernels/rope.h"
 #include "kernels/swiglu.h"
@@ -221,6 +227,117 @@ static void test_permute(void)
 	ok(!memcmp(o2, q, sizeof o2), "heads_split inverts heads_merge");
 }
 
+/* QK-norm: rows of D with gains of D */
+enum { HR = 7 };
+static float hn_x[HR * D], hn_w[D], hn_y[HR * D], hn_r[HR], hn_R[HR * D];
+static double hn_obj(void)
+{
+	headnorm_fwd_cpu(hn_y, hn_r, hn_x, hn_w, HR, D, 1e-3f);
+	return dotd(hn_y, hn_R, HR * D);
+}
+static void test_headnorm(void)
+{
+	float dx[HR * D], dw[D];
+	fill(hn_x, HR * D); fill(hn_w, D); fill(hn_R, HR * D);
+	hn_obj();
+	double ss = 0;
+	for (int d = 0; d < D; d++)
+		ss += (double)hn_x[2 * D + d] * hn_x[2 * D + d];
+	near(hn_y[2 * D + 1], hn_x[2 * D + 1] * hn_w[1] / sqrt(ss / D + 1e-3), 1e-6,
+	     "headnorm: forward value");
+	for (int i = 0; i < D; i++) dw[i] = 2.0f;
+	memcpy(dx, hn_R, sizeof dx);
+	headnorm_bwd_cpu(dx, dw, dx, hn_x, hn_w, hn_r, HR, D); /* in place over dy */
+	for (int i = 0; i < D; i++) dw[i] -= 2.0f;
+	CHECK("headnorm dx (in place)", hn_x, dx, HR * D, hn_obj);
+	CHECK("headnorm dw (accumulated)", hn_w, dw, D, hn_obj);
+	/* the decoding form, on the fused projection, is the same arithmetic */
+	enum { NT = 3, HQ = 4, HK = 2, W = (HQ + 2 * HK) * D };
+	float qkv[NT * W], wq[D], wk[D], ref[NT * W], r;
+	fill(qkv, NT * W); fill(wq, D); fill(wk, D);
+	memcpy(ref, qkv, sizeof ref);
+	qkv_headnorm_cpu(qkv, wq, wk, NT, HQ, HK, D, 1e-3f);
+	for (int i = 0; i < NT; i++)
+		for (int j = 0; j < HQ + HK; j++)
+			headnorm_fwd_cpu(ref + i * W + j * D, &r, ref + i * W + j * D, j < HQ ? wq : wk, 1,
+					 D, 1e-3f);
+	ok(!memcmp(qkv, ref, sizeof qkv), "qkv_headnorm: q heads with wq, k heads with wk, v untouched");
+}
+
+/* the squared ReLU */
+static float r2_h[N * F], r2_y[N * F], r2_R[N * F];
+static double r2_obj(void)
+{
+	relu2_fwd_cpu(r2_y, r2_h, N * F);
+	return dotd(r2_y, r2_R, N * F);
+}
+static void test_relu2(void)
+{
+	float dh[N * F];
+	fill(r2_h, N * F); fill(r2_R, N * F);
+	r2_h[0] = -0.5f, r2_h[1] = 0.5f;
+	r2_obj();
+	ok(r2_y[0] == 0 && r2_y[1] == 0.25f, "relu2: max(h, 0)^2");
+	relu2_bwd_cpu(dh, r2_R, r2_h, N * F);
+	CHECK("relu2 dh", r2_h, dh, N * F, r2_obj);
+}
+
+/* cross-entropy of soft-capped logits with the z-loss: the objective is
+ * sum_n R[n] (CE_n + z lse_n^2) of y = cap tanh(z / cap) */
+static const float XV_CAP = 2.0f, XV_Z = 0.3f;
+static float xv_z[N * V], xv_y[N * V], xv_loss[N], xv_lse[N], xv_R[N];
+static double xv_obj(void)
+{
+	memcpy(xv_y, xv_z, sizeof xv_y);
+	softcap_fwd_cpu(xv_y, N * V, XV_CAP);
+	xent_fwd_cpu(xv_loss, xv_lse, xv_y, xe_t, N, V);
+	double s = 0;
+	for (int n = 0; n < N; n++)
+		s += xv_R[n] * (xv_loss[n] + (xe_t[n] < 0 ? 0 : XV_Z * (double)xv_lse[n] * xv_lse[n]));
+	return s;
+}
+static void test_logit_variants(void)
+{
+	float dz[N * V], ex[N * V];
+	fill(xv_z, N * V); fill(xv_R, N);
+	for (int i = 0; i < N * V; i++)
+		xv_z[i] *= 3;
+	xv_obj();
+	near(xv_y[5], XV_CAP * tanh(xv_z[5] / XV_CAP), 1e-6, "softcap: cap tanh(z / cap)");
+	logit_bwd_cpu(dz, xv_y, xv_lse, xe_t, xv_R, NULL, N, V, XV_Z, XV_CAP);
+	CHECK("cross-entropy with softcap and z-loss: dlogits", xv_z, dz, N * V, xv_obj);
+	/* extra, a gradient w.r.t. the capped logits, goes through the cap */
+	float d0[N * V];
+	memset(ex, 0, sizeof ex);
+	ex[7] = 1.0f;
+	logit_bwd_cpu(d0, xv_y, xv_lse, xe_t, xv_R, ex, N, V, XV_Z, XV_CAP);
+	float r = xv_y[7] / XV_CAP;
+	near(d0[7] - dz[7], 1.0f - r * r, 1e-6, "logit_bwd: extra gradient times the cap's derivative");
+}
+
+/* GQA: the merge is the split's adjoint (the kv heads' gradients summed
+ * over each group), and the split repeats kv head j over its group */
+static void test_gqa(void)
+{
+	enum { HQ = 4, HK = 2, G = HQ / HK, NQ = B * T * (HQ + 2 * HK) * D, NO = B * HQ * T * D };
+	float qkv[NQ], q[NO], k[NO], v[NO], Rq[NO], Rk[NO], Rv[NO], g[NQ];
+	fill(qkv, NQ); fill(Rq, NO); fill(Rk, NO); fill(Rv, NO);
+	qkv_split_gqa_cpu(q, k, v, qkv, B, T, HQ, HK, D);
+	/* b=1, t=3, h=3 (kv head 1), d=2 of v */
+	near(v[((1 * HQ + 3) * T + 3) * D + 2], qkv[(1 * T + 3) * (HQ + 2 * HK) * D + (HQ + HK + 3 / G) * D + 2],
+	     0, "qkv_split_gqa: head h reads kv head h / G");
+	qkv_merge_gqa_cpu(g, Rq, Rk, Rv, B, T, HQ, HK, D);
+	double lhs = dotd(q, Rq, NO) + dotd(k, Rk, NO) + dotd(v, Rv, NO), rhs = dotd(qkv, g, NQ);
+	near(lhs, rhs, 1e-4, "qkv_merge_gqa is the adjoint of the split (<split x, R> = <x, merge R>)");
+	float q1[B * H * T * D], k1[B * H * T * D], v1[B * H * T * D], q2[B * H * T * D];
+	float k2[B * H * T * D], v2[B * H * T * D], x[B * T * 3 * H * D];
+	fill(x, B * T * 3 * H * D);
+	qkv_split_cpu(q1, k1, v1, x, B, T, H, D);
+	qkv_split_gqa_cpu(q2, k2, v2, x, B, T, H, H, D);
+	ok(!memcmp(q1, q2, sizeof q1) && !memcmp(k1, k2, sizeof k1) && !memcmp(v1, v2, sizeof v1),
+	   "qkv_split_gqa with as many kv heads as heads is qkv_split");
+}
+
 /* attention (owned by e-flash; checked here as the model uses it) */
 static float at_q[B * H * T * D], at_k[B * H * T * D], at_v[B * H * T * D];
 static float at_o[B * H * T * D], at_lse[B * H * T], at_R[B * H * T * D];
@@ -323,6 +440,10 @@ int main(void)
 	test_xent();
 	test_embedding();
 	test_permute();
+	test_headnorm();
+	test_relu2();
+	test_logit_variants();
+	test_gqa();
 	test_attention();
 	return done_testing();
 }
