@@ -40,6 +40,15 @@ int matmul_fwd_f32_cuda(matmul_cuda *mc, float *out, const uint16_t *inp, const 
 int matmul_bwd_cuda(matmul_cuda *mc, uint16_t *dinp, float *dw, const uint16_t *dout,
 		    const uint16_t *inp, const uint16_t *w, int N, int IN, int OUT);
 
+/* The forward product of a few rows (generation's steps), which
+ * matmul_fwd_cuda hands to its own kernel (kernels/cuda/matmul_small.cu)
+ * when matmul_small_applies: N <= MATMUL_SMALL_N, IN a multiple of 8,
+ * inp and w 16-byte aligned.  The same contract as matmul_fwd_cuda. */
+enum { MATMUL_SMALL_N = 16 };
+int matmul_small_applies(const void *inp, const void *w, int N, int IN);
+int matmul_fwd_small_cuda(void *out, const float *addend, const uint16_t *inp, const uint16_t *w,
+			  int N, int IN, int OUT, void *stream);
+
 #ifdef __cplusplus
 }
 #endif

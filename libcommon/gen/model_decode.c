@@ -229,6 +229,7 @@ static int md_choose(void *ctx, uint32_t n, const uint32_t *slot, const sample_p
 	int32_t *t_dev = md->s_out, *lp_dev = md->s_out + S;
 	be->sample(be, t_dev, (float *)lp_dev, md->rows, md->s_in, (const float *)(md->s_in + S),
 		   md->s_in + 2 * S, (int)n, md->m->cfg.vocab, a);
+
 	be->download(be, h, md->s_out, 2 * (size_t)S * sizeof *h);
 	if (be->sync(be, e) < 0)
 		return -1;
