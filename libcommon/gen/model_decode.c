@@ -70,6 +70,19 @@ static void set_threads(model_decoder *md, int N)
 	}
 }
 
+/* out = RMSNorm(x) * g . W^T: fused where the backend has it. */
+static void norm_matmul(model_decoder *md, void *out, const float *x, const float *g, const void *w,
+			int N, int C, int OUT, float eps)
+{
+	lm_backend *be = md->m->be;
+	if (be->norm_matmul_fwd) {
+		be->norm_matmul_fwd(be, out, x, g, w, N, C, OUT, eps);
+		return;
+	}
+	be->rmsnorm_fwd(be, md->xn, md->rstd, x, g, N, C, eps);
+	be->matmul_fwd(be, out, NULL, md->xn, w, N, C, OUT);
+}
+
 /* The ops of a chunk of N tokens, nl of which end their sequence's input,
  * from the uploaded meta arrays to each such token's logits in its slot's
  * row of md->rows.  Queued only: nothing here waits for the backend or
@@ -94,26 +107,27 @@ static void chunk_ops(model_decoder *md, int N, int nl)
 		const layer_cptrs *w = &m->lc[l];
 		void *kc = model_decoder_cache_at(md, md->kc, z, l, 0);
 		void *vc = model_decoder_cache_at(md, md->vc, z, l, 0);
-		be->rmsnorm_fwd(be, md->xn, md->rstd, x, p->ln1, N, C, eps);
-		be->matmul_fwd(be, md->qkv, NULL, md->xn, w->wqkv, N, C, model_qkv_rows(c));
+		norm_matmul(md, md->qkv, x, p->ln1, w->wqkv, N, C, model_qkv_rows(c), eps);
 		if (c->qk_norm)
 			be->qkv_headnorm(be, md->qkv, p->q_norm, p->k_norm, N, H, KV, D, eps);
 		be->decode_qkv(be, md->q, kc, vc, md->qkv, m->rope_cs, pos, slot, s);
 		be->attn_decode(be, md->y, md->q, kc, vc, pos, slot, s, scale);
 		be->matmul_fwd(be, x2, x, md->y, w->wo, N, C, C);
-		be->rmsnorm_fwd(be, md->xn, md->rstd, x2, p->ln2, N, C, eps);
-		be->matmul_fwd(be, md->h, NULL, md->xn, w->wgu, N, C, model_gu_rows(c));
-		if (c->mlp == MODEL_MLP_RELU2)
+		norm_matmul(md, md->h, x2, p->ln2, w->wgu, N, C, model_gu_rows(c), eps);
+		if (c->mlp == MODEL_MLP_RELU2) {
 			be->relu2_fwd(be, md->sw, md->h, (size_t)N * F);
-		else
+			be->matmul_fwd(be, x, x2, md->sw, w->wdown, N, F, C);
+		} else if (be->glu_matmul_fwd) {
+			be->glu_matmul_fwd(be, x, x2, md->h, w->wdown, N, F, C);
+		} else {
 			be->swiglu_fwd(be, md->sw, md->h, N, F);
-		be->matmul_fwd(be, x, x2, md->sw, w->wdown, N, F, C);
+			be->matmul_fwd(be, x, x2, md->sw, w->wdown, N, F, C);
+		}
 	}
 	if (!nl)
 		return; /* a chunk within a long prompt only fills the cache */
 	be->rows_gather(be, md->xl, x, meta(md, md->meta, META_LAST), nl, C);
-	be->rmsnorm_fwd(be, md->xn, md->rstd, md->xl, m->lnf, nl, C, eps);
-	be->matmul_fwd(be, md->logits, NULL, md->xn, m->head_c, nl, C, V);
+	norm_matmul(md, md->logits, md->xl, m->lnf, m->head_c, nl, C, V, eps);
 	if (c->softcap > 0)
 		be->softcap_fwd(be, md->logits, (size_t)nl * V, (float)c->softcap);
 	be->rows_scatter(be, md->rows, md->logits, meta(md, md->meta, META_ROW), nl, V);
