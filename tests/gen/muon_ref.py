@@ -65,6 +65,13 @@ def make_fp32_patch():
     return orig, ns["_zeropower_via_newtonschulz"]
 
 
+def ns_args():
+    """torch 2.11's function has no use_addmm argument; earlier ones do."""
+    params = inspect.signature(muon_mod._zeropower_via_newtonschulz).parameters
+    coeffs = (muon_mod.DEFAULT_A, muon_mod.DEFAULT_B, muon_mod.DEFAULT_C)
+    return (coeffs, NS_STEPS, muon_mod.EPS) + ((False,) if "use_addmm" in params else ())
+
+
 def rel(a, b):
     a, b = a.double(), b.double()
     return ((a - b).norm() / b.norm().clamp(min=1e-30)).item()
@@ -128,8 +135,8 @@ def main():
             tensors["%s.g%d" % (sname, k + 1)] = g
         # Newton-Schulz alone, and the check that the patch differs only by dtype.
         x = torch.randn(r, c)
-        ns32 = fp32_ns(x, coeffs, NS_STEPS, muon_mod.EPS, False)
-        ns16 = orig(x, coeffs, NS_STEPS, muon_mod.EPS, False).float()
+        ns32 = fp32_ns(x, *ns_args())
+        ns16 = orig(x, *ns_args()).float()
         d = rel(ns16, ns32)
         print("%s: Newton-Schulz bf16 original vs fp32 patch: %.3g (tolerance %.3g)" % (sname, d, BF16_REL_TOL))
         assert d < BF16_REL_TOL, "the fp32 patch does not agree with torch's bf16 function"
