@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "base/atomic.h"
 #include "cli/progress.h"
@@ -416,7 +417,8 @@ int train_run(const train_config *tc0, lm_err *e)
 	}
 	t.o.cfg.cycle = c.opt.cycle;
 	char groups[GROUPS_LEN];
-	if (!optim_describe(&t.o, groups, sizeof groups))
+	/* The groups in words where progress is shown (a terminal, --progress). */
+	if ((c.progress || isatty(STDERR_FILENO)) && !optim_describe(&t.o, groups, sizeof groups))
 		for (char *line = strtok(groups, "\n"); line; line = strtok(NULL, "\n"))
 			train_note(&c, "%s", line);
 	if (t.log) {
