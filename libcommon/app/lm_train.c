@@ -175,7 +175,7 @@ static int loop(trainer *t, long long steps, lm_err *e)
 	uint64_t per_step = (uint64_t)t->B * t->T * tc->accum;
 	progress p;
 	progress_start(&p, tc->progress, "training", "steps", (uint64_t)steps);
-	double t0 = lm_now(), prof_wall = 0;
+	double t0 = lm_now(), prof_wall = 0, train_s = 0;
 	long long first = t->st.step, prof_steps = 0;
 	while (t->st.step < steps && !(tc->stop && *tc->stop)) {
 		int profiled = tc->profile && t->st.step > first && prof_steps < tc->profile;
@@ -189,6 +189,7 @@ static int loop(trainer *t, long long steps, lm_err *e)
 		t->st.step++;
 		t->st.tokens += per_step;
 		double now = lm_now(), tps = per_step / (now - ts);
+		train_s += now - ts;
 		if (profiled) {
 			prof_steps++;
 			prof_wall += (now - ts) * 1e3;
@@ -199,9 +200,9 @@ static int loop(trainer *t, long long steps, lm_err *e)
 				snprintf(muon, sizeof muon, ",\"muon_lr\":%.17g,\"muon_momentum\":%.17g",
 					 oc->muon.lr * sched, optim_muon_momentum(&oc->muon, t->st.step - 1));
 			fprintf(t->log, "{\"step\":%lld,\"loss\":%.17g,\"lr\":%.17g%s,\"grad_norm\":%.17g,"
-				"\"tokens\":%llu,\"tokens_per_s\":%.1f,\"elapsed_s\":%.3f}\n",
+				"\"tokens\":%llu,\"tokens_per_s\":%.1f,\"elapsed_s\":%.3f,\"train_s\":%.3f}\n",
 				t->st.step, loss, lr, muon, gnorm, (unsigned long long)t->st.tokens, tps,
-				now - t0);
+				now - t0, train_s);
 		}
 		char extra[EXTRA_LEN];
 		snprintf(extra, sizeof extra, "loss %.4f  %.0f tok/s", loss, tps);
