@@ -1,9 +1,9 @@
 #!/bin/sh
 # tests/lm-train-variants.t: the model variants through lm-train (issue 17):
 # each variant (GQA, MQA, QK-norm, ReLU^2, soft-capping, z-loss, norm
-# epsilon, all at once from a --config file) trains, is recorded in its
-# checkpoint (--info) and resumes bit for bit (6 steps against 3 + resume
-# + 3 of the same run); --config takes the presets' own JSON and a Hugging
+# epsilon, all at once from a --config file, and some under Muon) trains,
+# is recorded in its checkpoint (--info) and resumes bit for bit (6 steps
+# against 3 + resume + 3 of the same run); --config takes the presets' own JSON and a Hugging
 # Face config.json; the export writes LlamaForCausalLM (GQA, tied) or
 # Qwen3ForCausalLM (QK-norm) and refuses ReLU^2 and soft-capping by name.
 # Byte-level shards of a generated text, the tiny model, one thread.
@@ -44,6 +44,9 @@ resumes relu2 $M --mlp relu2
 resumes softcap $M --softcap 5
 resumes zloss $M --z-loss 1e-3
 resumes eps $M --norm-eps 1e-6
+# Muon's groups take the variants' shapes: GQA's narrower k/v matrices, the
+# QK-norm gains (1-D: AdamW), ReLU^2's single up projection
+resumes muon $M --kv-heads 2 --qk-norm --mlp relu2 --optimizer muon
 
 run lm-train -c gqa-full/latest --info
 printf '%s\n' "$out" | grep -q '^variants *kv_heads 2, qk_norm 0, mlp swiglu, softcap 0, z_loss 0, norm_eps 1e-05$'

@@ -1,5 +1,5 @@
-/* backend.h: the op table the model is written against (version 3: the
- * model variants' ops).
+/* backend.h: the op table the model is written against (version 4: Muon's
+ * ops and the model variants' ops).
  *
  * A backend is an instance: a context (for CUDA: the device, one stream, the
  * cuBLASLt handle and its workspace, a sticky error) and one function per op,
@@ -36,6 +36,7 @@
 
 #include "base/err.h"
 #include "kernels/adamw.h"
+#include "kernels/muon.h"
 #include "kernels/decode.h"
 #include "kernels/sample.h"
 
@@ -210,6 +211,16 @@ struct lm_backend {
 	 * in the act type (the compute copy). */
 	void (*adamw_step)(lm_backend *be, float *p, const float *g, float *m, float *v,
 			   void *p_act, size_t n, const adamw_hparams *h, const float *grad_scale);
+	/* One Muon step (kernels/muon.h) on count matrices of one shape, matrix
+	 * i at offs[i] floats into p, g and buf (offs: count size_t in the
+	 * backend's memory), gradients times *grad_scale; p_act, when not NULL,
+	 * is the act-type copy of p (same offsets) that receives the new
+	 * weights.  ws: muon_workspace(count, rows, cols) bytes of backend
+	 * memory.  fp32 on the CPU, bf16 Newton-Schulz batched on CUDA. */
+	size_t (*muon_workspace)(lm_backend *be, int count, int rows, int cols);
+	void (*muon_step)(lm_backend *be, float *p, const float *g, float *buf, void *p_act,
+			  const size_t *offs, int count, int rows, int cols, const muon_hparams *h,
+			  const float *grad_scale, void *ws);
 
 	/* Generation over a key/value cache (gen/model_decode.c; layouts in
 	 * kernels/decode.h): q, qkv, o and the caches are act; pos, slot and

@@ -22,6 +22,7 @@
 #include "kernels/headnorm.h"
 #include "kernels/logit_variants.h"
 #include "kernels/matmul.h"
+#include "kernels/muon.h"
 #include "kernels/permute.h"
 #include "kernels/relu2.h"
 #include "kernels/rmsnorm.h"
@@ -41,6 +42,7 @@ typedef struct cuda_ctx {
 	int device;
 	cudaStream_t st;
 	matmul_cuda *mm;
+	muon_cuda *muon;             /* the Muon step's cuBLAS handle, made on first use */
 	double *partials;            /* SUMSQ_CUDA_PARTIALS */
 	struct cudaDeviceProp prop;
 	cudaEvent_t *events;         /* free marks (profiler) */
@@ -261,6 +263,7 @@ static void cu_close(lm_backend *be)
 	cudaFreeHost(c->stage);
 	free(c->events);
 	matmul_cuda_free(c->mm);
+	muon_cuda_free(c->muon);
 	cudaFree(c->partials);
 	cudaFree(c->scratch);
 	cudaFree(c->head);
@@ -603,6 +606,24 @@ static void cu_adamw_step(lm_backend *be, float *p, const float *g, float *m, fl
 	check(be, adamw_step_cuda(p, g, m, v, p_act, n, h, grad_scale, ST(be)), "AdamW");
 }
 
+static size_t cu_muon_workspace(lm_backend *be, int count, int rows, int cols)
+{
+	return muon_workspace_cuda(count, rows, cols);
+}
+
+static void cu_muon_step(lm_backend *be, float *p, const float *g, float *buf, void *p_act,
+			 const size_t *offs, int count, int rows, int cols, const muon_hparams *h,
+			 const float *grad_scale, void *ws)
+{
+	cuda_ctx *c = CTX(be);
+	if (!c->muon && !(c->muon = muon_cuda_new(c->st))) {
+		backend_fail(be, "CUDA Muon: no cuBLAS handle");
+		return;
+	}
+	check(be, muon_step_cuda(c->muon, p, g, buf, p_act, offs, count, rows, cols, h, grad_scale, ws),
+	      "Muon");
+}
+
 static void cu_decode_qkv(lm_backend *be, void *q, void *kc, void *vc, const void *qkv,
 			  const float *cs, const int32_t *pos, const int32_t *slot, decode_shape s)
 {
@@ -758,6 +779,8 @@ static const lm_backend cuda_table = {
 	.sumsq = cu_sumsq,
 	.clip_scale = cu_clip_scale,
 	.adamw_step = cu_adamw_step,
+	.muon_workspace = cu_muon_workspace,
+	.muon_step = cu_muon_step,
 	.decode_qkv = cu_decode_qkv,
 	.attn_decode = cu_attn_decode,
 	.rows_gather = cu_rows_gather,
