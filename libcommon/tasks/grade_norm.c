@@ -337,7 +337,7 @@ static void text_fracs(gstr *s)
 	for (long at = gs_find(s, "\\frac", 0); at >= 0; at = gs_find(s, "\\frac", (size_t)at)) {
 		size_t a = (size_t)at + 5, ae = group_end(s, a), be = ae ? group_end(s, ae) : 0;
 		if (!be) {
-			gs_cut(s, (size_t)at, 5);
+			at += 5; /* not \frac{A}{B}: left as it is */
 			continue;
 		}
 		/* \frac{A}{B}: drop "}" of B, "}{" between, "\frac{" */
