@@ -1,7 +1,7 @@
 /* rl_update_internal.h: what the files of rl-update's driver share: the
- * sequences read from the records, the per-sequence scratch, the
- * statistics of the metrics line, and the steps rlu_run (rl_update.c)
- * calls in order:
+ * sequences read from the records, the micro-batches of the forward and
+ * backward passes, the statistics of the metrics line, and the steps rlu_run
+ * (rl_update.c) calls in order:
  *
  *   rl_update_records.c    records to sequences (read_seqs)
  *   rl_update_tokens.c     the sequence store, prompt and response tokens
