@@ -71,6 +71,19 @@ static void set_threads(model_decoder *md, int N)
 	}
 }
 
+/* out = RMSNorm(x) * g . W^T: fused where the backend has it. */
+static void norm_matmul(model_decoder *md, void *out, const float *x, const float *g, const void *w,
+			int N, int C, int OUT)
+{
+	lm_backend *be = md->m->be;
+	if (be->norm_matmul_fwd) {
+		be->norm_matmul_fwd(be, out, x, g, w, N, C, OUT, RMSNORM_EPS);
+		return;
+	}
+	be->rmsnorm_fwd(be, md->xn, md->rstd, x, g, N, C, RMSNORM_EPS);
+	be->matmul_fwd(be, out, NULL, md->xn, w, N, C, OUT);
+}
+
 /* The ops of a chunk of N tokens, nl of which end their sequence's input,
  * from the uploaded meta arrays to each such token's logits in its slot's
  * row of md->rows.  Queued only: nothing here waits for the backend or
@@ -85,27 +98,31 @@ static void chunk_ops(model_decoder *md, int N, int nl)
 	decode_shape s = { N, H, H, D, (int)md->n_ctx };
 	float scale = 1.0f / sqrtf((float)D);
 	const int32_t *pos = meta(md, md->meta, META_POS), *slot = meta(md, md->meta, META_SLOT);
-	be->embedding_fwd(be, md->x, md->ids, m->wte, N, C);
+	/* the residual stream moves between two buffers: a product's addend
+	 * is never its output (cuBLASLt's in-place split-K would overwrite it) */
+	float *x = md->x, *x2 = md->x2;
+	be->embedding_fwd(be, x, md->ids, m->wte, N, C);
 	for (int l = 0; l < c->n_layers; l++) {
 		const layer_ptrs *p = &m->lp[l];
 		const layer_cptrs *w = &m->lc[l];
 		void *kc = model_decoder_cache_at(md, md->kc, z, l, 0);
 		void *vc = model_decoder_cache_at(md, md->vc, z, l, 0);
-		be->rmsnorm_fwd(be, md->xn, md->rstd, md->x, p->ln1, N, C, RMSNORM_EPS);
-		be->matmul_fwd(be, md->qkv, NULL, md->xn, w->wqkv, N, C, 3 * C);
+		norm_matmul(md, md->qkv, x, p->ln1, w->wqkv, N, C, 3 * C);
 		be->decode_qkv(be, md->q, kc, vc, md->qkv, m->rope_cs, pos, slot, s);
 		be->attn_decode(be, md->y, md->q, kc, vc, pos, slot, s, scale);
-		be->matmul_fwd(be, md->x, md->x, md->y, w->wo, N, C, C);
-		be->rmsnorm_fwd(be, md->xn, md->rstd, md->x, p->ln2, N, C, RMSNORM_EPS);
-		be->matmul_fwd(be, md->h, NULL, md->xn, w->wgu, N, C, 2 * F);
-		be->swiglu_fwd(be, md->sw, md->h, N, F);
-		be->matmul_fwd(be, md->x, md->x, md->sw, w->wdown, N, F, C);
+		be->matmul_fwd(be, x2, x, md->y, w->wo, N, C, C);
+		norm_matmul(md, md->h, x2, p->ln2, w->wgu, N, C, 2 * F);
+		if (be->glu_matmul_fwd) {
+			be->glu_matmul_fwd(be, x, x2, md->h, w->wdown, N, F, C);
+		} else {
+			be->swiglu_fwd(be, md->sw, md->h, N, F);
+			be->matmul_fwd(be, x, x2, md->sw, w->wdown, N, F, C);
+		}
 	}
 	if (!nl)
 		return; /* a chunk within a long prompt only fills the cache */
-	be->rows_gather(be, md->xl, md->x, meta(md, md->meta, META_LAST), nl, C);
-	be->rmsnorm_fwd(be, md->xn, md->rstd, md->xl, m->lnf, nl, C, RMSNORM_EPS);
-	be->matmul_fwd(be, md->logits, NULL, md->xn, m->head_c, nl, C, V);
+	be->rows_gather(be, md->xl, x, meta(md, md->meta, META_LAST), nl, C);
+	norm_matmul(md, md->logits, md->xl, m->lnf, m->head_c, nl, C, V);
 	be->rows_scatter(be, md->rows, md->logits, meta(md, md->meta, META_ROW), nl, V);
 }
 
@@ -247,7 +264,7 @@ void model_decoder_free(model_decoder *md)
 		for (uint32_t i = 0; md->graph && i <= md->n_slots; i++)
 			if (md->graph[i])
 				be->graph_free(be, md->graph[i]);
-		void *bufs[] = { md->kc, md->vc, md->x, md->xl, md->rstd, md->xn, md->qkv, md->q,
+		void *bufs[] = { md->kc, md->vc, md->x, md->x2, md->xl, md->rstd, md->xn, md->qkv, md->q,
 				 md->y, md->h, md->sw, md->logits, md->rows, md->meta, md->s_in,
 				 md->s_out };
 		for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
@@ -289,6 +306,7 @@ int model_decoder_init(model_decoder *md, model *m, uint32_t n_slots, uint32_t n
 	md->kc = be->alloc(be, cache);
 	md->vc = be->alloc(be, cache);
 	md->x = be->alloc(be, N * C * sizeof(float));
+	md->x2 = be->alloc(be, N * C * sizeof(float));
 	md->xl = be->alloc(be, N * C * sizeof(float));
 	md->rstd = be->alloc(be, N * sizeof(float));
 	md->xn = be->alloc(be, N * C * z);
@@ -305,7 +323,7 @@ int model_decoder_init(model_decoder *md, model *m, uint32_t n_slots, uint32_t n
 	md->pos = malloc(N * sizeof *md->pos);
 	md->tok_slot = malloc(N * sizeof *md->tok_slot);
 	md->last_of = malloc(N * sizeof *md->last_of);
-	int fail = !md->kc || !md->vc || !md->x || !md->xl || !md->rstd || !md->xn || !md->qkv ||
+	int fail = !md->kc || !md->vc || !md->x || !md->x2 || !md->xl || !md->rstd || !md->xn || !md->qkv ||
 		   !md->q || !md->y || !md->h || !md->sw || !md->logits || !md->rows || !md->meta ||
 		   !md->meta_host || !md->len || !md->pos || !md->tok_slot || !md->last_of;
 	if (!fail && be->sample) {

@@ -64,7 +64,7 @@ typedef struct model_decoder {
 	void *kc, *vc;         /* [L][slot][H][n_ctx][D], act */
 	uint32_t *len;         /* positions held by each slot */
 	/* one chunk's buffers (backend memory) */
-	float *x, *xl, *rstd;
+	float *x, *x2, *xl, *rstd; /* the residual stream (two: see chunk_ops), last rows */
 	void *xn, *qkv, *q, *y, *h, *sw, *logits;
 	float *rows;           /* [slot][V] fp32: each slot's last logits (backend memory) */
 	int32_t *meta;         /* [META_ARRAYS][MODEL_DECODE_CHUNK] (backend memory) */

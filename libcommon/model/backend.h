@@ -189,6 +189,14 @@ struct lm_backend {
 	/* dst (fp32) rows idx[j] = src (act) row j. */
 	void (*rows_scatter)(lm_backend *be, float *dst, const void *src, const int32_t *idx, int n,
 			     int V);
+	/* Fusions for generation's steps, NULL where the decoder composes them
+	 * from the ops above: out (act) = RMSNorm(x (fp32)) * g . W^T (no rstd
+	 * kept, the normalised input not rounded to act); out (fp32) = addend +
+	 * swiglu(h) . W^T. */
+	void (*norm_matmul_fwd)(lm_backend *be, void *out, const float *x, const float *g,
+				const void *w, int N, int C, int OUT, float eps);
+	void (*glu_matmul_fwd)(lm_backend *be, float *out, const float *addend, const void *h,
+			       const void *w, int N, int F, int OUT);
 	/* The next token of n sequences where the logits are (kernels/sample.h);
 	 * NULL where the host samples (the CPU backend: gen/sampler.h). */
 	void (*sample)(lm_backend *be, int32_t *tok, float *lp, const float *logits,

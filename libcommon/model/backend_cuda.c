@@ -545,6 +545,36 @@ static void cu_rows_scatter(lm_backend *be, float *dst, const void *src, const i
 	check(be, rows_scatter_cuda(dst, src, idx, n, V, ST(be)), "row scatter");
 }
 
+/* The few-row kernels where they apply, else the two ops through a
+ * scratch buffer (grown at a step's first, unrecorded run). */
+static void cu_norm_matmul_fwd(lm_backend *be, void *out, const float *x, const float *g,
+			       const void *w, int N, int C, int OUT, float eps)
+{
+	if (N <= MATMUL_SMALL_N &&
+	    !norm_matmul_small_cuda(out, x, g, w, N, C, OUT, eps, ST(be)))
+		return;
+	cudaGetLastError();
+	uint16_t *xn = scratch(be, (size_t)N * C * (sizeof(uint16_t) + sizeof(float)));
+	if (!xn)
+		return;
+	float *rstd = (float *)(xn + (size_t)N * C);
+	check(be, rmsnorm_fwd_cuda(xn, rstd, x, g, N, C, eps, ST(be)) ||
+		  matmul_fwd_cuda(CTX(be)->mm, out, NULL, xn, w, N, C, OUT), "RMSNorm and matmul");
+}
+
+static void cu_glu_matmul_fwd(lm_backend *be, float *out, const float *addend, const void *h,
+			      const void *w, int N, int F, int OUT)
+{
+	if (N <= MATMUL_SMALL_N && !glu_matmul_small_cuda(out, addend, h, w, N, F, OUT, ST(be)))
+		return;
+	cudaGetLastError();
+	uint16_t *sw = scratch(be, (size_t)N * F * sizeof(uint16_t));
+	if (!sw)
+		return;
+	check(be, swiglu_fwd_cuda(sw, h, N, F, ST(be)) ||
+		  matmul_fwd_cuda(CTX(be)->mm, out, addend, sw, w, N, F, OUT), "SwiGLU and matmul");
+}
+
 static void cu_sample(lm_backend *be, int32_t *tok, float *lp, const float *logits,
 		      const int32_t *row, const float *u, const int32_t *forced, int n, int V,
 		      sample_args a)
@@ -641,6 +671,8 @@ static const lm_backend cuda_table = {
 	.attn_decode = cu_attn_decode,
 	.rows_gather = cu_rows_gather,
 	.rows_scatter = cu_rows_scatter,
+	.norm_matmul_fwd = cu_norm_matmul_fwd,
+	.glu_matmul_fwd = cu_glu_matmul_fwd,
 	.sample = cu_sample,
 	.graph_begin = cu_graph_begin,
 	.graph_end = cu_graph_end,
