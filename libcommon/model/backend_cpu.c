@@ -28,6 +28,7 @@
 #include "kernels/rmsnorm.h"
 #include "kernels/rope.h"
 #include "kernels/swiglu.h"
+#include "kernels/entropy.h"
 #include "kernels/xent.h"
 
 enum { CPU_ALIGN = 64 };
@@ -393,6 +394,18 @@ static void cpu_logit_bwd(lm_backend *be, void *dlogits, const void *logits, con
 	logit_bwd_cpu(dlogits, logits, lse, targets, f, extra, N, V, lo->z_loss, lo->softcap);
 }
 
+static void cpu_entropy_fwd(lm_backend *be, float *ent, const void *logits, const float *lse,
+			    int N, int V)
+{
+	entropy_fwd_cpu(ent, logits, lse, N, V);
+}
+
+static void cpu_entropy_bwd(lm_backend *be, float *dz, const void *logits, const float *lse,
+			    const float *dent, int N, int V)
+{
+	entropy_bwd_cpu(dz, logits, lse, dent, N, V);
+}
+
 static void cpu_sumsq(lm_backend *be, double *out, const float *g, size_t n)
 {
 	*out = sumsq_cpu(g, n);
@@ -503,6 +516,8 @@ static const lm_backend cpu_table = {
 	.softcap_fwd = cpu_softcap_fwd,
 	.logit_bwd = cpu_logit_bwd,
 	.head_xent_ex = cpu_head_xent_ex,
+	.entropy_fwd = cpu_entropy_fwd,
+	.entropy_bwd = cpu_entropy_bwd,
 	.sumsq = cpu_sumsq,
 	.clip_scale = cpu_clip_scale,
 	.adamw_step = cpu_adamw_step,

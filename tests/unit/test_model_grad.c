@@ -212,6 +212,91 @@ static void fill_repeated(float *p, const model_tensor *t, int n, void *arg)
 	}
 }
 
+/* sum_t dent_t H_t, H_t the entropy of token t's (capped) softmax. */
+static double entropy_obj(model *m, const int32_t *ids, const int32_t *tg, const float *dent)
+{
+	lm_err e;
+	double unused, o = 0;
+	int V = m->cfg.vocab;
+	float *z = malloc((size_t)BATCH * SEQ * V * sizeof *z);
+	if (model_forward(m, ids, tg, BATCH, SEQ, &unused, &e) || model_read_logits(m, z, BATCH * SEQ, &e)) {
+		free(z);
+		return NAN;
+	}
+	for (int i = 0; i < BATCH * SEQ; i++) {
+		const float *r = z + (size_t)i * V;
+		double mx = -INFINITY, s = 0, h = 0;
+		for (int v = 0; v < V; v++)
+			mx = fmax(mx, r[v]);
+		for (int v = 0; v < V; v++)
+			s += exp(r[v] - mx);
+		for (int v = 0; v < V; v++) {
+			double lp = r[v] - mx - log(s);
+			h -= exp(lp) * lp;
+		}
+		o += dent[i] * h;
+	}
+	free(z);
+	return o;
+}
+
+/* The entropy's gradient goes through the soft-cap: model_backward_ex
+ * with dentropy alone (scale 0) against a directional finite difference
+ * over all parameters; and both entropy and logit gradients under a cap
+ * are refused. */
+static void check_entropy_softcap(void)
+{
+	model_config c = { 16, 8, 16, 2, 4, 24, 10000.0, 0, MODEL_PLAIN };
+	c.softcap = 1.5, c.n_kv_heads = 2, c.qk_norm = 1;
+	lm_err e;
+	lm_rng r;
+	model m;
+	lm_backend *be = backend_open("cpu", &e);
+	if (!be || model_init(&m, &c, be, BATCH, SEQ, &e)) {
+		ok(0, "entropy, softcap: model_init: %s", e.msg);
+		return;
+	}
+	rng_seed(&r, 9);
+	model_init_weights(&m, &r, &e);
+	int32_t ids[BATCH * SEQ], tg[BATCH * SEQ];
+	float dent[BATCH * SEQ], *dir = malloc(m.n_params * sizeof *dir);
+	for (int i = 0; i < BATCH * SEQ; i++) {
+		ids[i] = (int32_t)rng_below(&r, c.vocab);
+		tg[i] = (int32_t)rng_below(&r, c.vocab);
+		dent[i] = (float)rng_normal(&r);
+	}
+	double dn2 = 0, gd = 0;
+	for (size_t j = 0; j < m.n_params; j++) {
+		dir[j] = (float)rng_normal(&r);
+		dn2 += (double)dir[j] * dir[j];
+	}
+	model_zero_grad(&m);
+	double unused;
+	int rc = model_forward(&m, ids, tg, BATCH, SEQ, &unused, &e) ||
+		 model_backward_ex(&m, &(model_grad_in){ .scale = 0, .dentropy = dent }, &e);
+	for (size_t j = 0; j < m.n_params; j++)
+		gd += (double)m.grads[j] * (dir[j] /= (float)sqrt(dn2));
+	for (size_t j = 0; j < m.n_params; j++)
+		m.params[j] += (float)FD_EPS * dir[j];
+	double up = entropy_obj(&m, ids, tg, dent);
+	for (size_t j = 0; j < m.n_params; j++)
+		m.params[j] -= 2 * (float)FD_EPS * dir[j];
+	double dn = entropy_obj(&m, ids, tg, dent);
+	for (size_t j = 0; j < m.n_params; j++)
+		m.params[j] += (float)FD_EPS * dir[j];
+	double fd = (up - dn) / (2 * FD_EPS);
+	ok(!rc && fabs(fd - gd) <= 1e-3 * fmax(fabs(gd), 1e-3), "entropy gradient through the "
+	   "soft-cap: fd %.6g, analytic %.6g", fd, gd);
+	float *dl = calloc((size_t)BATCH * SEQ * c.vocab, sizeof *dl);
+	ok(!model_forward(&m, ids, tg, BATCH, SEQ, &unused, &e) &&
+	   model_backward_ex(&m, &(model_grad_in){ .scale = 1, .dentropy = dent, .dlogits = dl }, &e) < 0 &&
+	   strstr(e.msg, "not both"), "soft-cap with both entropy and logit gradients: %s", e.msg);
+	free(dl);
+	free(dir);
+	model_free(&m);
+	be->close(be);
+}
+
 static void check_references(void)
 {
 	lm_err e;
@@ -286,6 +371,7 @@ int main(void)
 	check_model("norm eps", eps);
 	check_model("all variants", all);
 	check_references();
+	check_entropy_softcap();
 	model_config odd = base;
 	odd.n_heads = 4;
 	odd.n_kv_heads = 3;
