@@ -478,7 +478,8 @@ static void test_model(model_config c, int B, int T)
 	}
 	ok(!rg && ok_sync && worst <= 5e-2, "model: every gradient tensor within rel 5e-2 (worst %.3g, %s)%s%s",
 	   worst, worst_name, rg || !ok_sync ? ": " : "", rg || !ok_sync ? e.msg : "");
-	optim_config oc = { 1e-3, 1e-4, 0, 10, 0.9, 0.95, 1e-8, 0.1, 1.0 };
+	optim_config oc = { .lr_max = 1e-3, .lr_min = 1e-4, .warmup = 0, .cycle = 10, .beta1 = 0.9,
+			    .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1, .clip = 1.0 };
 	optim oc_c, oc_g;
 	optim_init(&oc_c, &oc, &mc, &e);
 	optim_init(&oc_g, &oc, &mg, &e);

@@ -148,9 +148,9 @@ int main(void)
 	test_entropy(1, 2);
 	test_entropy(37, 97);
 	test_entropy(64, 10000);
-	model_config small = { 97, 64, 64, 2, 2, 96, 10000.0, 0 };
+	model_config small = { 97, 64, 64, 2, 2, 96, 10000.0, 0, MODEL_PLAIN };
 	test_model(small, 4, 40);
-	model_config ts_like = { 1000, 256, 512, 2, 16, 1344, 10000.0, 0 };
+	model_config ts_like = { 1000, 256, 512, 2, 16, 1344, 10000.0, 0, MODEL_PLAIN };
 	test_model(ts_like, 4, 128);
 	cpu->close(cpu);
 	gpu->close(gpu);

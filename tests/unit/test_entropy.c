@@ -55,7 +55,7 @@ static void test_kernel(int N, int V, unsigned seed)
  * from the logits the model hands back. */
 static void test_model(void)
 {
-	model_config c = { 61, 16, 32, 2, 4, 48, 10000.0, 0 };
+	model_config c = { 61, 16, 32, 2, 4, 48, 10000.0, 0, MODEL_PLAIN };
 	enum { B = 3, T = 9 };
 	lm_err e;
 	lm_backend *be = backend_open("cpu", &e);
