@@ -1,0 +1,157 @@
+/* sample.c: the C twin of the device sampler (see sample.h): the same
+ * thresholds found the same way, sums taken in id order. */
+#include "kernels/sample.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static uint32_t fbits(float x)
+{
+	uint32_t b;
+	memcpy(&b, &x, sizeof b);
+	return b;
+}
+
+static float bitsf(uint32_t b)
+{
+	float x;
+	memcpy(&x, &b, sizeof x);
+	return x;
+}
+
+/* The set: q > 0 and p's bits above tau, or at tau among its first `ties`
+ * (in id order). */
+struct cut {
+	uint32_t tau;
+	uint64_t ties;
+};
+
+static uint64_t q_of(float p) { return (uint64_t)(p * SAMPLE_MASS_ONE); }
+
+/* Membership of id j, counting the ties at tau seen so far in *rank. */
+static int in_cut(float p, uint64_t *rank, struct cut c)
+{
+	uint32_t pb = fbits(p);
+	if (!q_of(p) || pb < c.tau)
+		return 0;
+	return pb > c.tau || (*rank)++ < c.ties;
+}
+
+/* The threshold of the members' first `want` (tokens, or mass with
+ * by_mass) in decreasing p: four passes over p's bits, 8 at a time, of a
+ * 256-bin histogram of the members that share the bits chosen so far.
+ * Returns the bits; *left is what the tokens at exactly those bits must
+ * still supply. */
+static uint32_t radix_select(const float *p, int n, struct cut c, uint64_t want, int by_mass,
+			     uint64_t *left)
+{
+	uint32_t prefix = 0, mask = 0;
+	uint64_t need = want;
+	for (int shift = 24; shift >= 0; shift -= 8) {
+		uint64_t h[256] = { 0 }, rank = 0;
+		for (int j = 0; j < n; j++)
+			if (in_cut(p[j], &rank, c) && (fbits(p[j]) & mask) == prefix)
+				h[(fbits(p[j]) >> shift) & 255] += by_mass ? q_of(p[j]) : 1;
+		int b = 255;
+		for (; b > 0 && h[b] < need; b--)
+			need -= h[b];
+		prefix |= (uint32_t)b << shift;
+		mask |= 255u << shift;
+	}
+	*left = need;
+	return prefix;
+}
+
+static uint64_t mass_of(const float *p, int n, struct cut c, uint64_t *count)
+{
+	uint64_t m = 0, k = 0, rank = 0;
+	for (int j = 0; j < n; j++)
+		if (in_cut(p[j], &rank, c)) {
+			m += q_of(p[j]);
+			k++;
+		}
+	if (count)
+		*count = k;
+	return m;
+}
+
+static void one_row(int32_t *tok, float *lp, const float *l, float u, int32_t forced, int V,
+		    sample_args a, float *p)
+{
+	int n = a.limit > 0 && a.limit < V ? a.limit : V;
+	float mx = -INFINITY, mxall = -INFINITY;
+	int am = 0, bad = 0;
+	for (int j = 0; j < V; j++) {
+		bad |= isnan(l[j]) || l[j] == INFINITY;
+		if (l[j] > mxall)
+			mxall = l[j];
+		if (j < n && l[j] > mx) {
+			mx = l[j];
+			am = j;
+		}
+	}
+	if (bad || mx == -INFINITY) {
+		*tok = -1;
+		*lp = NAN;
+		return;
+	}
+	double se = 0;
+	for (int j = 0; j < V; j++)
+		se += (double)expf(l[j] - mxall);
+	double lse = (double)mxall + log(se);
+	int32_t t = am;
+	if (forced >= 0 && forced < V) {
+		t = forced;
+	} else if (a.temperature > 0) {
+		float inv_t = 1.0f / a.temperature;
+		for (int j = 0; j < n; j++)
+			p[j] = expf((l[j] - mx) * inv_t);
+		struct cut c = { 0, 0 };
+		uint64_t members, left;
+		uint64_t mass = mass_of(p, n, c, &members);
+		if (a.top_k > 0 && (uint64_t)a.top_k < members) {
+			uint32_t tau = radix_select(p, n, c, (uint64_t)a.top_k, 0, &left);
+			c = (struct cut){ tau, left };
+			mass = mass_of(p, n, c, NULL);
+		}
+		if (a.top_p < 1) {
+			uint64_t target = (uint64_t)((double)a.top_p * (double)mass);
+			target = target ? target : 1;
+			uint32_t tau = radix_select(p, n, c, target, 1, &left);
+			uint64_t qt = q_of(bitsf(tau)), m = (left + qt - 1) / qt;
+			c = (struct cut){ tau, m ? m : 1 };
+			mass = mass_of(p, n, c, NULL);
+		}
+		uint64_t want = (uint64_t)((double)u * (double)mass), acc = 0, rank = 0;
+		if (want >= mass)
+			want = mass - 1;
+		t = -1;
+		for (int j = 0; j < n; j++) {
+			if (!in_cut(p[j], &rank, c))
+				continue;
+			t = j;
+			acc += q_of(p[j]);
+			if (acc > want)
+				break;
+		}
+	}
+	*tok = t;
+	*lp = (float)((double)l[t] - lse);
+}
+
+void sample_rows_cpu(int32_t *tok, float *lp, const float *logits, const int32_t *row,
+		     const float *u, const int32_t *forced, int n, int V, sample_args a)
+{
+	/* one row's probabilities: the caller's logits are not ours to overwrite */
+	float *p = malloc((size_t)(V > 0 ? V : 1) * sizeof *p);
+	if (!p) {
+		for (int i = 0; i < n; i++)
+			tok[i] = -1;
+		return;
+	}
+	for (int i = 0; i < n; i++)
+		one_row(tok + i, lp + i, logits + (size_t)row[i] * V, u[i], forced ? forced[i] : -1, V,
+			a, p);
+	free(p);
+}
