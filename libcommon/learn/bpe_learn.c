@@ -26,7 +26,7 @@
 
 enum {
 	NONE = 0xFFFFFFFFu, INITIAL_MAP = 1 << 16, FIRST_OCC_CAP = 4, PREFETCH_AHEAD = 8,
-	PAR_WORDS_PER_THREAD = 512, /* a merge goes parallel past this many words a thread */
+	PAR_WORDS_PER_THREAD = 4096, /* a merge goes parallel past this many words a thread */
 	INITIAL_DELTAS = 1 << 10,   /* slots of a thread's table of pair changes */
 };
 
