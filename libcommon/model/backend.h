@@ -1,4 +1,4 @@
-/* backend.h: the op table the model is written against (version 2).
+/* backend.h: the op table the model is written against (version 4: Muon, entropy, generation).
  *
  * A backend is an instance: a context (for CUDA: the device, one stream, the
  * cuBLASLt handle and its workspace, a sticky error) and one function per op,
@@ -35,6 +35,7 @@
 
 #include "base/err.h"
 #include "kernels/adamw.h"
+#include "kernels/muon.h"
 #include "kernels/decode.h"
 #include "kernels/sample.h"
 
@@ -159,6 +160,14 @@ struct lm_backend {
 	void (*head_xent)(lm_backend *be, const void *x, const void *w, const int32_t *targets,
 			  float scale, int N, int C, int V, float *loss, float *lse,
 			  double *loss_sum, void *dx, float *dw);
+	/* The entropy of softmax(logits) per row (ent, fp32 [N]) from act
+	 * logits and their lse (xent_fwd's); and its gradient dz (fp32 [N, V],
+	 * overwritten) = dent[n] * d H_n / d logits (dent: device [N], d loss /
+	 * d H per row).  See kernels/entropy.h. */
+	void (*entropy_fwd)(lm_backend *be, float *ent, const void *logits, const float *lse,
+			    int N, int V);
+	void (*entropy_bwd)(lm_backend *be, float *dz, const void *logits, const float *lse,
+			    const float *dent, int N, int V);
 	/* *sumsq = sum g^2 (double accumulation, a device scalar). */
 	void (*sumsq)(lm_backend *be, double *sumsq, const float *g, size_t n);
 	/* *scale = clip_factor(sqrt(*sumsq), max_norm) (optimizer.h). */
@@ -168,6 +177,16 @@ struct lm_backend {
 	 * in the act type (the compute copy). */
 	void (*adamw_step)(lm_backend *be, float *p, const float *g, float *m, float *v,
 			   void *p_act, size_t n, const adamw_hparams *h, const float *grad_scale);
+	/* One Muon step (kernels/muon.h) on count matrices of one shape, matrix
+	 * i at offs[i] floats into p, g and buf (offs: count size_t in the
+	 * backend's memory), gradients times *grad_scale; p_act, when not NULL,
+	 * is the act-type copy of p (same offsets) that receives the new
+	 * weights.  ws: muon_workspace(count, rows, cols) bytes of backend
+	 * memory.  fp32 on the CPU, bf16 Newton-Schulz batched on CUDA. */
+	size_t (*muon_workspace)(lm_backend *be, int count, int rows, int cols);
+	void (*muon_step)(lm_backend *be, float *p, const float *g, float *buf, void *p_act,
+			  const size_t *offs, int count, int rows, int cols, const muon_hparams *h,
+			  const float *grad_scale, void *ws);
 
 	/* Generation over a key/value cache (gen/model_decode.c; layouts in
 	 * kernels/decode.h): q, qkv, o and the caches are act; pos, slot and

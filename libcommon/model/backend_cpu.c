@@ -24,6 +24,7 @@
 #include "kernels/rmsnorm.h"
 #include "kernels/rope.h"
 #include "kernels/swiglu.h"
+#include "kernels/entropy.h"
 #include "kernels/xent.h"
 
 enum { CPU_ALIGN = 64 };
@@ -311,6 +312,18 @@ static void cpu_head_xent(lm_backend *be, const void *x, const void *w, const in
 	*loss_sum += sum;
 }
 
+static void cpu_entropy_fwd(lm_backend *be, float *ent, const void *logits, const float *lse,
+			    int N, int V)
+{
+	entropy_fwd_cpu(ent, logits, lse, N, V);
+}
+
+static void cpu_entropy_bwd(lm_backend *be, float *dz, const void *logits, const float *lse,
+			    const float *dent, int N, int V)
+{
+	entropy_bwd_cpu(dz, logits, lse, dent, N, V);
+}
+
 static void cpu_sumsq(lm_backend *be, double *out, const float *g, size_t n)
 {
 	*out = sumsq_cpu(g, n);
@@ -329,6 +342,22 @@ static void cpu_adamw_step(lm_backend *be, float *p, const float *g, float *m, f
 	adamw_step_cpu(p, g, m, v, n, &hs);
 	if (p_act && p_act != p)
 		cpu_copy(be, p_act, p, n * sizeof *p);
+}
+
+static size_t cpu_muon_workspace(lm_backend *be, int count, int rows, int cols)
+{
+	return muon_workspace_cpu(count, rows, cols) * sizeof(float);
+}
+
+static void cpu_muon_step(lm_backend *be, float *p, const float *g, float *buf, void *p_act,
+			  const size_t *offs, int count, int rows, int cols, const muon_hparams *h,
+			  const float *grad_scale, void *ws)
+{
+	muon_step_cpu(p, g, buf, offs, count, rows, cols, h, *grad_scale, ws);
+	if (p_act && p_act != p)
+		for (int i = 0; i < count; i++)
+			cpu_copy(be, (float *)p_act + offs[i], p + offs[i],
+				 (size_t)rows * cols * sizeof *p);
 }
 
 static void cpu_decode_qkv(lm_backend *be, void *q, void *kc, void *vc, const void *qkv,
@@ -395,9 +424,13 @@ static const lm_backend cpu_table = {
 	.xent_fwd = cpu_xent_fwd,
 	.xent_bwd = cpu_xent_bwd,
 	.head_xent = cpu_head_xent,
+	.entropy_fwd = cpu_entropy_fwd,
+	.entropy_bwd = cpu_entropy_bwd,
 	.sumsq = cpu_sumsq,
 	.clip_scale = cpu_clip_scale,
 	.adamw_step = cpu_adamw_step,
+	.muon_workspace = cpu_muon_workspace,
+	.muon_step = cpu_muon_step,
 	.decode_qkv = cpu_decode_qkv,
 	.attn_decode = cpu_attn_decode,
 	.rows_gather = cpu_rows_gather,

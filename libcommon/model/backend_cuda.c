@@ -19,11 +19,13 @@
 #include "kernels/decode.h"
 #include "kernels/embedding.h"
 #include "kernels/matmul.h"
+#include "kernels/muon.h"
 #include "kernels/permute.h"
 #include "kernels/rmsnorm.h"
 #include "kernels/rope.h"
 #include "kernels/sample.h"
 #include "kernels/swiglu.h"
+#include "kernels/entropy.h"
 #include "kernels/xent.h"
 
 /* Head dimensions the attention kernels take; others up to the largest
@@ -37,6 +39,7 @@ typedef struct cuda_ctx {
 	int device;
 	cudaStream_t st;
 	matmul_cuda *mm;
+	muon_cuda *muon;             /* the Muon step's cuBLAS handle, made on first use */
 	double *partials;            /* SUMSQ_CUDA_PARTIALS */
 	struct cudaDeviceProp prop;
 	cudaEvent_t *events;         /* free marks (profiler) */
@@ -257,6 +260,7 @@ static void cu_close(lm_backend *be)
 	cudaFreeHost(c->stage);
 	free(c->events);
 	matmul_cuda_free(c->mm);
+	muon_cuda_free(c->muon);
 	cudaFree(c->partials);
 	cudaFree(c->scratch);
 	cudaFree(c->head);
@@ -460,6 +464,18 @@ static void cu_xent_bwd(lm_backend *be, void *dlogits, const void *logits, const
 	      "cross-entropy backward");
 }
 
+static void cu_entropy_fwd(lm_backend *be, float *ent, const void *logits, const float *lse,
+			   int N, int V)
+{
+	check(be, entropy_fwd_cuda(ent, logits, lse, N, V, ST(be)), "entropy");
+}
+
+static void cu_entropy_bwd(lm_backend *be, float *dz, const void *logits, const float *lse,
+			   const float *dent, int N, int V)
+{
+	check(be, entropy_bwd_cuda(dz, logits, lse, dent, N, V, ST(be)), "entropy backward");
+}
+
 static void cu_head_xent(lm_backend *be, const void *x, const void *w, const int32_t *targets,
 			 float scale, int N, int C, int V, float *loss, float *lse, double *loss_sum,
 			 void *dx, float *dw)
@@ -505,6 +521,24 @@ static void cu_adamw_step(lm_backend *be, float *p, const float *g, float *m, fl
 			  void *p_act, size_t n, const adamw_hparams *h, const float *grad_scale)
 {
 	check(be, adamw_step_cuda(p, g, m, v, p_act, n, h, grad_scale, ST(be)), "AdamW");
+}
+
+static size_t cu_muon_workspace(lm_backend *be, int count, int rows, int cols)
+{
+	return muon_workspace_cuda(count, rows, cols);
+}
+
+static void cu_muon_step(lm_backend *be, float *p, const float *g, float *buf, void *p_act,
+			 const size_t *offs, int count, int rows, int cols, const muon_hparams *h,
+			 const float *grad_scale, void *ws)
+{
+	cuda_ctx *c = CTX(be);
+	if (!c->muon && !(c->muon = muon_cuda_new(c->st))) {
+		backend_fail(be, "CUDA Muon: no cuBLAS handle");
+		return;
+	}
+	check(be, muon_step_cuda(c->muon, p, g, buf, p_act, offs, count, rows, cols, h, grad_scale, ws),
+	      "Muon");
 }
 
 static void cu_decode_qkv(lm_backend *be, void *q, void *kc, void *vc, const void *qkv,
@@ -649,9 +683,13 @@ static const lm_backend cuda_table = {
 	.xent_fwd = cu_xent_fwd,
 	.xent_bwd = cu_xent_bwd,
 	.head_xent = cu_head_xent,
+	.entropy_fwd = cu_entropy_fwd,
+	.entropy_bwd = cu_entropy_bwd,
 	.sumsq = cu_sumsq,
 	.clip_scale = cu_clip_scale,
 	.adamw_step = cu_adamw_step,
+	.muon_workspace = cu_muon_workspace,
+	.muon_step = cu_muon_step,
 	.decode_qkv = cu_decode_qkv,
 	.attn_decode = cu_attn_decode,
 	.rows_gather = cu_rows_gather,
