@@ -194,9 +194,9 @@ clean:
 # (sampling stays on the CPU until lm-sample has a GPU decoder).
 DEMO_DIR    ?= demo
 DEMO_DEVICE ?= cpu
-DEMO_PRETRAIN = VOCAB=1024 CONTEXT=192 STEPS=800 BATCH=16 LR=3e-3 EVAL_EVERY=100 \
+DEMO_PRETRAIN = VOCAB=1024 CONTEXT=192 STEPS=400 BATCH=16 LR=3e-3 EVAL_EVERY=100 \
                 MODEL_OPTS="--vocab 1024 --context 192 --d-model 128 --layers 2 --heads 4 --d-ff 352"
-DEMO_ALIGN  = N_TRAIN=2000 SFT_EPOCHS=2 SFT_BATCH=16 SFT_LR=2e-3 N_TEST=100 ROUNDS=4 PROMPTS=32 G=8
+DEMO_ALIGN  = N_TRAIN=2000 SFT_EPOCHS=1 SFT_BATCH=16 SFT_LR=2e-3 N_TEST=100 ROUNDS=4 PROMPTS=32 G=8
 demo:
 	@pipelines/deps.sh
 	$(MAKE) -j$$(nproc) all

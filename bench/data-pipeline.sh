@@ -4,7 +4,8 @@
 # beside Hugging Face tokenizers (BpeTrainer, then encode_batch on the same
 # documents, on all cores) in the same call.  One JSON line per
 # measurement: wall seconds per stage (the pipeline's own summary lines) and in
-# all, the speed-up over -j 1, whether the output is byte-identical to -j 1's;
+# all, the speed-up over -j 1 of each stage and in all, whether the output is
+# byte-identical to -j 1's;
 # then HF's train and encode seconds and the ratio to our fastest run.
 #   BENCH_TEXT   the corpus (default: corpus/gutenberg_train.txt of the shared
 #                data, else BENCH_XZ decompressed into a temporary folder)
@@ -40,6 +41,7 @@ bytes=$(stat -L -c %s "$TEXT")
 
 now() { date +%s.%N; }
 stage_s() { sed -n "s/^data.mk: $1: .*, \([0-9.]*\) s$/\1/p" "$2"; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 digest() { (cd "$1" && find tok.bpe manifest.tsv shards -type f | LC_ALL=C sort | xargs sha256sum | sha256sum); }
 
 best=""
@@ -55,12 +57,15 @@ for j in $JOBS; do
 	tokens=$(awk -F'\t' '!/^#/ { t += $4 } END { print t }' "$out/manifest.tsv")
 	pieces=$(wc -l < "$out/plan.tsv")
 	total=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", b - a }')
-	[ -n "${total1:-}" ] || total1=$total
+	counts=$(stage_s counts "$W/j$j.log") tokenizer=$(stage_s tokenizer "$W/j$j.log")
+	shards=$(stage_s shards "$W/j$j.log")
+	[ -n "${total1:-}" ] || { total1=$total counts1=$counts tokenizer1=$tokenizer shards1=$shards; }
 	best=$(awk -v a="${best:-1e9}" -v b="$total" 'BEGIN { print (b < a ? b : a) }')
-	printf '{"bench":"data-pipeline","input":"%s","bytes":%s,"vocab":%s,"pieces":%s,"jobs":%s,"counts_s":%s,"tokenizer_s":%s,"shards_s":%s,"total_s":%s,"tokens":%s,"speedup_vs_j1":%s,"identical_to_j1":%s}\n' \
-		"$name" "$bytes" "$VOCAB" "$pieces" "$j" "$(stage_s counts "$W/j$j.log")" \
-		"$(stage_s tokenizer "$W/j$j.log")" "$(stage_s shards "$W/j$j.log")" "$total" "$tokens" \
-		"$(awk -v a="$total1" -v b="$total" 'BEGIN { printf "%.2f", a / b }')" \
+	printf '{"bench":"data-pipeline","input":"%s","bytes":%s,"vocab":%s,"pieces":%s,"jobs":%s,"counts_s":%s,"tokenizer_s":%s,"shards_s":%s,"total_s":%s,"other_s":%s,"tokens":%s,"speedup_vs_j1":%s,"counts_speedup":%s,"tokenizer_speedup":%s,"shards_speedup":%s,"identical_to_j1":%s}\n' \
+		"$name" "$bytes" "$VOCAB" "$pieces" "$j" "$counts" "$tokenizer" "$shards" "$total" \
+		"$(awk -v t="$total" -v a="$counts" -v b="$tokenizer" -v c="$shards" 'BEGIN { printf "%.3f", t - a - b - c }')" \
+		"$tokens" "$(ratio "$total1" "$total")" "$(ratio "$counts1" "$counts")" \
+		"$(ratio "$tokenizer1" "$tokenizer")" "$(ratio "$shards1" "$shards")" \
 		"$([ "$d" = "$d1" ] && echo true || echo false)"
 	rm -rf "$out"
 done

@@ -9,7 +9,8 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 PATH=$BIN:$PATH
 W=$(mktemp -d "${TMPDIR:-/tmp}/lmpipe-seeds.XXXXXX")
 trap 'rm -rf "$W"' EXIT
-for t in shard shard_set tokstream tokenizer gpt2 counts safetensors checkpoint prompts tasks rewards; do
+for t in shard shard_set tokstream tokenizer gpt2 counts safetensors checkpoint prompts tasks rewards \
+	rollouts pairs hf_tokenizer; do
 	mkdir -p "$OUT/$t"
 done
 cd "$W"
@@ -35,6 +36,20 @@ lm-train --vocab 256 --context 16 --d-model 16 --layers 1 --heads 2 --d-ff 32 -b
 	-d bd -o ck -j 1 2>/dev/null
 cp ck/step-00000001.safetensors "$OUT/checkpoint/ck.safetensors"
 cp ck/step-00000001.safetensors "$OUT/safetensors/ck.safetensors"
+# rollouts: sampled from that checkpoint (a byte tokenizer fits its 256 ids), scored
+bpe-learn -v 256 -o b.bpe text.txt
+printf '%s\n' '{"prompt":"2+3=","answer":"5","group":0}' '{"prompt":"1+1=","answer":"2","group":1}' > ap.jsonl
+lm-sample -c ck/latest -t b.bpe --jsonl -i ap.jsonl -n 2 --max-tokens 6 -j 1 | rl-reward -r last-number \
+	> "$OUT/rollouts/r.jsonl"
+# SFT records (lm-task --response) and DPO preference pairs
+lm-task arith -n 2 --seed 1 -r > "$OUT/pairs/sft.jsonl"
+printf '%s\n' '{"prompt":"The cat","chosen":" sat on the mat.","rejected":" 2+3=5"}' \
+	'{"prompt":"","chosen":"The","rejected":""}' > "$OUT/pairs/dpo.jsonl"
+# a Hugging Face tokenizer.json with merges: exported with a model of t.tok's vocabulary
+lm-train --vocab 300 --context 8 --d-model 16 --layers 1 --heads 2 --d-ff 32 -b 2 -n 1 \
+	-d d -o ck300 -j 1 -t t.tok 2>/dev/null
+lm-train -c ck300/latest -t t.tok --export-hf hf 2>/dev/null
+cp hf/tokenizer.json "$OUT/hf_tokenizer/tokenizer.json"
 # JSON Lines: prompts, tasks, rollouts
 printf '%s\n' '{"prompt":"Max saw a","id":"a"}' '{"prompt":"Sam","group":2}' > "$OUT/prompts/p.jsonl"
 printf '%s\n' '{"question":"What is 2+3?","answer":"2+3=5\n#### 5"}' > "$OUT/tasks/g.jsonl"

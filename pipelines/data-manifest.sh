@@ -1,35 +1,44 @@
 #!/bin/bash
 # pipelines/data-manifest.sh: the manifests of pipelines/data.mk.
 #   data-manifest.sh piece W ID DIR   the shards packed in DIR (to become
-#       W/shards/ID), one line each, on stdout
+#       W/shards/ID), one line each, on stdout, read from the set manifest
+#       shard-pack wrote beside them (DIR/train.manifest, man 5 lmpipe-shard):
+#       tokens, documents and checksum as shard-pack recorded them, not
+#       recomputed; the size from the file system
 #   data-manifest.sh all W            W/manifest.tsv's text from the pieces'
 #       manifests (W/plan.mk's order) and the tokenizer, on stdout
-# A line: PATH (relative to W), split, piece, tokens, documents, bytes, SHA-256.
+#   data-manifest.sh verify W         every shard of W/manifest.tsv against its
+#       line (size, header checksum), then shard-pack -t (frames and index
+#       against the header); the bad ones named on stderr, exit 1
+# A line: PATH (relative to W), split, piece, tokens, documents, bytes, and
+# the shard's CRC-32C: its header checksum, which covers the index checksum,
+# which covers every frame's, so it names the whole content.
 set -euo pipefail
 export LC_ALL=C
 bin=${BIN:?}
 case $1 in
 piece)
 	w=$2 id=$3 dir=$4
-	shopt -s nullglob
-	shards=("$dir"/train-[0-9]*.lms "$dir"/train-val-*.lms)
-	[ ${#shards[@]} -gt 0 ] || exit 0
-	"$bin/shard-pack" -l "${shards[@]}" | sed 1d | while read -r tokens docs _ bytes _ path; do
-		[ "$path" != total ] || continue
-		name=${path##*/}
-		split=train
-		case $name in train-val-*) split=val ;; esac
-		sum=$(sha256sum < "$path")
-		printf 'shards/%s/%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$id" "$name" "$split" "$id" \
-			"$tokens" "$docs" "$bytes" "${sum%% *}"
+	set_manifest=$dir/train.manifest
+	[ -e "$set_manifest" ] || exit 0 # no shards (shard-pack --allow-empty)
+	# "train N", then N lines "NAME TOKENS DOCUMENTS CRC", then "val M", ...
+	awk -v id="$id" -v m="$set_manifest" '
+		NR == 1 && $0 != "lmpipe-shard-set 1" { print m ": not a version 1 shard-set manifest" > "/dev/stderr"; exit 1 }
+		($1 == "train" || $1 == "val") && NF == 2 { split_ = $1; next }
+		$1 == "end" || $1 == "generation" || NR == 1 { next }
+		NF >= 4 { name = $1; for (i = 2; i <= NF - 3; i++) name = name " " $i
+			printf "%s\t%s\t%s\t%s\t%s\t%s\n", name, split_, id, $(NF - 2), $(NF - 1), $NF }
+	' "$set_manifest" | while IFS=$'\t' read -r name split piece tokens docs crc; do
+		printf 'shards/%s/%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$id" "$name" "$split" "$piece" \
+			"$tokens" "$docs" "$(stat -c %s "$dir/$name")" "$crc"
 	done
 	;;
 all)
 	w=$2
 	read -r tok _ < <(sha256sum "$w/tok.bpe")
-	printf '# lmpipe data manifest, version 1: paths relative to this file\n'
+	printf '# lmpipe data manifest, version 2: paths relative to this file; counts and checksums from shards/*/train.manifest\n'
 	printf '# tokenizer\ttok.bpe\t%s\n' "$tok"
-	printf '# path\tsplit\tpiece\ttokens\tdocuments\tbytes\tsha256\n'
+	printf '# path\tsplit\tpiece\ttokens\tdocuments\tbytes\tcrc32c\n'
 	for id in $(sed -n 's/^PIECES := *//p' "$w/plan.mk"); do
 		cat "$w/shards/$id/manifest.tsv"
 	done | tee "$w/.manifest.body"
@@ -38,8 +47,22 @@ all)
 		"$w/.manifest.body" | sort
 	rm -f "$w/.manifest.body"
 	;;
+verify)
+	w=$2 bad=0
+	# the header checksum is the header's last 4 bytes (its length at byte 6)
+	while IFS=$'\t' read -r path _ _ _ _ bytes crc; do
+		f=$w/$path
+		size=$(stat -c %s "$f" 2>/dev/null) || { echo "data-manifest.sh: $f: missing" >&2; bad=1; continue; }
+		[ "$size" = "$bytes" ] || { echo "data-manifest.sh: $f: $size bytes, the manifest says $bytes" >&2; bad=1; continue; }
+		hl=$(od -An -tu2 -j6 -N2 "$f" | tr -d ' ')
+		got=$(od -An -tx4 -j$((hl - 4)) -N4 "$f" | tr -d ' ')
+		[ "$got" = "$crc" ] || { echo "data-manifest.sh: $f: header checksum $got, the manifest says $crc" >&2; bad=1; }
+	done < <(grep -v '^#' "$w/manifest.tsv")
+	awk -F'\t' -v w="$w" '!/^#/ { print w "/" $1 }' "$w/manifest.tsv" | xargs -r "$bin/shard-pack" -t || bad=1
+	exit $bad
+	;;
 *)
-	echo "data-manifest.sh: piece W ID DIR | all W" >&2
+	echo "data-manifest.sh: piece W ID DIR | all W | verify W" >&2
 	exit 2
 	;;
 esac

@@ -3,7 +3,8 @@
 #
 #   INPUTS --plan--> pieces --doc-cat | bpe-learn --counts-out--> counts/NNNNNN.counts
 #          --bpe-learn --from-counts--> tok.bpe
-#          --doc-cat | bpe-encode | shard-pack--> shards/NNNNNN/train-*.lms --> manifest.tsv
+#          --doc-cat | bpe-encode | shard-pack--> shards/NNNNNN/train-*.lms, train.manifest
+#          --> manifest.tsv (the pieces' set manifests, in plan order)
 #
 #   make -f pipelines/data.mk -j 16 W=runs/data INPUTS='corpus/*.jsonl.zst' FORMAT=jsonl VOCAB=32000
 #   make -f pipelines/data.mk W=/shared/data INPUTS=/shared/corpus/ LAUNCH=slurm N=64 \
@@ -189,10 +190,10 @@ $(W)/manifest.tsv: $(SHARDS) $(W)/plan.tsv
 	$(Q)awk -F'\t' '/^# total/ { printf "data.mk: total: %s %s, %s tokens, %s documents, %s bytes\n", \
 	  $$2, $$3, $$4, $$5, $$6 }' $@ >&2
 
-# Every shard again: its checksums (shard-pack -t) and the manifest's SHA-256.
+# Every shard again: its size and header checksum against the manifest, then
+# its frames and index against the header (shard-pack -t).
 verify: $(W)/manifest.tsv
-	$(Q)cd $(W) && awk -F'\t' '!/^#/ { print $$7 "  " $$1 }' manifest.tsv | sha256sum -c --quiet
-	$(Q)awk -F'\t' '!/^#/ { print "$(W)/" $$1 }' $(W)/manifest.tsv | xargs -r $(BIN)/shard-pack -t
+	$(Q)$(ROOT)/pipelines/data-manifest.sh verify $(W)
 	@echo "data.mk: every shard of $(W)/manifest.tsv verified" >&2
 
 else
@@ -217,13 +218,14 @@ progress = [ -t 2 ] && printf '\rdata.mk: %s: %d/%d pieces ' $1 \
 
 $(W)/counts/%.counts: $(W)/params/counts
 	$(Q)mkdir -p $(@D) && rm -f $@.tmp $(@D)/.$(@F).tmp.tmp-*
-	$(Q)($(DOCS) --range '$(RANGE_$*)' $(FILE_$*) | $(LEARN) -j $(THREADS) --counts-out $@.tmp) $(NOTTY)
+	$(Q)($(DOCS) --range '$(RANGE_$*)' $(FILE_$*) | $(LEARN) -j $(THREADS) --counts-out $@.tmp) $(NOTTY) || \
+	  { rm -f $@.tmp; exit 1; }
 	$(Q)mv $@.tmp $@; $(call progress,counts,$(W)/counts/*.counts)
 
 $(W)/shards/%/manifest.tsv: $(W)/tok.bpe $(W)/params/shards
 	$(Q)rm -rf $(W)/shards/$*.tmp && mkdir -p $(W)/shards/$*.tmp
 	$(Q)($(DOCS) --range '$(RANGE_$*)' $(FILE_$*) | $(ENCODE) | $(PACK) -o $(W)/shards/$*.tmp/train) \
-	  $(NOTTY)
+	  $(NOTTY) || { rm -rf $(W)/shards/$*.tmp; exit 1; }
 	$(Q)$(ROOT)/pipelines/data-manifest.sh piece $(W) $* $(W)/shards/$*.tmp > $(W)/shards/$*.tmp/manifest.tsv
 	$(Q)rm -rf $(W)/shards/$* && mv $(W)/shards/$*.tmp $(W)/shards/$*
 	$(Q)$(call progress,shards,$(W)/shards/*/manifest.tsv)

@@ -7,7 +7,8 @@
 # parameter redoes only what depends on it, a kill -9 in the middle of either
 # stage and a re-run give the uninterrupted output, and bad input (a missing
 # file, a JSON line without "text", a corrupt xz file) names the file and line,
-# fails its piece, keeps the others' output and accepts nothing partial.
+# fails its piece, keeps the others' output and accepts nothing partial; an
+# unreadable file (/proc/self/mem, which fails to read even for root) the same.
 . "$(dirname "$0")/lib.sh"
 unset MAKEFLAGS MFLAGS MAKELEVEL  # this make is not a sub-make of the one running the tests
 for p in gzip zstd xz; do
@@ -68,6 +69,21 @@ f=vbad/$(awk -F'\t' '!/^#/ { print $1; exit }' vbad/manifest.tsv)
 printf 'X' | dd of="$f" bs=1 seek=200 conv=notrunc 2> /dev/null
 make -s -f "$MK" "${OPTS[@]}" W="$TMP/vbad" verify > vbad.log 2>&1
 [ $? != 0 ] && grep -q "${f#vbad/}" vbad.log; ok $? "make verify: a corrupt shard fails, named" || show vbad
+rm -rf vbad
+# the manifest's columns are those of each piece's set manifest (shard-pack's
+# own record), and agree with the shards themselves
+line=$(grep -v '^#' ref/manifest.tsv | head -1)
+IFS=$'\t' read -r path split piece tokens docs bytes crc <<< "$line"
+listed=$(shard-pack -l "ref/$path" | awk 'NR == 2 { print $1, $2, $4 }')
+is "$tokens $docs $bytes" "$listed" "manifest: tokens, documents and bytes as shard-pack -l lists them"
+grep -q "^${path##*/} $tokens $docs $crc\$" "ref/shards/$piece/train.manifest"
+ok $? "manifest: the checksum is the one of the piece's set manifest ($crc)"
+grep -q '^# path	split	piece	tokens	documents	bytes	crc32c$' ref/manifest.tsv; ok $? "manifest: its columns"
+cp -a ref vbad
+awk -F'\t' 'BEGIN { OFS = "\t" } !/^#/ && !done { $7 = "00000000"; done = 1 } { print }' ref/manifest.tsv > vbad/manifest.tsv
+make -s -f "$MK" "${OPTS[@]}" W="$TMP/vbad" verify > vbad.log 2>&1
+[ $? != 0 ] && grep -q "$path: header checksum $crc, the manifest says 00000000" vbad.log
+ok $? "make verify: a shard whose checksum is not the manifest's fails, named" || show vbad
 rm -rf vbad
 # shellcheck disable=SC2046
 lm-train $(cat ref/lm-train.args) -o ck -m tiny --vocab 400 --context 32 --d-model 16 --layers 1 \
@@ -157,6 +173,22 @@ grep -q "doc-cat: $TMP/bad/cut.xz: corrupt or truncated xz data (xz -dc exited w
 ok $? "... the xz file named, with the line" || show xb
 [ "$(ls xb/counts/*.counts | wc -l)" -ge 3 ] && [ ! -e xb/counts/000000.counts ]
 ok $? "... the good file's pieces counted, not the bad one's"
+
+# An unreadable file.  The tests run as root, who reads a chmod 000 file
+# anyway; /proc/self/mem is a regular file that every reader fails to read
+# (its own address 0 is not mapped: EIO), root or not.
+ln -s /proc/self/mem bad/unreadable.txt
+data ub -j2 INPUTS="$TMP/bad/unreadable.txt $TMP/corpus/part1.txt"
+is "$?" 2 "an unreadable file: make fails"
+grep -q "doc-cat: $TMP/bad/unreadable.txt: read error: Input/output error" ub.log
+ok $? "... naming the file" || show ub
+[ "$(ls ub/counts/*.counts | wc -l)" -ge 3 ] && [ ! -e ub/counts/000000.counts ] &&
+	[ -z "$(ls ub/counts/ | grep -v '^[0-9]*\.counts$')" ] && [ ! -e ub/tok.bpe ]
+ok $? "... its piece fails, leaving no partial counts; the other file's pieces are counted" || ls -A ub/counts | sed 's/^/# /'
+data ub -j2 INPUTS="$TMP/corpus/part1.txt"
+ok $? "without it, the re-run completes" || show ub
+[ ! -e ub/counts/000000.counts.tmp ] && [ -z "$(ls -d ub/shards/*.tmp 2>/dev/null)" ]
+ok $? "... with nothing of the failed piece left"
 
 ln -s "$TMP/nowhere.txt" bad/missing.txt
 data mb INPUTS="$TMP/bad/missing.txt $TMP/corpus/part1.txt"

@@ -150,6 +150,26 @@ wait "$pid" || true
 exec 3>&-
 ls -A | grep "^k-" | head -3 | sed "s/^/# left: /"
 ok "$(no_shards k; echo $?)" "SIGTERM: the committed shards of the run are removed"
+# The same while shards open and close every 2000 tokens, the input still
+# flowing: a signal delivered as the open() of a new shard's temporary file
+# returns found it off the abort list before the fix (about 1 run in 3 left
+# .k-NNNNNN.lms.tmp-*); 10 runs.
+left=0
+for i in $(seq 10); do
+	rm -f fifo && mkfifo fifo
+	shard-pack -o q$i --shard-tokens 2000 --frame-tokens 1000 <fifo 2>/dev/null &
+	pid=$!
+	exec 3>fifo
+	cat a.tok >&3 2>/dev/null &
+	cpid=$!
+	for _ in $(seq 400); do [ -e q$i-000020.lms ] && break; sleep 0.005; done
+	kill -TERM "$pid"
+	wait "$pid" || true
+	exec 3>&-
+	wait "$cpid" || true
+	no_shards q$i || { left=$((left + 1)); ls -A | grep "^\.*q$i-" | head -2 | sed "s/^/# left: /"; }
+done
+is "$left" 0 "SIGTERM while shards open and close, 10 runs: nothing left in any"
 
 # ---- crafted headers with valid checksums (issue 22 items 1 and 2; made by
 # a CRC-32C in perl, kept in tests/fuzz/shard/) ----

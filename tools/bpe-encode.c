@@ -9,6 +9,7 @@
 #include "cli/progress.h"
 #include "cli/tok_options.h"
 #include "tok/bpe_encode.h"
+#include "tok/bpe_identity.h"
 #include "tok/bpe_output.h"
 #include "tok/bpe_stream.h"
 
@@ -78,7 +79,10 @@ int main(int argc, char **argv)
 		die_err(&e);
 	cli_output dst;
 	cli_output_open(&dst, output);
-	if (bpe_output_open(&out, dst.fp, dst.name, text, t.n_vocab, t.eot, &e))
+	/* the stream names its tokenizer, as used (with --special's tokens), so
+	 * that shards and the checkpoints trained on them know it */
+	uint32_t identity = bpe_identity_crc(&t);
+	if (bpe_output_open(&out, dst.fp, dst.name, text, t.n_vocab, t.eot, &identity, &e))
 		die_err(&e);
 	progress_start(&prog_bar, show_progress, "encoding", "B", 0);
 	cli_inputs in = { .files = files, .n = n_files };

@@ -30,7 +30,7 @@ static const opt_def options[] = {
 	  "write the pre-token counts of the input to FILE (man 5 lmpipe-bpe-counts)", 0, 0, NULL },
 	{ 0, "from-counts", OPT_FLAG, &from_counts, NULL,
 	  "the FILEs are counts files (from --counts-out), merged, not text", 0, 0, NULL },
-	{ 'j', "threads", OPT_INT, &threads, "N", "counting threads (default: all cores)", 1, MAX_THREADS, NULL },
+	{ 'j', "threads", OPT_INT, &threads, "N", "threads to count, load counts and merge (default: all cores)", 1, MAX_THREADS, NULL },
 	{ 0, "progress", OPT_FLAG, &show_progress, NULL, "show progress even when stderr is not a terminal", 0, 0, NULL },
 	OPT_END
 };
@@ -117,7 +117,8 @@ int main(int argc, char **argv)
 		bpe_tokenizer t;
 		progress_start(&bar, show_progress, "learning", "merges",
 			       (uint64_t)vocab_size - 256 - sp.n);
-		if (bpe_learn(c, (uint32_t)vocab_size, &sp, on_progress, NULL, &t, &e))
+		int n_threads = threads ? (int)threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
+		if (bpe_learn_threads(c, (uint32_t)vocab_size, &sp, n_threads, on_progress, NULL, &t, &e))
 			die_err(&e);
 		progress_end(&bar, t.n_merges, NULL);
 		if (t.n_vocab < vocab_size)

@@ -404,7 +404,7 @@ int train_run(const train_config *tc0, lm_err *e)
 	if (open_reader(&t.data, c.data, c.n_data, SR_RANDOM, &t, e) || check_data_size(&t, e) ||
 	    (c.n_val && open_reader(&t.val, c.val, c.n_val, SR_SEQUENTIAL, &t, e)) ||
 	    sr_seek(t.data, t.st.data_pos, e) ||
-	    train_tokenizer_record(&c, sr_vocab_size(t.data), sr_eot(t.data), rp,
+	    train_tokenizer_record(&c, t.data, c.n_val ? t.val : NULL, rp,
 				   (char **)&t.meta[3], e))
 		goto out;
 	if (c.log_path && rp && strcmp(c.log_path, "-") && log_cut(c.log_path, t.st.step, e))

@@ -68,6 +68,24 @@ static int eval_loop(eval_run *x, const train_eval_opts *o, int T, double *sum, 
 	return 0;
 }
 
+/* The tokenizer the shards name (when they do) must be -t's and the
+ * checkpoint's. */
+static int shards_tokenizer_check(const eval_run *x, const train_eval_opts *o, lm_err *e)
+{
+	uint32_t crc;
+	if (!sr_tokenizer(x->r, &crc))
+		return 0;
+	if (x->have_tok && bpe_identity_crc(&x->tok) != crc)
+		return lm_seterr(e, "%s (identity %08x) is not the tokenizer of the shards %s "
+				 "(identity %08x)", o->tokenizer, bpe_identity_crc(&x->tok), o->val[0], crc);
+	char *id = NULL, what[4200];
+	snprintf(what, sizeof what, "the shards %s", o->val[0]);
+	int rc = ckpt_read_meta(o->ckpt, TOKENIZER_META_KEY, &id, e) ||
+		 (id && bpe_identity_check_crc(crc, what, id, o->ckpt, e)) ? -1 : 0;
+	free(id);
+	return rc;
+}
+
 int train_evaluate(const train_eval_opts *o, FILE *out, lm_err *e)
 {
 	eval_run x;
@@ -110,6 +128,8 @@ int train_evaluate(const train_eval_opts *o, FILE *out, lm_err *e)
 			  o->tokenizer, x.tok.n_vocab, sr_vocab_size(x.r));
 		goto out;
 	}
+	if (shards_tokenizer_check(&x, o, e))
+		goto out;
 	x.win = malloc((size_t)B * (T + 1) * sizeof *x.win);
 	x.ids = malloc((size_t)B * T * sizeof *x.ids);
 	x.tgt = malloc((size_t)B * T * sizeof *x.tgt);

@@ -215,9 +215,21 @@ int train_hparams_resume(train_config *c, const char *text, const char *ckpt, lm
 	return rc;
 }
 
-int train_tokenizer_record(const train_config *c, uint32_t shard_vocab, uint32_t shard_eot,
+int train_tokenizer_record(const train_config *c, const shard_reader *data, const shard_reader *val,
 			   const char *resume_ckpt, char **json, lm_err *e)
 {
+	uint32_t shard_vocab = sr_vocab_size(data), crc, val_crc;
+	int named = sr_tokenizer(data, &crc);
+	if (val && sr_tokenizer(val, &val_crc)) {
+		if (named && val_crc != crc)
+			return lm_seterr(e, "the validation shards %s were made by another tokenizer "
+					 "(identity %08x) than the training shards %s (identity %08x)",
+					 c->val[0], val_crc, c->data[0], crc);
+		named = 1;
+		crc = val_crc;
+	}
+	char what[4200];
+	snprintf(what, sizeof what, "the shards %s", c->data[0]);
 	char *stored = NULL;
 	*json = NULL;
 	if (resume_ckpt && ckpt_read_meta(resume_ckpt, TOKENIZER_META_KEY, &stored, e))
@@ -232,15 +244,20 @@ int train_tokenizer_record(const train_config *c, uint32_t shard_vocab, uint32_t
 		if (t.n_vocab != shard_vocab)
 			rc = lm_seterr(e, "%s (%u tokens) is not the tokenizer of the shards %s "
 				       "(vocabulary %u)", c->tokenizer, t.n_vocab, c->data[0], shard_vocab);
+		else if (named && bpe_identity_crc(&t) != crc)
+			rc = lm_seterr(e, "%s (identity %08x) is not the tokenizer of the shards %s "
+				       "(identity %08x)", c->tokenizer, bpe_identity_crc(&t), c->data[0], crc);
 		else if (stored)
 			rc = bpe_identity_check(&t, c->tokenizer, stored, resume_ckpt, e);
-		if (!rc && !(*json = bpe_identity_json(&t, 0, 0)))
+		if (!rc && !(*json = bpe_identity_json(&t, 0, 0, NULL)))
 			rc = lm_seterr(e, "out of memory");
 		bpe_free(&t);
-	} else if (stored) {
+	} else if (stored && named && bpe_identity_check_crc(crc, what, stored, resume_ckpt, e)) {
+		rc = -1;
+	} else if (stored && (!named || strstr(stored, "\"crc32c\""))) {
 		*json = stored;
 		stored = NULL;
-	} else if (!(*json = bpe_identity_json(NULL, shard_vocab, shard_eot))) {
+	} else if (!(*json = bpe_identity_json(NULL, shard_vocab, sr_eot(data), named ? &crc : NULL))) {
 		rc = lm_seterr(e, "out of memory");
 	}
 	free(stored);

@@ -5,6 +5,7 @@
 #define LMPIPE_LM_TRAIN_INTERNAL_H
 
 #include "app/lm_train.h"
+#include "data/shard_reader.h"
 #include "tok/bpe_identity.h"
 
 /* What train_dir_prepare() did, so that a run that fails before its first
@@ -40,11 +41,13 @@ char *train_hparams_json(const train_config *c);
 int train_hparams_resume(train_config *c, const char *json, const char *ckpt, lm_err *e);
 /* The tokenizer identity the checkpoints record (TOKENIZER_META_KEY,
  * tok/bpe_identity.h), malloc'd into *json: that of c->tokenizer, checked
- * against the shards and, on resume, against the identity the checkpoint
- * recorded; else the recorded one; else what the shards tell (vocabulary
- * size, end-of-text id). */
+ * against the shards (their vocabulary and, when they name it, their
+ * tokenizer) and, on resume, against the identity the checkpoint recorded;
+ * else the recorded one, checked against the shards'; else what the shards
+ * tell (vocabulary size, end-of-text id, the tokenizer they name).  val
+ * (NULL: none) must not name another tokenizer than data. */
 #define TOKENIZER_META_KEY BPE_IDENTITY_KEY
-int train_tokenizer_record(const train_config *c, uint32_t shard_vocab, uint32_t shard_eot,
+int train_tokenizer_record(const train_config *c, const shard_reader *data, const shard_reader *val,
 			   const char *resume_ckpt, char **json, lm_err *e);
 /* Print a note through c->note (when set). */
 void train_note(const train_config *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -128,7 +128,7 @@ int read_seqs(const rlu_opts *o, seqs *v, FILE *in, const char *name, int vocab,
 	jsonl_init(&jr, in, name);
 	json_t *obj;
 	int rc;
-	while ((rc = jsonl_next(&jr, 0, &obj, e)) == JSONL_OK) {
+	while ((rc = jsonl_next(&jr, JSON_ALLOW_NUL, &obj, e)) == JSONL_OK) {
 		rc = read_record(o, v, obj, vocab, ctx, name, jr.lineno, e);
 		json_decref(obj);
 		if (rc)

@@ -367,6 +367,8 @@ static int read_input(packer *p, const char *path, tokstream_info *first, uint32
 		for (int s = 0; s < 2; s++) {
 			p->seq[s].cfg.vocab_size = r.info.vocab_size;
 			p->seq[s].cfg.eot = r.info.eot;
+			p->seq[s].cfg.has_tok = r.info.has_tok;
+			p->seq[s].cfg.tok_crc = r.info.tok_crc;
 		}
 		p->eot = r.info.eot;
 		const shard_pack_opts *o = p->o;
@@ -378,6 +380,8 @@ static int read_input(packer *p, const char *path, tokstream_info *first, uint32
 		rc = lm_seterr(e, "%s: vocabulary size %u and end-of-text id %u differ from "
 			       "the first input's %u and %u", io_name(path), r.info.vocab_size,
 			       r.info.eot, first->vocab_size, first->eot);
+	} else if (!rc && (r.info.has_tok != first->has_tok || r.info.tok_crc != first->tok_crc)) {
+		rc = lm_seterr(e, "%s: made by another tokenizer than the first input", io_name(path));
 	}
 	while (!rc) {
 		long long got = tsr_read(&r, buf, READ_IDS, e);

@@ -136,12 +136,15 @@ int shard_decompress(const char *const *paths, int n, FILE *out, lm_err *e)
 			break;
 		}
 		if (!open) {
-			rc = tsw_open(&w, out, "<stdout>", f.m.vocab_size, f.m.eot, e);
+			rc = tsw_open_tok(&w, out, "<stdout>", f.m.vocab_size, f.m.eot,
+					  f.m.has_tok ? &f.m.tok_crc : NULL, e);
 			open = !rc;
 		} else if (f.m.vocab_size != w.info.vocab_size || f.m.eot != w.info.eot) {
 			rc = lm_seterr(e, "%s: vocabulary size %u and end-of-text id %u differ "
 				       "from the first shard's %u and %u", paths[i],
 				       f.m.vocab_size, f.m.eot, w.info.vocab_size, w.info.eot);
+		} else if (f.m.has_tok != w.info.has_tok || f.m.tok_crc != w.info.tok_crc) {
+			rc = lm_seterr(e, "%s: made by another tokenizer than the first shard", paths[i]);
 		}
 		if (!rc)
 			rc = decompress_one(&f, &w, e);

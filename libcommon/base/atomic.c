@@ -112,21 +112,25 @@ int atomic_open(atomic_file *af, const char *path, lm_err *e)
 		atomic_abort(af);
 		return lm_seterr(e, "%s: out of memory", path);
 	}
+	/* On the list before the file exists: a signal delivered as open()
+	 * returns inside mkstemp (a pending SIGTERM waits for the end of the
+	 * system call) finds the name, which mkstemp writes before it creates
+	 * the file.  A signal before that unlinks a name that is not there. */
+	af->slot = add_pending(af->tmp);
+	if (af->slot < 0) {
+		atomic_abort(af);
+		return lm_seterr(e, "%s: too many output files open at once", path);
+	}
 	int fd = mkstemp(af->tmp);
 	if (fd < 0) {
 		int saved = errno;
+		drop_pending(af->slot);
+		af->slot = -1;
 		free(af->tmp);
 		af->tmp = NULL;
 		atomic_abort(af);
 		errno = saved;
 		return lm_seterr(e, "%s:", path);
-	}
-	af->slot = add_pending(af->tmp);
-	if (af->slot < 0) {
-		close(fd);
-		unlink(af->tmp);
-		atomic_abort(af);
-		return lm_seterr(e, "%s: too many output files open at once", path);
 	}
 	mode_t mask = umask(0);
 	umask(mask);

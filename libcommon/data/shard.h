@@ -1,13 +1,17 @@
 /* shard.h: one token shard file (man 5 lmpipe-shard): its writer, and the
  * reader of its header, frame index and frames.
  *
- *   header (64 bytes, little-endian):
- *     0 "LMSH" | 4 u16 version (1) | 6 u16 header length (64) |
+ *   header (64 bytes in version 1, 72 in version 2, little-endian):
+ *     0 "LMSH" | 4 u16 version (1 or 2) | 6 u16 header length (64 or 72) |
  *     8 u8 dtype (2 or 4) | 9 3 zero bytes | 12 u32 vocab size |
  *     16 u32 end-of-text id (0xFFFFFFFF: none) | 20 u32 frame tokens F |
  *     24 u64 tokens | 32 u64 documents (end-of-text ids in this shard) |
  *     40 u64 frames | 48 u64 index offset | 56 u32 CRC-32C of the index |
- *     60 u32 CRC-32C of header bytes [0, header length - 4)
+ *     version 2 only: 60 u32 identity CRC-32C of the tokenizer that made
+ *     the ids (bpe_identity.h) | 64 u32 zero |
+ *     last 4 bytes: u32 CRC-32C of header bytes [0, header length - 4)
+ *   Version 2 is written only when the tokenizer is known (the token
+ *   stream named it), so shards without one stay version 1.
  *   frames: from the header length on, one zstd frame per F tokens (the
  *     last may hold fewer), each the little-endian ids of dtype
  *   index (at index offset, ending at the end of the file): per frame
@@ -27,6 +31,8 @@
 enum {
 	SHARD_VERSION = 1,
 	SHARD_HEADER_LEN = 64,
+	SHARD_VERSION_TOK = 2,      /* with the tokenizer identity */
+	SHARD_HEADER_TOK_LEN = 72,
 	SHARD_INDEX_ENTRY = 16,
 	SHARD_DEFAULT_FRAME_TOKENS = 8192,
 	SHARD_MAX_FRAME_TOKENS = 1 << 24,
@@ -45,6 +51,9 @@ typedef struct shard_meta {
 	uint64_t n_tokens, n_docs, n_frames;
 	uint64_t index_offset;
 	uint64_t file_size;
+	uint32_t header_len;    /* 64 (version 1) or 72 (version 2) */
+	int has_tok;            /* version 2: the tokenizer's identity CRC-32C */
+	uint32_t tok_crc;
 } shard_meta;
 
 /* ---- writing one shard ---- */
@@ -54,6 +63,8 @@ typedef struct shard_writer_config {
 	uint32_t frame_tokens;  /* 0: SHARD_DEFAULT_FRAME_TOKENS */
 	int level;              /* zstd level */
 	int threads;            /* frames compressed in parallel; <= 1: one */
+	int has_tok;            /* record the tokenizer's identity (version 2) */
+	uint32_t tok_crc;
 } shard_writer_config;
 
 typedef struct shard_writer shard_writer;

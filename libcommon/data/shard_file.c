@@ -46,6 +46,9 @@ static int parse_header(shard_file *f, const uint8_t *h, uint32_t hlen, lm_err *
 	m->n_docs = le_get64(h + 32);
 	m->n_frames = le_get64(h + 40);
 	m->index_offset = le_get64(h + 48);
+	m->header_len = hlen;
+	m->has_tok = hlen == SHARD_HEADER_TOK_LEN;
+	m->tok_crc = m->has_tok ? le_get32(h + 60) : 0;
 	if (m->dtype != 2 && m->dtype != 4)
 		return lm_seterr(e, "%s: unknown dtype of %d bytes", f->path, m->dtype);
 	if (m->vocab_size == 0 || (m->dtype == 2 && m->vocab_size > SHARD_U16_VOCAB_MAX))
@@ -141,7 +144,7 @@ int shard_file_open(shard_file *f, const char *path, lm_err *e)
 		goto fail;
 	}
 	f->m.file_size = (uint64_t)st.st_size;
-	uint8_t h[SHARD_HEADER_LEN];
+	uint8_t h[SHARD_HEADER_TOK_LEN];
 	if (f->m.file_size < 8) {
 		lm_seterr(e, "%s: %s", path, f->m.file_size ? "truncated header" : "empty file");
 		goto fail;
@@ -153,13 +156,14 @@ int shard_file_open(shard_file *f, const char *path, lm_err *e)
 		goto fail;
 	}
 	uint32_t version = le_get16(h + 4), hlen = le_get16(h + 6);
-	if (version != SHARD_VERSION) {
-		lm_seterr(e, "%s: unsupported shard version %u (this reads %d)", path,
-			  version, SHARD_VERSION);
+	if (version != SHARD_VERSION && version != SHARD_VERSION_TOK) {
+		lm_seterr(e, "%s: unsupported shard version %u (this reads %d and %d)", path,
+			  version, SHARD_VERSION, SHARD_VERSION_TOK);
 		goto fail;
 	}
-	if (hlen != SHARD_HEADER_LEN) {
-		lm_seterr(e, "%s: bad header length %u for version %d", path, hlen, SHARD_VERSION);
+	uint32_t want = version == SHARD_VERSION ? SHARD_HEADER_LEN : SHARD_HEADER_TOK_LEN;
+	if (hlen != want) {
+		lm_seterr(e, "%s: bad header length %u for version %u", path, hlen, version);
 		goto fail;
 	}
 	if (f->m.file_size < hlen) {

@@ -51,6 +51,9 @@ struct shard_reader {
 	size_t max_frame_size;
 	size_t frame_bytes;      /* the largest decompressed frame of the set */
 	int dtype;
+	int has_tok;             /* some shard names the tokenizer: tok_crc */
+	uint32_t tok_crc;
+	const char *tok_path;    /* the first such shard */
 
 	/* Used only by whoever fills batches (the prefetch thread, if on). */
 	sr_worker *workers;
@@ -390,6 +393,16 @@ static int check_set(shard_reader *r, lm_err *e)
 			return lm_seterr(e, "%s: vocabulary size %u and end-of-text id %u differ "
 					 "from %s's %u and %u", f->path, m->vocab_size, m->eot,
 					 r->files[0].path, m0->vocab_size, m0->eot);
+		if (m->has_tok) {
+			if (r->has_tok && m->tok_crc != r->tok_crc)
+				return lm_seterr(e, "%s: made by another tokenizer (identity %08x) than %s "
+						 "(identity %08x)", f->path, m->tok_crc, r->tok_path,
+						 r->tok_crc);
+			if (!r->has_tok)
+				r->tok_path = f->path;
+			r->has_tok = 1;
+			r->tok_crc = m->tok_crc;
+		}
 		uint64_t n = m->n_tokens;
 		if (ck_add_u64(r->start_prefix[i], n > T ? n - T : 0, &r->start_prefix[i + 1]) ||
 		    ck_add_u64(r->win_prefix[i], n > 0 ? (n - 1) / T : 0, &r->win_prefix[i + 1]) ||
@@ -534,6 +547,12 @@ uint32_t sr_vocab_size(const shard_reader *r)
 uint32_t sr_eot(const shard_reader *r)
 {
 	return r->files[0].m.eot;
+}
+
+int sr_tokenizer(const shard_reader *r, uint32_t *crc)
+{
+	*crc = r->tok_crc;
+	return r->has_tok;
 }
 
 uint64_t sr_tokens(const shard_reader *r)

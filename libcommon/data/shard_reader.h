@@ -85,6 +85,10 @@ int sr_seek(shard_reader *r, uint64_t windows, lm_err *e);
 /* What was opened. */
 uint32_t sr_vocab_size(const shard_reader *r);
 uint32_t sr_eot(const shard_reader *r);     /* 0xFFFFFFFF: none */
+/* Whether the shards name their tokenizer (version 2); its identity CRC
+ * (bpe_identity_crc) into *crc.  Shards of one set that name different
+ * tokenizers are refused at open; those that name none are taken along. */
+int sr_tokenizer(const shard_reader *r, uint32_t *crc);
 uint64_t sr_tokens(const shard_reader *r);  /* all tokens of the set */
 uint64_t sr_starts(const shard_reader *r);  /* valid random start positions */
 uint64_t sr_windows(const shard_reader *r); /* sequential windows */

@@ -211,13 +211,14 @@ int shard_writer_open(shard_writer **out, const char *path,
 		writer_free(w);
 		return -1;
 	}
-	uint8_t placeholder[SHARD_HEADER_LEN] = { 0 };
-	if (fwrite(placeholder, 1, sizeof placeholder, w->af.fp) != sizeof placeholder) {
+	uint8_t placeholder[SHARD_HEADER_TOK_LEN] = { 0 };
+	size_t hlen = cfg->has_tok ? SHARD_HEADER_TOK_LEN : SHARD_HEADER_LEN;
+	if (fwrite(placeholder, 1, hlen, w->af.fp) != hlen) {
 		lm_seterr(e, "%s: write error:", path);
 		shard_writer_abort(w);
 		return -1;
 	}
-	w->offset = SHARD_HEADER_LEN;
+	w->offset = hlen;
 	*out = w;
 	return 0;
 }
@@ -343,10 +344,11 @@ int shard_writer_commit(shard_writer *w, lm_err *e)
 		lm_seterr(e, "%s: write error:", w->af.path);
 		goto fail;
 	}
-	uint8_t h[SHARD_HEADER_LEN] = { 0 };
+	uint8_t h[SHARD_HEADER_TOK_LEN] = { 0 };
+	size_t hlen = w->cfg.has_tok ? SHARD_HEADER_TOK_LEN : SHARD_HEADER_LEN;
 	memcpy(h, SHARD_MAGIC, 4);
-	le_put16(h + 4, SHARD_VERSION);
-	le_put16(h + 6, SHARD_HEADER_LEN);
+	le_put16(h + 4, w->cfg.has_tok ? SHARD_VERSION_TOK : SHARD_VERSION);
+	le_put16(h + 6, (uint16_t)hlen);
 	h[8] = (uint8_t)w->dtype;
 	le_put32(h + 12, w->cfg.vocab_size);
 	le_put32(h + 16, w->cfg.eot);
@@ -356,8 +358,10 @@ int shard_writer_commit(shard_writer *w, lm_err *e)
 	le_put64(h + 40, w->n_frames);
 	le_put64(h + 48, w->offset);
 	le_put32(h + 56, crc32c(0, w->index, index_bytes));
-	le_put32(h + 60, crc32c(0, h, SHARD_HEADER_LEN - 4));
-	if (fseek(w->af.fp, 0, SEEK_SET) || fwrite(h, 1, sizeof h, w->af.fp) != sizeof h) {
+	if (w->cfg.has_tok)
+		le_put32(h + 60, w->cfg.tok_crc);
+	le_put32(h + hlen - 4, crc32c(0, h, hlen - 4));
+	if (fseek(w->af.fp, 0, SEEK_SET) || fwrite(h, 1, hlen, w->af.fp) != hlen) {
 		lm_seterr(e, "%s: write error:", w->af.path);
 		goto fail;
 	}

@@ -3,6 +3,7 @@
  * marker; concatenated streams read as one. */
 #include "data/tokstream.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -28,6 +29,12 @@ static int w_put(tokstream_writer *w, const void *p, size_t n, lm_err *e)
 int tsw_open(tokstream_writer *w, FILE *fp, const char *name,
 	     uint32_t vocab_size, uint32_t eot, lm_err *e)
 {
+	return tsw_open_tok(w, fp, name, vocab_size, eot, NULL, e);
+}
+
+int tsw_open_tok(tokstream_writer *w, FILE *fp, const char *name, uint32_t vocab_size,
+		 uint32_t eot, const uint32_t *tok_crc, lm_err *e)
+{
 	memset(w, 0, sizeof *w);
 	w->fp = fp;
 	w->name = name ? name : "<stdout>";
@@ -43,14 +50,19 @@ int tsw_open(tokstream_writer *w, FILE *fp, const char *name,
 	w->buf = malloc(w->cap * sizeof *w->buf);
 	if (!w->buf)
 		return lm_seterr(e, "%s: out of memory", w->name);
-	uint8_t h[TOKSTREAM_HEADER_LEN];
+	w->info.has_tok = tok_crc != NULL;
+	w->info.tok_crc = tok_crc ? *tok_crc : 0;
+	/* without a tokenizer, the 16 bytes of every stream before identities */
+	uint8_t h[TOKSTREAM_HEADER_TOK_LEN];
+	size_t hlen = tok_crc ? TOKSTREAM_HEADER_TOK_LEN : TOKSTREAM_HEADER_LEN;
 	memcpy(h, TOKSTREAM_MAGIC, 4);
 	h[4] = TOKSTREAM_VERSION;
 	h[5] = (uint8_t)w->info.dtype;
-	le_put16(h + 6, TOKSTREAM_HEADER_LEN);
+	le_put16(h + 6, (uint16_t)hlen);
 	le_put32(h + 8, vocab_size);
 	le_put32(h + 12, eot);
-	if (w_put(w, h, sizeof h, e)) {
+	le_put32(h + 16, w->info.tok_crc);
+	if (w_put(w, h, hlen, e)) {
 		free(w->buf);
 		w->buf = NULL;
 		return -1;
@@ -154,7 +166,20 @@ static int read_header(tokstream_reader *r, tokstream_info *info, lm_err *e)
 	if (info->eot != TOKSTREAM_NO_EOT && info->eot >= info->vocab_size)
 		return lm_seterr(e, "%s: byte %llu: end-of-text id %u >= vocabulary size %u",
 				 r->name, at + 12, info->eot, info->vocab_size);
-	for (uint32_t skip = hlen - TOKSTREAM_HEADER_LEN; skip > 0;) {
+	info->has_tok = hlen >= TOKSTREAM_HEADER_TOK_LEN;
+	info->tok_crc = 0;
+	if (info->has_tok) {
+		uint8_t b[4];
+		int got = r_get(r, b, sizeof b, "stream header", e);
+		if (got < 0)
+			return -1;
+		if (got == 0)
+			return lm_seterr(e, "%s: byte %llu: truncated stream header",
+					 r->name, (unsigned long long)r->offset);
+		info->tok_crc = le_get32(b);
+	}
+	for (uint32_t skip = hlen - (info->has_tok ? TOKSTREAM_HEADER_TOK_LEN : TOKSTREAM_HEADER_LEN);
+	     skip > 0;) {
 		uint8_t junk[64];
 		size_t n = skip < sizeof junk ? skip : sizeof junk;
 		int got = r_get(r, junk, n, "stream header", e);
@@ -222,6 +247,15 @@ static int next_block(tokstream_reader *r, lm_err *e)
 					 "(vocabulary %u, end-of-text %u, u%d vs %u, %u, u%d)",
 					 r->name, at, next.vocab_size, next.eot, next.dtype * 8,
 					 r->info.vocab_size, r->info.eot, r->info.dtype * 8);
+		if (next.has_tok != r->info.has_tok || next.tok_crc != r->info.tok_crc) {
+			char x[16] = "none", y[16] = "none";
+			if (next.has_tok)
+				snprintf(x, sizeof x, "%08x", next.tok_crc);
+			if (r->info.has_tok)
+				snprintf(y, sizeof y, "%08x", r->info.tok_crc);
+			return lm_seterr(e, "%s: byte %llu: concatenated stream made by another "
+					 "tokenizer (identity %s vs %s)", r->name, at, x, y);
+		}
 	}
 	return 0;
 }

@@ -7,15 +7,28 @@
  * bytes, right bytes).  A merge rewrites only the words on the merged pair's
  * list, adjusting the counts of the neighbouring pairs and their places in
  * the heap as it goes (one change at a time: repairing several changed keys
- * afterwards, one sift each, can leave the heap out of order). */
+ * afterwards, one sift each, can leave the heap out of order).
+ *
+ * On several threads, a merge whose pair occurs in many words rewrites them
+ * in parallel: each thread rewrites its share of the words and sums the
+ * changes to the neighbouring pairs in a table of its own (one entry per
+ * pair, with the words a new pair occurs in); then the sums are applied to
+ * the pairs and the heap one pair at a time.  Counts are sums and the heap's
+ * order is total (ties of count and bytes go to the lower ids), so the
+ * merges are the same whatever the number of threads. */
 #include "learn/bpe_learn_internal.h"
 
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/checked.h"
 
-enum { NONE = 0xFFFFFFFFu, INITIAL_MAP = 1 << 16, FIRST_OCC_CAP = 4, PREFETCH_AHEAD = 8 };
+enum {
+	NONE = 0xFFFFFFFFu, INITIAL_MAP = 1 << 16, FIRST_OCC_CAP = 4, PREFETCH_AHEAD = 8,
+	PAR_WORDS_PER_THREAD = 4096, /* a merge goes parallel past this many words a thread */
+	INITIAL_DELTAS = 1 << 10,   /* slots of a thread's table of pair changes */
+};
 
 typedef struct pair {
 	uint32_t a, b;
@@ -83,7 +96,11 @@ static int above(const learner *L, uint32_t p, uint32_t q)
 	int r = x->a == y->a ? 0 : tok_cmp(L, x->a, y->a);
 	if (r)
 		return r > 0;
-	return x->b != y->b && tok_cmp(L, x->b, y->b) > 0;
+	r = x->b == y->b ? 0 : tok_cmp(L, x->b, y->b);
+	if (r)
+		return r > 0;
+	/* two tokens with the same bytes (merged from other halves) */
+	return x->a != y->a ? x->a < y->a : x->b < y->b;
 }
 
 static void heap_set(learner *L, size_t i, uint32_t p)
@@ -364,6 +381,188 @@ static int merge_word(learner *L, uint32_t w, uint32_t a, uint32_t b, uint32_t c
 	return 0;
 }
 
+/* ---- merging on threads ---- */
+
+/* One pair's net change in the merge in progress, as one thread saw it, with
+ * the words it was added in (new pairs only). */
+typedef struct delta {
+	uint64_t key;
+	int64_t f;
+	uint32_t *occ;
+	uint32_t n_occ, cap_occ;
+	uint32_t slot;   /* its slot in the thread's index, cleared for the next merge */
+} delta;
+
+/* A thread's table of pair changes: an open-addressing index over deltas
+ * (their occ buffers are kept for the next merges). */
+typedef struct deltas {
+	uint32_t *slot;  /* delta index + 1, 0 empty */
+	size_t mask;
+	delta *d;
+	size_t n, cap, made;
+	int failed;
+} deltas;
+
+static void deltas_free(deltas *T)
+{
+	for (size_t i = 0; i < T->made; i++)
+		free(T->d[i].occ);
+	free(T->d);
+	free(T->slot);
+}
+
+static int deltas_grow_index(deltas *T)
+{
+	size_t n = T->mask ? (T->mask + 1) * 2 : INITIAL_DELTAS;
+	uint32_t *slot = calloc(n, sizeof *slot);
+	if (!slot)
+		return -1;
+	for (size_t i = 0; i < T->n; i++) {
+		size_t j = key_slot(T->d[i].key, n - 1);
+		while (slot[j])
+			j = (j + 1) & (n - 1);
+		slot[j] = (uint32_t)i + 1;
+		T->d[i].slot = (uint32_t)j;
+	}
+	free(T->slot);
+	T->slot = slot;
+	T->mask = n - 1;
+	return 0;
+}
+
+/* Add f to pair key's change; w (NONE: none) is a word it was added in. */
+static void deltas_add(deltas *T, uint64_t key, int64_t f, uint32_t w)
+{
+	if (T->failed)
+		return;
+	size_t j = key_slot(key, T->mask);
+	uint32_t v;
+	while ((v = T->slot[j]) && T->d[v - 1].key != key)
+		j = (j + 1) & T->mask;
+	delta *d;
+	if (v) {
+		d = &T->d[v - 1];
+	} else {
+		if (T->n == T->cap) {
+			size_t cap = T->cap ? T->cap * 2 : INITIAL_DELTAS;
+			delta *nd = realloc(T->d, cap * sizeof *nd);
+			if (!nd) {
+				T->failed = 1;
+				return;
+			}
+			T->d = nd;
+			T->cap = cap;
+		}
+		if (T->n == T->made) /* a fresh entry, no occ buffer yet */
+			T->d[T->made++] = (delta){ 0 };
+		d = &T->d[T->n];
+		d->key = key;
+		d->f = 0;
+		d->n_occ = 0;
+		d->slot = (uint32_t)j;
+		T->slot[j] = (uint32_t)++T->n;
+		if (T->n * 2 > T->mask + 1 && deltas_grow_index(T)) {
+			T->failed = 1;
+			return;
+		}
+		d = &T->d[T->n - 1];
+	}
+	d->f += f;
+	if (w == NONE || (d->n_occ && d->occ[d->n_occ - 1] == w))
+		return;
+	if (d->n_occ == d->cap_occ) {
+		uint32_t cap = d->cap_occ ? d->cap_occ * 2 : FIRST_OCC_CAP;
+		uint32_t *o = realloc(d->occ, cap * sizeof *o);
+		if (!o) {
+			T->failed = 1;
+			return;
+		}
+		d->occ = o;
+		d->cap_occ = cap;
+	}
+	d->occ[d->n_occ++] = w;
+}
+
+/* merge_word, with the pair changes summed into T instead of applied. */
+static void merge_word_deltas(learner *L, uint32_t w, uint32_t a, uint32_t b, uint32_t c,
+			      deltas *T)
+{
+	word *wd = &L->words[w];
+	uint32_t *s = L->sym + wd->start, n = wd->len, o = 0;
+	int64_t f = (int64_t)wd->count;
+	for (uint32_t i = 0; i < n;) {
+		if (i + 1 < n && s[i] == a && s[i + 1] == b) {
+			if (o > 0) {
+				deltas_add(T, pair_key(s[o - 1], a), -f, NONE);
+				deltas_add(T, pair_key(s[o - 1], c), f, w);
+			}
+			if (i + 2 < n) {
+				deltas_add(T, pair_key(b, s[i + 2]), -f, NONE);
+				deltas_add(T, pair_key(c, s[i + 2]), f, w);
+			}
+			s[o++] = c;
+			i += 2;
+		} else {
+			s[o++] = s[i++];
+		}
+	}
+	wd->len = o;
+}
+
+/* Apply a thread's summed changes to the pairs and the heap, one pair at a
+ * time (top, the pair being merged, stays out of the heap), and empty T. */
+static int deltas_apply(learner *L, deltas *T, uint32_t top)
+{
+	for (size_t i = 0; i < T->n; i++) {
+		delta *d = &T->d[i];
+		T->slot[d->slot] = 0;
+		uint32_t p = pair_get(L, (uint32_t)(d->key >> 32), (uint32_t)d->key);
+		if (p == NONE)
+			return -1;
+		pair *x = &L->pairs[p];
+		x->count += d->f;
+		for (uint32_t k = 0; k < d->n_occ; k++)
+			if (occ_add(L, x, d->occ[k]))
+				return -1;
+		if (p == top || d->f == 0)
+			continue;
+		if (x->count > 0) {
+			if (x->heap == NONE)
+				heap_set(L, L->n_heap++, p);
+			sift_up(L, x->heap);
+			sift_down(L, x->heap);
+		} else if (x->heap != NONE) {
+			heap_remove(L, p);
+		}
+	}
+	T->n = 0;
+	return 0;
+}
+
+/* Rewrite the words of occ on k threads, then apply their changes. */
+static int merge_words_par(learner *L, const uint32_t *occ, uint32_t n_occ, uint32_t a,
+			   uint32_t b, uint32_t c, uint32_t top, deltas *tds, int k)
+{
+	uint32_t stamp = L->stamp;
+#pragma omp parallel for schedule(dynamic, PAR_WORDS_PER_THREAD) num_threads(k)
+	for (uint32_t i = 0; i < n_occ; i++) {
+		uint32_t w = occ[i];
+		/* a word listed twice is rewritten once, by whichever thread is first */
+		if (__atomic_exchange_n(&L->words[w].stamp, stamp, __ATOMIC_RELAXED) == stamp)
+			continue;
+		merge_word_deltas(L, w, a, b, c, &tds[omp_get_thread_num()]);
+	}
+	for (int t = 0; t < k; t++) {
+		if (tds[t].failed) {
+			L->failed = 1;
+			return lm_seterr(L->e, "out of memory (pair changes of a merge)");
+		}
+		if (deltas_apply(L, &tds[t], top))
+			return -1;
+	}
+	return 0;
+}
+
 /* Append the bytes of a then b as token id n_tok. */
 static int add_token(learner *L, uint32_t a, uint32_t b)
 {
@@ -379,9 +578,10 @@ static int add_token(learner *L, uint32_t a, uint32_t b)
 	return 0;
 }
 
-/* Do merges until vocab ids exist or no pair is left; fills merges. */
+/* Do merges until vocab ids exist or no pair is left; fills merges.  tds:
+ * one table of changes per thread (threads > 1). */
 static int run_merges(learner *L, uint32_t vocab, bpe_merge *merges, uint32_t *n_merges,
-		      bpe_progress_fn progress, void *arg)
+		      int threads, deltas *tds, bpe_progress_fn progress, void *arg)
 {
 	*n_merges = 0;
 	while (L->n_tok < vocab && L->n_heap > 0) {
@@ -396,6 +596,16 @@ static int run_merges(learner *L, uint32_t vocab, bpe_merge *merges, uint32_t *n
 		uint32_t *occ = x->occ, n_occ = x->n_occ;
 		x->occ = NULL;
 		x->n_occ = x->cap_occ = 0;
+		int k = (int)(n_occ / PAR_WORDS_PER_THREAD);
+		if (k > threads)
+			k = threads;
+		if (k > 1) {
+			if (merge_words_par(L, occ, n_occ, a, b, c, top, tds, k)) {
+				free(occ);
+				return -1;
+			}
+			n_occ = 0; /* done */
+		}
 		for (uint32_t i = 0; i < n_occ; i++) {
 			uint32_t w = occ[i];
 			/* the words are scattered: fetch the next ones early */
@@ -454,6 +664,13 @@ static const char EOT[] = "<|endoftext|>";
 int bpe_learn(const bpe_counts *c, uint32_t vocab_size, const bpe_specials *sp,
 	      bpe_progress_fn progress, void *progress_arg, bpe_tokenizer *t, lm_err *e)
 {
+	return bpe_learn_threads(c, vocab_size, sp, 1, progress, progress_arg, t, e);
+}
+
+int bpe_learn_threads(const bpe_counts *c, uint32_t vocab_size, const bpe_specials *sp,
+		      int threads, bpe_progress_fn progress, void *progress_arg,
+		      bpe_tokenizer *t, lm_err *e)
+{
 	memset(t, 0, sizeof *t);
 	if (bpe_specials_check(sp, e))
 		return -1;
@@ -468,13 +685,22 @@ int bpe_learn(const bpe_counts *c, uint32_t vocab_size, const bpe_specials *sp,
 	memset(&L, 0, sizeof L);
 	L.e = e;
 	bpe_merge *merges = malloc(((size_t)vocab - 256 - sp->n + 1) * sizeof *merges);
+	if (threads < 1)
+		threads = 1;
+	deltas *tds = threads > 1 ? calloc((size_t)threads, sizeof *tds) : NULL;
+	int fail = !merges || (threads > 1 && !tds);
+	for (int i = 0; !fail && i < threads && tds; i++)
+		fail = deltas_grow_index(&tds[i]);
 	uint32_t n_merges = 0;
 	int rc = -1;
-	if (!merges)
+	if (fail)
 		lm_seterr(e, "out of memory");
 	else if (!setup(&L, c, sp, vocab) &&
-		 !run_merges(&L, vocab, merges, &n_merges, progress, progress_arg))
+		 !run_merges(&L, vocab, merges, &n_merges, threads, tds, progress, progress_arg))
 		rc = 0;
+	for (int i = 0; tds && i < threads; i++)
+		deltas_free(&tds[i]);
+	free(tds);
 	if (rc == 0) {
 		t->n_vocab = L.n_tok;
 		t->bytes = L.tbytes;

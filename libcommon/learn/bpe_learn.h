@@ -82,6 +82,11 @@ int bpe_count_stream(bpe_counts *c, FILE *fp, const char *name, const bpe_specia
  * malloc'd tables (free with bpe_free). */
 int bpe_learn(const bpe_counts *c, uint32_t vocab_size, const bpe_specials *sp,
 	      bpe_progress_fn progress, void *progress_arg, bpe_tokenizer *t, lm_err *e);
+/* The same on up to threads threads (a merge of a pair found in many words
+ * rewrites them in parallel); the tokenizer does not depend on threads. */
+int bpe_learn_threads(const bpe_counts *c, uint32_t vocab_size, const bpe_specials *sp,
+		      int threads, bpe_progress_fn progress, void *progress_arg,
+		      bpe_tokenizer *t, lm_err *e);
 
 /* Check specials: none empty, none a single byte (each byte is a token
  * already, and token byte strings are unique), none repeated.  A usage

@@ -112,7 +112,7 @@ static int read_all(FILE *in, const char *name, batch *b, lm_err *e)
 	jsonl_init(&jr, in, name);
 	json_t *o;
 	int rc;
-	while ((rc = jsonl_next(&jr, 0, &o, e)) == JSONL_OK) {
+	while ((rc = jsonl_next(&jr, JSON_ALLOW_NUL, &o, e)) == JSONL_OK) {
 		if (lm_grow((void **)&b->r, &b->cap, b->n + 1, sizeof *b->r, e)) {
 			json_decref(o);
 			rc = -1;

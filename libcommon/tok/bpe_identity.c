@@ -37,15 +37,17 @@ uint32_t bpe_identity_crc(const bpe_tokenizer *t)
 	return crc;
 }
 
-char *bpe_identity_json(const bpe_tokenizer *t, uint32_t vocab, uint32_t eot)
+char *bpe_identity_json(const bpe_tokenizer *t, uint32_t vocab, uint32_t eot, const uint32_t *crc)
 {
 	json_t *j = json_object();
 	if (!j)
 		return NULL;
-	if (t) {
+	if (t || crc) {
 		char hex[CRC_HEX_LEN];
-		snprintf(hex, sizeof hex, "%08x", bpe_identity_crc(t));
+		snprintf(hex, sizeof hex, "%08x", t ? bpe_identity_crc(t) : *crc);
 		json_object_set_new(j, "crc32c", json_string(hex));
+	}
+	if (t) {
 		vocab = t->n_vocab;
 		eot = t->eot;
 	}
@@ -83,6 +85,21 @@ int bpe_identity_check(const bpe_tokenizer *t, const char *tok_name, const char 
 	else if (crc && strcmp(crc, hex))
 		rc = lm_seterr(e, "%s (identity %s) is not the tokenizer of %s (identity %s)",
 			       tok_name, hex, where, crc);
+	json_decref(j);
+	return rc;
+}
+
+int bpe_identity_check_crc(uint32_t crc, const char *what, const char *json, const char *where,
+			   lm_err *e)
+{
+	json_t *j = json_loads(json, 0, NULL);
+	const char *rec = json_string_value(json_object_get(j, "crc32c"));
+	char hex[CRC_HEX_LEN];
+	snprintf(hex, sizeof hex, "%08x", crc);
+	int rc = 0;
+	if (rec && strcmp(rec, hex))
+		rc = lm_seterr(e, "%s were made by another tokenizer (identity %s) than %s's "
+			       "(identity %s)", what, hex, where, rec);
 	json_decref(j);
 	return rc;
 }

@@ -4,7 +4,9 @@
  * {"crc32c":"89abcdef","vocab":N,"eot":ID or null,"specials":["..."]}.
  * The CRC-32C covers every id's bytes, the merges in order and the special
  * ids, so the same tokenizer read from an lmpipe file or imported from
- * GPT-2 files has the same identity. */
+ * GPT-2 files has the same identity.  bpe-encode writes the CRC into the
+ * token stream, shard-pack into the shards (version 2), lm-train into the
+ * checkpoint. */
 #ifndef LMPIPE_BPE_IDENTITY_H
 #define LMPIPE_BPE_IDENTITY_H
 
@@ -18,9 +20,13 @@
 
 uint32_t bpe_identity_crc(const bpe_tokenizer *t);
 /* The identity as JSON text (malloc'd), or NULL when out of memory.  With
- * t NULL, only what token ids alone tell: vocab and eot (BPE_NO_TOKEN:
- * none). */
-char *bpe_identity_json(const bpe_tokenizer *t, uint32_t vocab, uint32_t eot);
+ * t NULL, what the ids tell: vocab and eot (BPE_NO_TOKEN: none), and the
+ * CRC when the shards recorded it (crc not NULL). */
+char *bpe_identity_json(const bpe_tokenizer *t, uint32_t vocab, uint32_t eot, const uint32_t *crc);
+/* Check an identity CRC (what: who has it, "the shards d") against a
+ * recorded identity (json), when it recorded one. */
+int bpe_identity_check_crc(uint32_t crc, const char *what, const char *json, const char *where,
+			   lm_err *e);
 /* Check t against a recorded identity (json): its vocabulary size and,
  * when recorded, its CRC (the end-of-text id of shards written by other
  * tools need not be a special token of the tokenizer, so eot is kept for

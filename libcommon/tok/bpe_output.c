@@ -9,14 +9,14 @@
 enum { ID_TEXT_MAX = 11 };  /* "4294967295 " */
 
 int bpe_output_open(bpe_output *o, FILE *fp, const char *name, int text, uint32_t vocab_size,
-		    uint32_t eot, lm_err *e)
+		    uint32_t eot, const uint32_t *tok_crc, lm_err *e)
 {
 	memset(o, 0, sizeof *o);
 	o->text = text;
 	o->fp = fp;
 	o->name = name;
 	o->eot = eot;
-	return text ? 0 : tsw_open(&o->w, fp, name, vocab_size, eot, e);
+	return text ? 0 : tsw_open_tok(&o->w, fp, name, vocab_size, eot, tok_crc, e);
 }
 
 int bpe_output_ids(void *ctx, const uint32_t *ids, size_t n, lm_err *e)

@@ -4,6 +4,9 @@
  *     ../shared/data;
  *   - a multilingual text against a naive recount-everything trainer written
  *     here (an independent reference);
+ *   - merging on threads: the same merges on 1, 2, 3 and 8 threads, on words
+ *     numerous enough for the parallel rewrite (and with runs like "aaaa"
+ *     and "abab" where a merge meets itself);
  *   - counting: one thread = several threads = tiny streamed pieces = counts
  *     saved, loaded and merged. */
 #include <jansson.h>
@@ -468,10 +471,51 @@ static void bad_args(void)
 	bpe_counts_free(c);
 }
 
+/* Words over a small alphabet, so that the first pairs occur in thousands
+ * of words (past the parallel threshold), with random counts. */
+static void threads_same(void)
+{
+	lm_err e;
+	bpe_specials sp = one_special();
+	bpe_counts *c = bpe_counts_new(&e);
+	uint64_t x = 88172645463325252ull;
+	const char alpha[] = "aabbcde ";
+	char w[24];
+	int added = 0;
+	for (int i = 0; i < 30000; i++) {
+		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+		size_t n = 2 + x % 14;
+		for (size_t k = 0; k < n; k++) {
+			x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+			w[k] = alpha[x % (sizeof alpha - 1)];
+		}
+		added += bpe_counts_add(c, (const uint8_t *)w, n, 1 + x % 97, &e) == 0;
+	}
+	static const char *const runs[] = { "aaaaaaaa", "abababab", "aaabaaab", "bbbbbbbbb" };
+	for (int i = 0; i < 4; i++)
+		added += bpe_counts_add(c, (const uint8_t *)runs[i], strlen(runs[i]), 5000, &e) == 0;
+	ok(added == 30004, "30004 words of a small alphabet");
+	bpe_tokenizer t1;
+	ok(bpe_learn_threads(c, 2000, &sp, 1, NULL, NULL, &t1, &e) == 0, "learn vocab 2000, 1 thread");
+	const int threads[] = { 2, 3, 8 };
+	for (int k = 0; k < 3; k++) {
+		bpe_tokenizer t;
+		ok(bpe_learn_threads(c, 2000, &sp, threads[k], NULL, NULL, &t, &e) == 0,
+		   "learn vocab 2000, %d threads", threads[k]);
+		int same = t.n_merges == t1.n_merges && t.n_vocab == t1.n_vocab &&
+			   !memcmp(t.merges, t1.merges, t.n_merges * sizeof *t.merges);
+		ok(same, "%d threads: the same %u merges as 1 thread", threads[k], t1.n_merges);
+		tok_free(&t);
+	}
+	tok_free(&t1);
+	bpe_counts_free(c);
+}
+
 int main(void)
 {
 	cs336();
 	versus_naive();
+	threads_same();
 	counting();
 	overlapping_specials();
 	bad_args();

@@ -213,9 +213,9 @@ static void corruption(void)
 	shard_file_open(&g, bad, &e);
 	ok(strstr(e.msg, "bad.lms: truncated") != NULL, "truncated message: %s", e.msg);
 
-	copy_corrupt(raw, len, 4, 0x03, bad, len);
+	copy_corrupt(raw, len, 4, 0x02, bad, len); /* version 1 ^ 2 = 3 */
 	shard_file_open(&g, bad, &e);
-	ok(strstr(e.msg, "bad.lms: unsupported shard version 2 (this reads 1)") != NULL,
+	ok(strstr(e.msg, "bad.lms: unsupported shard version 3 (this reads 1 and 2)") != NULL,
 	   "unknown version refused: %s", e.msg);
 	copy_corrupt(raw, len, 0, 0x20, bad, len);
 	shard_file_open(&g, bad, &e);
