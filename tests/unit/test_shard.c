@@ -31,7 +31,7 @@ static int write_shard(const char *path, const uint32_t *ids, size_t n, uint32_t
 {
 	lm_err e;
 	shard_writer *w;
-	shard_writer_config cfg = { vocab, eot, frame_tokens, 3, threads };
+	shard_writer_config cfg = { vocab, eot, frame_tokens, 3, threads, 0, 0 };
 	if (shard_writer_open(&w, path, &cfg, &e)) {
 		diag("%s", e.msg);
 		return -1;
