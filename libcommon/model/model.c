@@ -226,10 +226,11 @@ int model_init(model *m, const model_config *c, lm_backend *be, int maxB, int ma
 	if (fail) {
 		lm_err why;
 		be->sync(be, &why);
+		size_t n_params = m->n_params; /* c is m's own config, which model_free clears */
 		model_free(m);
 		return lm_seterr(e, "%s, for a model of %zu parameters at batch %d x %d; a smaller "
 				 "batch (with --accum to keep the tokens per step) needs less",
-				 why.msg, model_n_params(c), maxB, maxT);
+				 why.msg, n_params, maxB, maxT);
 	}
 	model_zero_grad(m);
 	be->zero(be, m->sc, sizeof *m->sc);
