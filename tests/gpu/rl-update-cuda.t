@@ -37,7 +37,9 @@ both() { # both NAME OPTION...: CPU and CUDA, micro-batches 4 and all
 		[ "$rc" = 0 ] || { ok 1 "$name on CUDA, micro-batch $mb: $err"; continue; }
 		for k in loss grad_norm; do
 			a=$(field "$c" $k) b=$(field "$out" $k)
-			perl -e "exit !(abs($b - $a) <= 0.03 * abs($a) + 1e-6)"
+			# GRPO's first-step loss is about 0 (advantages of mean 0, the
+			# policy equal to the reference): an absolute 1e-3 beside the 3 %
+			perl -e "exit !(abs($b - $a) <= 0.03 * abs($a) + 1e-3)"
 			ok $? "$name, micro-batch $mb: CUDA $k $b, CPU $a"
 		done
 	done

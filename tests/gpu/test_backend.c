@@ -497,9 +497,12 @@ static void test_model(model_config c, int B, int T)
 	/* One Adam step moves each parameter by about lr, in the direction of
 	 * its gradient's sign where that gradient is small, and there the bf16
 	 * gradients may disagree: the parameters may differ by up to 2 lr per
-	 * element, which is 2e-3 of their norm here (lr 1e-3, |p| ~ 1e-1 to 1). */
+	 * element: 2e-3 of their norm on the plain models (lr 1e-3, |p| ~ 1e-1 to
+	 * 1), 2.7e-3 measured on the all-variants model (its QK-norm gains and
+	 * capped logits put more gradients near zero).  A wrong update of every
+	 * element by lr would show as about 2e-2. */
 	gpu_err pe = gpu_compare(gg, gc, mc.n_params);
-	ok(pe.rel <= 2e-3, "model: parameters after one AdamW step rel %.3g", pe.rel);
+	ok(pe.rel <= 4e-3, "model: parameters after one AdamW step rel %.3g", pe.rel);
 	rg = model_forward(&mg, ids, tg, B, T, &lg, &e);
 	model_forward(&mc, ids, tg, B, T, &lc, &e);
 	ok(!rg && fabs(lg - lc) <= 1e-2 * lc, "model: loss after the step %.6f vs %.6f", lg, lc);

@@ -79,6 +79,8 @@ static void test_shape(int rows, int cols, int count, muon_scale scale)
 		size_t *doffs = up(x, offs, count * sizeof *offs);
 		void *ws = x->alloc(x, x->muon_workspace(x, count, rows, cols));
 		void *pa = s ? x->alloc(x, total * lm_dtype_size(x->act)) : NULL;
+		if (pa) /* the compute copy of the weights before the step: the gaps keep it */
+			x->to_act(x, pa, dp, total);
 		x->muon_step(x, dp, dg, db, pa, doffs, count, rows, cols, &h, dsc, ws);
 		lm_err e;
 		if (x->sync(x, &e)) {
