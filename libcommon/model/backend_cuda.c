@@ -551,6 +551,18 @@ static const lm_backend cuda_table = {
 	.adamw_step = cu_adamw_step,
 };
 
+static int device_index;
+
+void backend_set_device(int index)
+{
+	device_index = index < 0 ? 0 : index;
+}
+
+static void *cu_native_stream(lm_backend *be)
+{
+	return ST(be);
+}
+
 lm_backend *backend_cuda_open(lm_err *e)
 {
 	int n = 0;
@@ -571,6 +583,8 @@ lm_backend *backend_cuda_open(lm_err *e)
 	}
 	*be = cuda_table;
 	be->impl = c;
+	be->native_stream = cu_native_stream;
+	c->device = device_index % n;
 	if (!(c->events = malloc(EVENT_POOL * sizeof *c->events)) || cudaSetDevice(c->device) != cudaSuccess ||
 	    cudaGetDeviceProperties(&c->prop, c->device) != cudaSuccess ||
 	    cudaStreamCreateWithFlags(&c->st, cudaStreamNonBlocking) != cudaSuccess ||
@@ -592,6 +606,10 @@ lm_backend *backend_cuda_open(lm_err *e)
 }
 
 #else
+
+void backend_set_device(int index)
+{
+}
 
 lm_backend *backend_cuda_open(lm_err *e)
 {

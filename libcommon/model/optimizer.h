@@ -48,4 +48,13 @@ void optim_step(optim *o, model *m, double lr, double grad_scale);
 void optim_clip(optim *o, model *m);
 void optim_step_clipped(optim *o, model *m, double lr);
 
+/* AdamW over the part [lo, hi) of the flat parameter buffer alone, for
+ * the optimizer-state sharding of data parallel training (ZeRO,
+ * optimizer_range.c): optim_init_range allocates m and v for hi - lo
+ * values (o->m[i - lo] is parameter i's), optim_step_range steps those
+ * parameters (with the clip factor in m->sc->grad_scale, and their
+ * compute copy) and counts the step. */
+int optim_init_range(optim *o, const optim_config *c, model *m, size_t lo, size_t hi, lm_err *e);
+void optim_step_range(optim *o, model *m, double lr, size_t lo, size_t hi);
+
 #endif
