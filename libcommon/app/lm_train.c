@@ -432,8 +432,10 @@ int train_run(const train_config *tc0, lm_err *e)
 		goto out;
 	}
 	t.meta[1] = hp;
-	if (train_dist_check(t.comm, &c, &t.m.cfg, hp, e))
+	if (train_dist_check(t.comm, &c, &t.m.cfg, hp, e)) {
+		t.agreed_fail = 1;  /* every rank sees the difference */
 		goto out;
+	}
 	if (c.world > 1 || c.zero)
 		train_dist_memory(&c, t.dp);
 	t.meta[0] = TRAIN_META_KEY;

@@ -158,8 +158,8 @@ static int rescale_world(train_config *c, json_t *j, const char *ckpt, lm_err *e
 					    "split into %d ranks x --batch %d: give --batch and --accum",
 					    ckpt, global, was, world, c->batch);
 		c->accum = (int)(global / per);
-		train_note(c, "%d ranks continue the run of %lld (%s): --accum %d keeps its global batch "
-			   "of %lld windows", world, was, ckpt, c->accum, global);
+		train_note(c, "the run of %lld rank%s (%s) continues on %d: --accum %d keeps its global "
+			   "batch of %lld windows", was, was == 1 ? "" : "s", ckpt, world, c->accum, global);
 	} else if (per * c->accum != global) {
 		train_note(c, "the global batch changes from %lld windows (%lld ranks) to %lld (%d ranks x "
 			   "--batch %d x --accum %d)", global, was, per * c->accum, world, c->batch,

@@ -161,7 +161,7 @@ static int finish(lm_comm *c, lm_comm_req *r, const char *what, lm_err *e)
 	for (;;) {
 		int done = 0;
 		if (MPI_Testall(r->n, r->req, &done, MPI_STATUSES_IGNORE) != MPI_SUCCESS)
-			return lm_seterr(e, "rank %d: MPI failed during %s", c->rank, what);
+			return lm_seterr(e, "MPI failed during %s", what);
 		if (done)
 			return 0;
 		if (comm_now() > deadline)
@@ -186,8 +186,9 @@ static int finish(lm_comm *c, lm_comm_req *r, const char *what, lm_err *e)
 				named ? ", " : "", r->peer[i]);
 		named++;
 	}
-	return lm_seterr(e, "rank %d: no answer from rank %s within %g s during %s: it died, hangs "
-			 "or runs something else (--dist-timeout)", c->rank, names, c->timeout_s, what);
+	return lm_seterr(e, "no answer from %s%s within %g s during %s: %s died, hangs or runs "
+			 "something else (--dist-timeout)", named ? (named > 1 ? "ranks " : "rank ") : "",
+			 named ? names : "the other ranks", c->timeout_s, what, named > 1 ? "they" : "it");
 }
 
 static int mpi_wait(lm_comm *c, lm_comm_req *r, const char *what, lm_err *e)

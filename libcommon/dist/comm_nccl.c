@@ -50,13 +50,13 @@ struct lm_comm_req {
 static int nccl_fail(lm_comm *c, ncclResult_t r, const char *what, lm_err *e)
 {
 	IMPL(c)->failed = 1;
-	return lm_seterr(e, "rank %d: NCCL failed in %s: %s", c->rank, what, ncclGetErrorString(r));
+	return lm_seterr(e, "NCCL failed in %s: %s", what, ncclGetErrorString(r));
 }
 
 static int cuda_fail(lm_comm *c, cudaError_t r, const char *what, lm_err *e)
 {
 	IMPL(c)->failed = 1;
-	return lm_seterr(e, "rank %d: CUDA failed in %s: %s", c->rank, what, cudaGetErrorString(r));
+	return lm_seterr(e, "CUDA failed in %s: %s", what, cudaGetErrorString(r));
 }
 
 /* Poll ev (and NCCL's asynchronous error) until done or the timeout. */
@@ -76,8 +76,8 @@ static int poll_event(lm_comm *c, cudaEvent_t ev, const char *what, lm_err *e)
 			return nccl_fail(c, a, what, e);
 		if (comm_now() > deadline) {
 			m->failed = 1;
-			return lm_seterr(e, "rank %d: %s did not complete within %g s: a rank died or "
-					 "hangs (--dist-timeout)", c->rank, what, c->timeout_s);
+			return lm_seterr(e, "%s did not complete within %g s: a rank died or hangs "
+					 "(--dist-timeout)", what, c->timeout_s);
 		}
 		struct timespec ts = { 0, POLL_NS };
 		nanosleep(&ts, NULL);
@@ -191,8 +191,7 @@ static int nccl_host_gather(lm_comm *c, const void *mine, void *all, size_t byte
 	if (m->host)
 		return m->host->host_gather(m->host, mine, all, bytes, what, e);
 	if (bytes * (size_t)(c->world + 1) > HOST_SCRATCH)
-		return lm_seterr(e, "rank %d: %zu bytes per rank are too many for %s", c->rank, bytes,
-				 what);
+		return lm_seterr(e, "%zu bytes per rank are too many for %s", bytes, what);
 	char *send = m->scratch, *recv = m->scratch + bytes;
 	cudaError_t r = cudaMemcpyAsync(send, mine, bytes, cudaMemcpyHostToDevice, m->st);
 	if (r != cudaSuccess)
@@ -302,9 +301,8 @@ static int init_comm(lm_comm *c, const dist_env *env, ncclUniqueId id, lm_err *e
 		}
 		if (comm_now() > deadline) {
 			m->failed = 1;
-			return lm_seterr(e, "rank %d: the NCCL communicator of %d ranks did not form "
-					 "within %g s: a rank is missing (--dist-timeout)", env->rank,
-					 env->world, c->timeout_s);
+			return lm_seterr(e, "the NCCL communicator of %d ranks did not form within %g s: "
+					 "a rank is missing (--dist-timeout)", env->world, c->timeout_s);
 		}
 		struct timespec ts = { 0, POLL_NS };
 		nanosleep(&ts, NULL);

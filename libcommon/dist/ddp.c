@@ -224,7 +224,7 @@ int ddp_agree(ddp *d, int rc, const char *what, lm_err *e)
 	if (d->c->host_sum(d->c, &bad, 1, what, rc ? &mine : e))
 		return -1;
 	if (bad > 0 && !rc)
-		return lm_seterr(e, "rank %d: another rank failed during %s", d->c->rank, what);
+		return lm_seterr(e, "another rank failed during %s", what);
 	return rc;
 }
 
