@@ -105,4 +105,7 @@ is "$rc:$err" "2:lm-train: 2 ranks on the CPU need MPI: start them with mpirun o
 run mpirun -np 2 lm-train "${M[@]}" -n 2 -d d --gpus 3
 grep -q "lm-train: --gpus 3, but the launcher started 2 ranks (mpirun): give the same number" "$TMP/.err"
 ok $? "--gpus N under a launcher of another size: refused" || echo "# $err"
+env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -n -f "$LMPIPE_ROOT/pipelines/pretrain.mk" W="$TMP/pm" LAUNCH='mpirun -np 2' GPUS=2 \
+	"$TMP/pm/ckpt/.done" 2> /dev/null | grep -q "mpirun -np 2 [^ ]*/lm-train --gpus 2 "
+ok $? "pipelines/pretrain.mk: LAUNCH= goes before lm-train, GPUS=N becomes --gpus N"
 done_testing
