@@ -163,7 +163,8 @@ static int step(trainer *t, double lr, double *loss, double *gnorm, lm_err *e)
 			return -1;
 		count += model_count(&t->m);
 	}
-	if (ddp_finish(t->dp, e) || ddp_step(t->dp, &t->o, lr, e))
+	if (ddp_finish(t->dp, e) || ddp_step(t->dp, &t->o, lr, e) ||
+	    ddp_settle(t->dp, "the step's collectives", e))
 		return lm_err_prefix(e, "step %lld", t->st.step + 1);
 	lm_scalars s;
 	if (model_read_scalars(&t->m, &s, e))
@@ -482,19 +483,26 @@ int train_run(const train_config *tc0, lm_err *e)
 out:
 	if (rc && t.saved_step < 0)
 		train_dir_forget(&dir);
-	free((char *)t.meta[1]);
-	free((char *)t.meta[3]);
-	free(rp);
-	trainer_free(&t);
-	prof_detach(be);
 	/* A failure of one rank ends them all (the communicator aborts the
-	 * job), so its message is printed first, naming the rank. */
+	 * job, or NCCL's work, before the device memory is freed, which
+	 * would wait for it), so its message is printed first, naming the
+	 * rank. */
 	if (rc && c.world > 1) {
 		lm_err_prefix(e, "rank %d", c.rank);
 		if (!t.agreed_fail && tc0->note)
 			tc0->note(e->msg);
 	}
-	t.comm->close(t.comm, !rc || t.agreed_fail);
+	if (rc && !t.agreed_fail) {
+		t.comm->close(t.comm, 0);
+		t.comm = NULL;
+	}
+	free((char *)t.meta[1]);
+	free((char *)t.meta[3]);
+	free(rp);
+	trainer_free(&t);
+	prof_detach(be);
+	if (t.comm)
+		t.comm->close(t.comm, 1);
 	be->close(be);
 	return rc;
 }

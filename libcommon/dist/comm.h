@@ -73,6 +73,11 @@ struct lm_comm {
 			   lm_err *e);
 	/* bytes of buf (the communicator's memory) from root to every rank. */
 	int (*broadcast)(lm_comm *c, void *buf, size_t bytes, int root, const char *what, lm_err *e);
+	/* Wait, up to the timeout, until the collectives queued so far are
+	 * done (NCCL: before the host waits for the compute stream, which
+	 * waits for them; the others finish at each wait).  NULL: nothing to
+	 * do. */
+	int (*settle)(lm_comm *c, const char *what, lm_err *e);
 	/* ok 0: a failure ends the run: every rank is stopped (MPI_Abort). */
 	void (*close)(lm_comm *c, int ok);
 };

@@ -327,7 +327,7 @@ lm_comm *comm_nccl_open(const dist_env *env, const dist_options *o, lm_comm *hos
 		.timeout_s = o->timeout_s > 0 ? o->timeout_s : DIST_TIMEOUT_DEFAULT, .impl = m,
 		.reduce_start = nccl_reduce, .gather_start = nccl_gather, .wait = nccl_wait,
 		.host_sum = nccl_host_sum, .host_gather = nccl_host_gather,
-		.broadcast = nccl_broadcast, .close = nccl_close,
+		.broadcast = nccl_broadcast, .settle = settle, .close = nccl_close,
 	};
 	m->host = host;
 	m->compute = (cudaStream_t)o->stream;

@@ -102,12 +102,12 @@ int ddp_init(ddp **out, lm_comm *c, model *m, const ddp_config *cfg, lm_err *e)
 	return 0;
 }
 
+/* Collectives still pending here belong to a failed step: the
+ * communicator is (being) aborted, so they are not waited for. */
 void ddp_free(ddp *d)
 {
 	if (!d)
 		return;
-	for (int i = 0; i < d->n_reqs; i++)
-		d->c->wait(d->c, d->reqs[i], "cleanup", NULL);
 	if (d->m->grad_ready_arg == d) {
 		d->m->grad_ready = NULL;
 		d->m->grad_ready_arg = NULL;
@@ -198,7 +198,7 @@ int ddp_step(ddp *d, optim *o, double lr, lm_err *e)
 	if (hi > lo) {
 		be->sumsq(be, &m->sc->sumsq, m->grads + lo, hi - lo);
 		be->download(be, &s, &m->sc->sumsq, sizeof s);
-		if (be->sync(be, e))
+		if (ddp_settle(d, "the gradient sums", e) || be->sync(be, e))
 			return -1;
 	}
 	if (d->c->host_sum(d->c, &s, 1, "the gradient norm", e))
@@ -213,6 +213,11 @@ int ddp_step(ddp *d, optim *o, double lr, lm_err *e)
 		return -1;
 	model_params_changed(m);
 	return 0;
+}
+
+int ddp_settle(ddp *d, const char *what, lm_err *e)
+{
+	return d->c->settle ? d->c->settle(d->c, what, e) : 0;
 }
 
 int ddp_agree(ddp *d, int rc, const char *what, lm_err *e)

@@ -58,6 +58,11 @@ int ddp_finish(ddp *d, lm_err *e);
  * squares afterwards. */
 int ddp_step(ddp *d, optim *o, double lr, lm_err *e);
 
+/* Before the host waits for the device (model_read_scalars): the queued
+ * collectives done within the timeout, so that a dead rank fails the run
+ * instead of hanging it. */
+int ddp_settle(ddp *d, const char *what, lm_err *e);
+
 /* Checkpoints: every rank calls them.  Save gathers the optimizer state
  * on rank 0, which alone writes path; the result is every rank's.  Load
  * reads path on every rank (a shared filesystem) and keeps this rank's
