@@ -170,7 +170,7 @@ static int finish(lm_comm *c, lm_comm_req *r, const char *what, lm_err *e)
 		nanosleep(&ts, NULL);
 	}
 	char names[256] = "";
-	int named = 0;
+	int named = 0, who[PEERS_NAMED];
 	size_t len = 0;
 	for (int i = 0; i < r->n && named < PEERS_NAMED; i++) {
 		int flag = 0;
@@ -178,10 +178,11 @@ static int finish(lm_comm *c, lm_comm_req *r, const char *what, lm_err *e)
 		if (flag)
 			continue;
 		int dup = 0;
-		for (int k = 0; k < i; k++)
-			dup |= r->peer[k] == r->peer[i];
+		for (int k = 0; k < named; k++)
+			dup |= who[k] == r->peer[i];
 		if (dup)
 			continue;
+		who[named] = r->peer[i];
 		len += snprintf(names + len, len < sizeof names ? sizeof names - len : 0, "%s%d",
 				named ? ", " : "", r->peer[i]);
 		named++;
