@@ -34,7 +34,7 @@ static const opt_def options[] = {
 	{ 0, "top-k", OPT_INT, &top_k, "K", "sample from the K most probable tokens (0: off)", 0, MAX_TOP_K, NULL },
 	{ 's', "seed", OPT_INT, &seed, "N", "seed of the samples' random streams", 0, MAX_SEED, NULL },
 	{ 'n', "samples", OPT_INT, &n_samples, "K", "samples per prompt, one group", 1, MAX_SAMPLES, NULL },
-	{ 'b', "batch", OPT_INT, &batch, "N", "sequences decoded together (default: 16, at least -n)", 1, MAX_BATCH, NULL },
+	{ 'b', "batch", OPT_INT, &batch, "N", "sequences decoded together (default: 16, 64 on cuda; at least -n)", 1, MAX_BATCH, NULL },
 	{ 0, "stop", OPT_STRLIST, &stops, "STRING", "stop when the completion contains STRING (repeatable)", 0, 0, NULL },
 	{ 0, "think-budget", OPT_INT, &think_budget, "N", "close a <think> section after N tokens (0: off)", 0, MAX_TOKENS, NULL },
 	{ 0, "think-close", OPT_STR, &o.think_close, "TEXT", "the text that closes it (default: Qwen3's, see lm-sample(1))", 0, 0, NULL },

@@ -15,7 +15,8 @@
 #include "tok/bpe_encode.h"
 #include "tok/bpe_identity.h"
 
-enum { DEFAULT_BATCH = 16 };
+/* Sequences in flight by default: a GPU wants more to fill it. */
+enum { DEFAULT_BATCH = 16, DEFAULT_BATCH_GPU = 64 };
 
 typedef struct run_ctx {
 	const lmsample_opts *o;
@@ -184,8 +185,8 @@ static int load(const lmsample_opts *o, loaded *L, uint32_t *n_ctx, lm_err *e)
 	L->have_m = 1;
 	if (ckpt_load(o->checkpoint, &L->m, NULL, NULL, e) < 0)
 		return -1;
-	uint32_t batch = o->batch ? o->batch
-		: o->n_samples > DEFAULT_BATCH ? o->n_samples : DEFAULT_BATCH;
+	uint32_t dflt = L->be->act == LM_F32 ? DEFAULT_BATCH : DEFAULT_BATCH_GPU;
+	uint32_t batch = o->batch ? o->batch : o->n_samples > dflt ? o->n_samples : dflt;
 	if (model_decoder_init(&L->md, &L->m, batch, *n_ctx, e) < 0)
 		return -1;
 	if (o->think_budget) {

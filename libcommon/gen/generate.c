@@ -51,6 +51,11 @@ typedef struct gen_run {
 	uint32_t *f_slot, *f_n;
 	const uint32_t **f_tok;
 	float **f_rows;
+	/* choose() arguments, when the decoder samples */
+	uint32_t *c_slot, *c_tok;
+	int32_t *c_forced;
+	float *c_u;
+	double *c_lp;
 	int input_failed;     /* next() failed: finish what is in flight, then fail */
 	lm_err input_err;
 } gen_run;
@@ -168,9 +173,39 @@ static int advance(gen_run *r, gen_sample *s, lm_err *e)
 	return 0;
 }
 
+/* The next token of every sample in flight, by the decoder where its
+ * logits are: one draw from each sample's stream unless it is forcing, as
+ * sample_token takes. */
+static int choose_on_decoder(gen_run *r, gen_sample **act, size_t n, lm_err *e)
+{
+	const gen_config *c = r->c;
+	for (size_t i = 0; i < n; i++) {
+		struct gen_state *st = act[i]->st;
+		r->c_slot[i] = st->slot;
+		r->c_forced[i] = st->forcing ? (int32_t)c->think_close[st->force_next] : -1;
+		r->c_u[i] = st->forcing ? 0.0f : (float)rng_uniform(&st->rng);
+	}
+	if (r->d->choose(r->d->ctx, (uint32_t)n, r->c_slot, &c->sp, r->c_u, r->c_forced, r->c_tok,
+			 r->c_lp, e) < 0)
+		return -1;
+	for (size_t i = 0; i < n; i++) {
+		struct gen_state *st = act[i]->st;
+		if (r->c_tok[i] == UINT32_MAX)
+			return lm_seterr(e, "prompt %llu, sample %u: no token can be chosen (the logits "
+					 "hold NaN or +inf, or are all -inf)",
+					 (unsigned long long)act[i]->prompt->index, act[i]->index);
+		st->next_forced = st->forcing;
+		st->next_tok = r->c_tok[i];
+		st->next_lp = r->c_lp[i];
+	}
+	return 0;
+}
+
 /* The next token of every sample in flight, in parallel. */
 static int choose(gen_run *r, gen_sample **act, size_t n, lm_err *e)
 {
+	if (r->d->choose)
+		return choose_on_decoder(r, act, n, e);
 	const gen_config *c = r->c;
 	uint32_t V = r->d->n_vocab;
 	#pragma omp parallel for schedule(dynamic, 1) if (n > 1)
@@ -333,7 +368,8 @@ static int fill(gen_run *r, int *eof, size_t n_active, lm_err *e)
 		gen_sample *src = r->fifo[i - s->index];
 		if (r->d->fork(r->d->ctx, s->st->slot, src->st->slot, e) < 0)
 			return -1;
-		memcpy(r->rows[s->st->slot], r->rows[src->st->slot], V * sizeof(float));
+		if (!r->d->choose)
+			memcpy(r->rows[s->st->slot], r->rows[src->st->slot], V * sizeof(float));
 	}
 	return 0;
 }
@@ -411,6 +447,11 @@ static void run_free(gen_run *r)
 	free(r->f_n);
 	free(r->f_tok);
 	free(r->f_rows);
+	free(r->c_slot);
+	free(r->c_tok);
+	free(r->c_forced);
+	free(r->c_u);
+	free(r->c_lp);
 }
 
 int generate(const lm_decoder *d, const gen_config *c, const gen_io *io,
@@ -435,8 +476,14 @@ int generate(const lm_decoder *d, const gen_config *c, const gen_io *io,
 	r.f_n = malloc(S * sizeof *r.f_n);
 	r.f_tok = malloc(S * sizeof *r.f_tok);
 	r.f_rows = malloc(S * sizeof *r.f_rows);
+	r.c_slot = malloc(S * sizeof *r.c_slot);
+	r.c_tok = malloc(S * sizeof *r.c_tok);
+	r.c_forced = malloc(S * sizeof *r.c_forced);
+	r.c_u = malloc(S * sizeof *r.c_u);
+	r.c_lp = malloc(S * sizeof *r.c_lp);
 	int rc = -1;
-	if (!r.slot || !r.rows || !r.logits || !r.work || !r.f_slot || !r.f_n || !r.f_tok || !r.f_rows) {
+	if (!r.slot || !r.rows || !r.logits || !r.work || !r.f_slot || !r.f_n || !r.f_tok || !r.f_rows ||
+	    !r.c_slot || !r.c_tok || !r.c_forced || !r.c_u || !r.c_lp) {
 		lm_seterr(e, "generation buffers for %zu sequences:", S);
 		goto out;
 	}

@@ -39,6 +39,16 @@ typedef struct lm_decoder {
 	 * and write the logits that follow its last token to logits[i]. */
 	int (*feed)(void *ctx, uint32_t n_seq, const uint32_t *slot, const uint32_t *const *tok,
 		    const uint32_t *n_tok, float *const *logits, lm_err *e);
+	/* Optional: the decoder samples where its logits are (a GPU), so that
+	 * only tokens cross to the host.  Then feed() need not write logits,
+	 * and fork() copies the slot's logits too.  For i < n: the next token
+	 * of slot[i] from the logits its last feed left, by sp, with the
+	 * sample's uniform draw u[i] in [0, 1) (kernels/sample.h says how it is
+	 * placed), or forced[i] when that is >= 0; tok[i] = UINT32_MAX when
+	 * no token can be chosen (non-finite logits); lp[i] the token's
+	 * log-softmax at temperature 1. */
+	int (*choose)(void *ctx, uint32_t n, const uint32_t *slot, const sample_params *sp,
+		      const float *u, const int32_t *forced, uint32_t *tok, double *lp, lm_err *e);
 } lm_decoder;
 
 typedef struct gen_config {

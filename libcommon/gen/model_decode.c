@@ -1,6 +1,6 @@
 /* model_decode.c: cached, ragged-batch forward pass for generation (see
  * model_decode.h).  The op sequence mirrors model_forward in model.c, so a
- * token's logits equal those of a full forward pass up to float rounding. */
+ * token's logits equal those of a full forward pass up to rounding. */
 #include "gen/model_decode.h"
 
 #include <math.h>
@@ -9,9 +9,14 @@
 #include <string.h>
 
 #include "gen/model_decode_internal.h"
-#include "kernels/attn_decode.h"
 #include "kernels/rmsnorm.h"
-#include "kernels/rope.h"
+
+static size_t esz(const model_decoder *md) { return lm_dtype_size(md->m->be->act); }
+
+static int32_t *meta(const model_decoder *md, int32_t *base, int which)
+{
+	return base + (size_t)which * MODEL_DECODE_CHUNK;
+}
 
 static int md_reset(void *ctx, uint32_t slot, lm_err *e)
 {
@@ -22,41 +27,37 @@ static int md_reset(void *ctx, uint32_t slot, lm_err *e)
 	return 0;
 }
 
+/* Copy a slot's cache (and, when sampling on the device, its logits row).
+ * On the device a layer's block goes in one copy; on the host only the
+ * positions held, head by head. */
 static int md_fork(void *ctx, uint32_t dst, uint32_t src, lm_err *e)
 {
 	model_decoder *md = ctx;
 	const model_config *c = &md->m->cfg;
-	size_t D = (size_t)c->d_model / c->n_heads, n = md->len[src] * D * sizeof(float);
-	for (int l = 0; l < c->n_layers; l++)
-		for (int h = 0; h < c->n_heads; h++) {
-			size_t off = (size_t)h * md->n_ctx * D;
-			md->m->be->copy(md->m->be, model_decoder_cache(md, md->kc, l, dst) + off, model_decoder_cache(md, md->kc, l, src) + off, n);
-			md->m->be->copy(md->m->be, model_decoder_cache(md, md->vc, l, dst) + off, model_decoder_cache(md, md->vc, l, src) + off, n);
+	lm_backend *be = md->m->be;
+	size_t D = (size_t)c->d_model / c->n_heads, z = esz(md);
+	size_t block = model_decoder_cache_stride(md) * z;
+	for (int l = 0; l < c->n_layers; l++) {
+		char *kd = model_decoder_cache_at(md, md->kc, z, l, dst);
+		char *ks = model_decoder_cache_at(md, md->kc, z, l, src);
+		char *vd = model_decoder_cache_at(md, md->vc, z, l, dst);
+		char *vs = model_decoder_cache_at(md, md->vc, z, l, src);
+		if (be->sample) {
+			be->copy(be, kd, ks, block);
+			be->copy(be, vd, vs, block);
+			continue;
 		}
+		for (int h = 0; h < c->n_heads; h++) {
+			size_t off = (size_t)h * md->n_ctx * D * z, n = md->len[src] * D * z;
+			be->copy(be, kd + off, ks + off, n);
+			be->copy(be, vd + off, vs + off, n);
+		}
+	}
+	if (be->sample)
+		be->copy(be, md->rows + (size_t)dst * c->vocab, md->rows + (size_t)src * c->vocab,
+			 (size_t)c->vocab * sizeof(float));
 	md->len[dst] = md->len[src];
 	return 0;
-}
-
-/* Write the chunk's keys and values into the caches and point each token
- * at its sequence's cache. */
-static void store_kv(model_decoder *md, int l, int N)
-{
-	const model_config *c = &md->m->cfg;
-	int H = c->n_heads;
-	size_t D = (size_t)c->d_model / H;
-	for (int i = 0; i < N; i++) {
-		float *kb = model_decoder_cache(md, md->kc, l, md->tok_slot[i]);
-		float *vb = model_decoder_cache(md, md->vc, l, md->tok_slot[i]);
-		size_t p = (size_t)md->pos[i];
-		for (int h = 0; h < H; h++) {
-			size_t src = ((size_t)h * N + i) * D, dst = ((size_t)h * md->n_ctx + p) * D;
-			md->m->be->copy(md->m->be, kb + dst, md->k + src, D * sizeof(float));
-			md->m->be->copy(md->m->be, vb + dst, md->v + src, D * sizeof(float));
-		}
-		md->kp[i] = kb;
-		md->vp[i] = vb;
-		md->tok_len[i] = (int)p + 1;
-	}
 }
 
 /* Threads for a chunk of N tokens (see model_decode.h). */
@@ -70,53 +71,105 @@ static void set_threads(model_decoder *md, int N)
 	}
 }
 
-/* Run N stacked tokens through the model; write the logits of the tokens
- * that end their sequence's input to out[last_of[i]]. */
-static int run_chunk(model_decoder *md, int N, float *const *out, lm_err *e)
+/* The ops of a chunk of N tokens, nl of which end their sequence's input,
+ * from the uploaded meta arrays to each such token's logits in its slot's
+ * row of md->rows.  Queued only: nothing here waits for the backend or
+ * touches the host, so that it can be recorded. */
+static void chunk_ops(model_decoder *md, int N, int nl)
+{
+	const model *m = md->m;
+	lm_backend *be = m->be;
+	const model_config *c = &m->cfg;
+	int C = c->d_model, F = c->d_ff, H = c->n_heads, D = C / H, V = c->vocab;
+	size_t z = esz(md);
+	decode_shape s = { N, H, H, D, (int)md->n_ctx };
+	float scale = 1.0f / sqrtf((float)D);
+	const int32_t *pos = meta(md, md->meta, META_POS), *slot = meta(md, md->meta, META_SLOT);
+	/* the residual stream moves between two buffers: a product's addend
+	 * is never its output (cuBLASLt's in-place split-K would overwrite it) */
+	float *x = md->x, *x2 = md->x2;
+	be->embedding_fwd(be, x, md->ids, m->wte, N, C);
+	for (int l = 0; l < c->n_layers; l++) {
+		const layer_ptrs *p = &m->lp[l];
+		const layer_cptrs *w = &m->lc[l];
+		void *kc = model_decoder_cache_at(md, md->kc, z, l, 0);
+		void *vc = model_decoder_cache_at(md, md->vc, z, l, 0);
+		be->rmsnorm_fwd(be, md->xn, md->rstd, x, p->ln1, N, C, RMSNORM_EPS);
+		be->matmul_fwd(be, md->qkv, NULL, md->xn, w->wqkv, N, C, 3 * C);
+		be->decode_qkv(be, md->q, kc, vc, md->qkv, m->rope_cs, pos, slot, s);
+		be->attn_decode(be, md->y, md->q, kc, vc, pos, slot, s, scale);
+		be->matmul_fwd(be, x2, x, md->y, w->wo, N, C, C);
+		be->rmsnorm_fwd(be, md->xn, md->rstd, x2, p->ln2, N, C, RMSNORM_EPS);
+		be->matmul_fwd(be, md->h, NULL, md->xn, w->wgu, N, C, 2 * F);
+		be->swiglu_fwd(be, md->sw, md->h, N, F);
+		be->matmul_fwd(be, x, x2, md->sw, w->wdown, N, F, C);
+	}
+	if (!nl)
+		return; /* a chunk within a long prompt only fills the cache */
+	be->rows_gather(be, md->xl, x, meta(md, md->meta, META_LAST), nl, C);
+	be->rmsnorm_fwd(be, md->xn, md->rstd, md->xl, m->lnf, nl, C, RMSNORM_EPS);
+	be->matmul_fwd(be, md->logits, NULL, md->xn, m->head_c, nl, C, V);
+	be->rows_scatter(be, md->rows, md->logits, meta(md, md->meta, META_ROW), nl, V);
+}
+
+/* A decoding step of N single tokens: replayed from its recording once
+ * one exists, recorded at its second occurrence (the first has grown the
+ * backend's workspaces), else run as ops. */
+static int step_ops(model_decoder *md, int N, lm_err *e)
+{
+	lm_backend *be = md->m->be;
+	if (!md->graph || md->no_graphs || md->seen[N] < 1) {
+		if (md->seen)
+			md->seen[N] = 1;
+		chunk_ops(md, N, N);
+		return 0;
+	}
+	if (!md->graph[N]) {
+		be->graph_begin(be);
+		chunk_ops(md, N, N);
+		if (!(md->graph[N] = be->graph_end(be))) {
+			md->no_graphs = 1;
+			return be->sync(be, e);
+		}
+	}
+	be->graph_run(be, md->graph[N]);
+	return 0;
+}
+
+/* Run N stacked tokens through the model; the logits of the tokens that
+ * end their sequence's input go to their slot's row, and (when the host
+ * samples) to out[last_of[i]]. */
+static int run_chunk(model_decoder *md, int N, int single, float *const *out, lm_err *e)
 {
 	if (md->xt && !md->op_table) {
 		model_decode_cpu_chunk(md, N, out);
 		return 0;
 	}
 	set_threads(md, N);
-	const model *m = md->m;
-	lm_backend *be = m->be;
-	const model_config *c = &m->cfg;
-	int C = c->d_model, F = c->d_ff, H = c->n_heads, D = C / H, V = c->vocab;
-	float scale = 1.0f / sqrtf((float)D);
-	be->embedding_fwd(be, md->x, md->ids, m->wte, N, C);
-	rope_table(md->cs_host, md->pos, N, D, c->rope_theta);
-	be->upload(be, md->cs, md->cs_host, (size_t)N * D * sizeof(float));
-	for (int l = 0; l < c->n_layers; l++) {
-		const layer_ptrs *p = &m->lp[l];
-		be->rmsnorm_fwd(be, md->xn, md->rstd, md->x, p->ln1, N, C, RMSNORM_EPS);
-		be->matmul_fwd(be, md->qkv, NULL, md->xn, p->wqkv, N, C, 3 * C);
-		be->qkv_split(be, md->q, md->k, md->v, md->qkv, 1, N, H, D);
-		be->rope_fwd(be, md->q, md->cs, 1, H, N, D);
-		be->rope_fwd(be, md->k, md->cs, 1, H, N, D);
-		store_kv(md, l, N);
-		if (attn_decode_cpu(md->y, md->q, md->kp, md->vp, md->tok_len, N, H, D, md->n_ctx,
-				    scale) < 0)
-			return lm_seterr(e, "attention scratch:");
-		be->matmul_fwd(be, md->x, md->x, md->y, p->wo, N, C, C);
-		be->rmsnorm_fwd(be, md->xn, md->rstd, md->x, p->ln2, N, C, RMSNORM_EPS);
-		be->matmul_fwd(be, md->h, NULL, md->xn, p->wgu, N, C, 2 * F);
-		be->swiglu_fwd(be, md->sw, md->h, N, F);
-		be->matmul_fwd(be, md->x, md->x, md->sw, p->wdown, N, F, C);
+	lm_backend *be = md->m->be;
+	size_t V = (size_t)md->m->cfg.vocab;
+	int32_t *h = md->meta_host, nl = 0;
+	for (int i = 0; i < N; i++) {
+		meta(md, h, META_POS)[i] = (int32_t)md->pos[i];
+		meta(md, h, META_SLOT)[i] = (int32_t)md->tok_slot[i];
+		if (md->last_of[i] >= 0) {
+			meta(md, h, META_LAST)[nl] = i;
+			meta(md, h, META_ROW)[nl++] = (int32_t)md->tok_slot[i];
+		}
 	}
-	int nl = 0;
-	for (int i = 0; i < N; i++)
-		if (md->last_of[i] >= 0)
-			be->copy(be, md->y + (size_t)nl++ * C, md->x + (size_t)i * C, (size_t)C * sizeof(float));
-	if (!nl)
+	be->upload(be, md->meta, h, (size_t)META_ARRAYS * MODEL_DECODE_CHUNK * sizeof *h);
+	if (single && nl == N) {
+		if (step_ops(md, N, e) < 0)
+			return -1;
+	} else {
+		chunk_ops(md, N, nl);
+	}
+	if (be->sample)
 		return 0;
-	be->rmsnorm_fwd(be, md->xn, md->rstd, md->y, m->lnf, nl, C, RMSNORM_EPS);
-	be->matmul_fwd(be, md->logits, NULL, md->xn, m->head, nl, C, V);
-	nl = 0;
 	for (int i = 0; i < N; i++)
 		if (md->last_of[i] >= 0)
-			be->download(be, out[md->last_of[i]], md->logits + (size_t)nl++ * V,
-				     (size_t)V * sizeof(float));
+			be->download(be, out[md->last_of[i]], md->rows + md->tok_slot[i] * V,
+				     V * sizeof(float));
 	return 0;
 }
 
@@ -125,6 +178,7 @@ static int md_feed(void *ctx, uint32_t n_seq, const uint32_t *slot, const uint32
 {
 	model_decoder *md = ctx;
 	uint32_t V = (uint32_t)md->m->cfg.vocab;
+	int single = 1;
 	for (uint32_t i = 0; i < n_seq; i++) {
 		if (slot[i] >= md->n_slots || md->len[slot[i]] + (uint64_t)n_tok[i] > md->n_ctx)
 			return lm_seterr(e, "slot %u: %u + %u tokens exceed the context of %u", slot[i],
@@ -133,9 +187,10 @@ static int md_feed(void *ctx, uint32_t n_seq, const uint32_t *slot, const uint32
 			if (tok[i][t] >= V)
 				return lm_seterr(e, "token id %u is outside the model's vocabulary (%u)",
 						 tok[i][t], V);
+		single &= n_tok[i] == 1;
 	}
 	int N = 0;
-	int32_t ids[MODEL_DECODE_CHUNK];
+	int32_t *ids = meta(md, md->meta_host, META_IDS);
 	for (uint32_t i = 0; i < n_seq; i++)
 		for (uint32_t t = 0; t < n_tok[i]; t++) {
 			ids[N] = (int32_t)tok[i][t];
@@ -143,14 +198,46 @@ static int md_feed(void *ctx, uint32_t n_seq, const uint32_t *slot, const uint32
 			md->tok_slot[N] = slot[i];
 			md->last_of[N] = t + 1 == n_tok[i] ? (int)i : -1;
 			if (++N == MODEL_DECODE_CHUNK || (i + 1 == n_seq && t + 1 == n_tok[i])) {
-				md->m->be->upload(md->m->be, md->ids, ids, (size_t)N * sizeof *ids);
-				if (run_chunk(md, N, out, e) < 0)
+				if (md->xt && !md->op_table)
+					memcpy(md->ids, ids, (size_t)N * sizeof *ids);
+				if (run_chunk(md, N, single && n_seq <= MODEL_DECODE_CHUNK, out, e) < 0)
 					return -1;
 				N = 0;
 			}
 		}
 	for (uint32_t i = 0; i < n_seq; i++)
 		md->len[slot[i]] += n_tok[i];
+	return md->m->be->sample ? 0 : md->m->be->sync(md->m->be, e);
+}
+
+/* generate.h's choose(), on the device: the slots' rows, draws and forced
+ * tokens up, the sampler's tokens and log-probs down. */
+static int md_choose(void *ctx, uint32_t n, const uint32_t *slot, const sample_params *sp,
+		     const float *u, const int32_t *forced, uint32_t *tok, double *lp, lm_err *e)
+{
+	model_decoder *md = ctx;
+	lm_backend *be = md->m->be;
+	uint32_t S = md->n_slots;
+	int32_t *h = md->s_host;
+	for (uint32_t i = 0; i < n; i++) {
+		h[i] = (int32_t)slot[i];
+		memcpy(&h[S + i], &u[i], sizeof *u);
+		h[2 * S + i] = forced[i];
+	}
+	be->upload(be, md->s_in, h, 3 * (size_t)S * sizeof *h);
+	sample_args a = { (float)sp->temperature, (int)sp->top_k, (float)sp->top_p, (int)sp->limit };
+	int32_t *t_dev = md->s_out, *lp_dev = md->s_out + S;
+	be->sample(be, t_dev, (float *)lp_dev, md->rows, md->s_in, (const float *)(md->s_in + S),
+		   md->s_in + 2 * S, (int)n, md->m->cfg.vocab, a);
+	be->download(be, h, md->s_out, 2 * (size_t)S * sizeof *h);
+	if (be->sync(be, e) < 0)
+		return -1;
+	for (uint32_t i = 0; i < n; i++) {
+		float l;
+		memcpy(&l, &h[S + i], sizeof l);
+		tok[i] = h[i] < 0 ? UINT32_MAX : (uint32_t)h[i];
+		lp[i] = l;
+	}
 	return 0;
 }
 
@@ -159,20 +246,25 @@ void model_decoder_free(model_decoder *md)
 	if (md->threads && md->threads != md->max_threads)
 		backend_set_threads(md->max_threads);
 	if (md->m) {
-		float *bufs[] = { md->kc, md->vc, md->x, md->xn, md->rstd, md->qkv, md->q, md->k,
-				  md->v, md->y, md->h, md->sw, md->cs, md->logits, (float *)md->ids };
+		lm_backend *be = md->m->be;
+		for (uint32_t i = 0; md->graph && i <= md->n_slots; i++)
+			if (md->graph[i])
+				be->graph_free(be, md->graph[i]);
+		void *bufs[] = { md->kc, md->vc, md->x, md->x2, md->xl, md->rstd, md->xn, md->qkv, md->q,
+				 md->y, md->h, md->sw, md->logits, md->rows, md->meta, md->s_in,
+				 md->s_out };
 		for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
 			if (bufs[i])
-				md->m->be->release(md->m->be, bufs[i]);
+				be->release(be, bufs[i]);
 	}
+	free(md->graph);
+	free(md->seen);
+	free(md->meta_host);
+	free(md->s_host);
 	free(md->len);
 	free(md->pos);
 	free(md->tok_slot);
-	free(md->tok_len);
 	free(md->last_of);
-	free(md->kp);
-	free(md->vp);
-	free(md->cs_host);
 	free(md->xt);
 	free(md->scores);
 	free(md->packed);
@@ -188,9 +280,6 @@ int model_decoder_init(model_decoder *md, model *m, uint32_t n_slots, uint32_t n
 	if (n_slots < 1 || n_ctx < 1 || n_ctx > (uint32_t)c->ctx)
 		return lm_usage_err(e, "decoder: %u slots of %u positions (the model's context is %d)",
 				    n_slots, n_ctx, c->ctx);
-	if (m->be->act != LM_F32)
-		return lm_seterr(e, "device '%s': generation runs on the CPU backend only so far "
-				 "(use --device cpu)", m->be->name);
 	md->m = m;
 	md->max_threads = omp_get_max_threads();
 	const char *work = getenv("LMPIPE_DECODE_WORK");
@@ -198,40 +287,51 @@ int model_decoder_init(model_decoder *md, model *m, uint32_t n_slots, uint32_t n
 	md->n_slots = n_slots;
 	md->n_ctx = n_ctx;
 	lm_backend *be = m->be;
-	size_t N = MODEL_DECODE_CHUNK, C = c->d_model, F = c->d_ff, D = C / c->n_heads;
-	size_t rows = n_slots < N ? n_slots : N;
-	size_t cache = (size_t)c->n_layers * n_slots * model_decoder_cache_stride(md) * sizeof(float);
+	size_t N = MODEL_DECODE_CHUNK, C = c->d_model, F = c->d_ff, V = c->vocab, z = esz(md);
+	size_t cache = (size_t)c->n_layers * n_slots * model_decoder_cache_stride(md) * z;
 	md->kc = be->alloc(be, cache);
 	md->vc = be->alloc(be, cache);
 	md->x = be->alloc(be, N * C * sizeof(float));
-	md->xn = be->alloc(be, N * C * sizeof(float));
+	md->x2 = be->alloc(be, N * C * sizeof(float));
+	md->xl = be->alloc(be, N * C * sizeof(float));
 	md->rstd = be->alloc(be, N * sizeof(float));
-	md->qkv = be->alloc(be, N * 3 * C * sizeof(float));
-	md->q = be->alloc(be, N * C * sizeof(float));
-	md->k = be->alloc(be, N * C * sizeof(float));
-	md->v = be->alloc(be, N * C * sizeof(float));
-	md->y = be->alloc(be, N * C * sizeof(float));
-	md->h = be->alloc(be, N * 2 * F * sizeof(float));
-	md->sw = be->alloc(be, N * F * sizeof(float));
-	md->cs = be->alloc(be, N * D * sizeof(float));
-	md->logits = be->alloc(be, rows * (size_t)c->vocab * sizeof(float));
-	md->ids = be->alloc(be, N * sizeof(int32_t));
+	md->xn = be->alloc(be, N * C * z);
+	md->qkv = be->alloc(be, N * 3 * C * z);
+	md->q = be->alloc(be, N * C * z);
+	md->y = be->alloc(be, N * C * z);
+	md->h = be->alloc(be, N * 2 * F * z);
+	md->sw = be->alloc(be, N * F * z);
+	md->logits = be->alloc(be, N * V * z);
+	md->rows = be->alloc(be, (size_t)n_slots * V * sizeof(float));
+	md->meta = be->alloc(be, META_ARRAYS * N * sizeof(int32_t));
+	md->meta_host = calloc(META_ARRAYS * N, sizeof *md->meta_host);
 	md->len = calloc(n_slots, sizeof *md->len);
 	md->pos = malloc(N * sizeof *md->pos);
 	md->tok_slot = malloc(N * sizeof *md->tok_slot);
-	md->tok_len = malloc(N * sizeof *md->tok_len);
 	md->last_of = malloc(N * sizeof *md->last_of);
-	md->kp = malloc(N * sizeof *md->kp);
-	md->vp = malloc(N * sizeof *md->vp);
-	md->cs_host = malloc(N * D * sizeof *md->cs_host);
-	if (!md->kc || !md->vc || !md->x || !md->xn || !md->rstd || !md->qkv || !md->q || !md->k ||
-	    !md->v || !md->y || !md->h || !md->sw || !md->cs || !md->logits || !md->ids || !md->len ||
-	    !md->pos || !md->tok_slot || !md->tok_len || !md->last_of || !md->kp || !md->vp ||
-	    !md->cs_host) {
-		model_decoder_free(md);
-		return lm_seterr(e, "out of memory for a key/value cache of %u x %u positions (%.1f GiB)",
-				 n_slots, n_ctx, 2.0 * cache / (1 << 30));
+	int fail = !md->kc || !md->vc || !md->x || !md->x2 || !md->xl || !md->rstd || !md->xn || !md->qkv ||
+		   !md->q || !md->y || !md->h || !md->sw || !md->logits || !md->rows || !md->meta ||
+		   !md->meta_host || !md->len || !md->pos || !md->tok_slot || !md->last_of;
+	if (!fail && be->sample) {
+		md->s_in = be->alloc(be, 3 * (size_t)n_slots * sizeof(int32_t));
+		md->s_out = be->alloc(be, 2 * (size_t)n_slots * sizeof(int32_t));
+		md->s_host = malloc(3 * (size_t)n_slots * sizeof(int32_t));
+		fail = !md->s_in || !md->s_out || !md->s_host;
 	}
+	if (!fail && be->graph_begin && !getenv("LMPIPE_NO_GRAPHS")) {
+		md->graph = calloc((size_t)n_slots + 1, sizeof *md->graph);
+		md->seen = calloc((size_t)n_slots + 1, 1);
+		fail = !md->graph || !md->seen;
+	}
+	if (fail) {
+		lm_err be_e;
+		const char *why = be->sync(be, &be_e) < 0 ? be_e.msg : "out of memory";
+		lm_seterr(e, "%s: no room for a key/value cache of %u x %u positions (%.2f GiB)", why,
+			  n_slots, n_ctx, 2.0 * cache / (1 << 30));
+		model_decoder_free(md);
+		return -1;
+	}
+	md->ids = md->meta;
 	/* Touch the cache now: page faults in the decoding loop would cost
 	 * more than the steps. */
 	be->zero(be, md->kc, cache);
@@ -245,6 +345,7 @@ int model_decoder_init(model_decoder *md, model *m, uint32_t n_slots, uint32_t n
 			return lm_seterr(e, "out of memory for the decoder's scratch");
 		}
 	}
-	md->dec = (lm_decoder){ md, (uint32_t)c->vocab, n_ctx, n_slots, md_reset, md_fork, md_feed };
-	return 0;
+	md->dec = (lm_decoder){ md, (uint32_t)c->vocab, n_ctx, n_slots, md_reset, md_fork, md_feed,
+				be->sample ? md_choose : NULL };
+	return be->sync(be, e);
 }

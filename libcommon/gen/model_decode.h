@@ -13,12 +13,19 @@
  * runs on one thread (bench/lm-sample-notes.md).  On the CPU backend a chunk is
  * model_decode_cpu.c's single parallel region, each thread keeping its own
  * slice of the weights, meeting at spinning barriers.  Other backends run
- * the op table's ops (embedding, RMSNorm, matmuls, RoPE, SwiGLU) with
- * attn_decode_cpu for the cached attention (the table has no such op
- * yet).
+ * the op table's ops (embedding, RMSNorm, matmuls, SwiGLU, and the cache
+ * ops decode_qkv and attn_decode, kernels/decode.h).
  *
- * Cache memory: 2 * layers * slots * n_ctx * d_model floats, touched when
- * the decoder is made.  The CPU backend also keeps its own copy of the
+ * On a backend that samples (be->sample: CUDA), the logits stay in its
+ * memory, one fp32 row per slot, and the decoder offers generate.h's
+ * choose(): only the chosen tokens and their log-probabilities cross to the
+ * host.  Where the backend records graphs (be->graph_begin), a decoding
+ * step of N single tokens is recorded the second time N occurs and
+ * replayed after that: one launch instead of some forty.
+ *
+ * Cache memory: 2 * layers * slots * n_ctx * d_model values of the
+ * backend's act type (fp32 on the CPU, bf16 on CUDA), touched when the
+ * decoder is made.  The CPU backend also keeps its own copy of the
  * matrices, packed for decode_gemm.h when the decoder is made: weights
  * changed later are not seen (make a new decoder). */
 #ifndef LMPIPE_MODEL_DECODE_H
@@ -47,20 +54,34 @@ enum {
 	DECODE_PHASES
 };
 
+/* The int32 arrays of a chunk, uploaded at once: each [MODEL_DECODE_CHUNK]. */
+enum { META_IDS, META_POS, META_SLOT, META_LAST, META_ROW, META_ARRAYS };
+
 typedef struct model_decoder {
 	lm_decoder dec;        /* hand &dec to generate() */
 	model *m;
 	uint32_t n_slots, n_ctx;
-	float *kc, *vc;        /* [L][slot][H][n_ctx][D] */
+	void *kc, *vc;         /* [L][slot][H][n_ctx][D], act */
 	uint32_t *len;         /* positions held by each slot */
-	/* one chunk's buffers */
-	float *x, *xn, *rstd, *qkv, *q, *k, *v, *y, *h, *sw, *cs, *logits;
-	int32_t *ids;
+	/* one chunk's buffers (backend memory) */
+	float *x, *x2, *xl, *rstd; /* the residual stream (two: see chunk_ops), last rows */
+	void *xn, *qkv, *q, *y, *h, *sw, *logits;
+	float *rows;           /* [slot][V] fp32: each slot's last logits (backend memory) */
+	int32_t *meta;         /* [META_ARRAYS][MODEL_DECODE_CHUNK] (backend memory) */
+	int32_t *ids;          /* meta's token ids */
+	int32_t *meta_host;    /* the host side of meta */
 	int64_t *pos;
 	uint32_t *tok_slot;
-	int *tok_len, *last_of;
-	const float **kp, **vp;
-	float *cs_host;
+	int *last_of;
+	/* device sampling (be->sample): per slot row index, draw and forced
+	 * token in, token and log-prob out */
+	int32_t *s_in, *s_out; /* backend memory: [3][slots] and [2][slots] */
+	int32_t *s_host;       /* host: [3][slots] in, then [2][slots] out */
+	/* recorded decoding steps (be->graph_begin): graph[N] for N single
+	 * tokens; seen[N] counts the steps run unrecorded */
+	void **graph;
+	unsigned char *seen;
+	int no_graphs;         /* set by LMPIPE_NO_GRAPHS, or after a failed recording */
 	int max_threads, threads; /* the caller's thread count; the one set now */
 	double work;           /* multiply-adds per thread: MODEL_DECODE_WORK, or the
 				* environment's LMPIPE_DECODE_WORK (tests lower it) */

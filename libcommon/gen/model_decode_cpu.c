@@ -115,11 +115,11 @@ static void rope_store(model_decoder *md, int l, int i, int h)
 {
 	const model_config *c = &md->m->cfg;
 	int C = c->d_model, D = C / c->n_heads;
-	float *row = md->qkv + (size_t)i * 3 * C;
+	float *row = ((float *)md->qkv) + (size_t)i * 3 * C;
 	const float *cs = md->m->rope_cs + (size_t)md->pos[i] * D;
 	size_t at = ((size_t)h * md->n_ctx + (size_t)md->pos[i]) * D;
-	float *kc = model_decoder_cache(md, md->kc, l, md->tok_slot[i]) + at;
-	float *vc = model_decoder_cache(md, md->vc, l, md->tok_slot[i]) + at;
+	float *kc = model_decoder_cache(md, ((float *)md->kc), l, md->tok_slot[i]) + at;
+	float *vc = model_decoder_cache(md, ((float *)md->vc), l, md->tok_slot[i]) + at;
 	dec_rope_row(row + h * D, cs, D);
 	memcpy(kc, row + C + h * D, (size_t)D * sizeof *kc);
 	dec_rope_row(kc, cs, D);
@@ -131,9 +131,9 @@ static void attend(model_decoder *md, int l, int i, int h, float scale, float *s
 	const model_config *c = &md->m->cfg;
 	int C = c->d_model, D = C / c->n_heads;
 	size_t head = (size_t)h * md->n_ctx * D;
-	attn_decode_row(md->y + (size_t)i * C + h * D, md->qkv + (size_t)i * 3 * C + h * D,
-			model_decoder_cache(md, md->kc, l, md->tok_slot[i]) + head,
-			model_decoder_cache(md, md->vc, l, md->tok_slot[i]) + head,
+	attn_decode_row(((float *)md->y) + (size_t)i * C + h * D, ((float *)md->qkv) + (size_t)i * 3 * C + h * D,
+			model_decoder_cache(md, ((float *)md->kc), l, md->tok_slot[i]) + head,
+			model_decoder_cache(md, ((float *)md->vc), l, md->tok_slot[i]) + head,
 			(int)md->pos[i] + 1, D, scale, s);
 }
 
@@ -183,7 +183,7 @@ static void chunk_thread(model_decoder *md, int N, int single, float *const *out
 		const layer_ptrs *p = &m->lp[l];
 		const struct packed_layer *q = &md->pl[l];
 		norm_rows(xn, md->x, p->ln1, qkv, C);
-		gemm_block(qkv, md->qkv, 3 * C, xn, C, q->qkv, 0);
+		gemm_block(qkv, ((float *)md->qkv), 3 * C, xn, C, q->qkv, 0);
 		dec_barrier_wait(b, t, nt);
 		mark(md, t, DECODE_PHASE_QKV);
 		for (int w = t; w < N * H; w += nt)
@@ -195,16 +195,16 @@ static void chunk_thread(model_decoder *md, int N, int single, float *const *out
 			attend(md, l, w / H, w % H, scale, s);
 		dec_barrier_wait(b, t, nt);
 		mark(md, t, DECODE_PHASE_ATTN);
-		gemm_block(sq, md->x, C, md->y, C, q->o, 1);
+		gemm_block(sq, md->x, C, ((float *)md->y), C, q->o, 1);
 		dec_barrier_wait(b, t, nt);
 		mark(md, t, DECODE_PHASE_OUT);
 		norm_rows(xn, md->x, p->ln2, gu, C);
 		if (gu.r1 > gu.r0)
-			dec_gemm_glu_cols(md->sw + (size_t)gu.r0 * F, F, xn + (size_t)gu.r0 * C,
+			dec_gemm_glu_cols(((float *)md->sw) + (size_t)gu.r0 * F, F, xn + (size_t)gu.r0 * C,
 					  gu.r1 - gu.r0, C, q->gu, gu.lo, gu.hi);
 		dec_barrier_wait(b, t, nt);
 		mark(md, t, DECODE_PHASE_GATE_UP);
-		gemm_block(sq, md->x, C, md->sw, F, q->down, 1);
+		gemm_block(sq, md->x, C, ((float *)md->sw), F, q->down, 1);
 		dec_barrier_wait(b, t, nt);
 		mark(md, t, DECODE_PHASE_DOWN);
 	}
@@ -217,12 +217,12 @@ static void chunk_thread(model_decoder *md, int N, int single, float *const *out
 		return; /* a chunk within a long prompt only fills the cache */
 	dec_split(V, t, nt, COL_ALIGN, &lo, &hi);
 	dec_gemm_cols(logits, V, xn, nl, C, md->phead, lo, hi, 0);
-	if (logits != md->logits)
+	if (logits != ((float *)md->logits))
 		return;
 	nl = 0;
 	for (int i = 0; i < N && hi > lo; i++)
 		if (md->last_of[i] >= 0)
-			memcpy(out[md->last_of[i]] + lo, md->logits + (size_t)nl++ * V + lo,
+			memcpy(out[md->last_of[i]] + lo, ((float *)md->logits) + (size_t)nl++ * V + lo,
 			       (size_t)(hi - lo) * sizeof(float));
 }
 
@@ -240,10 +240,10 @@ static float *logits_to(const model_decoder *md, int N, float *const *out)
 		if (!first)
 			first = out[md->last_of[i]];
 		else if (out[md->last_of[i]] != first + nl * V)
-			return md->logits;
+			return ((float *)md->logits);
 		nl++;
 	}
-	return first ? first : md->logits;
+	return first ? first : ((float *)md->logits);
 }
 
 /* Threads for a chunk of N tokens: one per md->work multiply-adds, up to

@@ -10,17 +10,24 @@
 
 #include "gen/model_decode.h"
 
-/* Floats in one layer's cache block of one slot: [H][n_ctx][D]. */
+/* Values in one layer's cache block of one slot: [H][n_ctx][D]. */
 static inline size_t model_decoder_cache_stride(const model_decoder *md)
 {
 	const model_config *c = &md->m->cfg;
 	return (size_t)c->n_heads * md->n_ctx * (c->d_model / c->n_heads);
 }
 
-/* Layer l's cache block of one slot in base (kc or vc). */
+/* Layer l's cache block of one slot in base (kc or vc), values of esz bytes. */
+static inline void *model_decoder_cache_at(const model_decoder *md, void *base, size_t esz, int l,
+					   uint32_t slot)
+{
+	return (char *)base + ((size_t)l * md->n_slots + slot) * model_decoder_cache_stride(md) * esz;
+}
+
+/* The same for the CPU pass's fp32 cache. */
 static inline float *model_decoder_cache(const model_decoder *md, float *base, int l, uint32_t slot)
 {
-	return base + ((size_t)l * md->n_slots + slot) * model_decoder_cache_stride(md);
+	return model_decoder_cache_at(md, base, sizeof(float), l, slot);
 }
 
 /* The CPU backend's packing of the weights (0, or -1 out of memory); and

@@ -35,6 +35,8 @@
 
 #include "base/err.h"
 #include "kernels/adamw.h"
+#include "kernels/decode.h"
+#include "kernels/sample.h"
 
 typedef enum lm_dtype { LM_F32 = 0, LM_BF16 = 1 } lm_dtype;
 
@@ -169,6 +171,35 @@ struct lm_backend {
 	 * in the act type (the compute copy). */
 	void (*adamw_step)(lm_backend *be, float *p, const float *g, float *m, float *v,
 			   void *p_act, size_t n, const adamw_hparams *h, const float *grad_scale);
+
+	/* Generation over a key/value cache (gen/model_decode.c; layouts in
+	 * kernels/decode.h): q, qkv, o and the caches are act; pos, slot and
+	 * idx are device int32 arrays. */
+	void (*decode_qkv)(lm_backend *be, void *q, void *kc, void *vc, const void *qkv,
+			   const float *cs, const int32_t *pos, const int32_t *slot, decode_shape s);
+	void (*attn_decode)(lm_backend *be, void *o, const void *q, const void *kc, const void *vc,
+			    const int32_t *pos, const int32_t *slot, decode_shape s, float scale);
+	void (*rows_gather)(lm_backend *be, float *dst, const float *src, const int32_t *idx, int n,
+			    int C);
+	/* dst (fp32) rows idx[j] = src (act) row j. */
+	void (*rows_scatter)(lm_backend *be, float *dst, const void *src, const int32_t *idx, int n,
+			     int V);
+	/* The next token of n sequences where the logits are (kernels/sample.h);
+	 * NULL where the host samples (the CPU backend: gen/sampler.h). */
+	void (*sample)(lm_backend *be, int32_t *tok, float *lp, const float *logits,
+		       const int32_t *row, const float *u, const int32_t *forced, int n, int V,
+		       sample_args a);
+
+	/* Recorded work (CUDA graphs), NULL where there is none: graph_begin
+	 * records instead of running what is queued until graph_end, which
+	 * returns the recording (NULL when it failed: the sticky error says
+	 * why); graph_run replays it on the data then in the same buffers.
+	 * Nothing recorded may allocate, upload, download or sync: run the
+	 * sequence once unrecorded first, so that workspaces have grown. */
+	void (*graph_begin)(lm_backend *be);
+	void *(*graph_end)(lm_backend *be);
+	void (*graph_run)(lm_backend *be, void *g);
+	void (*graph_free)(lm_backend *be, void *g);
 };
 
 /* OpenMP threads for the CPU ops (0 or less: the default, all cores); the

@@ -17,6 +17,7 @@
 
 #include "kernels/attention.h"
 #include "kernels/attn_blas.h"
+#include "kernels/decode.h"
 #include "kernels/embedding.h"
 #include "kernels/matmul.h"
 #include "kernels/permute.h"
@@ -330,6 +331,31 @@ static void cpu_adamw_step(lm_backend *be, float *p, const float *g, float *m, f
 		cpu_copy(be, p_act, p, n * sizeof *p);
 }
 
+static void cpu_decode_qkv(lm_backend *be, void *q, void *kc, void *vc, const void *qkv,
+			   const float *cs, const int32_t *pos, const int32_t *slot, decode_shape s)
+{
+	decode_qkv_cpu(q, kc, vc, qkv, cs, pos, slot, s);
+}
+
+static void cpu_attn_decode(lm_backend *be, void *o, const void *q, const void *kc, const void *vc,
+			    const int32_t *pos, const int32_t *slot, decode_shape s, float scale)
+{
+	if (attn_decode_cache_cpu(o, q, kc, vc, pos, slot, s, scale) < 0)
+		backend_fail(be, "attention over the cache: out of memory for its scratch");
+}
+
+static void cpu_rows_gather(lm_backend *be, float *dst, const float *src, const int32_t *idx, int n,
+			    int C)
+{
+	rows_gather_cpu(dst, src, idx, n, C);
+}
+
+static void cpu_rows_scatter(lm_backend *be, float *dst, const void *src, const int32_t *idx, int n,
+			     int V)
+{
+	rows_scatter_cpu(dst, src, idx, n, V);
+}
+
 static const lm_backend cpu_table = {
 	.name = "cpu",
 	.act = LM_F32,
@@ -372,6 +398,10 @@ static const lm_backend cpu_table = {
 	.sumsq = cpu_sumsq,
 	.clip_scale = cpu_clip_scale,
 	.adamw_step = cpu_adamw_step,
+	.decode_qkv = cpu_decode_qkv,
+	.attn_decode = cpu_attn_decode,
+	.rows_gather = cpu_rows_gather,
+	.rows_scatter = cpu_rows_scatter,
 };
 
 lm_backend *backend_cpu_open(lm_err *e)

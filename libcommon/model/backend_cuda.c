@@ -16,11 +16,13 @@
 
 #include "kernels/attention.h"
 #include "kernels/convert.h"
+#include "kernels/decode.h"
 #include "kernels/embedding.h"
 #include "kernels/matmul.h"
 #include "kernels/permute.h"
 #include "kernels/rmsnorm.h"
 #include "kernels/rope.h"
+#include "kernels/sample.h"
 #include "kernels/swiglu.h"
 #include "kernels/xent.h"
 
@@ -505,6 +507,77 @@ static void cu_adamw_step(lm_backend *be, float *p, const float *g, float *m, fl
 	check(be, adamw_step_cuda(p, g, m, v, p_act, n, h, grad_scale, ST(be)), "AdamW");
 }
 
+static void cu_decode_qkv(lm_backend *be, void *q, void *kc, void *vc, const void *qkv,
+			  const float *cs, const int32_t *pos, const int32_t *slot, decode_shape s)
+{
+	check(be, decode_qkv_cuda(q, kc, vc, qkv, cs, pos, slot, s, ST(be)), "q/k/v into the cache");
+}
+
+static void cu_attn_decode(lm_backend *be, void *o, const void *q, const void *kc, const void *vc,
+			   const int32_t *pos, const int32_t *slot, decode_shape s, float scale)
+{
+	check(be, attn_decode_cache_cuda(o, q, kc, vc, pos, slot, s, scale, ST(be)),
+	      "attention over the cache");
+}
+
+static void cu_rows_gather(lm_backend *be, float *dst, const float *src, const int32_t *idx, int n,
+			   int C)
+{
+	check(be, rows_gather_cuda(dst, src, idx, n, C, ST(be)), "row gather");
+}
+
+static void cu_rows_scatter(lm_backend *be, float *dst, const void *src, const int32_t *idx, int n,
+			    int V)
+{
+	check(be, rows_scatter_cuda(dst, src, idx, n, V, ST(be)), "row scatter");
+}
+
+static void cu_sample(lm_backend *be, int32_t *tok, float *lp, const float *logits,
+		      const int32_t *row, const float *u, const int32_t *forced, int n, int V,
+		      sample_args a)
+{
+	check(be, sample_rows_cuda(tok, lp, logits, row, u, forced, n, V, a, ST(be)), "sampling");
+}
+
+/* Graphs: stream capture in the thread-local mode (other threads' CUDA
+ * calls are not affected), instantiated at the end. */
+static void cu_graph_begin(lm_backend *be)
+{
+	check(be, cudaStreamBeginCapture(CTX(be)->st, cudaStreamCaptureModeThreadLocal) != cudaSuccess,
+	      "graph capture");
+}
+
+static void *cu_graph_end(lm_backend *be)
+{
+	cudaGraph_t g = NULL;
+	cudaGraphExec_t x = NULL;
+	cudaError_t err = cudaStreamEndCapture(CTX(be)->st, &g);
+	if (err == cudaSuccess && !be->failed)
+		err = cudaGraphInstantiate(&x, g, 0);
+	if (g)
+		cudaGraphDestroy(g);
+	if (err != cudaSuccess || be->failed) {
+		cudaGetLastError();
+		if (!be->failed)
+			backend_fail(be, "CUDA graph: %s", cudaGetErrorString(err));
+		if (x)
+			cudaGraphExecDestroy(x);
+		return NULL;
+	}
+	return x;
+}
+
+static void cu_graph_run(lm_backend *be, void *g)
+{
+	check(be, cudaGraphLaunch((cudaGraphExec_t)g, CTX(be)->st) != cudaSuccess, "graph launch");
+}
+
+static void cu_graph_free(lm_backend *be, void *g)
+{
+	if (g)
+		cudaGraphExecDestroy((cudaGraphExec_t)g);
+}
+
 static const lm_backend cuda_table = {
 	.name = "cuda",
 	.act = LM_BF16,
@@ -549,6 +622,15 @@ static const lm_backend cuda_table = {
 	.sumsq = cu_sumsq,
 	.clip_scale = cu_clip_scale,
 	.adamw_step = cu_adamw_step,
+	.decode_qkv = cu_decode_qkv,
+	.attn_decode = cu_attn_decode,
+	.rows_gather = cu_rows_gather,
+	.rows_scatter = cu_rows_scatter,
+	.sample = cu_sample,
+	.graph_begin = cu_graph_begin,
+	.graph_end = cu_graph_end,
+	.graph_run = cu_graph_run,
+	.graph_free = cu_graph_free,
 };
 
 static int device_index;

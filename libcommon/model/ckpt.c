@@ -302,6 +302,8 @@ int ckpt_load(const char *path, model *m, optim *o, train_state *s, lm_err *e)
 			goto out;
 		m->be->upload(m->be, m->params + tt[i].offset, t->data, t->nbytes);
 	}
+	/* the compute copy (bf16 on CUDA) follows the loaded weights */
+	model_params_changed(m);
 	if (o) {
 		long long t;
 		if (load_flat(&f, "optimizer.m", m, o->m, e) || load_flat(&f, "optimizer.v", m, o->v, e) ||

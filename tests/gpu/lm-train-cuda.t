@@ -7,7 +7,9 @@
 # of the same binary, at a loss of 0.34 nats: the CUDA run itself moves by
 # about half a percent between runs, through the atomic additions of the
 # embedding and attention backward passes, against the issue's 1 %); a CUDA checkpoint resumes on the CPU and a CPU checkpoint
-# on CUDA; --export-hf and --dump-logits run on CUDA.  Needs a GPU.
+# on CUDA; --export-hf and --dump-logits run on CUDA; a checkpoint evaluates
+# alike on both; lm-sample's greedy completions on CUDA equal the CPU's.
+# Needs a GPU.
 . "$(dirname "$0")/../lib.sh"
 
 if ! nvidia-smi -L >/dev/null 2>&1; then echo "1..0 # SKIP no GPU"; exit 0; fi
@@ -66,6 +68,36 @@ is "$rc" 0 "--export-hf on CUDA ($err)"
 printf '1 2 3 4\n5 6 7 8\n' > ids.txt
 run lm-train --device cuda --dump-logits lg.safetensors --ids ids.txt -c g/latest
 is "$rc" 0 "--dump-logits on CUDA ($err)"
+# A loaded checkpoint's compute copy follows its weights: the evaluation of
+# one checkpoint on both devices agrees.
+vloss() { lm-train --device "$1" -c g/latest --val d-val --eval-batches 0 2>/dev/null |
+	sed -n 's/.*"loss":\([0-9.e+-]*\).*/\1/p'; }
+vc=$(vloss cpu) vg=$(vloss cuda)
+perl -e 'exit !($ARGV[0] > 0 && abs($ARGV[0] - $ARGV[1]) <= 0.01 * $ARGV[0])' "$vc" "$vg"
+ok $? "-c CHECKPOINT --val: the same loss on both devices ($vc, $vg)"
+
+# Generation: greedy completions on CUDA are the CPU's (a byte tokenizer,
+# prompts from the training text).
+perl -e 'print "lmpipe-tokenizer 1\npretokenizer gpt2\ntokens 256\nspecials 0\nmerges 0\n";
+	for (0 .. 255) { my $c = chr; print "t $_ \"",
+		($_ >= 0x20 && $_ < 0x7f && $c ne "\\" && $c ne "\"" ? $c : sprintf "\\x%02x", $_), "\"\n" }
+	print "end\n"' > byte.tok
+awk 'NR % 97 == 5 { print substr($0, 1, 30) }' text.txt | head -12 > prompts.txt
+run sh -c 'lm-sample --device cpu -c g/latest -t byte.tok -i prompts.txt --temperature 0 --max-tokens 32 --context 64 > s-cpu.txt'
+is "$rc" 0 "lm-sample greedy on the CPU ($err)"
+run sh -c 'lm-sample --device cuda -c g/latest -t byte.tok -i prompts.txt --temperature 0 --max-tokens 32 --context 64 > s-gpu.txt'
+is "$rc" 0 "lm-sample greedy on CUDA ($err)"
+same=$(paste -d '\n' s-cpu.txt s-gpu.txt | awk 'NR % 2 { a = $0; next } { n++; s += (a == $0) } END { print s "/" n }')
+[ "$(wc -l < s-cpu.txt)" -ge 12 ] && cmp -s s-cpu.txt s-gpu.txt
+ok $? "greedy completions on CUDA equal the CPU's ($same lines)" ||
+	diff s-cpu.txt s-gpu.txt | head -8 | sed 's/^/# /'
+perl -MJSON::PP -e 'for (@ARGV) { print encode_json({ prompt => $_ }), "\n" }' a b c > p.jsonl
+run sh -c 'lm-sample --device cuda -c g/latest -t byte.tok -i p.jsonl --top-p 0.9 -n 4 --seed 5 --jsonl --context 64 > j1.jsonl &&
+	lm-sample --device cuda -c g/latest -t byte.tok -i p.jsonl --top-p 0.9 -n 4 --seed 5 --jsonl --context 64 > j2.jsonl'
+ok $(( rc != 0 || $(wc -l < j1.jsonl) != 12 )) "lm-sample --jsonl samples on CUDA: 3 prompts x 4 samples ($err)"
+cmp -s j1.jsonl j2.jsonl
+ok $? "the same seed gives the same samples on CUDA"
+
 run lm-train --device cuda --vocab 256 --context 64 --d-model 128 --layers 2 --heads 4 \
 	--d-ff 352 -b 1000000 -n 1 -d d
 is "$rc" 1 "a batch that does not fit the GPU fails cleanly (exit 1)"

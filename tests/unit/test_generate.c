@@ -185,7 +185,7 @@ static void h_release(void *user, gen_prompt *p)
 
 static int run(harness *h, fake *f, uint32_t slots, int fork, const gen_config *c, lm_err *e)
 {
-	lm_decoder d = { f, V, CTX, slots, fake_reset, fork ? fake_fork : NULL, fake_feed };
+	lm_decoder d = { f, V, CTX, slots, fake_reset, fork ? fake_fork : NULL, fake_feed, NULL };
 	gen_io io = { h, h_next, h_text, h_done, h_release };
 	h->next = h->n_res = h->n_streamed = 0;
 	h->in_order = 1;
@@ -338,7 +338,7 @@ static result *run_script(const char *prompt, const char *script, gen_config *c,
 	pp[0] = prompt;
 	h.prompts = pp;
 	h.n_prompts = 1;
-	lm_decoder d = { &f, V, ctx_room, 2, fake_reset, fake_fork, fake_feed };
+	lm_decoder d = { &f, V, ctx_room, 2, fake_reset, fake_fork, fake_feed, NULL };
 	gen_io io = { &h, h_next, NULL, h_done, NULL };
 	h.next = h.n_res = 0;
 	if (generate(&d, c, &io, &tok, &e) < 0) {
@@ -409,7 +409,7 @@ static void test_think(void)
 static void test_config(void)
 {
 	lm_err e;
-	lm_decoder d = { NULL, V, CTX, 4, NULL, NULL, NULL };
+	lm_decoder d = { NULL, V, CTX, 4, NULL, NULL, NULL, NULL };
 	gen_config c = { .sp = { 1, 0, 1, 0 }, .n_samples = 5, .max_tokens = 1, .eot = EOT };
 	ok(gen_config_check(&c, &d, &e) < 0 && e.code == 2, "more samples than slots: usage error (%s)", e.msg);
 	c.n_samples = 1;

@@ -1,0 +1,50 @@
+/* sample.h: choosing the next token of many sequences at once, where the
+ * logits are (the GPU's memory): temperature, top-k, top-p and one draw,
+ * the same distribution as gen/sampler.h, chosen without sorting.
+ *
+ * Row r = row[i] of logits [*][V] (fp32) gives sequence i its token:
+ *   - forced[i] >= 0: that token (the driver forcing a closing text);
+ *   - temperature 0: the argmax over ids below limit, ties to the lowest id;
+ *   - else p_j = exp((l_j - max) / T) over ids j < limit, cut to the k most
+ *     probable (top_k > 0) and then to the nucleus: the fewest most probable
+ *     tokens whose mass reaches top_p of what is left (ties in probability
+ *     taken by id, lowest first, as sampler.h orders them), and one draw
+ *     u[i] in [0, 1) placed on the cumulative mass of what is left, taken in
+ *     id order (sampler.h takes it in probability order: the same
+ *     distribution, another token for the same u).
+ * The cuts are thresholds on p found by bisection over p's float bits (31
+ * rounds), so nothing is sorted.  lp[i] is the chosen token's log-softmax
+ * at temperature 1 over all V logits.  A row holding NaN or +inf, or with
+ * every drawable logit -inf, gives tok[i] = -1.
+ *
+ * sample_rows_cpu is the plain C twin (sequential sums: a token can differ
+ * from the CUDA one when u falls within rounding of a boundary). */
+#ifndef LMPIPE_SAMPLE_H
+#define LMPIPE_SAMPLE_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct sample_args {
+	float temperature;  /* 0: greedy */
+	int top_k;          /* 0: no cut */
+	float top_p;        /* (0, 1]; 1: no cut */
+	int limit;          /* ids below it may be drawn (0 or >= V: all) */
+} sample_args;
+
+void sample_rows_cpu(int32_t *tok, float *lp, const float *logits, const int32_t *row,
+		     const float *u, const int32_t *forced, int n, int V, sample_args a);
+
+/* Device memory for every pointer; 0, or -1 if the launch failed. */
+int sample_rows_cuda(int32_t *tok, float *lp, const float *logits, const int32_t *row,
+		     const float *u, const int32_t *forced, int n, int V, sample_args a,
+		     void *stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,441 @@
+/* test_decode.c: generation on CUDA.  The cache ops (decode_qkv,
+ * attn_decode, rows_gather, rows_scatter) against the CPU backend's; the
+ * device sampler against its C twin (kernels/sample.h) and, by a
+ * chi-square test, against the distribution gen/sampler.h defines; then
+ * the whole CUDA decoder against the CPU model: its greedy tokens are the
+ * CPU's argmax wherever the CPU's top two logits are not within bf16
+ * rounding of each other, its log-probs equal a teacher-forced CPU pass
+ * within bf16 tolerance, and recorded steps (CUDA graphs) give the same
+ * tokens as unrecorded ones.  Run by `make test-gpu` on a GPU machine. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend_pair.h"
+#include "gen/generate.h"
+#include "gen/model_decode.h"
+#include "gen/sampler.h"
+#include "kernels/rope.h"
+#include "kernels/sample.h"
+#include "model/model.h"
+
+static void test_cache_ops(int N, int S, int H, int Hkv, int D, int n_ctx)
+{
+	char what[128];
+	size_t row = (size_t)(H + 2 * Hkv) * D, cache = (size_t)S * Hkv * n_ctx * D;
+	float *qkv = rnd((size_t)N * row, 1), *cs = malloc((size_t)n_ctx * D * sizeof *cs);
+	float *kc0 = rnd(cache, 1), *vc0 = rnd(cache, 1);
+	int32_t *pos = malloc(N * sizeof *pos), *slot = malloc(N * sizeof *slot);
+	for (int i = 0; i < N; i++) {
+		slot[i] = i % S;
+		pos[i] = (int32_t)((i * 37 + 5) % n_ctx);
+	}
+	rope_table(cs, NULL, n_ctx, D, 10000.0);
+	BOTH(qkv, qkv, (size_t)N * row, 1);
+	BOTH(cs, cs, (size_t)n_ctx * D, 0);
+	BOTH(kc, kc0, cache, 1);
+	BOTH(vc, vc0, cache, 1);
+	OUT(q, (size_t)N * H * D, 1);
+	OUT(o, (size_t)N * H * D, 1);
+	int32_t *posc = cpu.be->alloc(cpu.be, N * sizeof *pos), *posg = gpu.be->alloc(gpu.be, N * sizeof *pos);
+	int32_t *slc = cpu.be->alloc(cpu.be, N * sizeof *pos), *slg = gpu.be->alloc(gpu.be, N * sizeof *pos);
+	cpu.be->upload(cpu.be, posc, pos, N * sizeof *pos);
+	gpu.be->upload(gpu.be, posg, pos, N * sizeof *pos);
+	cpu.be->upload(cpu.be, slc, slot, N * sizeof *pos);
+	gpu.be->upload(gpu.be, slg, slot, N * sizeof *pos);
+	decode_shape s = { N, H, Hkv, D, n_ctx };
+	float scale = 1.0f / sqrtf((float)D);
+	/* one token per slot stores before all attend: distinct (slot, pos) */
+	cpu.be->decode_qkv(cpu.be, qc, kcc, vcc, qkvc, csc, posc, slc, s);
+	gpu.be->decode_qkv(gpu.be, qg, kcg, vcg, qkvg, csg, posg, slg, s);
+	cpu.be->attn_decode(cpu.be, oc, qc, kcc, vcc, posc, slc, s, scale);
+	gpu.be->attn_decode(gpu.be, og, qg, kcg, vcg, posg, slg, s, scale);
+	snprintf(what, sizeof what, "decode N=%d S=%d H=%d Hkv=%d D=%d ctx=%d", N, S, H, Hkv, D, n_ctx);
+	char w2[160];
+	snprintf(w2, sizeof w2, "%s: rotated q", what);
+	compare(w2, qg, qc, (size_t)N * H * D, 1, TOL_ACT);
+	snprintf(w2, sizeof w2, "%s: key cache", what);
+	compare(w2, kcg, kcc, cache, 1, TOL_ACT);
+	snprintf(w2, sizeof w2, "%s: value cache", what);
+	compare(w2, vcg, vcc, cache, 1, TOL_ACT);
+	snprintf(w2, sizeof w2, "%s: attention over the cache", what);
+	compare(w2, og, oc, (size_t)N * H * D, 1, TOL_ACT);
+	/* the row moves around the head */
+	int V = 97, C = H * D;
+	float *x = rnd((size_t)N * C, 1), *lg = rnd((size_t)N * V, 3);
+	BOTH(x, x, (size_t)N * C, 0);
+	BOTH(lg, lg, (size_t)N * V, 1);
+	OUT(xl, (size_t)N * C, 0);
+	OUT(rows, (size_t)S * V, 0);
+	int32_t *idx = malloc(N * sizeof *idx);
+	int n = N < S ? N : S;
+	for (int j = 0; j < n; j++)
+		idx[j] = (int32_t)(N - 1 - j);
+	cpu.be->upload(cpu.be, posc, idx, n * sizeof *idx);
+	gpu.be->upload(gpu.be, posg, idx, n * sizeof *idx);
+	cpu.be->rows_gather(cpu.be, xlc, xc, posc, n, C);
+	gpu.be->rows_gather(gpu.be, xlg, xg, posg, n, C);
+	cpu.be->rows_scatter(cpu.be, rowsc, lgc, slc, n, V);
+	gpu.be->rows_scatter(gpu.be, rowsg, lgg, slg, n, V);
+	snprintf(w2, sizeof w2, "%s: rows gathered", what);
+	compare(w2, xlg, xlc, (size_t)n * C, 0, 0);
+	snprintf(w2, sizeof w2, "%s: rows scattered", what);
+	compare(w2, rowsg, rowsc, (size_t)n * V, 0, 1e-6); /* the rows written: slots 0..n-1 */
+	cpu.be->release(cpu.be, posc), gpu.be->release(gpu.be, posg);
+	cpu.be->release(cpu.be, slc), gpu.be->release(gpu.be, slg);
+	release_all(&cpu);
+	release_all(&gpu);
+	free(qkv), free(cs), free(kc0), free(vc0), free(pos), free(slot), free(x), free(lg), free(idx);
+}
+
+/* The device sampler on n rows of random logits (scale mag, some ties,
+ * some -inf) against the C twin with the same draws. */
+static void test_sampler_twin(int n, int V, sample_args a, float mag)
+{
+	float *l = malloc((size_t)n * V * sizeof *l), *u = malloc(n * sizeof *u);
+	int32_t *row = malloc(n * sizeof *row), *forced = malloc(n * sizeof *forced);
+	int32_t *tc = malloc(n * sizeof *tc), *tg = malloc(n * sizeof *tg);
+	float *lc = malloc(n * sizeof *lc), *lgp = malloc(n * sizeof *lgp);
+	for (size_t i = 0; i < (size_t)n * V; i++)
+		l[i] = i % 13 == 0 ? 0.5f : i % 29 == 0 ? -INFINITY : mag * gpu_rand(&seed);
+	for (int i = 0; i < n; i++) {
+		row[i] = i;
+		u[i] = 0.5f * (gpu_rand(&seed) + 1);
+		forced[i] = i % 17 == 3 ? (i * 7) % V : -1;
+	}
+	sample_rows_cpu(tc, lc, l, row, u, forced, n, V, a);
+	lm_backend *be = gpu.be;
+	float *dl = be->alloc(be, (size_t)n * V * sizeof *l), *du = be->alloc(be, n * sizeof *u);
+	int32_t *drow = be->alloc(be, n * sizeof *row), *df = be->alloc(be, n * sizeof *row);
+	int32_t *dt = be->alloc(be, n * sizeof *row);
+	float *dlp = be->alloc(be, n * sizeof *lc);
+	be->upload(be, dl, l, (size_t)n * V * sizeof *l);
+	be->upload(be, du, u, n * sizeof *u);
+	be->upload(be, drow, row, n * sizeof *row);
+	be->upload(be, df, forced, n * sizeof *row);
+	be->sample(be, dt, dlp, dl, drow, du, df, n, V, a);
+	be->download(be, tg, dt, n * sizeof *tg);
+	be->download(be, lgp, dlp, n * sizeof *lgp);
+	lm_err e;
+	int rc = be->sync(be, &e);
+	int differ = 0, bad = 0;
+	double lpd = 0;
+	for (int i = 0; i < n; i++) {
+		differ += tc[i] != tg[i];
+		bad += tg[i] < 0 || tg[i] >= V || (a.limit && tg[i] >= a.limit && forced[i] < 0);
+		if (tc[i] == tg[i] && fabs(lc[i] - lgp[i]) > lpd)
+			lpd = fabs(lc[i] - lgp[i]);
+	}
+	ok(!rc && !bad && differ <= n / 100 && lpd <= 1e-4,
+	   "sampler V=%d T=%.2f k=%d p=%.2f limit=%d: %d of %d tokens differ from the C twin "
+	   "(<= 1%%), log-probs within %.2g%s%s", V, a.temperature, a.top_k, a.top_p, a.limit, differ,
+	   n, lpd, rc ? ": " : "", rc ? e.msg : "");
+	be->release(be, dl), be->release(be, du), be->release(be, drow), be->release(be, df);
+	be->release(be, dt), be->release(be, dlp);
+	free(l), free(u), free(row), free(forced), free(tc), free(tg), free(lc), free(lgp);
+}
+
+/* Bad rows: NaN, +inf, all -inf give -1; greedy ties go to the lowest id. */
+static void test_sampler_edges(void)
+{
+	enum { V = 64, R = 4 };
+	float l[R * V];
+	for (int i = 0; i < R * V; i++)
+		l[i] = (float)(i % 7);
+	l[0 * V + 10] = NAN;
+	l[1 * V + 20] = INFINITY;
+	for (int j = 0; j < V; j++)
+		l[2 * V + j] = -INFINITY;
+	for (int j = 0; j < V; j++)
+		l[3 * V + j] = j == 9 || j == 40 ? 5.0f : 1.0f;
+	int32_t row[R] = { 0, 1, 2, 3 }, tok[R];
+	float u[R] = { 0.5f, 0.5f, 0.5f, 0.5f }, lp[R];
+	lm_backend *be = gpu.be;
+	float *dl = be->alloc(be, sizeof l), *du = be->alloc(be, sizeof u), *dlp = be->alloc(be, sizeof lp);
+	int32_t *dr = be->alloc(be, sizeof row), *dt = be->alloc(be, sizeof tok);
+	be->upload(be, dl, l, sizeof l);
+	be->upload(be, du, u, sizeof u);
+	be->upload(be, dr, row, sizeof row);
+	sample_args greedy = { 0, 0, 1, 0 };
+	be->sample(be, dt, dlp, dl, dr, du, NULL, R, V, greedy);
+	be->download(be, tok, dt, sizeof tok);
+	ok(tok[0] == -1 && tok[1] == -1 && tok[2] == -1 && tok[3] == 9,
+	   "sampler: NaN, +inf and all -inf rows give no token; greedy ties go to the lowest id "
+	   "(%d %d %d %d)", tok[0], tok[1], tok[2], tok[3]);
+	be->release(be, dl), be->release(be, du), be->release(be, dlp), be->release(be, dr);
+	be->release(be, dt);
+}
+
+/* Chi-square of many device draws from one row against sample_support's
+ * probabilities: the statistic over df cells must stay below df + 6
+ * sqrt(2 df) (far in the tail of the chi-square law; a wrong cut or a
+ * biased draw goes far past it at this many draws). */
+static void test_sampler_chi2(int V, sample_params sp, int draws)
+{
+	float *l = malloc((size_t)V * sizeof *l);
+	for (int j = 0; j < V; j++)
+		l[j] = 3.0f * gpu_rand(&seed) + (j % 50 == 0 ? 4.0f : 0.0f);
+	sample_work w;
+	lm_err e;
+	uint32_t *ids = malloc(V * sizeof *ids), nsup = 0;
+	double *probs = malloc(V * sizeof *probs);
+	sample_work_init(&w, (uint32_t)V, &e);
+	sample_support(l, &sp, &w, ids, probs, &nsup, &e);
+	int32_t *row = calloc(draws, sizeof *row), *tok = malloc(draws * sizeof *tok);
+	float *u = malloc(draws * sizeof *u);
+	lm_rng r;
+	rng_seed(&r, 99);
+	for (int i = 0; i < draws; i++)
+		u[i] = (float)rng_uniform(&r);
+	lm_backend *be = gpu.be;
+	float *dl = be->alloc(be, (size_t)V * sizeof *l), *du = be->alloc(be, draws * sizeof *u);
+	int32_t *dr = be->alloc(be, draws * sizeof *row), *dt = be->alloc(be, draws * sizeof *tok);
+	float *dlp = be->alloc(be, draws * sizeof(float));
+	be->upload(be, dl, l, (size_t)V * sizeof *l);
+	be->upload(be, du, u, draws * sizeof *u);
+	be->upload(be, dr, row, draws * sizeof *row);
+	sample_args a = { (float)sp.temperature, (int)sp.top_k, (float)sp.top_p, 0 };
+	be->sample(be, dt, dlp, dl, dr, du, NULL, draws, V, a);
+	be->download(be, tok, dt, draws * sizeof *tok);
+	double *cnt = calloc(V, sizeof *cnt), *pr = calloc(V, sizeof *pr);
+	for (uint32_t i = 0; i < nsup; i++)
+		pr[ids[i]] = probs[i];
+	long outside = 0;
+	for (int i = 0; i < draws; i++) {
+		if (tok[i] < 0 || tok[i] >= V || pr[tok[i]] == 0)
+			outside++;
+		else
+			cnt[tok[i]]++;
+	}
+	/* cells: every support token expected >= 5 times; the rest pooled */
+	double chi = 0, pool_e = 0, pool_o = 0;
+	int df = -1;
+	for (int j = 0; j < V; j++) {
+		double ex = pr[j] * draws;
+		if (pr[j] == 0)
+			continue;
+		if (ex >= 5) {
+			chi += (cnt[j] - ex) * (cnt[j] - ex) / ex;
+			df++;
+		} else {
+			pool_e += ex;
+			pool_o += cnt[j];
+		}
+	}
+	if (pool_e > 0) {
+		chi += (pool_o - pool_e) * (pool_o - pool_e) / pool_e;
+		df++;
+	}
+	double bound = df + 6 * sqrt(2.0 * (df > 0 ? df : 1));
+	ok(outside == 0 && df > 0 && chi <= bound,
+	   "sampler chi-square V=%d T=%.2f k=%u p=%.2f, %d draws over %u tokens: %.1f on %d df "
+	   "(bound %.1f), %ld outside the support", V, sp.temperature, sp.top_k, sp.top_p, draws,
+	   nsup, chi, df, bound, outside);
+	be->release(be, dl), be->release(be, du), be->release(be, dr), be->release(be, dt);
+	be->release(be, dlp);
+	sample_work_free(&w);
+	free(l), free(ids), free(probs), free(row), free(tok), free(u), free(cnt), free(pr);
+}
+
+/* --- the whole decoder --- */
+
+enum { DV = 300, DCTX = 160, EOT = 299, NP = 5, NEW = 24 };
+
+static bpe_tokenizer tok;
+
+/* Token i is byte i for i < 256; ids above are two-byte strings "#x". */
+static void make_tokenizer(void)
+{
+	static uint8_t bytes[256 + 2 * (DV - 256)];
+	static uint64_t off[DV + 1];
+	uint64_t o = 0;
+	for (int i = 0; i < DV; i++) {
+		off[i] = o;
+		if (i < 256) {
+			bytes[o++] = (uint8_t)i;
+			tok.byte_id[i] = (uint32_t)i;
+		} else {
+			bytes[o++] = '#';
+			bytes[o++] = (uint8_t)('A' + (i - 256) % 26);
+		}
+	}
+	off[DV] = o;
+	tok.n_vocab = DV;
+	tok.bytes = bytes;
+	tok.off = off;
+	tok.eot = EOT;
+}
+
+typedef struct res {
+	uint32_t ids[NEW];
+	double lp[NEW];
+	size_t n;
+} res;
+
+typedef struct run_state {
+	uint32_t prompts[NP][DCTX];
+	size_t plen[NP], next;
+	res out[NP * 4];
+} run_state;
+
+static int r_next(void *user, gen_prompt *p, lm_err *e)
+{
+	run_state *s = user;
+	if (s->next == NP)
+		return 0;
+	size_t i = s->next++;
+	*p = (gen_prompt){ s->prompts[i], s->plen[i], "", 0, i, NULL };
+	return 1;
+}
+
+static int r_done(void *user, const gen_sample *g, lm_err *e)
+{
+	run_state *s = user;
+	res *r = &s->out[g->prompt->index * 4 + g->index];
+	r->n = g->n;
+	memcpy(r->ids, g->ids, g->n * sizeof *g->ids);
+	memcpy(r->lp, g->logprobs, g->n * sizeof *g->logprobs);
+	return 0;
+}
+
+static int decode(model *m, run_state *s, const gen_config *c, uint32_t slots, int graphs,
+		  lm_err *e)
+{
+	model_decoder md;
+	s->next = 0;
+	memset(s->out, 0, sizeof s->out);
+	if (model_decoder_init(&md, m, slots, DCTX, e) < 0)
+		return -1;
+	md.no_graphs = !graphs;
+	gen_io io = { s, r_next, NULL, r_done, NULL };
+	int rc = generate(&md.dec, c, &io, &tok, e);
+	model_decoder_free(&md);
+	return rc;
+}
+
+static void test_decoder(void)
+{
+	lm_err e;
+	model mc, mg;
+	/* Weights scaled up so that the logits are peaked, as a trained
+	 * model's are: greedy choices then rarely sit within rounding. */
+	model_config cfg = { DV, DCTX, 128, 2, 4, 200, 10000.0, 0 };
+	lm_rng r;
+	rng_seed(&r, 7);
+	if (model_init(&mc, &cfg, cpu.be, 1, DCTX, &e) || model_init(&mg, &cfg, gpu.be, 1, DCTX, &e)) {
+		ok(0, "decoder models: %s", e.msg);
+		return;
+	}
+	model_init_weights(&mc, &r, &e);
+	float *p = malloc(mc.n_params * sizeof *p);
+	cpu.be->download(cpu.be, p, mc.params, mc.n_params * sizeof *p);
+	for (size_t i = 0; i < mc.n_params; i++)
+		p[i] = bf2f(f2bf(p[i] * 1.5f));
+	cpu.be->upload(cpu.be, mc.params, p, mc.n_params * sizeof *p);
+	gpu.be->upload(gpu.be, mg.params, p, mc.n_params * sizeof *p);
+	model_params_changed(&mc);
+	model_params_changed(&mg);
+	make_tokenizer();
+	static run_state s, s2;
+	static const size_t lens[NP] = { 1, 7, 33, 130, 12 };
+	for (int i = 0; i < NP; i++) {
+		s.plen[i] = lens[i];
+		for (size_t t = 0; t < lens[i]; t++)
+			s.prompts[i][t] = (uint32_t)((i * 41 + t * 13) % (DV - 1));
+	}
+	s2 = s;
+	gen_config c = { .sp = { 0, 0, 1, 0 }, .seed = 3, .n_samples = 1, .max_tokens = NEW,
+			 .eot = BPE_NO_TOKEN };
+	int rc = decode(&mg, &s, &c, 3, 1, &e);
+	ok(rc == 0, "greedy on the CUDA decoder runs%s%s", rc ? ": " : "", rc ? e.msg : "");
+	/* teacher-forced CPU pass over each prompt + completion */
+	int mism = 0, near = 0;
+	double worst = 0;
+	for (int i = 0; i < NP && rc == 0; i++) {
+		int32_t seq[DCTX];
+		size_t pl = s.plen[i], n = s.out[4 * i].n;
+		for (size_t t = 0; t < pl; t++)
+			seq[t] = (int32_t)s.prompts[i][t];
+		for (size_t t = 0; t + 1 < n; t++)
+			seq[pl + t] = (int32_t)s.out[4 * i].ids[t];
+		if (model_forward(&mc, seq, NULL, 1, (int)(pl + n - 1), NULL, &e) < 0)
+			break;
+		const float *lg = model_logits(&mc);
+		for (size_t t = 0; t < n; t++) {
+			const float *row = lg + (pl - 1 + t) * DV;
+			uint32_t a = 0, b = 1;
+			for (uint32_t v = 0; v < DV; v++)
+				if (row[v] > row[a])
+					a = v;
+			for (uint32_t v = 0; v < DV; v++)
+				if (v != a && (b == a || row[v] > row[b]))
+					b = v;
+			double d = fabs(sample_logprob(row, DV, s.out[4 * i].ids[t]) - s.out[4 * i].lp[t]);
+			worst = d > worst ? d : worst;
+			if (s.out[4 * i].ids[t] != a && t < 3)
+				diag("prompt %d (%zu tokens), token %zu: CUDA %u (lp %.3f), CPU argmax %u "
+				     "(logit %.3f vs %.3f; lp of CUDA's %.3f)", i, pl, t, s.out[4 * i].ids[t],
+				     s.out[4 * i].lp[t], a, row[a], row[s.out[4 * i].ids[t]],
+				     sample_logprob(row, DV, s.out[4 * i].ids[t]));
+			if (s.out[4 * i].ids[t] != a) {
+				if (row[a] - row[s.out[4 * i].ids[t]] <= 0.05 * (fabs(row[a]) + 1))
+					near++;
+				else
+					mism++;
+			}
+			(void)b;
+		}
+	}
+	ok(rc == 0 && mism == 0, "CUDA greedy tokens are the CPU's argmax (%d differ within bf16 "
+	   "rounding of the top logit, %d beyond)", near, mism);
+	ok(rc == 0 && worst <= 0.05, "CUDA log-probs equal a teacher-forced CPU pass within %.3g (<= 0.05)",
+	   worst);
+	/* sampling, recorded and unrecorded steps, forks */
+	c.sp = (sample_params){ 0.9, 50, 0.95, 0 };
+	c.n_samples = 3;
+	rc = decode(&mg, &s, &c, 6, 1, &e) || decode(&mg, &s2, &c, 6, 0, &e);
+	int same = rc == 0;
+	for (int i = 0; i < NP * 4 && same; i++)
+		same = s.out[4 * i].n == s2.out[i].n &&
+		       !memcmp(s.out[4 * i].ids, s2.out[i].ids, s.out[4 * i].n * sizeof *s.out[4 * i].ids);
+	ok(same, "sampling with forks: recorded steps (CUDA graphs) give the tokens unrecorded ones do%s%s",
+	   rc ? ": " : "", rc ? e.msg : "");
+	int differs = 0;
+	for (int i = 0; i < NP && rc == 0; i++)
+		differs += s.out[i * 4].n != s.out[i * 4 + 1].n ||
+			   memcmp(s.out[i * 4].ids, s.out[i * 4 + 1].ids, s.out[i * 4].n * sizeof(uint32_t));
+	ok(differs > 0, "the samples of one prompt differ from each other (%d of %d prompts)", differs, NP);
+	model_free(&mc);
+	model_free(&mg);
+	free(p);
+}
+
+int main(void)
+{
+	gpu_require_device();
+	lm_err e;
+	cpu.be = backend_open("cpu", &e);
+	gpu.be = backend_open("cuda", &e);
+	if (!gpu.be) {
+		ok(0, "the CUDA backend opens: %s", e.msg);
+		return done_testing();
+	}
+	test_cache_ops(5, 5, 4, 4, 32, 40);
+	test_cache_ops(64, 64, 16, 16, 32, 300);
+	test_cache_ops(7, 7, 8, 2, 64, 129);
+	test_cache_ops(3, 3, 2, 2, 128, 1030);
+	sample_args plain = { 1, 0, 1, 0 }, cut = { 0.8f, 40, 0.9f, 0 }, nucleus = { 1, 0, 0.95f, 9000 };
+	test_sampler_twin(300, 10000, plain, 3);
+	test_sampler_twin(300, 10000, cut, 3);
+	test_sampler_twin(200, 10000, nucleus, 6);
+	test_sampler_twin(50, 50257, nucleus, 4);
+	test_sampler_twin(100, 97, (sample_args){ 0.7f, 5, 0.5f, 0 }, 2);
+	test_sampler_edges();
+	test_sampler_chi2(2000, (sample_params){ 1, 0, 0.9, 0 }, 200000);
+	test_sampler_chi2(10000, (sample_params){ 0.8, 50, 0.95, 0 }, 200000);
+	test_sampler_chi2(500, (sample_params){ 1.3, 0, 1, 0 }, 200000);
+	test_decoder();
+	cpu.be->close(cpu.be);
+	gpu.be->close(gpu.be);
+	return done_testing();
+}
