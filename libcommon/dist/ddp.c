@@ -273,6 +273,8 @@ int ddp_save(ddp *d, const char *path, const optim *o, const train_state *st, lm
 		rc = d->c->gather_start(d->c, root ? buf : NULL, mine, 0, d->n, d->part, 0, &r, e) ||
 		     d->c->wait(d->c, r, "the gathering of the optimizer state", e);
 	}
+	if (!rc)
+		rc = ddp_settle(d, "the gathering of the optimizer state", e);
 	if (!rc && root)
 		rc = ckpt_save(path, d->m, &full, st, e);
 	if (root)
