@@ -62,6 +62,9 @@ struct lm_comm {
 	 * (NULL: nothing to wait for), or -1. */
 	int (*gather_start)(lm_comm *c, float *buf, const float *mine, size_t a, size_t b,
 			    const size_t *part, int root, lm_comm_req **r, lm_err *e);
+	/* Let a started collective move on without waiting for it (OpenMPI
+	 * moves messages only inside its calls); NULL: not needed. */
+	void (*progress)(lm_comm *c, lm_comm_req *r);
 	/* Wait for a started collective (what is to be waited for ends up in
 	 * what: "the gradient reduction"), and free it.  NULL: nothing. */
 	int (*wait)(lm_comm *c, lm_comm_req *r, const char *what, lm_err *e);

@@ -192,6 +192,13 @@ static int finish(lm_comm *c, lm_comm_req *r, const char *what, lm_err *e)
 			 named ? names : "the other ranks", c->timeout_s, what, named > 1 ? "they" : "it");
 }
 
+static void mpi_progress(lm_comm *c, lm_comm_req *r)
+{
+	int done;
+	if (r)
+		MPI_Testall(r->n, r->req, &done, MPI_STATUSES_IGNORE);
+}
+
 static int mpi_wait(lm_comm *c, lm_comm_req *r, const char *what, lm_err *e)
 {
 	if (!r)
@@ -294,7 +301,8 @@ lm_comm *comm_mpi_open(double timeout_s, lm_err *e)
 	MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
 	*c = (lm_comm){
 		.name = "mpi", .timeout_s = timeout_s, .impl = m,
-		.reduce_start = mpi_reduce, .gather_start = mpi_gather, .wait = mpi_wait,
+		.reduce_start = mpi_reduce, .gather_start = mpi_gather, .progress = mpi_progress,
+		.wait = mpi_wait,
 		.host_sum = mpi_host_sum, .host_gather = mpi_host_gather,
 		.broadcast = mpi_broadcast, .close = mpi_close,
 	};

@@ -70,6 +70,8 @@ static void on_ready(void *arg, int layer)
 	ddp *d = arg;
 	if (!d->sync || d->failed)
 		return;
+	for (int i = 0; d->c->progress && i < d->n_reqs; i++)
+		d->c->progress(d->c, d->reqs[i]);
 	size_t start = layer_offset(d->m, layer);
 	if (layer < 0 || d->flushed - start >= d->bucket) {
 		start_sums(d, start, d->flushed);
