@@ -40,6 +40,23 @@ int matmul_fwd_f32_cuda(matmul_cuda *mc, float *out, const uint16_t *inp, const 
 int matmul_bwd_cuda(matmul_cuda *mc, uint16_t *dinp, float *dw, const uint16_t *dout,
 		    const uint16_t *inp, const uint16_t *w, int N, int IN, int OUT);
 
+/* The forward product of a few rows (generation's steps), which
+ * matmul_fwd_cuda hands to its own kernel (kernels/cuda/matmul_small.cu)
+ * when matmul_small_applies: N <= MATMUL_SMALL_N, IN a multiple of 8,
+ * inp and w 16-byte aligned.  The same contract as matmul_fwd_cuda. */
+enum { MATMUL_SMALL_N = 16 };
+int matmul_small_applies(const void *inp, const void *w, int N, int IN);
+int matmul_fwd_small_cuda(void *out, const float *addend, const uint16_t *inp, const uint16_t *w,
+			  int N, int IN, int OUT, void *stream);
+/* Fused few-row products (N <= MATMUL_SMALL_N; C or F a multiple of 8;
+ * 16-byte aligned pointers, else -1): out (bf16) = RMSNorm(x (fp32), gains
+ * g, eps) . W^T without rounding the normalised input; out (fp32) =
+ * addend + swiglu(h) . W^T, h [N, 2F] as kernels/swiglu.h lays it out. */
+int norm_matmul_small_cuda(uint16_t *out, const float *x, const float *g, const uint16_t *w, int N,
+			   int C, int OUT, float eps, void *stream);
+int glu_matmul_small_cuda(float *out, const float *addend, const uint16_t *h, const uint16_t *w,
+			  int N, int F, int OUT, void *stream);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,24 +1,28 @@
 /* sample.h: choosing the next token of many sequences at once, where the
  * logits are (the GPU's memory): temperature, top-k, top-p and one draw,
- * the same distribution as gen/sampler.h, chosen without sorting.
+ * the distribution of gen/sampler.h, chosen without sorting.
  *
  * Row r = row[i] of logits [*][V] (fp32) gives sequence i its token:
  *   - forced[i] >= 0: that token (the driver forcing a closing text);
  *   - temperature 0: the argmax over ids below limit, ties to the lowest id;
- *   - else p_j = exp((l_j - max) / T) over ids j < limit, cut to the k most
- *     probable (top_k > 0) and then to the nucleus: the fewest most probable
- *     tokens whose mass reaches top_p of what is left (ties in probability
+ *   - else p_j = exp((l_j - max) / T) over ids j < limit, held as the
+ *     integer mass q_j = floor(p_j 2^40) (so that every sum is exact and
+ *     the same in any order: p_j < 2^-40 is never drawn), cut to the k most
+ *     probable (top_k > 0), then to the nucleus: the fewest most probable
+ *     tokens whose mass reaches top_p of what is left (equal probabilities
  *     taken by id, lowest first, as sampler.h orders them), and one draw
  *     u[i] in [0, 1) placed on the cumulative mass of what is left, taken in
  *     id order (sampler.h takes it in probability order: the same
  *     distribution, another token for the same u).
- * The cuts are thresholds on p found by bisection over p's float bits (31
- * rounds), so nothing is sorted.  lp[i] is the chosen token's log-softmax
- * at temperature 1 over all V logits.  A row holding NaN or +inf, or with
- * every drawable logit -inf, gives tok[i] = -1.
+ * The cuts are thresholds on p's float bits found by radix selection (four
+ * passes of 256-bin histograms each), so nothing is sorted.  lp[i] is the
+ * chosen token's log-softmax at temperature 1 over all V logits.  A row
+ * holding NaN or +inf, or with every drawable logit -inf, gives
+ * tok[i] = -1.
  *
- * sample_rows_cpu is the plain C twin (sequential sums: a token can differ
- * from the CUDA one when u falls within rounding of a boundary). */
+ * sample_rows_cpu is the plain C twin: the same integer arithmetic, so it
+ * chooses the CUDA version's token except where the two expf differ in
+ * the last bit. */
 #ifndef LMPIPE_SAMPLE_H
 #define LMPIPE_SAMPLE_H
 
@@ -34,6 +38,9 @@ typedef struct sample_args {
 	float top_p;        /* (0, 1]; 1: no cut */
 	int limit;          /* ids below it may be drawn (0 or >= V: all) */
 } sample_args;
+
+/* p's integer mass: 2^40. */
+#define SAMPLE_MASS_ONE 1099511627776.0f
 
 void sample_rows_cpu(int32_t *tok, float *lp, const float *logits, const int32_t *row,
 		     const float *u, const int32_t *forced, int n, int V, sample_args a);

@@ -23,9 +23,9 @@ BASE    ?= $(W)/ckpt/latest
 TOK     ?= $(W)/tok.bpe
 TEMPLATE ?= $(ROOT)/pipelines/arith.prompt
 DEVICE  ?= cpu
-# The updates (rl-update) run on DEVICE; the rollouts and the held-out
-# evaluation (lm-sample) on the CPU backend only so far.
-SAMPLE_DEVICE ?= cpu
+# The updates (rl-update) run on DEVICE, and so do the rollouts and the
+# held-out evaluation (lm-sample) unless SAMPLE_DEVICE says otherwise.
+SAMPLE_DEVICE ?= $(DEVICE)
 DIGITS  ?= 1
 ARITH_STEPS ?= 1
 OPS     ?= +-

@@ -42,9 +42,9 @@ LR      ?= 3e-3
 WARMUP  ?= 20
 EVAL_EVERY ?= 50
 DEVICE  ?= cpu
-# lm-sample decodes on the CPU backend only so far (its GPU decoder is a
-# later issue): the samples stage keeps the CPU whatever DEVICE says.
-SAMPLE_DEVICE ?= cpu
+# The samples stage (lm-sample) runs on DEVICE too unless SAMPLE_DEVICE
+# says otherwise.
+SAMPLE_DEVICE ?= $(DEVICE)
 TRAIN_OPTS ?=
 # Data parallel training (man 1 lm-train): GPUS=N starts N ranks on this host
 # (lm-train --gpus N, which execs mpirun); LAUNCH is a command put before

@@ -4,7 +4,8 @@
 # it) equal one process with --accum 2 bit for bit: loss curve, weights and
 # optimizer state (the sums are taken in rank order, libcommon/dist); a
 # one-process run of another global batch does not (the comparison can
-# fail).  ZeRO-1 and ZeRO-2 equal ZeRO-0; a 2-rank checkpoint resumes on 1
+# fail).  ZeRO-1 and ZeRO-2 equal ZeRO-0; Muon trains the same on 2 ranks
+# and refuses ZeRO; a 2-rank checkpoint resumes on 1
 # rank and that one on 2 ranks with ZeRO-1, ending where an uninterrupted
 # run ends; a killed or stopped rank ends the run within --dist-timeout with
 # a message naming it; ranks started with different options are refused;
@@ -57,6 +58,14 @@ n1=$(grep -o '"grad_norm":[^,]*' z1.jsonl | tail -1 | cut -d: -f2)
 n0=$(grep -o '"grad_norm":[^,]*' two.jsonl | tail -1 | cut -d: -f2)
 perl -e 'exit(abs($ARGV[0] - $ARGV[1]) <= 1e-12 * abs($ARGV[1]) ? 0 : 1)' "$n1" "$n0"
 ok $? "--zero 1: the gradient norm (summed per shard) within 1e-12 of ZeRO-0's ($n1, $n0)"
+
+lm-train "${M[@]}" -n 3 --accum 2 -d d -o mu1 --optimizer muon 2> /dev/null
+mpi2 "${M[@]}" -n 3 -d d -o mu2 --optimizer muon > mu2.out 2>&1
+is "$(data mu2/step-00000003.safetensors)" "$(data mu1/step-00000003.safetensors)" \
+	"--optimizer muon: 2 ranks equal one process, bit for bit"
+mpi2 "${M[@]}" -n 3 -d d -o mu3 --optimizer muon --zero 1 > mu3.out 2>&1
+[ $? != 0 ] && grep -q "sharded (ZeRO) for AdamW only" mu3.out
+ok $? "--zero 1 with Muon is refused, saying why" || sed 's/^/# /' mu3.out | head -3
 
 mpi2 "${M[@]}" -n 2 -d d -o r --log r.jsonl > r.out 2>&1
 lm-train -d d -n 4 -o r --resume --log r.jsonl -j 1 2> r1.err

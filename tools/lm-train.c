@@ -74,7 +74,11 @@ int main(int argc, char **argv)
 	long long eval_every = 0, eval_batches = 20, ckpt_every = 0, keep_last = 0;
 	uint64_t tokens = 0;
 	double theta = 0, lr = 1e-3, lr_min_ratio = 0.1, beta1 = 0.9, beta2 = 0.95, eps = 1e-8;
-	double wd = 0.1, clip = 1.0;
+	double wd = 0.1, clip = 1.0, decay_frac = 0.2;
+	const char *optimizer = "adamw", *schedule = "cosine", *decay_shape_name = "linear";
+	const char *muon_scale_name = "original";
+	muon_config mu = { .lr = 0.02, .momentum = 0.95, .momentum_start = -1, .weight_decay = 0 };
+	long long ns_steps = MUON_NS_STEPS;
 	int tie = 0, list = 0, resume = 0, force = 0, show_progress = 0, info = 0;
 	long long profile = 0, gpus = 0, zero = 0;
 	double bucket_mb = 25, dist_timeout = 60;
@@ -96,14 +100,25 @@ int main(int argc, char **argv)
 		{ 0, "accum", OPT_INT, &accum, "N", "micro-batches per optimizer step", 1, DIM_MAX, NULL },
 		{ 'n', "steps", OPT_INT, &steps, "N", "optimizer steps in all", 1, STEPS_MAX, NULL },
 		{ 0, "tokens", OPT_SIZE, &tokens, "N", "token budget instead of --steps", 0, 0, NULL },
-		{ 0, "lr", OPT_DOUBLE, &lr, "F", "peak learning rate", 0, 10, NULL },
-		{ 0, "lr-min-ratio", OPT_DOUBLE, &lr_min_ratio, "F", "final learning rate as a fraction of --lr", 0, 1, NULL },
+		{ 0, "optimizer", OPT_CHOICE, &optimizer, "NAME", "muon: Muon on the blocks' matrices, AdamW on the rest", 0, 0, optim_kind_names },
+		{ 0, "lr", OPT_DOUBLE, &lr, "F", "peak learning rate of the AdamW group", 0, 10, NULL },
+		{ 0, "lr-min-ratio", OPT_DOUBLE, &lr_min_ratio, "F", "final learning rate as a fraction of each group's peak", 0, 1, NULL },
+		{ 0, "schedule", OPT_CHOICE, &schedule, "NAME", "learning-rate schedule", 0, 0, lr_schedule_names },
 		{ 0, "warmup", OPT_INT, &warmup, "N", "linear warmup steps", 0, STEPS_MAX, NULL },
-		{ 0, "cycle", OPT_INT, &cycle, "N", "step where the cosine reaches lr-min (default: last)", 0, STEPS_MAX, NULL },
+		{ 0, "cycle", OPT_INT, &cycle, "N", "step where the schedule reaches lr-min (default: last)", 0, STEPS_MAX, NULL },
+		{ 0, "decay-frac", OPT_DOUBLE, &decay_frac, "F", "wsd: the fraction of the cycle that decays", 0, 1, NULL },
+		{ 0, "decay-shape", OPT_CHOICE, &decay_shape_name, "NAME", "wsd: the decay's shape (sqrt: 1 - sqrt)", 0, 0, decay_shape_names },
 		{ 0, "beta1", OPT_DOUBLE, &beta1, "F", "AdamW beta1", 0, 1, NULL },
 		{ 0, "beta2", OPT_DOUBLE, &beta2, "F", "AdamW beta2", 0, 1, NULL },
 		{ 0, "eps", OPT_DOUBLE, &eps, "F", "AdamW epsilon", 0, 1, NULL },
-		{ 0, "weight-decay", OPT_DOUBLE, &wd, "F", "decoupled weight decay of the matrices", 0, 10, NULL },
+		{ 0, "weight-decay", OPT_DOUBLE, &wd, "F", "AdamW's decoupled weight decay of the matrices", 0, 10, NULL },
+		{ 0, "muon-lr", OPT_DOUBLE, &mu.lr, "F", "peak learning rate of the Muon group", 0, 10, NULL },
+		{ 0, "muon-momentum", OPT_DOUBLE, &mu.momentum, "F", "Muon's Nesterov momentum", 0, 0.999999, NULL },
+		{ 0, "muon-momentum-start", OPT_DOUBLE, &mu.momentum_start, "F", "momentum at step 0 of the warm-up (default: no warm-up)", 0, 0.999999, NULL },
+		{ 0, "muon-momentum-warmup", OPT_INT, &mu.momentum_warmup, "N", "steps of the linear momentum warm-up", 0, STEPS_MAX, NULL },
+		{ 0, "muon-weight-decay", OPT_DOUBLE, &mu.weight_decay, "F", "Muon's decoupled weight decay (default 0)", 0, 10, NULL },
+		{ 0, "muon-scale", OPT_CHOICE, &muon_scale_name, "NAME", "update scale: sqrt(max(1, rows/cols)), or 0.2 sqrt(max(rows, cols))", 0, 0, muon_scale_names },
+		{ 0, "muon-ns-steps", OPT_INT, &ns_steps, "N", "Newton-Schulz iterations", 1, 99, NULL },
 		{ 0, "clip", OPT_DOUBLE, &clip, "F", "max global gradient norm, 0: off", 0, 1e30, NULL },
 		{ 's', "seed", OPT_INT, &seed, "N", "seed of initialisation and data order", 0, 9e18, NULL },
 		{ 'd', "data", OPT_STRLIST, &data, "PREFIX", "training shards (repeatable)", 0, 0, NULL },
@@ -207,7 +222,16 @@ int main(int argc, char **argv)
 	tc.accum = (int)accum;
 	tc.steps = steps;
 	tc.tokens = tokens;
-	tc.opt = (optim_config){ lr, 0, warmup, cycle, beta1, beta2, eps, wd, clip };
+	if (mu.momentum_start < 0)
+		mu.momentum_start = mu.momentum;
+	mu.scale = optim_name_index(muon_scale_names, muon_scale_name);
+	mu.ns_steps = (int)ns_steps;
+	tc.opt = (optim_config){ .lr_max = lr, .warmup = warmup, .cycle = cycle, .beta1 = beta1,
+				 .beta2 = beta2, .eps = eps, .weight_decay = wd, .clip = clip,
+				 .schedule = optim_name_index(lr_schedule_names, schedule),
+				 .decay_frac = decay_frac,
+				 .decay_shape = optim_name_index(decay_shape_names, decay_shape_name),
+				 .kind = optim_name_index(optim_kind_names, optimizer), .muon = mu };
 	tc.lr_min_ratio = lr_min_ratio;
 	tc.seed = (uint64_t)seed;
 	tc.data = data.v;

@@ -20,49 +20,61 @@ static float bitsf(uint32_t b)
 	return x;
 }
 
-/* The set: p's bits above tau, and the first `ties` (in id order) at tau. */
+/* The set: q > 0 and p's bits above tau, or at tau among its first `ties`
+ * (in id order). */
 struct cut {
 	uint32_t tau;
-	long ties;
+	uint64_t ties;
 };
 
-static int in_cut(uint32_t pb, long *rank, struct cut c)
+static uint64_t q_of(float p) { return (uint64_t)(p * SAMPLE_MASS_ONE); }
+
+/* Membership of id j, counting the ties at tau seen so far in *rank. */
+static int in_cut(float p, uint64_t *rank, struct cut c)
 {
-	if (pb > c.tau)
-		return 1;
-	if (pb != c.tau)
+	uint32_t pb = fbits(p);
+	if (!q_of(p) || pb < c.tau)
 		return 0;
-	return (*rank)++ < c.ties;
+	return pb > c.tau || (*rank)++ < c.ties;
 }
 
-/* Mass (or count) of the set's members with bits >= t. */
-static double mass_from(const float *p, int n, struct cut c, uint32_t t, int count)
+/* The threshold of the members' first `want` (tokens, or mass with
+ * by_mass) in decreasing p: four passes over p's bits, 8 at a time, of a
+ * 256-bin histogram of the members that share the bits chosen so far.
+ * Returns the bits; *left is what the tokens at exactly those bits must
+ * still supply. */
+static uint32_t radix_select(const float *p, int n, struct cut c, uint64_t want, int by_mass,
+			     uint64_t *left)
 {
-	double s = 0;
-	long rank = 0;
-	for (int j = 0; j < n; j++) {
-		uint32_t pb = fbits(p[j]);
-		if (in_cut(pb, &rank, c) && pb >= t)
-			s += count ? 1.0 : (double)p[j];
+	uint32_t prefix = 0, mask = 0;
+	uint64_t need = want;
+	for (int shift = 24; shift >= 0; shift -= 8) {
+		uint64_t h[256] = { 0 }, rank = 0;
+		for (int j = 0; j < n; j++)
+			if (in_cut(p[j], &rank, c) && (fbits(p[j]) & mask) == prefix)
+				h[(fbits(p[j]) >> shift) & 255] += by_mass ? q_of(p[j]) : 1;
+		int b = 255;
+		for (; b > 0 && h[b] < need; b--)
+			need -= h[b];
+		prefix |= (uint32_t)b << shift;
+		mask |= 255u << shift;
 	}
-	return s;
+	*left = need;
+	return prefix;
 }
 
-/* The largest t in [lo, hi) with f(t) >= want, f falling in t: f(lo) >= want. */
-static uint32_t bisect(const float *p, int n, struct cut c, uint32_t lo, uint32_t hi, double want,
-		       int count)
+static uint64_t mass_of(const float *p, int n, struct cut c, uint64_t *count)
 {
-	while (hi - lo > 1) {
-		uint32_t mid = lo + (hi - lo) / 2;
-		if (mass_from(p, n, c, mid, count) >= want)
-			lo = mid;
-		else
-			hi = mid;
-	}
-	return lo;
+	uint64_t m = 0, k = 0, rank = 0;
+	for (int j = 0; j < n; j++)
+		if (in_cut(p[j], &rank, c)) {
+			m += q_of(p[j]);
+			k++;
+		}
+	if (count)
+		*count = k;
+	return m;
 }
-
-enum { ONE_BITS = 0x3f800000u };
 
 static void one_row(int32_t *tok, float *lp, const float *l, float u, int32_t forced, int V,
 		    sample_args a, float *p)
@@ -96,35 +108,31 @@ static void one_row(int32_t *tok, float *lp, const float *l, float u, int32_t fo
 		for (int j = 0; j < n; j++)
 			p[j] = expf((l[j] - mx) * inv_t);
 		struct cut c = { 0, 0 };
-		double npos = mass_from(p, n, c, 1, 1);
-		if (a.top_k > 0 && a.top_k < npos) {
-			uint32_t tau = bisect(p, n, c, 1, ONE_BITS + 1, a.top_k, 1);
-			long gt = (long)mass_from(p, n, c, tau + 1, 1);
-			c = (struct cut){ tau, a.top_k - gt };
+		uint64_t members, left;
+		uint64_t mass = mass_of(p, n, c, &members);
+		if (a.top_k > 0 && (uint64_t)a.top_k < members) {
+			uint32_t tau = radix_select(p, n, c, (uint64_t)a.top_k, 0, &left);
+			c = (struct cut){ tau, left };
+			mass = mass_of(p, n, c, NULL);
 		}
-		double mass = mass_from(p, n, c, 0, 0);
 		if (a.top_p < 1) {
-			double target = (double)a.top_p * mass;
-			uint32_t tau = bisect(p, n, c, c.tau ? c.tau : 1, ONE_BITS + 1, target, 0);
-			double gt = mass_from(p, n, c, tau + 1, 0);
-			long m = (long)ceil((target - gt) / (double)bitsf(tau));
-			if (m < 1)
-				m = 1;
-			if (tau == c.tau && m > c.ties)
-				m = c.ties;
-			c = (struct cut){ tau, m };
-			mass = mass_from(p, n, c, 0, 0);
+			uint64_t target = (uint64_t)((double)a.top_p * (double)mass);
+			target = target ? target : 1;
+			uint32_t tau = radix_select(p, n, c, target, 1, &left);
+			uint64_t qt = q_of(bitsf(tau)), m = (left + qt - 1) / qt;
+			c = (struct cut){ tau, m ? m : 1 };
+			mass = mass_of(p, n, c, NULL);
 		}
-		double want = (double)u * mass, acc = 0;
-		long rank = 0;
+		uint64_t want = (uint64_t)((double)u * (double)mass), acc = 0, rank = 0;
+		if (want >= mass)
+			want = mass - 1;
 		t = -1;
 		for (int j = 0; j < n; j++) {
-			uint32_t pb = fbits(p[j]);
-			if (!in_cut(pb, &rank, c))
+			if (!in_cut(p[j], &rank, c))
 				continue;
 			t = j;
-			acc += (double)p[j];
-			if (want < acc)
+			acc += q_of(p[j]);
+			if (acc > want)
 				break;
 		}
 	}

@@ -1,6 +1,7 @@
 // decode.cu: the generation step's cache ops on bf16 (see kernels/decode.h):
 // the q/k/v split with RoPE and the cache store in one pass, attention of
-// each new token over its sequence's cache (one block per token and head),
+// each new token over its sequence's cache (one block per token and head;
+// head dimensions 32, 64 and 128 have an unrolled kernel of their own),
 // and the row moves around the output head.
 #include "kernels/decode.h"
 #include "ops_cuda.cuh"
@@ -113,6 +114,103 @@ __global__ void __launch_bounds__(ATTN_THREADS) attn_kernel(bf16 *o, const bf16 
 	}
 }
 
+// The same for head dimensions of 32, 64 and 128, where a key row is read
+// whole in 16-byte pieces issued together and the weighted sum of values
+// is unrolled over positions, so that a thread waits for memory once per
+// row or per 8 rows instead of once per element.
+template <int D>
+__global__ void __launch_bounds__(ATTN_THREADS) attn_kernel_d(bf16 *o, const bf16 *q, const bf16 *kc,
+							      const bf16 *vc, const int32_t *pos,
+							      const int32_t *slot, decode_shape s,
+							      float scale)
+{
+	extern __shared__ float sm[];
+	float *sc = sm;                        // scores [n_ctx]
+	__shared__ float qs[D], red[ATTN_WARPS], part[ATTN_WARPS][D];
+	int i = blockIdx.x / s.H, h = blockIdx.x % s.H, n = pos[i] + 1;
+	int kvh = h / (s.H / s.Hkv), w = threadIdx.x / WARP, lane = threadIdx.x % WARP;
+	const bf16 *K = kc + cache_at(s, slot[i], kvh, 0), *Vc = vc + cache_at(s, slot[i], kvh, 0);
+	const bf16 *qi = q + ((size_t)i * s.H + h) * D;
+	for (int d = threadIdx.x; d < D; d += blockDim.x)
+		qs[d] = ld(qi + d) * scale;
+	__syncthreads();
+	float mx = -INFINITY;
+	for (int j = threadIdx.x; j < n; j += blockDim.x) {
+		const uint4 *k4 = (const uint4 *)(K + (size_t)j * D);
+		uint4 kv[D / 8];
+#pragma unroll
+		for (int c = 0; c < D / 8; c++)
+			kv[c] = k4[c];
+		float acc = 0;
+#pragma unroll
+		for (int c = 0; c < D / 8; c++) {
+			const __nv_bfloat162 *k2 = (const __nv_bfloat162 *)&kv[c];
+#pragma unroll
+			for (int e = 0; e < 4; e++) {
+				float2 f = __bfloat1622float2(k2[e]);
+				acc += qs[c * 8 + 2 * e] * f.x + qs[c * 8 + 2 * e + 1] * f.y;
+			}
+		}
+		sc[j] = acc;
+		mx = fmaxf(mx, acc);
+	}
+	mx = warp_max(mx);
+	if (lane == 0)
+		red[w] = mx;
+	__syncthreads();
+	mx = red[0];
+	for (int k = 1; k < ATTN_WARPS; k++)
+		mx = fmaxf(mx, red[k]);
+	__syncthreads();
+	float sum = 0;
+	for (int j = threadIdx.x; j < n; j += blockDim.x) {
+		float e = __expf(sc[j] - mx);
+		sc[j] = e;
+		sum += e;
+	}
+	sum = warp_sum(sum);
+	if (lane == 0)
+		red[w] = sum;
+	__syncthreads();
+	sum = 0;
+	for (int k = 0; k < ATTN_WARPS; k++)
+		sum += red[k];
+	// warp w takes positions w, w + 4, ...; lane l the dimensions l * E ..
+	constexpr int E = D / WARP;            // 1, 2 or 4 values a lane
+	float acc[E] = {};
+	int j = w;
+	for (; j + 7 * ATTN_WARPS < n; j += 8 * ATTN_WARPS) {
+		float v[8][E];
+#pragma unroll
+		for (int u = 0; u < 8; u++) {
+			const bf16 *vr = Vc + (size_t)(j + u * ATTN_WARPS) * D + lane * E;
+#pragma unroll
+			for (int e = 0; e < E; e++)
+				v[u][e] = ld(vr + e);
+		}
+#pragma unroll
+		for (int u = 0; u < 8; u++)
+#pragma unroll
+			for (int e = 0; e < E; e++)
+				acc[e] += sc[j + u * ATTN_WARPS] * v[u][e];
+	}
+	for (; j < n; j += ATTN_WARPS)
+#pragma unroll
+		for (int e = 0; e < E; e++)
+			acc[e] += sc[j] * ld(Vc + (size_t)j * D + lane * E + e);
+#pragma unroll
+	for (int e = 0; e < E; e++)
+		part[w][lane * E + e] = acc[e];
+	__syncthreads();
+	bf16 *oi = o + ((size_t)i * s.H + h) * D;
+	for (int d = threadIdx.x; d < D; d += blockDim.x) {
+		float t = 0;
+		for (int k = 0; k < ATTN_WARPS; k++)
+			t += part[k][d];
+		oi[d] = to_bf16(t / sum);
+	}
+}
+
 __global__ void gather_kernel(float *dst, const float *src, const int32_t *idx, int n, int C)
 {
 	size_t total = (size_t)n * C;
@@ -151,6 +249,17 @@ extern "C" int attn_decode_cache_cuda(uint16_t *o, const uint16_t *q, const uint
 		return 0;
 	if (s.D % 2 || s.Hkv < 1 || s.H % s.Hkv)
 		return -1;
+	if (s.D == 32 || s.D == 64 || s.D == 128) {
+		size_t sm = (size_t)s.n_ctx * sizeof(float);
+		auto k = s.D == 32 ? attn_kernel_d<32> : s.D == 64 ? attn_kernel_d<64> : attn_kernel_d<128>;
+		if (sm > 32 * 1024 &&
+		    cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm) != cudaSuccess)
+			return -1;
+		k<<<s.N * s.H, ATTN_THREADS, sm, (cudaStream_t)stream>>>((bf16 *)o, (const bf16 *)q,
+									(const bf16 *)kc, (const bf16 *)vc,
+									pos, slot, s, scale);
+		return launched();
+	}
 	int groups = s.D <= ATTN_THREADS && ATTN_THREADS % s.D == 0 ? ATTN_THREADS / s.D : 1;
 	size_t smem = ((size_t)s.D + s.n_ctx + (size_t)groups * s.D) * sizeof(float);
 	if (smem > 48 * 1024 &&

@@ -150,6 +150,8 @@ extern "C" void matmul_cuda_free(matmul_cuda *mc)
 extern "C" int matmul_fwd_cuda(matmul_cuda *mc, void *out, const float *addend, const uint16_t *inp,
 			       const uint16_t *w, int N, int IN, int OUT)
 {
+	if (matmul_small_applies(inp, w, N, IN))
+		return matmul_fwd_small_cuda(out, addend, inp, w, N, IN, OUT, mc->st);
 	if (addend)
 		return gemm(mc, 1, 0, OUT, N, IN, w, IN, inp, IN, addend, out, OUT, 1, 1.0f);
 	return gemm(mc, 1, 0, OUT, N, IN, w, IN, inp, IN, out, out, OUT, 0, 0.0f);

@@ -1,8 +1,8 @@
 // sample.cu: the device sampler (see kernels/sample.h): one block per
 // sequence, each thread a contiguous run of ids, the top-k and top-p
-// thresholds found by bisection over the probabilities' float bits with a
-// block-wide count or sum per round, and the draw placed by a block-wide
-// prefix sum in id order.
+// thresholds found by radix selection over the probabilities' float bits
+// (four passes of a 256-bin shared histogram), and the draw placed by a
+// block-wide prefix sum of integer masses in id order.
 #include "kernels/sample.h"
 #include "ops_cuda.cuh"
 
@@ -12,7 +12,11 @@ using namespace ops;
 
 namespace {
 
-enum { THREADS = 1024, WARPS = THREADS / WARP, ONE_BITS = 0x3f800000 };
+enum { THREADS = 256, WARPS = THREADS / WARP, ONE_BITS = 0x3f800000 };
+
+// Probabilities cached in shared memory up to this many bytes (a vocabulary
+// of 50,000; larger ones recompute them in every pass).
+enum { CACHE_BYTES = 200 * 1024 };
 
 struct shared {
 	double d[WARPS];
@@ -39,30 +43,6 @@ __device__ double block_sum_d(double x, shared &sh)
 	__syncthreads();
 	double s = l < WARPS ? sh.d[l] : 0.0;
 	return warp_sum_d(s);
-}
-
-// Exclusive prefix sum over threads (in thread order) and the total.
-__device__ double block_scan_d(double x, double *total, shared &sh)
-{
-	int w = threadIdx.x / WARP, l = threadIdx.x % WARP;
-	double inc = x;
-	for (int o = 1; o < WARP; o *= 2) {
-		double y = __shfl_up_sync(0xffffffffu, inc, o);
-		if (l >= o)
-			inc += y;
-	}
-	__syncthreads();
-	if (l == WARP - 1)
-		sh.d[w] = inc;
-	__syncthreads();
-	double base = 0, all = 0;
-	for (int j = 0; j < WARPS; j++) {
-		if (j < w)
-			base += sh.d[j];
-		all += sh.d[j];
-	}
-	*total = all;
-	return base + inc - x;
 }
 
 __device__ long long block_scan_ll(long long x, shared &sh)
@@ -113,67 +93,165 @@ __device__ void block_argmax(float *v, int *at, shared &sh)
 
 __device__ __forceinline__ unsigned fbits(float x) { return __float_as_uint(x); }
 
-// The set: bits above tau, and the first `ties` at tau in id order.
+__device__ __forceinline__ unsigned long long q_of(float p)
+{
+	return (unsigned long long)(p * SAMPLE_MASS_ONE);
+}
+
+// The set: q > 0 and bits above tau, or at tau among the first `ties`.
 struct cut {
 	unsigned tau;
-	long long ties;
+	unsigned long long ties;
 };
 
 struct row_view {
 	const float *l;
-	int lo, hi;       // this thread's ids
+	const float *pc;  // the probabilities, computed once, in shared memory (or NULL)
+	int lo, hi;       // this thread's ids (contiguous; threads in id order)
 	float mx, inv_t;
 };
 
 __device__ __forceinline__ float prob(const row_view &r, int j)
 {
-	return expf((r.l[j] - r.mx) * r.inv_t);
+	return r.pc ? r.pc[j] : expf((r.l[j] - r.mx) * r.inv_t);
 }
 
-// This thread's ties at c.tau before its first id, for membership.
-__device__ long long tie_base(const row_view &r, cut c, shared &sh)
+__device__ unsigned long long warp_sum_u(unsigned long long x)
+{
+	for (int o = WARP / 2; o > 0; o /= 2)
+		x += __shfl_xor_sync(0xffffffffu, x, o);
+	return x;
+}
+
+__device__ unsigned long long block_sum_u(unsigned long long x, shared &sh)
+{
+	int w = threadIdx.x / WARP, l = threadIdx.x % WARP;
+	x = warp_sum_u(x);
+	__syncthreads();
+	if (l == 0)
+		sh.ll[w] = (long long)x;
+	__syncthreads();
+	unsigned long long s = l < WARPS ? (unsigned long long)sh.ll[l] : 0;
+	return warp_sum_u(s);
+}
+
+// This thread's ties at c.tau before its first id (the rank of its first).
+__device__ unsigned long long tie_base(const row_view &r, cut c, shared &sh)
 {
 	long long n = 0;
-	for (int j = r.lo; j < r.hi; j++)
-		n += fbits(prob(r, j)) == c.tau;
-	return block_scan_ll(n, sh);
-}
-
-// Mass (count when `count`) of the set's members with bits >= t, over the block.
-__device__ double mass_from(const row_view &r, cut c, long long base, unsigned t, bool count,
-			    shared &sh)
-{
-	double s = 0;
-	long long rank = base;
 	for (int j = r.lo; j < r.hi; j++) {
 		float p = prob(r, j);
-		unsigned pb = fbits(p);
-		bool in = pb > c.tau || (pb == c.tau && rank++ < c.ties);
-		if (in && pb >= t)
-			s += count ? 1.0 : (double)p;
+		n += fbits(p) == c.tau && q_of(p) > 0;
 	}
-	return block_sum_d(s, sh);
+	return (unsigned long long)block_scan_ll(n, sh);
 }
 
-__device__ unsigned bisect(const row_view &r, cut c, long long base, unsigned lo, unsigned hi,
-			   double want, bool count, shared &sh)
+__device__ __forceinline__ bool in_cut(float p, unsigned long long *rank, cut c)
 {
-	while (hi - lo > 1) {
-		unsigned mid = lo + (hi - lo) / 2;
-		if (mass_from(r, c, base, mid, count, sh) >= want)
-			lo = mid;
-		else
-			hi = mid;
+	unsigned pb = fbits(p);
+	if (!q_of(p) || pb < c.tau)
+		return false;
+	return pb > c.tau || (*rank)++ < c.ties;
+}
+
+// The members' mass (and count) over the block.
+__device__ unsigned long long mass_of(const row_view &r, cut c, unsigned long long base,
+				      unsigned long long *count, shared &sh)
+{
+	unsigned long long m = 0, k = 0, rank = base;
+	for (int j = r.lo; j < r.hi; j++) {
+		float p = prob(r, j);
+		if (in_cut(p, &rank, c)) {
+			m += q_of(p);
+			k++;
+		}
 	}
-	return lo;
+	m = block_sum_u(m, sh);
+	if (count)
+		*count = block_sum_u(k, sh);
+	return m;
+}
+
+// kernels/cpu/sample.c's radix_select over the block: a 256-bin histogram
+// per pass in shared memory (integer atomics: the same sums in any order).
+__device__ unsigned radix_select(const row_view &r, cut c, unsigned long long base,
+				 unsigned long long want, bool by_mass, unsigned long long *left,
+				 unsigned long long *hist, unsigned *pick)
+{
+	unsigned prefix = 0, mask = 0;
+	unsigned long long need = want;
+	for (int shift = 24; shift >= 0; shift -= 8) {
+		for (int b = threadIdx.x; b < 256; b += blockDim.x)
+			hist[b] = 0;
+		__syncthreads();
+		// a thread's neighbouring ids mostly share the high bits' bin:
+		// add runs, not elements, so few atomics contend for one bin
+		unsigned long long rank = base, run = 0;
+		int bin = -1;
+		for (int j = r.lo; j < r.hi; j++) {
+			float p = prob(r, j);
+			if (!in_cut(p, &rank, c) || (fbits(p) & mask) != prefix)
+				continue;
+			int b = (fbits(p) >> shift) & 255;
+			if (b != bin) {
+				if (bin >= 0)
+					atomicAdd(&hist[bin], run);
+				bin = b;
+				run = 0;
+			}
+			run += by_mass ? q_of(p) : 1ull;
+		}
+		if (bin >= 0)
+			atomicAdd(&hist[bin], run);
+		__syncthreads();
+		// warp 0 finds the bin: lane l holds bins 255 - 8l down to 248 - 8l
+		if (threadIdx.x < WARP) {
+			int l = threadIdx.x;
+			unsigned long long mine = 0;
+			for (int k = 0; k < 8; k++)
+				mine += hist[255 - 8 * l - k];
+			unsigned long long inc = mine;
+			for (int o = 1; o < WARP; o *= 2) {
+				unsigned long long y = __shfl_up_sync(0xffffffffu, inc, o);
+				if (l >= o)
+					inc += y;
+			}
+			unsigned hit = __ballot_sync(0xffffffffu, inc >= need);
+			int L = hit ? __ffs(hit) - 1 : WARP - 1;
+			if (l == L) {
+				unsigned long long nd = need - (inc - mine);
+				int b = 255 - 8 * l;
+				for (int k = 0; k < 8; k++) {
+					b = 255 - 8 * l - k;
+					if (b == 0 || hist[b] >= nd)
+						break;
+					nd -= hist[b];
+				}
+				pick[0] = (unsigned)b;
+				pick[1] = (unsigned)(nd >> 32);
+				pick[2] = (unsigned)nd;
+			}
+		}
+		__syncthreads();
+		prefix |= pick[0] << shift;
+		mask |= 255u << shift;
+		need = ((unsigned long long)pick[1] << 32) | pick[2];
+		__syncthreads();
+	}
+	*left = need;
+	return prefix;
 }
 
 __global__ void __launch_bounds__(THREADS) sample_kernel(int32_t *tok, float *lp,
 							 const float *logits, const int32_t *row,
 							 const float *u, const int32_t *forced, int V,
-							 sample_args a)
+							 sample_args a, int cache)
 {
+	extern __shared__ float pc[];
 	__shared__ shared sh;
+	__shared__ unsigned long long hist[256];
+	__shared__ unsigned sel[3];
+	__shared__ int pick;
 	int i = blockIdx.x;
 	const float *l = logits + (size_t)row[i] * V;
 	int n = a.limit > 0 && a.limit < V ? a.limit : V;
@@ -211,64 +289,54 @@ __global__ void __launch_bounds__(THREADS) sample_kernel(int32_t *tok, float *lp
 	if (f >= 0 && f < V) {
 		t = f;
 	} else if (a.temperature > 0) {
-		row_view r = { l, lo, min(hi, n), mx, 1.0f / a.temperature };
+		row_view r = { l, NULL, lo, min(hi, n), mx, 1.0f / a.temperature };
 		if (r.hi < r.lo)
 			r.hi = r.lo;
-		cut c = { 0, 0 };
-		double npos = mass_from(r, c, 0, 1, true, sh);
-		long long base = 0;
-		if (a.top_k > 0 && a.top_k < npos) {
-			unsigned tau = bisect(r, c, 0, 1, ONE_BITS + 1, a.top_k, true, sh);
-			long long gt = (long long)mass_from(r, c, 0, tau + 1, true, sh);
-			c = cut{ tau, a.top_k - gt };
-			base = tie_base(r, c, sh);
+		if (cache) {
+			// each thread reads back only its own ids: no barrier needed
+			for (int j = r.lo; j < r.hi; j++)
+				pc[j] = prob(r, j);
+			r.pc = pc;
 		}
-		double mass = mass_from(r, c, base, 0, false, sh);
-		if (a.top_p < 1) {
-			double target = (double)a.top_p * mass;
-			unsigned tau = bisect(r, c, base, c.tau ? c.tau : 1, ONE_BITS + 1, target, false, sh);
-			double gt = mass_from(r, c, base, tau + 1, false, sh);
-			long long m = (long long)ceil((target - gt) / (double)__uint_as_float(tau));
-			if (m < 1)
-				m = 1;
-			if (tau == c.tau && m > c.ties)
-				m = c.ties;
-			c = cut{ tau, m };
+		cut c = { 0, 0 };
+		unsigned long long base = 0, members, left;
+		unsigned long long mass = mass_of(r, c, 0, &members, sh);
+		if (a.top_k > 0 && (unsigned long long)a.top_k < members) {
+			unsigned tau = radix_select(r, c, 0, (unsigned long long)a.top_k, false, &left,
+						    hist, sel);
+			c = cut{ tau, left };
 			base = tie_base(r, c, sh);
-			mass = mass_from(r, c, base, 0, false, sh);
+			mass = mass_of(r, c, base, NULL, sh);
+		}
+		if (a.top_p < 1) {
+			unsigned long long target = (unsigned long long)((double)a.top_p * (double)mass);
+			target = target ? target : 1;
+			unsigned tau = radix_select(r, c, base, target, true, &left, hist, sel);
+			unsigned long long qt = q_of(__uint_as_float(tau)), m = (left + qt - 1) / qt;
+			c = cut{ tau, m ? m : 1 };
+			base = tie_base(r, c, sh);
+			mass = mass_of(r, c, base, NULL, sh);
 		}
 		// the draw: this thread's members' mass, placed by a prefix sum
-		double mine = 0;
-		int last = -1;
-		long long rank = base;
+		unsigned long long want = (unsigned long long)((double)u[i] * (double)mass);
+		if (want >= mass)
+			want = mass - 1;
+		long long mine = 0;
+		unsigned long long rank = base;
 		for (int j = r.lo; j < r.hi; j++) {
 			float p = prob(r, j);
-			unsigned pb = fbits(p);
-			if (pb > c.tau || (pb == c.tau && rank++ < c.ties)) {
-				mine += (double)p;
-				last = j;
-			}
+			if (in_cut(p, &rank, c))
+				mine += (long long)q_of(p);
 		}
-		double total, before = block_scan_d(mine, &total, sh);
-		double want = (double)u[i] * mass;
-		// the thread whose run holds `want` walks it; past the end (rounding)
-		// the last member is taken
-		__shared__ int pick;
-		float neg = last >= 0 ? (float)last : -1.0f;
-		int lastid = 0;
-		block_argmax(&neg, &lastid, sh);
-		if (threadIdx.x == 0)
-			pick = (int)neg;
-		__syncthreads();
-		if (mine > 0 && want >= before && want < before + mine) {
-			double acc = before;
+		unsigned long long before = (unsigned long long)block_scan_ll(mine, sh);
+		if (mine > 0 && want >= before && want < before + (unsigned long long)mine) {
+			unsigned long long acc = before;
 			rank = base;
 			for (int j = r.lo; j < r.hi; j++) {
 				float p = prob(r, j);
-				unsigned pb = fbits(p);
-				if (pb > c.tau || (pb == c.tau && rank++ < c.ties)) {
-					acc += (double)p;
-					if (want < acc) {
+				if (in_cut(p, &rank, c)) {
+					acc += q_of(p);
+					if (acc > want) {
 						pick = j;
 						break;
 					}
@@ -292,6 +360,17 @@ extern "C" int sample_rows_cuda(int32_t *tok, float *lp, const float *logits, co
 {
 	if (n <= 0)
 		return 0;
-	sample_kernel<<<n, THREADS, 0, (cudaStream_t)stream>>>(tok, lp, logits, row, u, forced, V, a);
+	// the probabilities in shared memory when they fit beside the rest
+	size_t bytes = (size_t)V * sizeof(float);
+	int cache = bytes <= CACHE_BYTES;
+	static int raised;
+	if (cache && bytes > 48 * 1024 && !raised) {
+		if (cudaFuncSetAttribute(sample_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+					 CACHE_BYTES) != cudaSuccess)
+			return -1;
+		raised = 1;
+	}
+	sample_kernel<<<n, THREADS, cache ? bytes : 0, (cudaStream_t)stream>>>(tok, lp, logits, row, u,
+									       forced, V, a, cache);
 	return launched();
 }

@@ -1,6 +1,6 @@
 /* lm_train.c: the training loop of lm-train (see lm_train.h): batches from the
  * shard reader, forward/backward with gradient accumulation, clipping,
- * AdamW on the cosine schedule, evaluation on the validation shards,
+ * the optimizer's groups (AdamW, or Muon and AdamW) on the schedule, evaluation on the validation shards,
  * checkpoints (DIR/step-NNNNNNNN.safetensors and DIR/latest), metrics as
  * JSON Lines and one progress line on stderr; a stop asked for by a signal
  * saves at the next step boundary.  The directory and the hyper-parameters
@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "base/atomic.h"
 #include "cli/progress.h"
@@ -30,7 +31,7 @@
 #include "model/backend.h"
 #include "model/ckpt.h"
 
-enum { NAME_MAX_LEN = 64, EXTRA_LEN = 96 };
+enum { NAME_MAX_LEN = 64, EXTRA_LEN = 96, GROUPS_LEN = 2048 };
 
 typedef struct trainer {
 	const train_config *tc;
@@ -143,10 +144,11 @@ static int interrupted(trainer *t, long long steps, lm_err *e)
 	return -1;
 }
 
-/* One optimizer step: accum micro-batches, then clipping and AdamW, all
- * queued on the backend; the loss and the gradient norm are read once, at
- * the end.  *loss is the mean loss over the step's tokens. */
-static int step(trainer *t, double lr, double *loss, double *gnorm, lm_err *e)
+/* One optimizer step: accum micro-batches, then clipping and the
+ * optimizer at sched times each group's peak lr, all queued on the
+ * backend; the loss and the gradient norm are read once, at the end.
+ * *loss is the mean loss over the step's tokens. */
+static int step(trainer *t, double sched, double *loss, double *gnorm, lm_err *e)
 {
 	const train_config *tc = t->tc;
 	long long count = 0;
@@ -163,7 +165,7 @@ static int step(trainer *t, double lr, double *loss, double *gnorm, lm_err *e)
 			return -1;
 		count += model_count(&t->m);
 	}
-	if (ddp_finish(t->dp, e) || ddp_step(t->dp, &t->o, lr, e) ||
+	if (ddp_finish(t->dp, e) || ddp_step(t->dp, &t->o, sched, e) ||
 	    ddp_settle(t->dp, "the step's collectives", e))
 		return lm_err_prefix(e, "step %lld", t->st.step + 1);
 	lm_scalars s;
@@ -204,37 +206,42 @@ static int report_profile(trainer *t, int steps, double wall_ms, lm_err *e)
 static int loop(trainer *t, long long steps, lm_err *e)
 {
 	const train_config *tc = t->tc;
-	const optim_config *oc = &tc->opt;
-	long long cycle = oc->cycle ? oc->cycle : steps;
+	const optim_config *oc = &t->o.cfg;
 	uint64_t per_step = (uint64_t)t->B * t->T * tc->accum * tc->world;
 	progress p;
 	progress_start(&p, tc->progress, "training", "steps", (uint64_t)steps);
 	if (tc->rank)
 		p.on = 0;
-	double t0 = lm_now(), prof_wall = 0;
+	double t0 = lm_now(), prof_wall = 0, train_s = 0;
 	long long first = t->st.step, prof_steps = 0;
 	/* one rank alone must not stop on its own signal: step() agrees */
 	while (t->st.step < steps && !t->stop && !(tc->world == 1 && tc->stop && *tc->stop)) {
 		int profiled = tc->profile && t->st.step > first && prof_steps < tc->profile;
 		prof_pause(t->m.be, !profiled);
-		double lr = lr_cosine(t->st.step, oc->lr_max, oc->lr_min, oc->warmup, cycle);
+		double sched = optim_schedule(oc, t->st.step), lr = oc->lr_max * sched;
 		double loss = 0, gnorm = 0, ts = lm_now();
-		if (step(t, lr, &loss, &gnorm, e))
+		if (step(t, sched, &loss, &gnorm, e))
 			return -1;
 		if (!isfinite(loss) || !isfinite(gnorm))
 			return stop_nonfinite(t, loss, gnorm, e);
 		t->st.step++;
 		t->st.tokens += per_step;
 		double now = lm_now(), tps = per_step / (now - ts);
+		train_s += now - ts;
 		if (profiled) {
 			prof_steps++;
 			prof_wall += (now - ts) * 1e3;
 		}
-		if (t->log)
-			fprintf(t->log, "{\"step\":%lld,\"loss\":%.17g,\"lr\":%.17g,\"grad_norm\":%.17g,"
-				"\"tokens\":%llu,\"tokens_per_s\":%.1f,\"elapsed_s\":%.3f}\n",
-				t->st.step, loss, lr, gnorm, (unsigned long long)t->st.tokens, tps,
-				now - t0);
+		if (t->log) {
+			char muon[EXTRA_LEN] = "";
+			if (oc->kind == OPTIM_MUON)
+				snprintf(muon, sizeof muon, ",\"muon_lr\":%.17g,\"muon_momentum\":%.17g",
+					 oc->muon.lr * sched, optim_muon_momentum(&oc->muon, t->st.step - 1));
+			fprintf(t->log, "{\"step\":%lld,\"loss\":%.17g,\"lr\":%.17g%s,\"grad_norm\":%.17g,"
+				"\"tokens\":%llu,\"tokens_per_s\":%.1f,\"elapsed_s\":%.3f,\"train_s\":%.3f}\n",
+				t->st.step, loss, lr, muon, gnorm, (unsigned long long)t->st.tokens, tps,
+				now - t0, train_s);
+		}
 		char extra[EXTRA_LEN];
 		snprintf(extra, sizeof extra, "loss %.4f  %.0f tok/s", loss, tps);
 		progress_update(&p, (uint64_t)t->st.step, extra);
@@ -473,11 +480,21 @@ int train_run(const train_config *tc0, lm_err *e)
 			goto out;
 		}
 	}
+	t.o.cfg.cycle = c.opt.cycle;
+	char groups[GROUPS_LEN];
+	/* The groups in words where progress is shown (a terminal, --progress). */
+	if ((c.progress || isatty(STDERR_FILENO)) && !optim_describe(&t.o, groups, sizeof groups))
+		for (char *line = strtok(groups, "\n"); line; line = strtok(NULL, "\n"))
+			train_note(&c, "%s", line);
 	if (t.log) {
 		char what[EXTRA_LEN * 2];
 		be->describe(be, what, sizeof what);
+		if (optim_groups_json(&t.o, groups, sizeof groups))
+			snprintf(groups, sizeof groups, "[]");
 		fprintf(t.log, "{\"device\":\"%s\",\"backend\":\"%s\",\"parameters\":%zu,"
-			"\"world\":%d,\"zero\":%d}\n", be->name, what, t.m.n_params, c.world, c.zero);
+			"\"optimizer\":\"%s\",\"schedule\":\"%s\",\"groups\":%s,\"world\":%d,"
+			"\"zero\":%d}\n", be->name, what, t.m.n_params, optim_kind_names[t.o.cfg.kind],
+			lr_schedule_names[t.o.cfg.schedule], groups, c.world, c.zero);
 	}
 	rc = loop(&t, c.steps, e);
 out:

@@ -16,16 +16,19 @@
 #include "model/ckpt.h"
 #include "tok/bpe_identity.h"
 
-typedef enum hp_type { HP_INT, HP_LL, HP_U64, HP_DBL } hp_type;
+/* HP_CHOICE: an int indexing names, recorded as the name. */
+typedef enum hp_type { HP_INT, HP_LL, HP_U64, HP_DBL, HP_CHOICE } hp_type;
 
 typedef struct hparam {
 	const char *key;      /* JSON key */
 	const char *option;   /* lm-train's long option */
 	hp_type type;
 	size_t off;           /* in train_config */
+	const char *const *names;
 } hparam;
 
-#define HP(key, opt, type, field) { key, opt, type, offsetof(train_config, field) }
+#define HP(key, opt, type, field) { key, opt, type, offsetof(train_config, field), NULL }
+#define HPC(key, opt, field, names) { key, opt, HP_CHOICE, offsetof(train_config, field), names }
 /* steps comes last: a --tokens budget is counted in the merged batch shape. */
 static const hparam HPARAMS[] = {
 	HP("batch", "batch", HP_INT, batch),
@@ -40,6 +43,17 @@ static const hparam HPARAMS[] = {
 	HP("eps", "eps", HP_DBL, opt.eps),
 	HP("weight_decay", "weight-decay", HP_DBL, opt.weight_decay),
 	HP("clip", "clip", HP_DBL, opt.clip),
+	HPC("optimizer", "optimizer", opt.kind, optim_kind_names),
+	HPC("schedule", "schedule", opt.schedule, lr_schedule_names),
+	HP("decay_frac", "decay-frac", HP_DBL, opt.decay_frac),
+	HPC("decay_shape", "decay-shape", opt.decay_shape, decay_shape_names),
+	HP("muon_lr", "muon-lr", HP_DBL, opt.muon.lr),
+	HP("muon_momentum", "muon-momentum", HP_DBL, opt.muon.momentum),
+	HP("muon_momentum_start", "muon-momentum-start", HP_DBL, opt.muon.momentum_start),
+	HP("muon_momentum_warmup", "muon-momentum-warmup", HP_LL, opt.muon.momentum_warmup),
+	HP("muon_weight_decay", "muon-weight-decay", HP_DBL, opt.muon.weight_decay),
+	HPC("muon_scale", "muon-scale", opt.muon.scale, muon_scale_names),
+	HP("muon_ns_steps", "muon-ns-steps", HP_INT, opt.muon.ns_steps),
 	HP("seed", "seed", HP_U64, seed),
 	HP("eval_every", "eval-every", HP_LL, eval_every),
 	HP("eval_batches", "eval-batches", HP_LL, eval_batches),
@@ -73,6 +87,7 @@ static json_t *to_json(train_config *c, const hparam *h)
 	case HP_LL: return json_integer(*(long long *)p);
 	case HP_U64: return json_integer((json_int_t)*(uint64_t *)p);
 	case HP_DBL: return json_real(*(double *)p);
+	case HP_CHOICE: return json_string(h->names[*(int *)p]);
 	}
 	return NULL;
 }
@@ -85,6 +100,7 @@ static void format(train_config *c, const hparam *h, char *buf, size_t n)
 	case HP_LL: snprintf(buf, n, "%lld", *(long long *)p); break;
 	case HP_U64: snprintf(buf, n, "%llu", (unsigned long long)*(uint64_t *)p); break;
 	case HP_DBL: snprintf(buf, n, "%g", *(double *)p); break;
+	case HP_CHOICE: snprintf(buf, n, "%s", h->names[*(int *)p]); break;
 	}
 }
 
@@ -92,6 +108,13 @@ static void format(train_config *c, const hparam *h, char *buf, size_t n)
 static int from_json(train_config *c, const hparam *h, const json_t *v)
 {
 	void *p = field(c, h);
+	if (h->type == HP_CHOICE) {
+		int i = json_is_string(v) ? optim_name_index(h->names, json_string_value(v)) : -1;
+		if (i < 0)
+			return 0;
+		*(int *)p = i;
+		return 1;
+	}
 	if (h->type == HP_DBL) {
 		if (!json_is_number(v))
 			return 0;
@@ -200,7 +223,7 @@ int train_hparams_resume(train_config *c, const char *text, const char *ckpt, lm
 				       (uint64_t)(c->world > 0 ? c->world : 1);
 			c->steps = (long long)((c->tokens + per - 1) / per);
 		}
-		size_t size = h->type == HP_INT ? sizeof(int) : sizeof(long long);
+		size_t size = h->type == HP_INT || h->type == HP_CHOICE ? sizeof(int) : sizeof(long long);
 		if (!asked || !memcmp(field(c, h), field(&stored, h), size)) {
 			memcpy(field(c, h), field(&stored, h), size);
 			continue;
@@ -208,9 +231,9 @@ int train_hparams_resume(train_config *c, const char *text, const char *ckpt, lm
 		char was[NUM_LEN], now[NUM_LEN];
 		format(&stored, h, was, sizeof was);
 		format(c, h, now, sizeof now);
-		if (!strcmp(h->key, "seed")) {
-			rc = lm_usage_err(e, "--seed %s: %s continues a run with seed %s, which cannot "
-					  "change", now, ckpt, was);
+		if (!strcmp(h->key, "seed") || !strcmp(h->key, "optimizer")) {
+			rc = lm_usage_err(e, "--%s %s: %s continues a run with %s %s, which cannot "
+					  "change", h->option, now, ckpt, h->key, was);
 		} else if (is_steps && c->steps > stored.steps) {
 			train_note(c, "-n %s extends the run of %s steps (%s): the cosine still ends at "
 				   "step %lld, then the learning rate stays at %g", now, was, ckpt,

@@ -65,7 +65,9 @@ int rlu_run(const rlu_opts *o, FILE *in, const char *in_name, FILE *metrics, lm_
 	int maxT = 1;
 	for (size_t i = 0; i < v.n; i++)
 		maxT = v.s[i].T > maxT ? v.s[i].T : maxT;
-	optim_config oc = { o->lr, o->lr, 0, 1, o->beta1, o->beta2, 1e-8, o->weight_decay, o->clip_grad };
+	optim_config oc = { .lr_max = o->lr, .lr_min = o->lr, .warmup = 0, .cycle = 1,
+			    .beta1 = o->beta1, .beta2 = o->beta2, .eps = 1e-8,
+			    .weight_decay = o->weight_decay, .clip = o->clip_grad };
 	train_state ts = { 0 };
 	if (rc == 0 && !(rc = model_init(&m, &cfg, be, 1, maxT, e)))
 		have_m = 1;

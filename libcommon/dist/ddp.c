@@ -185,13 +185,13 @@ int ddp_finish(ddp *d, lm_err *e)
 	return d->c->wait(d->c, r, "the gathering of the summed gradients", e);
 }
 
-int ddp_step(ddp *d, optim *o, double lr, lm_err *e)
+int ddp_step(ddp *d, optim *o, double factor, lm_err *e)
 {
 	model *m = d->m;
 	lm_backend *be = m->be;
 	if (!d->zero) {
 		optim_clip(o, m);
-		optim_step_clipped(o, m, lr);
+		optim_step_scheduled(o, m, factor);
 		return 0;
 	}
 	size_t lo, hi;
@@ -207,7 +207,7 @@ int ddp_step(ddp *d, optim *o, double lr, lm_err *e)
 		return -1;
 	be->upload(be, &m->sc->sumsq, &s, sizeof s);
 	be->clip_scale(be, &m->sc->grad_scale, &m->sc->sumsq, o->cfg.clip);
-	optim_step_range(o, m, lr, lo, hi);
+	optim_step_range(o, m, o->cfg.lr_max * factor, lo, hi);
 	lm_comm_req *r;
 	if (d->c->gather_start(d->c, m->params, m->params + lo, 0, d->n, d->part, -1, &r, e))
 		return -1;

@@ -45,7 +45,7 @@ typedef struct ddp_memory {
 } ddp_memory;
 void ddp_memory_use(const ddp *d, ddp_memory *mem);
 
-/* The optimizer: whole (ZeRO 0) or this rank's shard. */
+/* The optimizer: whole (ZeRO 0) or this rank's shard (AdamW only). */
 int ddp_optim_init(ddp *d, optim *o, const optim_config *c, lm_err *e);
 
 /* Whether the next backward pass communicates. */
@@ -53,10 +53,11 @@ void ddp_sync(ddp *d, int on);
 /* After that backward pass: wait for the bucket sums (and, ZeRO 0, the
  * gather of the summed gradients). */
 int ddp_finish(ddp *d, lm_err *e);
-/* Clipping by the global norm and the AdamW step at lr, then (ZeRO 1, 2)
+/* Clipping by the global norm and the optimizer step with every group at
+ * its peak lr times factor (optim_schedule), then (ZeRO 1, 2: AdamW only)
  * the gather of the weights.  m->sc->sumsq holds the global sum of
  * squares afterwards. */
-int ddp_step(ddp *d, optim *o, double lr, lm_err *e);
+int ddp_step(ddp *d, optim *o, double factor, lm_err *e);
 
 /* Before the host waits for the device (model_read_scalars): the queued
  * collectives done within the timeout, so that a dead rank fails the run

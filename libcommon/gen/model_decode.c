@@ -71,6 +71,19 @@ static void set_threads(model_decoder *md, int N)
 	}
 }
 
+/* out = RMSNorm(x) * g . W^T: fused where the backend has it. */
+static void norm_matmul(model_decoder *md, void *out, const float *x, const float *g, const void *w,
+			int N, int C, int OUT)
+{
+	lm_backend *be = md->m->be;
+	if (be->norm_matmul_fwd) {
+		be->norm_matmul_fwd(be, out, x, g, w, N, C, OUT, RMSNORM_EPS);
+		return;
+	}
+	be->rmsnorm_fwd(be, md->xn, md->rstd, x, g, N, C, RMSNORM_EPS);
+	be->matmul_fwd(be, out, NULL, md->xn, w, N, C, OUT);
+}
+
 /* The ops of a chunk of N tokens, nl of which end their sequence's input,
  * from the uploaded meta arrays to each such token's logits in its slot's
  * row of md->rows.  Queued only: nothing here waits for the backend or
@@ -94,21 +107,22 @@ static void chunk_ops(model_decoder *md, int N, int nl)
 		const layer_cptrs *w = &m->lc[l];
 		void *kc = model_decoder_cache_at(md, md->kc, z, l, 0);
 		void *vc = model_decoder_cache_at(md, md->vc, z, l, 0);
-		be->rmsnorm_fwd(be, md->xn, md->rstd, x, p->ln1, N, C, RMSNORM_EPS);
-		be->matmul_fwd(be, md->qkv, NULL, md->xn, w->wqkv, N, C, 3 * C);
+		norm_matmul(md, md->qkv, x, p->ln1, w->wqkv, N, C, 3 * C);
 		be->decode_qkv(be, md->q, kc, vc, md->qkv, m->rope_cs, pos, slot, s);
 		be->attn_decode(be, md->y, md->q, kc, vc, pos, slot, s, scale);
 		be->matmul_fwd(be, x2, x, md->y, w->wo, N, C, C);
-		be->rmsnorm_fwd(be, md->xn, md->rstd, x2, p->ln2, N, C, RMSNORM_EPS);
-		be->matmul_fwd(be, md->h, NULL, md->xn, w->wgu, N, C, 2 * F);
-		be->swiglu_fwd(be, md->sw, md->h, N, F);
-		be->matmul_fwd(be, x, x2, md->sw, w->wdown, N, F, C);
+		norm_matmul(md, md->h, x2, p->ln2, w->wgu, N, C, 2 * F);
+		if (be->glu_matmul_fwd) {
+			be->glu_matmul_fwd(be, x, x2, md->h, w->wdown, N, F, C);
+		} else {
+			be->swiglu_fwd(be, md->sw, md->h, N, F);
+			be->matmul_fwd(be, x, x2, md->sw, w->wdown, N, F, C);
+		}
 	}
 	if (!nl)
 		return; /* a chunk within a long prompt only fills the cache */
 	be->rows_gather(be, md->xl, x, meta(md, md->meta, META_LAST), nl, C);
-	be->rmsnorm_fwd(be, md->xn, md->rstd, md->xl, m->lnf, nl, C, RMSNORM_EPS);
-	be->matmul_fwd(be, md->logits, NULL, md->xn, m->head_c, nl, C, V);
+	norm_matmul(md, md->logits, md->xl, m->lnf, m->head_c, nl, C, V);
 	be->rows_scatter(be, md->rows, md->logits, meta(md, md->meta, META_ROW), nl, V);
 }
 

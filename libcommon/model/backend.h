@@ -1,4 +1,4 @@
-/* backend.h: the op table the model is written against (version 2).
+/* backend.h: the op table the model is written against (version 3).
  *
  * A backend is an instance: a context (for CUDA: the device, one stream, the
  * cuBLASLt handle and its workspace, a sticky error) and one function per op,
@@ -35,6 +35,7 @@
 
 #include "base/err.h"
 #include "kernels/adamw.h"
+#include "kernels/muon.h"
 #include "kernels/decode.h"
 #include "kernels/sample.h"
 
@@ -171,6 +172,16 @@ struct lm_backend {
 	 * in the act type (the compute copy). */
 	void (*adamw_step)(lm_backend *be, float *p, const float *g, float *m, float *v,
 			   void *p_act, size_t n, const adamw_hparams *h, const float *grad_scale);
+	/* One Muon step (kernels/muon.h) on count matrices of one shape, matrix
+	 * i at offs[i] floats into p, g and buf (offs: count size_t in the
+	 * backend's memory), gradients times *grad_scale; p_act, when not NULL,
+	 * is the act-type copy of p (same offsets) that receives the new
+	 * weights.  ws: muon_workspace(count, rows, cols) bytes of backend
+	 * memory.  fp32 on the CPU, bf16 Newton-Schulz batched on CUDA. */
+	size_t (*muon_workspace)(lm_backend *be, int count, int rows, int cols);
+	void (*muon_step)(lm_backend *be, float *p, const float *g, float *buf, void *p_act,
+			  const size_t *offs, int count, int rows, int cols, const muon_hparams *h,
+			  const float *grad_scale, void *ws);
 
 	/* Generation over a key/value cache (gen/model_decode.c; layouts in
 	 * kernels/decode.h): q, qkv, o and the caches are act; pos, slot and
@@ -184,6 +195,14 @@ struct lm_backend {
 	/* dst (fp32) rows idx[j] = src (act) row j. */
 	void (*rows_scatter)(lm_backend *be, float *dst, const void *src, const int32_t *idx, int n,
 			     int V);
+	/* Fusions for generation's steps, NULL where the decoder composes them
+	 * from the ops above: out (act) = RMSNorm(x (fp32)) * g . W^T (no rstd
+	 * kept, the normalised input not rounded to act); out (fp32) = addend +
+	 * swiglu(h) . W^T. */
+	void (*norm_matmul_fwd)(lm_backend *be, void *out, const float *x, const float *g,
+				const void *w, int N, int C, int OUT, float eps);
+	void (*glu_matmul_fwd)(lm_backend *be, float *out, const float *addend, const void *h,
+			       const void *w, int N, int F, int OUT);
 	/* The next token of n sequences where the logits are (kernels/sample.h);
 	 * NULL where the host samples (the CPU backend: gen/sampler.h). */
 	void (*sample)(lm_backend *be, int32_t *tok, float *lp, const float *logits,

@@ -331,6 +331,22 @@ static void cpu_adamw_step(lm_backend *be, float *p, const float *g, float *m, f
 		cpu_copy(be, p_act, p, n * sizeof *p);
 }
 
+static size_t cpu_muon_workspace(lm_backend *be, int count, int rows, int cols)
+{
+	return muon_workspace_cpu(count, rows, cols) * sizeof(float);
+}
+
+static void cpu_muon_step(lm_backend *be, float *p, const float *g, float *buf, void *p_act,
+			  const size_t *offs, int count, int rows, int cols, const muon_hparams *h,
+			  const float *grad_scale, void *ws)
+{
+	muon_step_cpu(p, g, buf, offs, count, rows, cols, h, *grad_scale, ws);
+	if (p_act && p_act != p)
+		for (int i = 0; i < count; i++)
+			cpu_copy(be, (float *)p_act + offs[i], p + offs[i],
+				 (size_t)rows * cols * sizeof *p);
+}
+
 static void cpu_decode_qkv(lm_backend *be, void *q, void *kc, void *vc, const void *qkv,
 			   const float *cs, const int32_t *pos, const int32_t *slot, decode_shape s)
 {
@@ -398,6 +414,8 @@ static const lm_backend cpu_table = {
 	.sumsq = cpu_sumsq,
 	.clip_scale = cpu_clip_scale,
 	.adamw_step = cpu_adamw_step,
+	.muon_workspace = cpu_muon_workspace,
+	.muon_step = cpu_muon_step,
 	.decode_qkv = cpu_decode_qkv,
 	.attn_decode = cpu_attn_decode,
 	.rows_gather = cpu_rows_gather,

@@ -19,6 +19,7 @@
 #include "kernels/decode.h"
 #include "kernels/embedding.h"
 #include "kernels/matmul.h"
+#include "kernels/muon.h"
 #include "kernels/permute.h"
 #include "kernels/rmsnorm.h"
 #include "kernels/rope.h"
@@ -37,6 +38,7 @@ typedef struct cuda_ctx {
 	int device;
 	cudaStream_t st;
 	matmul_cuda *mm;
+	muon_cuda *muon;             /* the Muon step's cuBLAS handle, made on first use */
 	double *partials;            /* SUMSQ_CUDA_PARTIALS */
 	struct cudaDeviceProp prop;
 	cudaEvent_t *events;         /* free marks (profiler) */
@@ -257,6 +259,7 @@ static void cu_close(lm_backend *be)
 	cudaFreeHost(c->stage);
 	free(c->events);
 	matmul_cuda_free(c->mm);
+	muon_cuda_free(c->muon);
 	cudaFree(c->partials);
 	cudaFree(c->scratch);
 	cudaFree(c->head);
@@ -507,6 +510,24 @@ static void cu_adamw_step(lm_backend *be, float *p, const float *g, float *m, fl
 	check(be, adamw_step_cuda(p, g, m, v, p_act, n, h, grad_scale, ST(be)), "AdamW");
 }
 
+static size_t cu_muon_workspace(lm_backend *be, int count, int rows, int cols)
+{
+	return muon_workspace_cuda(count, rows, cols);
+}
+
+static void cu_muon_step(lm_backend *be, float *p, const float *g, float *buf, void *p_act,
+			 const size_t *offs, int count, int rows, int cols, const muon_hparams *h,
+			 const float *grad_scale, void *ws)
+{
+	cuda_ctx *c = CTX(be);
+	if (!c->muon && !(c->muon = muon_cuda_new(c->st))) {
+		backend_fail(be, "CUDA Muon: no cuBLAS handle");
+		return;
+	}
+	check(be, muon_step_cuda(c->muon, p, g, buf, p_act, offs, count, rows, cols, h, grad_scale, ws),
+	      "Muon");
+}
+
 static void cu_decode_qkv(lm_backend *be, void *q, void *kc, void *vc, const void *qkv,
 			  const float *cs, const int32_t *pos, const int32_t *slot, decode_shape s)
 {
@@ -530,6 +551,36 @@ static void cu_rows_scatter(lm_backend *be, float *dst, const void *src, const i
 			    int V)
 {
 	check(be, rows_scatter_cuda(dst, src, idx, n, V, ST(be)), "row scatter");
+}
+
+/* The few-row kernels where they apply, else the two ops through a
+ * scratch buffer (grown at a step's first, unrecorded run). */
+static void cu_norm_matmul_fwd(lm_backend *be, void *out, const float *x, const float *g,
+			       const void *w, int N, int C, int OUT, float eps)
+{
+	if (N <= MATMUL_SMALL_N &&
+	    !norm_matmul_small_cuda(out, x, g, w, N, C, OUT, eps, ST(be)))
+		return;
+	cudaGetLastError();
+	uint16_t *xn = scratch(be, (size_t)N * C * (sizeof(uint16_t) + sizeof(float)));
+	if (!xn)
+		return;
+	float *rstd = (float *)(xn + (size_t)N * C);
+	check(be, rmsnorm_fwd_cuda(xn, rstd, x, g, N, C, eps, ST(be)) ||
+		  matmul_fwd_cuda(CTX(be)->mm, out, NULL, xn, w, N, C, OUT), "RMSNorm and matmul");
+}
+
+static void cu_glu_matmul_fwd(lm_backend *be, float *out, const float *addend, const void *h,
+			      const void *w, int N, int F, int OUT)
+{
+	if (N <= MATMUL_SMALL_N && !glu_matmul_small_cuda(out, addend, h, w, N, F, OUT, ST(be)))
+		return;
+	cudaGetLastError();
+	uint16_t *sw = scratch(be, (size_t)N * F * sizeof(uint16_t));
+	if (!sw)
+		return;
+	check(be, swiglu_fwd_cuda(sw, h, N, F, ST(be)) ||
+		  matmul_fwd_cuda(CTX(be)->mm, out, addend, sw, w, N, F, OUT), "SwiGLU and matmul");
 }
 
 static void cu_sample(lm_backend *be, int32_t *tok, float *lp, const float *logits,
@@ -622,10 +673,14 @@ static const lm_backend cuda_table = {
 	.sumsq = cu_sumsq,
 	.clip_scale = cu_clip_scale,
 	.adamw_step = cu_adamw_step,
+	.muon_workspace = cu_muon_workspace,
+	.muon_step = cu_muon_step,
 	.decode_qkv = cu_decode_qkv,
 	.attn_decode = cu_attn_decode,
 	.rows_gather = cu_rows_gather,
 	.rows_scatter = cu_rows_scatter,
+	.norm_matmul_fwd = cu_norm_matmul_fwd,
+	.glu_matmul_fwd = cu_glu_matmul_fwd,
 	.sample = cu_sample,
 	.graph_begin = cu_graph_begin,
 	.graph_end = cu_graph_end,

@@ -107,8 +107,10 @@ int ckpt_save_extra(const char *path, const model *m, const optim *o, const trai
 			b.kv[2 * b.n + 1] = s->meta[2 * i + 1];
 		}
 	}
-	if (o)
+	if (o) {
 		put(&b, "adamw_t", "%lld", o->t);
+		put(&b, "optimizer", "%s", optim_kind_names[o->cfg.kind]);
+	}
 	float *p = download(m, m->params);
 	float *mm = o ? download(m, o->m) : NULL, *vv = o ? download(m, o->v) : NULL;
 	model_tensor *tt = NULL;
@@ -306,6 +308,13 @@ int ckpt_load(const char *path, model *m, optim *o, train_state *s, lm_err *e)
 	model_params_changed(m);
 	if (o) {
 		long long t;
+		const char *kind = sft_meta(&f, "optimizer");
+		int k = kind ? optim_name_index(optim_kind_names, kind) : OPTIM_ADAMW;
+		if (k != o->cfg.kind) {
+			lm_seterr(e, "%s: the optimizer state is %s's, not %s's", path,
+				  k < 0 ? kind : optim_kind_names[k], optim_kind_names[o->cfg.kind]);
+			goto out;
+		}
 		if (load_flat(&f, "optimizer.m", m, o->m, e) || load_flat(&f, "optimizer.v", m, o->v, e) ||
 		    meta_ll(&f, "adamw_t", 0, INT64_MAX, &t, e))
 			goto out;

@@ -1,55 +1,134 @@
-/* optimizer.c: AdamW over the model's parameter buffer, the cosine schedule and
- * gradient clipping (see optimizer.h). */
+/* optimizer.c: the parameter groups (AdamW, and Muon on the blocks'
+ * matrices batched by shape) over the model's parameter buffer, and
+ * gradient clipping (see optimizer.h; the schedules are in schedule.c). */
 #include "model/optimizer.h"
 
 #include "model/profile.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-double lr_cosine(long long t, double lr_max, double lr_min, long long warmup, long long cycle)
+static const char MUON_PREFIX[] = "model.layers.";
+
+int optim_config_check(const optim_config *c, lm_err *e)
 {
-	if (t < warmup)
-		return (double)t / warmup * lr_max;
-	if (t > cycle || cycle <= warmup)
-		return lr_min;
-	double frac = (double)(t - warmup) / (double)(cycle - warmup);
-	return lr_min + 0.5 * (1.0 + cos(M_PI * frac)) * (lr_max - lr_min);
+	if (c->kind != OPTIM_ADAMW && c->kind != OPTIM_MUON)
+		return lm_usage_err(e, "unknown optimizer %d", c->kind);
+	if (c->schedule < SCHED_COSINE || c->schedule > SCHED_CONSTANT)
+		return lm_usage_err(e, "unknown schedule %d", c->schedule);
+	if (c->schedule == SCHED_WSD && !(c->decay_frac >= 0 && c->decay_frac <= 1))
+		return lm_usage_err(e, "--decay-frac %g is not in [0, 1]", c->decay_frac);
+	if (c->kind == OPTIM_MUON) {
+		const muon_config *u = &c->muon;
+		if (!(u->momentum >= 0 && u->momentum < 1) ||
+		    !(u->momentum_start >= 0 && u->momentum_start < 1))
+			return lm_usage_err(e, "Muon momentum %g (start %g) is not in [0, 1)", u->momentum,
+					    u->momentum_start);
+		if (u->scale != MUON_SCALE_ORIGINAL && u->scale != MUON_SCALE_MATCH_RMS_ADAMW)
+			return lm_usage_err(e, "unknown Muon scale %d", u->scale);
+	}
+	return 0;
 }
 
-double clip_factor(double norm, double max_norm)
+/* The Muon group: the blocks' matrices, one set per shape, their offsets
+ * uploaded once. */
+static int muon_groups(optim *o, model *m, lm_err *e)
 {
-	return adamw_clip_factor(norm, max_norm);
+	lm_backend *be = m->be;
+	size_t *host = malloc((size_t)o->n_tensors * sizeof *host);
+	o->sets = calloc((size_t)o->n_tensors, sizeof *o->sets);
+	if (!host || !o->sets) {
+		free(host);
+		return lm_seterr(e, "out of memory");
+	}
+	for (int i = 0; i < o->n_tensors; i++) {
+		const model_tensor *t = &o->tensors[i];
+		o->is_muon[i] = t->cols > 0 && !strncmp(t->name, MUON_PREFIX, sizeof MUON_PREFIX - 1);
+	}
+	size_t ws = 0;
+	for (int i = 0; i < o->n_tensors; i++) {
+		const model_tensor *t = &o->tensors[i];
+		int seen = 0;
+		for (int s = 0; s < o->n_sets; s++)
+			seen |= o->sets[s].rows == t->rows && o->sets[s].cols == t->cols;
+		if (!o->is_muon[i] || seen)
+			continue;
+		optim_muon_set *set = &o->sets[o->n_sets++];
+		set->rows = t->rows;
+		set->cols = t->cols;
+		for (int j = i; j < o->n_tensors; j++)
+			if (o->is_muon[j] && o->tensors[j].rows == t->rows && o->tensors[j].cols == t->cols)
+				host[set->count++] = o->tensors[j].offset;
+		set->offs = be->alloc(be, (size_t)set->count * sizeof *host);
+		if (!set->offs)
+			break;
+		be->upload(be, set->offs, host, (size_t)set->count * sizeof *host);
+		size_t need = be->muon_workspace(be, set->count, set->rows, set->cols);
+		ws = need > ws ? need : ws;
+	}
+	free(host);
+	if (!o->n_sets)
+		return lm_usage_err(e, "the Muon group is empty: the model has no block matrices");
+	o->muon_ws = be->alloc(be, ws);
+	return 0;
 }
 
 int optim_init(optim *o, const optim_config *c, model *m, lm_err *e)
 {
 	memset(o, 0, sizeof *o);
 	o->cfg = *c;
+	if (!o->cfg.muon.ns_steps)
+		o->cfg.muon.ns_steps = MUON_NS_STEPS;
+	if (optim_config_check(&o->cfg, e))
+		return -1;
 	lm_backend *be = m->be;
 	o->m = be->alloc(be, m->n_params * sizeof(float));
 	o->v = o->m ? be->alloc(be, m->n_params * sizeof(float)) : NULL;
 	o->n_tensors = model_tensors(&m->cfg, &o->tensors);
-	if (!o->m || !o->v || o->n_tensors < 0) {
+	o->is_muon = o->n_tensors > 0 ? calloc((size_t)o->n_tensors, 1) : NULL;
+	if (!o->m || !o->v || o->n_tensors < 0 || !o->is_muon) {
 		lm_err why;
-		be->sync(be, &why);
+		if (be->sync(be, &why))
+			snprintf(why.msg, sizeof why.msg, "out of memory");
 		optim_free(o, m);
 		return lm_seterr(e, "%s, for the optimizer state", why.msg);
 	}
+	if (c->kind == OPTIM_MUON && muon_groups(o, m, e)) {
+		optim_free(o, m);
+		return -1;
+	}
 	be->zero(be, o->m, m->n_params * sizeof(float));
 	be->zero(be, o->v, m->n_params * sizeof(float));
-	return be->sync(be, e);
+	if (be->sync(be, e)) {
+		optim_free(o, m);
+		return lm_err_prefix(e, "the optimizer state");
+	}
+	return 0;
 }
 
 void optim_free(optim *o, model *m)
 {
+	lm_backend *be = m->be;
 	if (o->m)
-		m->be->release(m->be, o->m);
+		be->release(be, o->m);
 	if (o->v)
-		m->be->release(m->be, o->v);
+		be->release(be, o->v);
+	for (int s = 0; s < o->n_sets; s++)
+		if (o->sets[s].offs)
+			be->release(be, o->sets[s].offs);
+	if (o->muon_ws)
+		be->release(be, o->muon_ws);
+	free(o->sets);
+	free(o->is_muon);
 	free(o->tensors);
 	memset(o, 0, sizeof *o);
+}
+
+double clip_factor(double norm, double max_norm)
+{
+	return adamw_clip_factor(norm, max_norm);
 }
 
 void optim_clip(optim *o, model *m)
@@ -69,21 +148,45 @@ double optim_grad_norm(const model *m)
 	return sqrt(s.sumsq);
 }
 
-/* Tensors are contiguous in buffer order: step each maximal run with the
- * same decay flag in one call. */
-void optim_step_clipped(optim *o, model *m, double lr)
+/* The Muon group at lr, one batched call per shape. */
+static void muon_step(optim *o, model *m, double lr, long long t)
+{
+	lm_backend *be = m->be;
+	const muon_config *c = &o->cfg.muon;
+	void *p_act = m->wact == m->params ? NULL : m->wact;
+	muon_hparams h = {
+		.lr = (float)lr, .momentum = (float)optim_muon_momentum(c, t),
+		.weight_decay = (float)c->weight_decay, .nesterov = 1, .ns_steps = c->ns_steps,
+		.scale = (muon_scale)c->scale,
+	};
+	for (int s = 0; s < o->n_sets; s++) {
+		const optim_muon_set *set = &o->sets[s];
+		double r = set->rows, k = set->cols, mn = r < k ? r : k, mx = r < k ? k : r;
+		double flops = set->count * h.ns_steps * (4.0 * mn * mn * mx + 2.0 * mn * mn * mn);
+		PROF(be, "Muon", flops, set->count * r * k * 16.0,
+		     be->muon_step(be, m->params, m->grads, o->m, p_act, set->offs, set->count,
+				   set->rows, set->cols, &h, &m->sc->grad_scale, o->muon_ws));
+	}
+}
+
+/* AdamW tensors are contiguous in buffer order: step each maximal run of
+ * them with the same decay flag in one call. */
+static void adamw_steps(optim *o, model *m, double lr)
 {
 	lm_backend *be = m->be;
 	size_t esize = lm_dtype_size(be->act);
-	o->t++;
 	adamw_hparams h = {
 		.lr = (float)lr, .beta1 = (float)o->cfg.beta1, .beta2 = (float)o->cfg.beta2,
 		.eps = (float)o->cfg.eps, .t = o->t,
 	};
 	for (int i = 0; i < o->n_tensors;) {
+		if (o->is_muon[i]) {
+			i++;
+			continue;
+		}
 		int j = i;
 		size_t n = 0;
-		while (j < o->n_tensors && o->tensors[j].decay == o->tensors[i].decay)
+		while (j < o->n_tensors && !o->is_muon[j] && o->tensors[j].decay == o->tensors[i].decay)
 			n += o->tensors[j++].numel;
 		h.weight_decay = o->tensors[i].decay ? (float)o->cfg.weight_decay : 0.0f;
 		size_t off = o->tensors[i].offset;
@@ -95,9 +198,98 @@ void optim_step_clipped(optim *o, model *m, double lr)
 	}
 }
 
+void optim_step_scheduled(optim *o, model *m, double factor)
+{
+	long long t = o->t++;
+	if (o->n_sets)
+		muon_step(o, m, o->cfg.muon.lr * factor, t);
+	adamw_steps(o, m, o->cfg.lr_max * factor);
+}
+
+void optim_step_clipped(optim *o, model *m, double lr)
+{
+	long long t = o->t++;
+	if (o->n_sets)
+		muon_step(o, m, o->cfg.lr_max > 0 ? o->cfg.muon.lr * lr / o->cfg.lr_max : 0, t);
+	adamw_steps(o, m, lr);
+}
+
 void optim_step(optim *o, model *m, double lr, double grad_scale)
 {
 	float s = (float)grad_scale;
 	m->be->upload(m->be, &m->sc->grad_scale, &s, sizeof s);
 	optim_step_clipped(o, m, lr);
+}
+
+/* The AdamW and Muon groups' sizes. */
+static void group_sizes(const optim *o, int muon, int *tensors, size_t *params)
+{
+	*tensors = 0;
+	*params = 0;
+	for (int i = 0; i < o->n_tensors; i++)
+		if (o->is_muon[i] == muon) {
+			(*tensors)++;
+			*params += o->tensors[i].numel;
+		}
+}
+
+#define APPEND(...)                                                    \
+	do {                                                           \
+		int k_ = snprintf(buf + len, n - len, __VA_ARGS__);    \
+		if (k_ < 0 || (size_t)k_ >= n - len)                   \
+			return -1;                                     \
+		len += (size_t)k_;                                     \
+	} while (0)
+
+int optim_describe(const optim *o, char *buf, size_t n)
+{
+	const optim_config *c = &o->cfg;
+	size_t len = 0, params;
+	int tensors;
+	buf[0] = 0;
+	if (o->n_sets) {
+		const muon_config *u = &c->muon;
+		group_sizes(o, 1, &tensors, &params);
+		APPEND("group muon: %d matrices (%zu parameters) in %d shape%s", tensors, params,
+		       o->n_sets, o->n_sets > 1 ? "s" : "");
+		for (int s = 0; s < o->n_sets; s++)
+			APPEND("%s%dx%d x%d", s ? ", " : " (", o->sets[s].rows, o->sets[s].cols,
+			       o->sets[s].count);
+		APPEND("), lr %g, momentum %g", u->lr, u->momentum);
+		if (u->momentum_warmup > 0)
+			APPEND(" from %g over %lld steps", u->momentum_start, u->momentum_warmup);
+		APPEND(" Nesterov, %d Newton-Schulz steps, scale %s, weight decay %g\n", u->ns_steps,
+		       muon_scale_names[u->scale], u->weight_decay);
+	}
+	group_sizes(o, 0, &tensors, &params);
+	APPEND("group adamw: %d tensors (%zu parameters), lr %g, betas %g/%g, eps %g, weight decay "
+	       "%g (matrices)\nschedule %s", tensors, params, c->lr_max, c->beta1, c->beta2, c->eps,
+	       c->weight_decay, lr_schedule_names[c->schedule]);
+	if (c->schedule == SCHED_WSD)
+		APPEND(" (decay over the last %g, %s)", c->decay_frac, decay_shape_names[c->decay_shape]);
+	APPEND(", warmup %lld, to %g of the peak at step %lld", c->warmup,
+	       c->lr_max > 0 ? c->lr_min / c->lr_max : 0, c->cycle);
+	return 0;
+}
+
+int optim_groups_json(const optim *o, char *buf, size_t n)
+{
+	const optim_config *c = &o->cfg;
+	size_t len = 0, params;
+	int tensors;
+	APPEND("[");
+	if (o->n_sets) {
+		const muon_config *u = &c->muon;
+		group_sizes(o, 1, &tensors, &params);
+		APPEND("{\"name\":\"muon\",\"tensors\":%d,\"parameters\":%zu,\"lr\":%.17g,"
+		       "\"weight_decay\":%.17g,\"momentum\":%.17g,\"momentum_start\":%.17g,"
+		       "\"momentum_warmup\":%lld,\"nesterov\":true,\"ns_steps\":%d,\"scale\":\"%s\"},",
+		       tensors, params, u->lr, u->weight_decay, u->momentum, u->momentum_start,
+		       u->momentum_warmup, u->ns_steps, muon_scale_names[u->scale]);
+	}
+	group_sizes(o, 0, &tensors, &params);
+	APPEND("{\"name\":\"adamw\",\"tensors\":%d,\"parameters\":%zu,\"lr\":%.17g,"
+	       "\"weight_decay\":%.17g,\"beta1\":%.17g,\"beta2\":%.17g,\"eps\":%.17g}]",
+	       tensors, params, c->lr_max, c->weight_decay, c->beta1, c->beta2, c->eps);
+	return 0;
 }

@@ -4,23 +4,34 @@
  * makes, so the shards together step exactly as one whole-buffer step. */
 #include "model/optimizer.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/muon.h"
 #include "model/profile.h"
 
 int optim_init_range(optim *o, const optim_config *c, model *m, size_t lo, size_t hi, lm_err *e)
 {
 	memset(o, 0, sizeof *o);
 	o->cfg = *c;
+	if (!o->cfg.muon.ns_steps)
+		o->cfg.muon.ns_steps = MUON_NS_STEPS;
+	if (optim_config_check(&o->cfg, e))
+		return -1;
+	if (c->kind != OPTIM_ADAMW)
+		return lm_usage_err(e, "the optimizer state can be sharded (ZeRO) for AdamW only: Muon "
+				    "orthogonalises whole matrices; give --zero 0 with Muon");
 	lm_backend *be = m->be;
 	size_t n = hi > lo ? hi - lo : 1;
 	o->m = be->alloc(be, n * sizeof(float));
 	o->v = o->m ? be->alloc(be, n * sizeof(float)) : NULL;
 	o->n_tensors = model_tensors(&m->cfg, &o->tensors);
-	if (!o->m || !o->v || o->n_tensors < 0) {
+	o->is_muon = o->n_tensors > 0 ? calloc((size_t)o->n_tensors, 1) : NULL;
+	if (!o->m || !o->v || o->n_tensors < 0 || !o->is_muon) {
 		lm_err why;
-		be->sync(be, &why);
+		if (be->sync(be, &why))
+			snprintf(why.msg, sizeof why.msg, "out of memory");
 		optim_free(o, m);
 		return lm_seterr(e, "%s, for the optimizer state's shard", why.msg);
 	}

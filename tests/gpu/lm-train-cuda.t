@@ -76,21 +76,45 @@ vc=$(vloss cpu) vg=$(vloss cuda)
 perl -e 'exit !($ARGV[0] > 0 && abs($ARGV[0] - $ARGV[1]) <= 0.01 * $ARGV[0])' "$vc" "$vg"
 ok $? "-c CHECKPOINT --val: the same loss on both devices ($vc, $vg)"
 
-# Generation: greedy completions on CUDA are the CPU's (a byte tokenizer,
-# prompts from the training text).
+# Generation: greedy completions on CUDA are the CPU's, except where the
+# CPU's own logits put the two choices within bf16 rounding of each other
+# (checked by a teacher-forced CPU pass, --dump-logits, at the first token
+# where they part).  A byte tokenizer, prompts from the training text.
 perl -e 'print "lmpipe-tokenizer 1\npretokenizer gpt2\ntokens 256\nspecials 0\nmerges 0\n";
 	for (0 .. 255) { my $c = chr; print "t $_ \"",
 		($_ >= 0x20 && $_ < 0x7f && $c ne "\\" && $c ne "\"" ? $c : sprintf "\\x%02x", $_), "\"\n" }
 	print "end\n"' > byte.tok
-awk 'NR % 97 == 5 { print substr($0, 1, 30) }' text.txt | head -12 > prompts.txt
-run sh -c 'lm-sample --device cpu -c g/latest -t byte.tok -i prompts.txt --temperature 0 --max-tokens 32 --context 64 > s-cpu.txt'
-is "$rc" 0 "lm-sample greedy on the CPU ($err)"
-run sh -c 'lm-sample --device cuda -c g/latest -t byte.tok -i prompts.txt --temperature 0 --max-tokens 32 --context 64 > s-gpu.txt'
-is "$rc" 0 "lm-sample greedy on CUDA ($err)"
-same=$(paste -d '\n' s-cpu.txt s-gpu.txt | awk 'NR % 2 { a = $0; next } { n++; s += (a == $0) } END { print s "/" n }')
-[ "$(wc -l < s-cpu.txt)" -ge 12 ] && cmp -s s-cpu.txt s-gpu.txt
-ok $? "greedy completions on CUDA equal the CPU's ($same lines)" ||
-	diff s-cpu.txt s-gpu.txt | head -8 | sed 's/^/# /'
+awk 'NR % 97 == 5 { print substr($0, 1, 30) }' text.txt | head -12 |
+	perl -MJSON::PP -ne 'chomp; print encode_json({ prompt => $_ }), "\n"' > greedy.jsonl
+for dev in cpu cuda; do
+	run sh -c "lm-sample --device $dev -c g/latest -t byte.tok -i greedy.jsonl --jsonl --temperature 0 --max-tokens 32 --context 64 > s-$dev.jsonl"
+	is "$rc" 0 "lm-sample greedy on $dev ($err)"
+done
+# each parting: "LINE CPU_TOKEN CUDA_TOKEN" and the shared ids in part-LINE.txt
+perl -MJSON::PP -e 'open A, $ARGV[0]; open B, $ARGV[1]; my $n = 0;
+	while (defined(my $a = <A>)) { my $b = <B>; $n++; my ($x, $y) = map { decode_json($_) } $a, $b;
+		my @c = @{$x->{completion_ids}}; my @g = @{$y->{completion_ids}}; my $k = 0;
+		$k++ while $k < @c && $k < @g && $c[$k] == $g[$k];
+		next if $k == @c && $k == @g;
+		open O, ">part-$n.txt"; print O join(" ", @{$x->{prompt_ids}}, @c[0 .. $k - 1]), "\n"; close O;
+		print "$n $c[$k] $g[$k]\n" }' s-cpu.jsonl s-cuda.jsonl > partings.txt
+parted=0 near=0 far=""
+while read -r line ct gt; do
+	parted=$((parted + 1))
+	lm-train --device cpu --dump-logits "part-$line.st" --ids "part-$line.txt" -c g/latest 2>/dev/null
+	gap=$(perl -MJSON::PP -e 'open F, $ARGV[0] or exit 1; binmode F; read F, my $n, 8;
+		my $len = unpack "Q<", $n; read F, my $h, $len; my $t = decode_json($h)->{logits} or exit 1;
+		my (undef, $T, $V) = @{$t->{shape}}; seek F, 8 + $len + $t->{data_offsets}[0] + 4 * ($T - 1) * $V, 0;
+		read F, my $row, 4 * $V; my @l = unpack "f<*", $row;
+		printf "%.4f %.4f\n", $l[$ARGV[1]] - $l[$ARGV[2]], abs $l[$ARGV[1]]' "part-$line.st" "$ct" "$gt")
+	if perl -e 'my ($g, $m) = split " ", $ARGV[0]; exit !(defined $m && $g <= 0.05 * ($m + 1))' "$gap"; then
+		near=$((near + 1))
+	else
+		far="$far line $line (gap ${gap:-?})"
+	fi
+done < partings.txt
+[ "$(wc -l < s-cpu.jsonl)" -eq 12 ] && [ -z "$far" ] && [ "$parted" -le 6 ]
+ok $? "greedy completions on CUDA equal the CPU's: $((12 - parted)) of 12 alike, $near part at a near-tie of the CPU's logits${far:+, not near:$far}"
 perl -MJSON::PP -e 'for (@ARGV) { print encode_json({ prompt => $_ }), "\n" }' a b c > p.jsonl
 run sh -c 'lm-sample --device cuda -c g/latest -t byte.tok -i p.jsonl --top-p 0.9 -n 4 --seed 5 --jsonl --context 64 > j1.jsonl &&
 	lm-sample --device cuda -c g/latest -t byte.tok -i p.jsonl --top-p 0.9 -n 4 --seed 5 --jsonl --context 64 > j2.jsonl'

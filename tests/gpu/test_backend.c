@@ -428,6 +428,10 @@ int main(void)
 	test_matmul(1, 64, 97);
 	test_matmul(37, 72, 50);
 	test_matmul(256, 512, 1344);
+	test_matmul(3, 512, 1536);   /* the few-row kernel (matmul_small.cu) */
+	test_matmul(16, 1344, 512);
+	test_matmul(9, 40, 10000);
+	test_matmul(17, 512, 1344);  /* just past it: cuBLASLt again */
 	test_layout(2, 17, 3, 32);
 	test_layout(1, 1, 2, 64);
 	test_swiglu_xent(37, 48, 97);

@@ -192,7 +192,8 @@ static void test_zero_step(void)
 	lm_backend *be = backend_open("cpu", &e);
 	model a, b;
 	optim oa, ob;
-	optim_config oc = { 1e-2, 1e-3, 0, 10, 0.9, 0.95, 1e-8, 0.1, 0.5 };
+	optim_config oc = { .lr_max = 1e-2, .lr_min = 1e-3, .warmup = 0, .cycle = 10, .beta1 = 0.9,
+			    .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1, .clip = 0.5 };
 	lm_rng r;
 	lm_comm *comm;
 	dist_env env = { 0, 1, 0, "none" };
@@ -222,10 +223,17 @@ static void test_zero_step(void)
 		fail |= model_forward_loss(&a, ids, tg, 2, 8, 1.0f / 16, 1, &e) || model_backward(&a, 1.0f / 16, &e) ||
 			model_forward_loss(&b, ids, tg, 2, 8, 1.0f / 16, 1, &e) || model_backward(&b, 1.0f / 16, &e) ||
 			ddp_finish(d, &e);
+		double f = optim_schedule(&oc, s);
 		optim_clip(&oa, &a);
-		optim_step_clipped(&oa, &a, 1e-2);
-		fail |= ddp_step(d, &ob, 1e-2, &e);
+		optim_step_scheduled(&oa, &a, f);
+		fail |= ddp_step(d, &ob, f, &e);
 	}
+	optim om;
+	optim_config muon = oc;
+	muon.kind = OPTIM_MUON;
+	muon.muon.lr = 0.02;
+	ok(ddp_optim_init(d, &om, &muon, &e) && e.code == 2 && strstr(e.msg, "AdamW only"),
+	   "ZeRO with Muon is refused: %s", e.msg);
 	ok(!fail && !memcmp(a.params, b.params, a.n_params * sizeof(float)) &&
 	   !memcmp(oa.m, ob.m, a.n_params * sizeof(float)) && !memcmp(oa.v, ob.v, a.n_params * sizeof(float)),
 	   "ZeRO-1 steps (a shard of the whole buffer, clipping on) equal the plain AdamW steps%s%s",

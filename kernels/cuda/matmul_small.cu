@@ -1,0 +1,201 @@
+// matmul_small.cu: the forward product for a few rows (a decoding step:
+// N of 1 to MATMUL_SMALL_N tokens), where cuBLASLt's tiled kernels spend
+// their time starting up: one warp per output feature reads its weight row
+// once, in 16-byte pieces, and takes its dot product with every input row
+// (8 at a time, kept in registers; more rows re-read the weight row from
+// L2), fp32 accumulation, the warp's lanes summed by shuffles.  Two fused
+// variants serve the decoder: RMSNorm on the product's input, and SwiGLU
+// on it.
+#include "kernels/matmul.h"
+#include "ops_cuda.cuh"
+
+using namespace ops;
+
+namespace {
+
+enum { ROWS = 8, WARPS_PER_BLOCK = 8 };
+
+__device__ __forceinline__ void fma8(float *acc, uint4 w, uint4 x)
+{
+	const __nv_bfloat162 *w2 = (const __nv_bfloat162 *)&w, *x2 = (const __nv_bfloat162 *)&x;
+#pragma unroll
+	for (int i = 0; i < 4; i++) {
+		float2 a = __bfloat1622float2(w2[i]), b = __bfloat1622float2(x2[i]);
+		*acc += a.x * b.x + a.y * b.y;
+	}
+}
+
+__global__ void __launch_bounds__(WARPS_PER_BLOCK * WARP) small_kernel(void *out, const float *addend,
+								      const bf16 *inp, const bf16 *w,
+								      int N, int IN, int OUT)
+{
+	int o = blockIdx.x * WARPS_PER_BLOCK + threadIdx.x / WARP, lane = threadIdx.x % WARP;
+	if (o >= OUT)
+		return;
+	const uint4 *wr = (const uint4 *)(w + (size_t)o * IN);
+	int chunks = IN / 8;
+	for (int r0 = 0; r0 < N; r0 += ROWS) {
+		float acc[ROWS] = { 0 };
+		int nr = min(ROWS, N - r0);
+		for (int c = lane; c < chunks; c += WARP) {
+			uint4 wv = wr[c];
+#pragma unroll
+			for (int r = 0; r < ROWS; r++)
+				if (r < nr)
+					fma8(&acc[r], wv, ((const uint4 *)(inp + (size_t)(r0 + r) * IN))[c]);
+		}
+#pragma unroll
+		for (int r = 0; r < ROWS; r++) {
+			float s = warp_sum(acc[r]);
+			if (lane == 0 && r < nr) {
+				size_t at = (size_t)(r0 + r) * OUT + o;
+				if (addend)
+					((float *)out)[at] = addend[at] + s;
+				else
+					((bf16 *)out)[at] = to_bf16(s);
+			}
+		}
+	}
+}
+
+// Rows of fp32 x normalised on the way in (RMSNorm with gains g): each
+// block first finds its rows' rstd (a warp a row), then its warps take
+// output features as small_kernel does, reading x in 16-byte pieces.
+__global__ void __launch_bounds__(WARPS_PER_BLOCK * WARP) norm_kernel(bf16 *out, const float *x,
+								     const float *g, const bf16 *w,
+								     int N, int C, int OUT, float eps)
+{
+	__shared__ float rstd[MATMUL_SMALL_N];
+	int warp = threadIdx.x / WARP, lane = threadIdx.x % WARP;
+	for (int r = warp; r < N; r += WARPS_PER_BLOCK) {
+		const float *xr = x + (size_t)r * C;
+		float ss = 0;
+		for (int k = lane; k < C; k += WARP)
+			ss += xr[k] * xr[k];
+		ss = warp_sum(ss);
+		if (lane == 0)
+			rstd[r] = rsqrtf(ss / C + eps);
+	}
+	__syncthreads();
+	int o = blockIdx.x * WARPS_PER_BLOCK + warp;
+	if (o >= OUT)
+		return;
+	const uint4 *wr = (const uint4 *)(w + (size_t)o * C);
+	float acc[MATMUL_SMALL_N] = { 0 };
+	for (int c = lane; c < C / 8; c += WARP) {
+		uint4 wv = wr[c];
+		const __nv_bfloat162 *w2 = (const __nv_bfloat162 *)&wv;
+		const float4 *g4 = (const float4 *)(g + c * 8);
+		float4 ga = g4[0], gb = g4[1];
+		float wf[8], gf[8] = { ga.x, ga.y, ga.z, ga.w, gb.x, gb.y, gb.z, gb.w };
+#pragma unroll
+		for (int e = 0; e < 4; e++) {
+			float2 f = __bfloat1622float2(w2[e]);
+			wf[2 * e] = f.x * gf[2 * e];
+			wf[2 * e + 1] = f.y * gf[2 * e + 1];
+		}
+#pragma unroll
+		for (int r = 0; r < MATMUL_SMALL_N; r++) {
+			if (r >= N)
+				break;
+			const float4 *x4 = (const float4 *)(x + (size_t)r * C + c * 8);
+			float4 xa = x4[0], xb = x4[1];
+			acc[r] += wf[0] * xa.x + wf[1] * xa.y + wf[2] * xa.z + wf[3] * xa.w +
+				  wf[4] * xb.x + wf[5] * xb.y + wf[6] * xb.z + wf[7] * xb.w;
+		}
+	}
+#pragma unroll
+	for (int r = 0; r < MATMUL_SMALL_N; r++) {
+		if (r >= N)
+			break;
+		float sum = warp_sum(acc[r]);
+		if (lane == 0)
+			out[(size_t)r * OUT + o] = to_bf16(sum * rstd[r]);
+	}
+}
+
+// SwiGLU on the way in: h [N, 2F] (gate, then up) to silu(gate) * up, then
+// the product, added onto the fp32 addend as small_kernel does.
+__global__ void __launch_bounds__(WARPS_PER_BLOCK * WARP) glu_kernel(float *out, const float *addend,
+								    const bf16 *h, const bf16 *w,
+								    int N, int F, int OUT)
+{
+	int o = blockIdx.x * WARPS_PER_BLOCK + threadIdx.x / WARP, lane = threadIdx.x % WARP;
+	if (o >= OUT)
+		return;
+	const uint4 *wr = (const uint4 *)(w + (size_t)o * F);
+	float acc[MATMUL_SMALL_N] = { 0 };
+	for (int c = lane; c < F / 8; c += WARP) {
+		uint4 wv = wr[c];
+		const __nv_bfloat162 *w2 = (const __nv_bfloat162 *)&wv;
+#pragma unroll
+		for (int r = 0; r < MATMUL_SMALL_N; r++) {
+			if (r >= N)
+				break;
+			const uint4 *hr = (const uint4 *)(h + (size_t)r * 2 * F);
+			uint4 gv = hr[c], uv = hr[F / 8 + c];
+			const __nv_bfloat162 *g2 = (const __nv_bfloat162 *)&gv, *u2 = (const __nv_bfloat162 *)&uv;
+			float a = 0;
+#pragma unroll
+			for (int e = 0; e < 4; e++) {
+				float2 gg = __bfloat1622float2(g2[e]), uu = __bfloat1622float2(u2[e]);
+				float2 ww = __bfloat1622float2(w2[e]);
+				// the product's input rounded to bf16, as swiglu_fwd stores it
+				float s0 = __bfloat162float(to_bf16(gg.x / (1.0f + __expf(-gg.x)) * uu.x));
+				float s1 = __bfloat162float(to_bf16(gg.y / (1.0f + __expf(-gg.y)) * uu.y));
+				a += ww.x * s0 + ww.y * s1;
+			}
+			acc[r] += a;
+		}
+	}
+#pragma unroll
+	for (int r = 0; r < MATMUL_SMALL_N; r++) {
+		if (r >= N)
+			break;
+		float sum = warp_sum(acc[r]);
+		if (lane == 0) {
+			size_t at = (size_t)r * OUT + o;
+			out[at] = addend[at] + sum;
+		}
+	}
+}
+
+}  // namespace
+
+extern "C" int matmul_small_applies(const void *inp, const void *w, int N, int IN)
+{
+	return N >= 1 && N <= MATMUL_SMALL_N && IN % 8 == 0 && !((uintptr_t)inp % 16) &&
+	       !((uintptr_t)w % 16);
+}
+
+extern "C" int matmul_fwd_small_cuda(void *out, const float *addend, const uint16_t *inp,
+				     const uint16_t *w, int N, int IN, int OUT, void *stream)
+{
+	unsigned blocks = (unsigned)((OUT + WARPS_PER_BLOCK - 1) / WARPS_PER_BLOCK);
+	small_kernel<<<blocks, WARPS_PER_BLOCK * WARP, 0, (cudaStream_t)stream>>>(
+		out, addend, (const bf16 *)inp, (const bf16 *)w, N, IN, OUT);
+	return launched();
+}
+
+extern "C" int norm_matmul_small_cuda(uint16_t *out, const float *x, const float *g,
+				      const uint16_t *w, int N, int C, int OUT, float eps, void *stream)
+{
+	if (N < 1 || N > MATMUL_SMALL_N || C % 8 || (uintptr_t)x % 16 || (uintptr_t)g % 16 ||
+	    (uintptr_t)w % 16)
+		return -1;
+	unsigned blocks = (unsigned)((OUT + WARPS_PER_BLOCK - 1) / WARPS_PER_BLOCK);
+	norm_kernel<<<blocks, WARPS_PER_BLOCK * WARP, 0, (cudaStream_t)stream>>>(
+		(bf16 *)out, x, g, (const bf16 *)w, N, C, OUT, eps);
+	return launched();
+}
+
+extern "C" int glu_matmul_small_cuda(float *out, const float *addend, const uint16_t *h,
+				     const uint16_t *w, int N, int F, int OUT, void *stream)
+{
+	if (N < 1 || N > MATMUL_SMALL_N || F % 8 || (uintptr_t)h % 16 || (uintptr_t)w % 16)
+		return -1;
+	unsigned blocks = (unsigned)((OUT + WARPS_PER_BLOCK - 1) / WARPS_PER_BLOCK);
+	glu_kernel<<<blocks, WARPS_PER_BLOCK * WARP, 0, (cudaStream_t)stream>>>(
+		out, addend, (const bf16 *)h, (const bf16 *)w, N, F, OUT);
+	return launched();
+}

@@ -1,0 +1,225 @@
+// muon.cu: CUDA twin of the Muon step (see kernels/muon.h).  Per shape, all
+// count matrices at once: a prep kernel (clip factor, momentum, Nesterov,
+// bf16, transposed so that X is the wide way, per-block sums of squares in
+// a fixed order), a scale kernel (X / max(|X|_F, eps), as torch divides the
+// bf16 tensor by its bf16 norm), ns_steps x three strided-batched bf16
+// cuBLAS products with fp32 accumulation, and the update kernel (decay,
+// adjusted step, fp32 master and bf16 compute copy).  Nothing waits for
+// the host.
+//
+// Row-major X [m, k] is column-major X^T (k x m, ld k):
+//   A = X X^T      -> A (m x m) = (X^T)^T X^T:      gemm(T, N, m, m, k)
+//   B = c A A + bB -> B = A first, then             gemm(N, N, m, m, m)
+//   Y = B X + a Y  -> Y^T = X^T B^T = X^T B (B symmetric), Y = X first:
+//                                                    gemm(N, N, k, m, m)
+#include <cublas_v2.h>
+#include <math.h>
+
+#include "kernels/muon.h"
+#include "ops_cuda.cuh"
+
+using namespace ops;
+
+struct muon_cuda {
+	cublasHandle_t h;
+	cudaStream_t st;
+};
+
+namespace {
+
+enum { NORM_BLOCKS = 32, RED_THREADS = 256 };
+
+struct dims {
+	int rows, cols, m, k, tr;
+	size_t n;
+};
+
+dims shape(int rows, int cols)
+{
+	dims d;
+	d.rows = rows;
+	d.cols = cols;
+	d.tr = rows > cols;
+	d.m = d.tr ? cols : rows;
+	d.k = d.tr ? rows : cols;
+	d.n = (size_t)rows * cols;
+	return d;
+}
+
+// The workspace: X, Y (count m x k each), A, B (count m x m), then the
+// partial sums of squares (count x NORM_BLOCKS floats).
+struct wsp {
+	bf16 *x, *y, *a, *b;
+	float *part;
+};
+
+size_t align(size_t b)
+{
+	return (b + 255) / 256 * 256;
+}
+
+wsp layout(void *ws, int count, const dims &d)
+{
+	wsp w;
+	char *p = (char *)ws;
+	size_t xb = align((size_t)count * d.m * d.k * sizeof(bf16));
+	size_t ab = align((size_t)count * d.m * d.m * sizeof(bf16));
+	w.x = (bf16 *)p;
+	w.y = (bf16 *)(p + xb);
+	w.a = (bf16 *)(p + 2 * xb);
+	w.b = (bf16 *)(p + 2 * xb + ab);
+	w.part = (float *)(p + 2 * xb + 2 * ab);
+	return w;
+}
+
+__device__ __forceinline__ float lerp(float a, float b, float w)
+{
+	return fabsf(w) < 0.5f ? a + w * (b - a) : b - (b - a) * (1.0f - w);
+}
+
+__global__ void prep_kernel(bf16 *x, float *part, const float *g, float *buf, const size_t *offs,
+			    dims d, float mu, int nesterov, const float *grad_scale)
+{
+	__shared__ double sh[RED_THREADS];
+	int i = blockIdx.y;
+	size_t o = offs[i];
+	float s = *grad_scale, w = 1.0f - mu;
+	bf16 *xi = x + (size_t)i * d.n;
+	double ss = 0;
+	for (size_t j = blockIdx.x * (size_t)blockDim.x + threadIdx.x; j < d.n;
+	     j += (size_t)gridDim.x * blockDim.x) {
+		float gj = g[o + j] * s;
+		float bj = lerp(buf[o + j], gj, w);
+		buf[o + j] = bj;
+		bf16 u = to_bf16(nesterov ? lerp(gj, bj, mu) : bj);
+		size_t r = j / d.cols, c = j % d.cols;
+		xi[d.tr ? c * d.rows + r : j] = u;
+		float uf = __bfloat162float(u);
+		ss += (double)uf * uf;
+	}
+	ss = block_sum(ss, sh);
+	if (threadIdx.x == 0)
+		part[i * NORM_BLOCKS + blockIdx.x] = (float)ss;
+}
+
+__global__ void scale_kernel(bf16 *x, const float *part, size_t n)
+{
+	__shared__ float norm;
+	int i = blockIdx.y;
+	if (threadIdx.x == 0) {
+		float ss = 0;
+		for (int b = 0; b < NORM_BLOCKS; b++)
+			ss += part[i * NORM_BLOCKS + b];
+		float nb = __bfloat162float(to_bf16(sqrtf(ss)));
+		norm = fmaxf(nb, MUON_EPS);
+	}
+	__syncthreads();
+	bf16 *xi = x + (size_t)i * n;
+	for (size_t j = blockIdx.x * (size_t)blockDim.x + threadIdx.x; j < n;
+	     j += (size_t)gridDim.x * blockDim.x)
+		xi[j] = to_bf16(__bfloat162float(xi[j]) / norm);
+}
+
+__global__ void apply_kernel(float *p, bf16 *p_act, const bf16 *x, const size_t *offs, dims d,
+			     float decay, float step)
+{
+	int i = blockIdx.y;
+	size_t o = offs[i];
+	const bf16 *xi = x + (size_t)i * d.n;
+	for (size_t j = blockIdx.x * (size_t)blockDim.x + threadIdx.x; j < d.n;
+	     j += (size_t)gridDim.x * blockDim.x) {
+		size_t r = j / d.cols, c = j % d.cols;
+		float u = __bfloat162float(xi[d.tr ? c * d.rows + r : j]);
+		float pj = p[o + j] * decay - step * u;
+		p[o + j] = pj;
+		if (p_act)
+			p_act[o + j] = to_bf16(pj);
+	}
+}
+
+// C = alpha op(A) op(B) + beta C for each of count matrices, bf16, fp32
+// accumulation.
+int gemm(muon_cuda *mc, cublasOperation_t ta, int m, int n, int k, float alpha, const bf16 *a,
+	 int lda, long long sa, const bf16 *b, int ldb, long long sb, float beta, bf16 *c, int ldc,
+	 long long sc, int count)
+{
+	cublasStatus_t r = cublasGemmStridedBatchedEx(
+		mc->h, ta, CUBLAS_OP_N, m, n, k, &alpha, a, CUDA_R_16BF, lda, sa, b, CUDA_R_16BF, ldb,
+		sb, &beta, c, CUDA_R_16BF, ldc, sc, count, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+	return r == CUBLAS_STATUS_SUCCESS ? 0 : -1;
+}
+
+}  // namespace
+
+extern "C" muon_cuda *muon_cuda_new(void *stream)
+{
+	muon_cuda *mc = (muon_cuda *)calloc(1, sizeof *mc);
+	if (!mc)
+		return NULL;
+	mc->st = (cudaStream_t)stream;
+	if (cublasCreate(&mc->h) != CUBLAS_STATUS_SUCCESS) {
+		free(mc);
+		return NULL;
+	}
+	if (cublasSetStream(mc->h, mc->st) != CUBLAS_STATUS_SUCCESS) {
+		muon_cuda_free(mc);
+		return NULL;
+	}
+	return mc;
+}
+
+extern "C" void muon_cuda_free(muon_cuda *mc)
+{
+	if (!mc)
+		return;
+	cublasDestroy(mc->h);
+	free(mc);
+}
+
+extern "C" size_t muon_workspace_cuda(int count, int rows, int cols)
+{
+	dims d = shape(rows, cols);
+	return 2 * align((size_t)count * d.m * d.k * sizeof(bf16)) +
+	       2 * align((size_t)count * d.m * d.m * sizeof(bf16)) +
+	       (size_t)count * NORM_BLOCKS * sizeof(float);
+}
+
+extern "C" int muon_step_cuda(muon_cuda *mc, float *p, const float *g, float *buf, uint16_t *p_act,
+			      const size_t *offs, int count, int rows, int cols,
+			      const muon_hparams *h, const float *grad_scale, void *ws)
+{
+	if (count < 1)
+		return 0;
+	dims d = shape(rows, cols);
+	wsp w = layout(ws, count, d);
+	cudaStream_t st = mc->st;
+	unsigned per = grid_for(d.n), cap = GRID_MAX / count ? GRID_MAX / count : 1;
+	dim3 norm_grid(NORM_BLOCKS, count), grid(per < cap ? per : cap, count);
+	prep_kernel<<<norm_grid, RED_THREADS, 0, st>>>(w.x, w.part, g, buf, offs, d, h->momentum,
+							h->nesterov, grad_scale);
+	scale_kernel<<<grid, BLOCK, 0, st>>>(w.x, w.part, d.n);
+	if (launched())
+		return -1;
+	long long mk = (long long)d.m * d.k, mm = (long long)d.m * d.m;
+	bf16 *x = w.x, *y = w.y;
+	for (int s = 0; s < h->ns_steps; s++) {
+		if (gemm(mc, CUBLAS_OP_T, d.m, d.m, d.k, 1.0f, x, d.k, mk, x, d.k, mk, 0.0f, w.a, d.m, mm,
+			 count) ||
+		    cudaMemcpyAsync(w.b, w.a, (size_t)count * mm * sizeof(bf16),
+				    cudaMemcpyDeviceToDevice, st) != cudaSuccess ||
+		    gemm(mc, CUBLAS_OP_N, d.m, d.m, d.m, MUON_NS_C, w.a, d.m, mm, w.a, d.m, mm, MUON_NS_B,
+			 w.b, d.m, mm, count) ||
+		    cudaMemcpyAsync(y, x, (size_t)count * mk * sizeof(bf16), cudaMemcpyDeviceToDevice,
+				    st) != cudaSuccess ||
+		    gemm(mc, CUBLAS_OP_N, d.k, d.m, d.m, 1.0f, x, d.k, mk, w.b, d.m, mm, MUON_NS_A, y, d.k,
+			 mk, count))
+			return -1;
+		bf16 *t = x;
+		x = y;
+		y = t;
+	}
+	float decay = 1.0f - h->lr * h->weight_decay;
+	float step = (float)(h->lr * muon_adjust(h->scale, rows, cols));
+	apply_kernel<<<grid, BLOCK, 0, st>>>(p, (bf16 *)p_act, x, offs, d, decay, step);
+	return launched();
+}
