@@ -84,6 +84,29 @@ static int poll_event(lm_comm *c, cudaEvent_t ev, const char *what, lm_err *e)
 	}
 }
 
+/* The communicator is non-blocking (so that a missing rank cannot hang
+ * its creation): a call may answer ncclInProgress while NCCL still
+ * enqueues; then the state is polled until it settles (or the timeout). */
+static ncclResult_t enqueued(lm_comm *c, ncclResult_t r)
+{
+	if (r != ncclInProgress)
+		return r;
+	double deadline = comm_now() + c->timeout_s;
+	ncclResult_t a = ncclInProgress;
+	while (ncclCommGetAsyncError(IMPL(c)->comm, &a) == ncclSuccess && a == ncclInProgress &&
+	       comm_now() < deadline) {
+		struct timespec ts = { 0, POLL_NS };
+		nanosleep(&ts, NULL);
+	}
+	return a == ncclInProgress ? ncclSystemError : a;
+}
+
+/* Inside a group, a call only records the operation. */
+static int queued(ncclResult_t r)
+{
+	return r == ncclSuccess || r == ncclInProgress;
+}
+
 /* The NCCL stream waits for what the compute stream queued so far. */
 static int begin(lm_comm *c, lm_err *e)
 {
@@ -127,14 +150,14 @@ static int nccl_reduce(lm_comm *c, float *buf, size_t a, size_t b, const size_t 
 	if (begin(c, e))
 		return -1;
 	ncclResult_t r = ncclGroupStart();
-	for (int j = 0; r == ncclSuccess && j < c->world; j++) {
+	for (int j = 0; queued(r) && j < c->world; j++) {
 		size_t lo, hi;
 		comm_owned(a, b, part, j, &lo, &hi);
 		if (hi > lo)
 			r = ncclReduce(buf + lo, buf + lo, hi - lo, ncclFloat, ncclSum, j, m->comm, m->st);
 	}
-	ncclResult_t g = ncclGroupEnd();
-	return (*out = end(c, r != ncclSuccess ? r : g, "the gradient sum", e)) ? 0 : -1;
+	ncclResult_t g = enqueued(c, ncclGroupEnd());
+	return (*out = end(c, !queued(r) ? r : g, "the gradient sum", e)) ? 0 : -1;
 }
 
 static int nccl_gather(lm_comm *c, float *buf, const float *mine, size_t a, size_t b,
@@ -145,7 +168,7 @@ static int nccl_gather(lm_comm *c, float *buf, const float *mine, size_t a, size
 	if (begin(c, e))
 		return -1;
 	ncclResult_t r = ncclGroupStart();
-	for (int j = 0; r == ncclSuccess && j < c->world; j++) {
+	for (int j = 0; queued(r) && j < c->world; j++) {
 		size_t lo, hi;
 		comm_owned(a, b, part, j, &lo, &hi);
 		if (hi == lo)
@@ -161,8 +184,8 @@ static int nccl_gather(lm_comm *c, float *buf, const float *mine, size_t a, size
 					 m->st) != cudaSuccess)
 			r = ncclUnhandledCudaError;
 	}
-	ncclResult_t g = ncclGroupEnd();
-	return (*out = end(c, r != ncclSuccess ? r : g, "the gather", e)) ? 0 : -1;
+	ncclResult_t g = enqueued(c, ncclGroupEnd());
+	return (*out = end(c, !queued(r) ? r : g, "the gather", e)) ? 0 : -1;
 }
 
 static int nccl_wait(lm_comm *c, lm_comm_req *q, const char *what, lm_err *e)
@@ -196,7 +219,7 @@ static int nccl_host_gather(lm_comm *c, const void *mine, void *all, size_t byte
 	cudaError_t r = cudaMemcpyAsync(send, mine, bytes, cudaMemcpyHostToDevice, m->st);
 	if (r != cudaSuccess)
 		return cuda_fail(c, r, what, e);
-	ncclResult_t nr = ncclAllGather(send, recv, bytes, ncclChar, m->comm, m->st);
+	ncclResult_t nr = enqueued(c, ncclAllGather(send, recv, bytes, ncclChar, m->comm, m->st));
 	if (nr != ncclSuccess)
 		return nccl_fail(c, nr, what, e);
 	if ((r = cudaMemcpyAsync(all, recv, bytes * c->world, cudaMemcpyDeviceToHost, m->st)) != cudaSuccess)
@@ -235,7 +258,8 @@ static int nccl_broadcast(lm_comm *c, void *buf, size_t bytes, int root, const c
 	nccl_impl *m = IMPL(c);
 	if (begin(c, e))
 		return -1;
-	lm_comm_req *q = end(c, ncclBroadcast(buf, buf, bytes, ncclChar, root, m->comm, m->st), what, e);
+	lm_comm_req *q = end(c, enqueued(c, ncclBroadcast(buf, buf, bytes, ncclChar, root, m->comm, m->st)),
+			     what, e);
 	return q ? nccl_wait(c, q, what, e) : -1;
 }
 
