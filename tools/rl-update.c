@@ -17,8 +17,8 @@ static const char *algo = "grpo", *loss = "grpo_clip", *agg = "masked_mean";
 static const char *checkpoint, *ref, *tokenizer, *out_dir, *device = "cpu";
 static int no_std, progress, whiten;
 static double gamma_ = 1.0, lambda = 0.95, vf_coef = 0.1, vf_clip = 0.2, ent_coef;
-static double beta = 0.1, cliprange = 0.2, clip_high, kl_beta, adv_eps = 1e-6, constant, lr = 1e-5, wd, beta1 = 0.9, beta2 = 0.95, clip = 1.0;
-static long long batch, epochs = 1, threads;
+static double beta = 0.1, cliprange = 0.2, clip_high, kl_beta, adv_eps = 1e-6, constant, lr = 1e-5, adam_eps = 1e-8, wd, beta1 = 0.9, beta2 = 0.95, clip = 1.0;
+static long long batch, micro_batch, epochs = 1, threads;
 
 static const opt_def opts[] = {
 	{ 'c', "checkpoint", OPT_STR, &checkpoint, "FILE", "the policy to update (required)", 0, 0, NULL },
@@ -42,11 +42,13 @@ static const opt_def opts[] = {
 	{ 0, "agg", OPT_CHOICE, &agg, "HOW", "per-sequence loss: mean over its tokens, or sum / constant", 0, 0, aggs },
 	{ 0, "constant", OPT_DOUBLE, &constant, "C", "normalize: the constant (default: the longest response)", 0, 1e12, NULL },
 	{ 'b', "batch", OPT_INT, &batch, "N", "sequences per optimizer step (default: all)", 0, 1e12, NULL },
+	{ 'm', "micro-batch", OPT_INT, &micro_batch, "N", "sequences per forward and backward pass (default 8); memory grows with N", 1, 1e6, NULL },
 	{ 'e', "epochs", OPT_INT, &epochs, "N", "passes over the records", 1, 1e6, NULL },
 	{ 0, "lr", OPT_DOUBLE, &lr, "F", "learning rate", 0, 10, NULL },
 	{ 0, "weight-decay", OPT_DOUBLE, &wd, "F", "AdamW decoupled weight decay of matrices", 0, 10, NULL },
 	{ 0, "beta1", OPT_DOUBLE, &beta1, "F", "AdamW beta1", 0, 1, NULL },
 	{ 0, "beta2", OPT_DOUBLE, &beta2, "F", "AdamW beta2", 0, 1, NULL },
+	{ 0, "eps", OPT_DOUBLE, &adam_eps, "F", "AdamW epsilon", 0, 1e6, NULL },
 	{ 0, "clip", OPT_DOUBLE, &clip, "F", "max global gradient norm, 0: off", 0, 1e30, NULL },
 	{ 0, "device", OPT_STR, &device, "DEV", "compute device", 0, 0, NULL },
 	{ 0, "progress", OPT_FLAG, &progress, NULL, "show progress on stderr even when it is no terminal", 0, 0, NULL },
@@ -79,10 +81,10 @@ int main(int argc, char **argv)
 		.clip_low = cliprange, .clip_high = clip_high > 0 ? clip_high : cliprange, .kl_beta = kl_beta, .tokenizer = tokenizer, .out_dir = out_dir, .device = device,
 		.no_std = no_std, .adv_eps = adv_eps,
 		.agg = strcmp(agg, "normalize") ? RL_AGG_MASKED_MEAN : RL_AGG_NORMALIZE,
-		.constant = constant, .batch = batch, .epochs = epochs, .lr = lr, .weight_decay = wd,
+		.constant = constant, .batch = batch, .micro_batch = micro_batch, .epochs = epochs, .lr = lr, .weight_decay = wd,
 		.gamma = gamma_, .lambda = lambda, .vf_coef = vf_coef, .vf_clip = vf_clip,
 		.ent_coef = ent_coef, .whiten = whiten,
-		.beta1 = beta1, .beta2 = beta2, .clip_grad = clip, .threads = (int)threads, .progress = progress,
+		.beta1 = beta1, .beta2 = beta2, .eps = adam_eps, .clip_grad = clip, .threads = (int)threads, .progress = progress,
 	};
 	if (rl_pg_type_parse(loss, &o.loss, &e))
 		die_err(&e);

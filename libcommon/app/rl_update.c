@@ -66,10 +66,10 @@ int rlu_run(const rlu_opts *o, FILE *in, const char *in_name, FILE *metrics, lm_
 	for (size_t i = 0; i < v.n; i++)
 		maxT = v.s[i].T > maxT ? v.s[i].T : maxT;
 	optim_config oc = { .lr_max = o->lr, .lr_min = o->lr, .warmup = 0, .cycle = 1,
-			    .beta1 = o->beta1, .beta2 = o->beta2, .eps = 1e-8,
+			    .beta1 = o->beta1, .beta2 = o->beta2, .eps = o->eps > 0 ? o->eps : 1e-8,
 			    .weight_decay = o->weight_decay, .clip = o->clip_grad };
 	train_state ts = { 0 };
-	if (rc == 0 && !(rc = model_init(&m, &cfg, be, 1, maxT, e)))
+	if (rc == 0 && !(rc = model_init(&m, &cfg, be, rlu_micro_batch(o, v.n), maxT, e)))
 		have_m = 1;
 	if (rc == 0 && !(rc = optim_init(&opt, &oc, &m, e)))
 		have_o = 1;

@@ -4,10 +4,11 @@
  * sequence with rl_loss.h, step AdamW, write the new checkpoint and one
  * metrics line.
  *
- * Each sequence is run through the model on its own; the gradient of its
- * loss w.r.t. each token's log-prob (rl_grpo_step, the code the CS336
- * conformance tests check) becomes that token's cross-entropy weight in the
- * backward pass (rl_backward.h).  DPO weights every token of a response
+ * Sequences go through the model in micro-batches (padded to the longest,
+ * log-probs and entropies computed on the device); the gradient of each
+ * sequence's loss w.r.t. each token's log-prob (rl_grpo_step, the code the
+ * CS336 conformance tests check) becomes that token's cross-entropy weight
+ * in one backward pass per micro-batch (rl_backward.h).  DPO weights every token of a response
  * alike (rl_dpo_loss).  PPO (rl_ppo.h) adds a value head on the final
  * hidden state (value_head.h), trained with the policy through the shared
  * trunk. */
@@ -35,6 +36,7 @@ typedef struct rlu_opts {
 	rl_agg agg;
 	double constant;          /* RL_AGG_NORMALIZE; 0: the longest response */
 	long long batch;          /* sequences per optimizer step; 0: all */
+	long long micro_batch;    /* sequences per forward and backward pass; 0: the default */
 	long long epochs;
 	double clip_low, clip_high; /* grpo_clip: ratio clipped to [1 - low, 1 + high] */
 	double kl_beta;           /* GRPO: KL(policy || ref) penalty; PPO: per-token reward
@@ -43,7 +45,7 @@ typedef struct rlu_opts {
 	double vf_coef, vf_clip;  /* PPO: value loss weight, value clip range */
 	double ent_coef;          /* PPO: entropy bonus */
 	int whiten;               /* PPO: advantages to mean 0, std 1 over the batch's tokens */
-	double lr, weight_decay, beta1, beta2, clip_grad;
+	double lr, weight_decay, beta1, beta2, eps, clip_grad;
 	int threads;
 	int progress;             /* a progress line even when stderr is no terminal */
 } rlu_opts;

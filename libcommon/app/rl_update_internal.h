@@ -1,12 +1,12 @@
 /* rl_update_internal.h: what the files of rl-update's driver share: the
- * sequences read from the records, the per-sequence scratch, the
- * statistics of the metrics line, and the steps rlu_run (rl_update.c)
- * calls in order:
+ * sequences read from the records, the micro-batches of the forward and
+ * backward passes, the statistics of the metrics line, and the steps rlu_run
+ * (rl_update.c) calls in order:
  *
  *   rl_update_records.c    records to sequences (read_seqs)
  *   rl_update_tokens.c     the sequence store, prompt and response tokens
  *   rl_update_advantages.c GRPO's group advantages
- *   rl_update_forward.c    the scratch, per-sequence and reference forward passes
+ *   rl_update_forward.c    micro-batches through the model, the reference passes
  *   rl_update_pg.c         the SFT and GRPO-family loop
  *   rl_update_dpo.c        the DPO loop and its reference log-likelihoods
  *   rl_update_ppo.c        the PPO loop
@@ -59,11 +59,22 @@ typedef struct stats {
 	int value_head_loaded;    /* PPO: the checkpoint had a value head */
 } stats;
 
-/* Per-sequence scratch, sized for the longest sequence. */
-typedef struct work {
-	float *logits, *logp, *grad, *w;
-	uint8_t *mask;
-} work;
+/* --micro-batch's default: sequences per forward and backward pass. */
+enum { RLU_MICRO_BATCH = 8 };
+
+/* A micro-batch: up to cap sequences, padded to the longest of them (id 0,
+ * target -1), run through the model as one [B, T] batch.  The [B, T]
+ * arrays hold row r at r * T. */
+typedef struct mbatch {
+	int cap, maxT;            /* capacity: sequences, tokens a sequence */
+	int B, T;                 /* this one: rows, padded length */
+	seq **s;                  /* [cap]: the rows' sequences */
+	int32_t *ids, *targets;   /* [cap * maxT] */
+	float *logp, *ent;        /* [B, T]: targets' log-probs, softmax entropies */
+	float *w, *dent;          /* [B, T]: loss weights, d loss / d entropy */
+	float *grad;              /* [maxT]: one row's d loss / d logp */
+	uint8_t *mask;            /* [B, T]: 1 at counted (response) tokens */
+} mbatch;
 
 void seqs_free(seqs *v);
 /* Append a sequence from prompt and response token ids (the record's line
@@ -85,13 +96,18 @@ int read_seqs(const rlu_opts *o, seqs *v, FILE *in, const char *name, int vocab,
 /* GRPO: each sequence's advantage within its group; *n_groups groups. */
 int grpo_advantages(const rlu_opts *o, seqs *v, size_t *n_groups, const char *name, lm_err *e);
 
-int work_init(work *w, int maxT, int V, lm_err *e);
-void work_free(work *w);
-
-/* Forward s; the response tokens' log-probs into w->logp, their mask into
- * w->mask, the logits into w->logits, and (when st) their entropies into
- * the stats. */
-int seq_forward(model *m, const seq *s, work *w, stats *st, lm_err *e);
+/* Sequences a micro-batch of the n records holds (--micro-batch, at most
+ * n; DPO: an even number, pairs stay together). */
+int rlu_micro_batch(const rlu_opts *o, size_t n);
+int mb_init(mbatch *b, int cap, int maxT, lm_err *e);
+void mb_free(mbatch *b);
+/* Make b the micro-batch of list[0..n) (n <= cap; list may be b->s). */
+void mb_pack(mbatch *b, seq *const *list, int n);
+/* Make b the micro-batch of the next sequences of v[i..hi) with response
+ * tokens, at most cap of them; returns where the next one starts. */
+size_t mb_take(mbatch *b, seqs *v, size_t i, size_t hi);
+/* Forward b through m: b->logp, b->mask, and (entropy) b->ent. */
+int mb_forward(model *m, mbatch *b, int entropy, lm_err *e);
 
 /* The reference's per-token log-probs of every sequence (s->ref_tok). */
 int reference_tokens(const rlu_opts *o, const model_config *cfg, lm_backend *be,

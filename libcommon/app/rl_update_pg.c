@@ -1,42 +1,53 @@
 /* rl_update_pg.c: the SFT and GRPO-family loop of rl-update: per
- * sequence a forward pass, the loss of rl_grpo_step and the backward pass
- * with each token's weight; per batch an AdamW step. */
+ * micro-batch one forward pass, each sequence's loss of rl_grpo_step and
+ * one backward pass with each token's weight; per batch an AdamW step. */
 #include <math.h>
+#include <string.h>
 
 #include "app/rl_update_internal.h"
 #include "cli/progress.h"
 #include "rl/rl_backward.h"
 #include "rl/rl_loss.h"
 
-/* Forward and backward on one sequence of a batch of `batch` sequences:
- * the loss of rl_grpo_step (SFT: no_baseline with reward 1), each token's
- * gradient -d loss / d logp as its cross-entropy weight. */
-static int seq_step(const rlu_opts *o, model *m, const seq *s, double constant, size_t batch,
-		    work *w, stats *st, lm_err *e)
+/* Forward and backward on micro-batch b of a batch of `batch` sequences:
+ * each row's loss of rl_grpo_step (SFT: no_baseline with reward 1), each
+ * token's gradient -d loss / d logp as its cross-entropy weight. */
+static int micro_step(const rlu_opts *o, model *m, mbatch *b, double constant, size_t batch,
+		      stats *st, lm_err *e)
 {
-	if (s->n_resp == 0)
+	if (b->B == 0)
 		return 0;
-	if (seq_forward(m, s, w, st, e))
+	if (mb_forward(m, b, 1, e))
 		return -1;
-	float one = 1.0f, reward = (float)s->reward, adv = (float)s->adv;
-	rl_grpo_args a = {
-		{ o->algo == RLU_SFT ? RL_PG_NO_BASELINE : o->loss, o->algo == RLU_SFT ? &one : &reward,
-		  &adv, s->old_logp, (float)o->clip_low, (float)o->clip_high },
-		o->agg, constant, (int)batch, s->ref_tok, o->kl_beta,
-	};
-	rl_step_stats ss;
-	if (rl_grpo_step(&a, w->logp, w->mask, 1, (size_t)s->T, w->grad, &ss, e))
-		return -1;
-	for (int t = 0; t < s->T; t++) {
-		w->w[t] = -w->grad[t];
-		st->logp_sum += w->logp[t];
+	size_t T = (size_t)b->T;
+	memset(b->w, 0, (size_t)b->B * T * sizeof *b->w);
+	for (int r = 0; r < b->B; r++) {
+		const seq *s = b->s[r];
+		const float *lp = b->logp + r * T, *ent = b->ent + r * T;
+		const uint8_t *mask = b->mask + r * T;
+		float one = 1.0f, reward = (float)s->reward, adv = (float)s->adv;
+		rl_grpo_args a = {
+			{ o->algo == RLU_SFT ? RL_PG_NO_BASELINE : o->loss,
+			  o->algo == RLU_SFT ? &one : &reward, &adv, s->old_logp, (float)o->clip_low,
+			  (float)o->clip_high },
+			o->agg, constant, (int)batch, s->ref_tok, o->kl_beta,
+		};
+		rl_step_stats ss;
+		if (rl_grpo_step(&a, lp, mask, 1, (size_t)s->T, b->grad, &ss, e))
+			return -1;
+		for (int t = 0; t < s->T; t++) {
+			b->w[r * T + t] = -b->grad[t];
+			st->logp_sum += lp[t];
+			if (mask[t])
+				st->entropy_sum += ent[t];
+		}
+		st->loss += ss.loss;
+		st->tokens += (long long)ss.tokens;
+		st->clipped += ss.clip_frac * (double)ss.tokens;
+		st->kl_sum += ss.kl * (double)ss.tokens;
+		st->ratio_sum += ss.ratio_mean * (double)ss.tokens;
 	}
-	st->loss += ss.loss;
-	st->tokens += (long long)ss.tokens;
-	st->clipped += ss.clip_frac * (double)ss.tokens;
-	st->kl_sum += ss.kl * (double)ss.tokens;
-	st->ratio_sum += ss.ratio_mean * (double)ss.tokens;
-	return rl_backward_tokens(m, w->w, e);
+	return rl_backward_tokens(m, b->w, e);
 }
 
 int pg_train(const rlu_opts *o, model *m, optim *opt, seqs *v, stats *st, lm_err *e)
@@ -48,8 +59,8 @@ int pg_train(const rlu_opts *o, model *m, optim *opt, seqs *v, stats *st, lm_err
 	int maxT = 1;
 	for (size_t i = 0; i < v->n; i++)
 		maxT = v->s[i].T > maxT ? v->s[i].T : maxT;
-	work w = { 0 };
-	if (work_init(&w, maxT, m->cfg.vocab, e))
+	mbatch b;
+	if (mb_init(&b, rlu_micro_batch(o, v->n), maxT, e))
 		return -1;
 	size_t batch = o->batch > 0 && (size_t)o->batch < v->n ? (size_t)o->batch : v->n;
 	progress pr;
@@ -60,15 +71,18 @@ int pg_train(const rlu_opts *o, model *m, optim *opt, seqs *v, stats *st, lm_err
 		for (size_t lo = 0; rc == 0 && lo < v->n; lo += batch) {
 			size_t hi = lo + batch < v->n ? lo + batch : v->n;
 			model_zero_grad(m);
-			for (size_t i = lo; rc == 0 && i < hi; i++) {
-				rc = seq_step(o, m, &v->s[i], constant, hi - lo, &w, st, e);
-				progress_update(&pr, ++done, NULL);
+			for (size_t i = lo; rc == 0 && i < hi;) {
+				size_t next = mb_take(&b, v, i, hi);
+				rc = micro_step(o, m, &b, constant, hi - lo, st, e);
+				done += next - i;
+				progress_update(&pr, done, NULL);
+				i = next;
 			}
 			if (rc)
 				break;
 			rc = policy_step(o, m, opt, st, e);
 		}
 	progress_end(&pr, done, NULL);
-	work_free(&w);
+	mb_free(&b);
 	return rc;
 }

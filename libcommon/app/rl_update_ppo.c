@@ -1,15 +1,15 @@
 /* rl_update_ppo.c: rl-update --algo ppo (see rl_ppo.h for the math).
  *
- * Before the update, one forward pass per sequence gives the old values
+ * Before the update, forward passes (a micro-batch each) give the old values
  * (the value head on the final hidden state) of its completion tokens;
  * with the rollout's log-probs, the reference's (KL penalty) and the reward
  * they give the per-token rewards, GAE advantages and returns, optionally
  * whitened over all the batch's tokens.  Then each epoch walks the
- * sequences in input order in minibatches of --batch: per sequence a
- * forward pass, the PPO loss, and one backward pass that carries the
- * policy's per-token weights, the entropy bonus's logit gradient and the
- * value loss's hidden-state gradient into the shared trunk
- * (rl_backward_extra); per minibatch an AdamW step of the model and of the
+ * sequences in input order in minibatches of --batch: per micro-batch a
+ * forward pass, each sequence's PPO loss, and one backward pass that
+ * carries the policy's per-token weights, the entropy bonus's per-token
+ * gradient and the value loss's hidden-state gradient into the shared trunk
+ * (model_backward_ex); per minibatch an AdamW step of the model and of the
  * value head, clipped by their joint gradient norm. */
 #include <math.h>
 #include <stdlib.h>
@@ -18,36 +18,33 @@
 #include "app/rl_update_internal.h"
 #include "cli/progress.h"
 #include "model/backend.h"
-#include "rl/rl_backward.h"
 #include "rl/rl_loss.h"
 
 typedef struct ppo_work {
-	work w;
-	float *hidden, *dhidden;   /* [maxT, d_model] */
-	float *dlogits;            /* [maxT, vocab] */
-	float *values, *ent, *dlogp, *dvalue, *dent, *rewards; /* [maxT] */
+	mbatch b;
+	float *hidden, *dhidden;   /* [cap * maxT, d_model] */
+	float *values, *dlogp, *dvalue, *dent, *rewards; /* [maxT] */
 } ppo_work;
 
 static void ppo_work_free(ppo_work *p)
 {
-	work_free(&p->w);
-	float *all[] = { p->hidden, p->dhidden, p->dlogits, p->values, p->ent, p->dlogp,
-			 p->dvalue, p->dent, p->rewards };
+	mb_free(&p->b);
+	float *all[] = { p->hidden, p->dhidden, p->values, p->dlogp, p->dvalue, p->dent,
+			 p->rewards };
 	for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
 		free(all[i]);
 }
 
-static int ppo_work_init(ppo_work *p, int maxT, const model_config *c, lm_err *e)
+static int ppo_work_init(ppo_work *p, int cap, int maxT, const model_config *c, lm_err *e)
 {
 	memset(p, 0, sizeof *p);
-	if (work_init(&p->w, maxT, c->vocab, e))
+	if (mb_init(&p->b, cap, maxT, e))
 		return -1;
-	size_t T = (size_t)maxT;
-	p->hidden = malloc(T * c->d_model * sizeof *p->hidden);
-	p->dhidden = malloc(T * c->d_model * sizeof *p->dhidden);
-	p->dlogits = malloc(T * c->vocab * sizeof *p->dlogits);
-	float **small[] = { &p->values, &p->ent, &p->dlogp, &p->dvalue, &p->dent, &p->rewards };
-	int fail = !p->hidden || !p->dhidden || !p->dlogits;
+	size_t T = (size_t)maxT, N = (size_t)cap * T;
+	p->hidden = malloc(N * c->d_model * sizeof *p->hidden);
+	p->dhidden = malloc(N * c->d_model * sizeof *p->dhidden);
+	float **small[] = { &p->values, &p->dlogp, &p->dvalue, &p->dent, &p->rewards };
+	int fail = !p->hidden || !p->dhidden;
 	for (size_t i = 0; i < sizeof small / sizeof small[0]; i++)
 		fail |= !(*small[i] = malloc(T * sizeof **small[i]));
 	if (fail) {
@@ -57,18 +54,18 @@ static int ppo_work_init(ppo_work *p, int maxT, const model_config *c, lm_err *e
 	return 0;
 }
 
-/* Forward s; the values of its completion tokens into p->values (and the
- * final hidden states into p->hidden). */
-static int seq_values(model *m, const value_head *h, const seq *s, ppo_work *p, stats *st,
-		      lm_err *e)
+/* Forward the micro-batch p->b; the final hidden states into p->hidden. */
+static int mb_hidden(model *m, ppo_work *p, int entropy, lm_err *e)
 {
-	if (seq_forward(m, s, &p->w, st, e))
-		return -1;
-	size_t C = (size_t)m->cfg.d_model, first = (size_t)(s->T - s->n_resp);
-	if (model_read_hidden(m, p->hidden, (size_t)s->T, e))
-		return -1;
-	vh_forward(h, p->hidden + first * C, (size_t)s->n_resp, p->values);
-	return 0;
+	return mb_forward(m, &p->b, entropy, e) ||
+	       model_read_hidden(m, p->hidden, (size_t)p->b.B * p->b.T, e) ? -1 : 0;
+}
+
+/* Row r's completion tokens' hidden states. */
+static float *row_hidden(const ppo_work *p, int r, size_t C)
+{
+	const seq *s = p->b.s[r];
+	return p->hidden + ((size_t)r * p->b.T + (size_t)(s->T - s->n_resp)) * C;
 }
 
 /* Old values, rewards, GAE and returns of every sequence; their means. */
@@ -76,31 +73,34 @@ static int prepare(const rlu_opts *o, model *m, const value_head *h, seqs *v, pp
 		   stats *st, lm_err *e)
 {
 	double n = 0, adv = 0, adv2 = 0, ret = 0, val = 0, kl = 0;
-	for (size_t i = 0; i < v->n; i++) {
-		seq *s = &v->s[i];
-		size_t k = (size_t)s->n_resp, first = (size_t)(s->T - s->n_resp);
-		if (k == 0)
-			continue;
-		s->old_v = malloc(k * sizeof *s->old_v);
-		s->adv_tok = malloc(k * sizeof *s->adv_tok);
-		s->ret_tok = malloc(k * sizeof *s->ret_tok);
-		if (!s->old_v || !s->adv_tok || !s->ret_tok)
-			return lm_seterr(e, "out of memory");
-		if (seq_values(m, h, s, p, NULL, e))
+	size_t C = (size_t)m->cfg.d_model;
+	for (size_t i = 0; i < v->n;) {
+		size_t next = mb_take(&p->b, v, i, v->n);
+		if (p->b.B && mb_hidden(m, p, 0, e))
 			return -1;
-		memcpy(s->old_v, p->values, k * sizeof *s->old_v);
-		const float *ref = s->ref_tok ? s->ref_tok + first : NULL, *old = s->old_logp + first;
-		rl_ppo_rewards(old, ref, k, s->reward, o->kl_beta, p->rewards);
-		rl_gae(p->rewards, s->old_v, k, 0.0f, (float)o->gamma, (float)o->lambda, s->adv_tok,
-		       s->ret_tok);
-		for (size_t t = 0; t < k; t++) {
-			adv += s->adv_tok[t];
-			adv2 += (double)s->adv_tok[t] * s->adv_tok[t];
-			ret += s->ret_tok[t];
-			val += s->old_v[t];
-			kl += ref ? (double)old[t] - ref[t] : 0;
+		for (int r = 0; r < p->b.B; r++) {
+			seq *s = p->b.s[r];
+			size_t k = (size_t)s->n_resp, first = (size_t)(s->T - s->n_resp);
+			s->old_v = malloc(k * sizeof *s->old_v);
+			s->adv_tok = malloc(k * sizeof *s->adv_tok);
+			s->ret_tok = malloc(k * sizeof *s->ret_tok);
+			if (!s->old_v || !s->adv_tok || !s->ret_tok)
+				return lm_seterr(e, "out of memory");
+			vh_forward(h, row_hidden(p, r, C), k, s->old_v);
+			const float *ref = s->ref_tok ? s->ref_tok + first : NULL, *old = s->old_logp + first;
+			rl_ppo_rewards(old, ref, k, s->reward, o->kl_beta, p->rewards);
+			rl_gae(p->rewards, s->old_v, k, 0.0f, (float)o->gamma, (float)o->lambda,
+			       s->adv_tok, s->ret_tok);
+			for (size_t t = 0; t < k; t++) {
+				adv += s->adv_tok[t];
+				adv2 += (double)s->adv_tok[t] * s->adv_tok[t];
+				ret += s->ret_tok[t];
+				val += s->old_v[t];
+				kl += ref ? (double)old[t] - ref[t] : 0;
+			}
+			n += (double)k;
 		}
-		n += (double)k;
+		i = next;
 	}
 	if (n > 0) {
 		st->adv_mean = adv / n;
@@ -139,43 +139,47 @@ static int whiten_all(seqs *v, lm_err *e)
 	return 0;
 }
 
-/* Forward and backward of one sequence in a minibatch of mb sequences. */
-static int seq_step(const rlu_opts *o, model *m, value_head *h, const seq *s, double constant,
-		    size_t mb, ppo_work *p, stats *st, lm_err *e)
+/* Forward and backward of micro-batch p->b in a minibatch of mb sequences:
+ * per row the PPO loss; one backward pass with the policy's per-token
+ * weights, the entropy bonus's per-token gradient (on the device) and the
+ * value loss's hidden-state gradient. */
+static int micro_step(const rlu_opts *o, model *m, value_head *h, double constant, size_t mb,
+		      ppo_work *p, stats *st, lm_err *e)
 {
-	if (s->n_resp == 0)
+	mbatch *b = &p->b;
+	if (b->B == 0)
 		return 0;
-	if (seq_values(m, h, s, p, st, e))
+	if (mb_hidden(m, p, 1, e))
 		return -1;
-	size_t k = (size_t)s->n_resp, first = (size_t)(s->T - s->n_resp), T = (size_t)s->T;
-	size_t V = (size_t)m->cfg.vocab, C = (size_t)m->cfg.d_model;
-	for (size_t t = 0; t < k; t++)
-		rl_entropy(p->w.logits + (first + t) * V, 1, V, &p->ent[t]);
-	double per_seq = o->agg == RL_AGG_MASKED_MEAN ? (double)k : constant;
-	rl_ppo_args a = { (float)o->clip_low, (float)o->clip_high, (float)o->vf_clip, o->vf_coef,
-			  o->ent_coef };
-	st->loss += rl_ppo_loss(&a, p->w.logp + first, s->old_logp + first, s->adv_tok, p->values,
-				s->old_v, s->ret_tok, p->ent, k, 1.0 / (per_seq * (double)mb),
-				p->dlogp, p->dvalue, p->dent, &st->ppo);
-	st->tokens += (long long)k;
-	for (size_t t = 0; t < T; t++) {
-		p->w.w[t] = t < first ? 0.0f : -p->dlogp[t - first];
-		st->logp_sum += p->w.logp[t];
-	}
-	float *dlogits = NULL;
-	if (o->ent_coef != 0) {
-		dlogits = p->dlogits;
-		memset(dlogits, 0, first * V * sizeof *dlogits);
+	size_t T = (size_t)b->T, C = (size_t)m->cfg.d_model, N = (size_t)b->B * T;
+	memset(b->w, 0, N * sizeof *b->w);
+	memset(b->dent, 0, N * sizeof *b->dent);
+	memset(p->dhidden, 0, N * C * sizeof *p->dhidden);
+	for (int r = 0; r < b->B; r++) {
+		const seq *s = b->s[r];
+		size_t k = (size_t)s->n_resp, first = (size_t)(s->T - s->n_resp), row = (size_t)r * T;
+		const float *lp = b->logp + row, *ent = b->ent + row + first, *hid = row_hidden(p, r, C);
+		vh_forward(h, hid, k, p->values);
+		for (size_t t = 0; t < k; t++)
+			st->entropy_sum += ent[t];
+		double per_seq = o->agg == RL_AGG_MASKED_MEAN ? (double)k : constant;
+		rl_ppo_args a = { (float)o->clip_low, (float)o->clip_high, (float)o->vf_clip,
+				  o->vf_coef, o->ent_coef };
+		st->loss += rl_ppo_loss(&a, lp + first, s->old_logp + first, s->adv_tok, p->values,
+					s->old_v, s->ret_tok, ent, k, 1.0 / (per_seq * (double)mb),
+					p->dlogp, p->dvalue, p->dent, &st->ppo);
+		st->tokens += (long long)k;
+		for (size_t t = 0; t < (size_t)s->T; t++)
+			st->logp_sum += lp[t];
 		for (size_t t = 0; t < k; t++) {
-			float *g = dlogits + (first + t) * V;
-			rl_entropy_grad(p->w.logits + (first + t) * V, V, g);
-			for (size_t j = 0; j < V; j++)
-				g[j] *= p->dent[t];
+			b->w[row + first + t] = -p->dlogp[t];
+			b->dent[row + first + t] = p->dent[t];
 		}
+		vh_backward(h, hid, p->dvalue, k, p->dhidden + (row + first) * C);
 	}
-	memset(p->dhidden, 0, first * C * sizeof *p->dhidden);
-	vh_backward(h, p->hidden + first * C, p->dvalue, k, p->dhidden + first * C);
-	return rl_backward_extra(m, p->w.w, dlogits, p->dhidden, e);
+	model_grad_in g = { .scale = 1.0f, .weights = b->w, .dhidden = p->dhidden,
+			    .dentropy = o->ent_coef != 0 ? b->dent : NULL };
+	return model_backward_ex(m, &g, e);
 }
 
 int ppo_train(const rlu_opts *o, model *m, optim *opt, value_head *h, seqs *v, stats *st,
@@ -189,7 +193,7 @@ int ppo_train(const rlu_opts *o, model *m, optim *opt, value_head *h, seqs *v, s
 			constant = fmax(constant, v->s[i].n_resp);
 	}
 	ppo_work p;
-	if (ppo_work_init(&p, maxT, &m->cfg, e))
+	if (ppo_work_init(&p, rlu_micro_batch(o, v->n), maxT, &m->cfg, e))
 		return -1;
 	int rc = prepare(o, m, h, v, &p, st, e);
 	if (rc == 0 && o->whiten)
@@ -203,9 +207,12 @@ int ppo_train(const rlu_opts *o, model *m, optim *opt, value_head *h, seqs *v, s
 			size_t hi = lo + batch < v->n ? lo + batch : v->n;
 			model_zero_grad(m);
 			vh_zero_grad(h);
-			for (size_t i = lo; rc == 0 && i < hi; i++) {
-				rc = seq_step(o, m, h, &v->s[i], constant, hi - lo, &p, st, e);
-				progress_update(&pr, ++done, NULL);
+			for (size_t i = lo; rc == 0 && i < hi;) {
+				size_t next = mb_take(&p.b, v, i, hi);
+				rc = micro_step(o, m, h, constant, hi - lo, &p, st, e);
+				done += next - i;
+				progress_update(&pr, done, NULL);
+				i = next;
 			}
 			if (rc)
 				break;

@@ -1,4 +1,4 @@
-/* backend.h: the op table the model is written against (version 3).
+/* backend.h: the op table the model is written against (version 4: Muon, entropy, generation).
  *
  * A backend is an instance: a context (for CUDA: the device, one stream, the
  * cuBLASLt handle and its workspace, a sticky error) and one function per op,
@@ -163,6 +163,14 @@ struct lm_backend {
 	void (*head_xent)(lm_backend *be, const void *x, const void *w, const int32_t *targets,
 			  float scale, int N, int C, int V, float *loss, float *lse,
 			  double *loss_sum, void *dx, float *dw);
+	/* The entropy of softmax(logits) per row (ent, fp32 [N]) from act
+	 * logits and their lse (xent_fwd's); and its gradient dz (fp32 [N, V],
+	 * overwritten) = dent[n] * d H_n / d logits (dent: device [N], d loss /
+	 * d H per row).  See kernels/entropy.h. */
+	void (*entropy_fwd)(lm_backend *be, float *ent, const void *logits, const float *lse,
+			    int N, int V);
+	void (*entropy_bwd)(lm_backend *be, float *dz, const void *logits, const float *lse,
+			    const float *dent, int N, int V);
 	/* *sumsq = sum g^2 (double accumulation, a device scalar). */
 	void (*sumsq)(lm_backend *be, double *sumsq, const float *g, size_t n);
 	/* *scale = clip_factor(sqrt(*sumsq), max_norm) (optimizer.h). */

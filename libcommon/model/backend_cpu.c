@@ -24,6 +24,7 @@
 #include "kernels/rmsnorm.h"
 #include "kernels/rope.h"
 #include "kernels/swiglu.h"
+#include "kernels/entropy.h"
 #include "kernels/xent.h"
 
 enum { CPU_ALIGN = 64 };
@@ -311,6 +312,18 @@ static void cpu_head_xent(lm_backend *be, const void *x, const void *w, const in
 	*loss_sum += sum;
 }
 
+static void cpu_entropy_fwd(lm_backend *be, float *ent, const void *logits, const float *lse,
+			    int N, int V)
+{
+	entropy_fwd_cpu(ent, logits, lse, N, V);
+}
+
+static void cpu_entropy_bwd(lm_backend *be, float *dz, const void *logits, const float *lse,
+			    const float *dent, int N, int V)
+{
+	entropy_bwd_cpu(dz, logits, lse, dent, N, V);
+}
+
 static void cpu_sumsq(lm_backend *be, double *out, const float *g, size_t n)
 {
 	*out = sumsq_cpu(g, n);
@@ -411,6 +424,8 @@ static const lm_backend cpu_table = {
 	.xent_fwd = cpu_xent_fwd,
 	.xent_bwd = cpu_xent_bwd,
 	.head_xent = cpu_head_xent,
+	.entropy_fwd = cpu_entropy_fwd,
+	.entropy_bwd = cpu_entropy_bwd,
 	.sumsq = cpu_sumsq,
 	.clip_scale = cpu_clip_scale,
 	.adamw_step = cpu_adamw_step,

@@ -25,6 +25,7 @@
 #include "kernels/rope.h"
 #include "kernels/sample.h"
 #include "kernels/swiglu.h"
+#include "kernels/entropy.h"
 #include "kernels/xent.h"
 
 /* Head dimensions the attention kernels take; others up to the largest
@@ -463,6 +464,18 @@ static void cu_xent_bwd(lm_backend *be, void *dlogits, const void *logits, const
 	      "cross-entropy backward");
 }
 
+static void cu_entropy_fwd(lm_backend *be, float *ent, const void *logits, const float *lse,
+			   int N, int V)
+{
+	check(be, entropy_fwd_cuda(ent, logits, lse, N, V, ST(be)), "entropy");
+}
+
+static void cu_entropy_bwd(lm_backend *be, float *dz, const void *logits, const float *lse,
+			   const float *dent, int N, int V)
+{
+	check(be, entropy_bwd_cuda(dz, logits, lse, dent, N, V, ST(be)), "entropy backward");
+}
+
 static void cu_head_xent(lm_backend *be, const void *x, const void *w, const int32_t *targets,
 			 float scale, int N, int C, int V, float *loss, float *lse, double *loss_sum,
 			 void *dx, float *dw)
@@ -670,6 +683,8 @@ static const lm_backend cuda_table = {
 	.xent_fwd = cu_xent_fwd,
 	.xent_bwd = cu_xent_bwd,
 	.head_xent = cu_head_xent,
+	.entropy_fwd = cu_entropy_fwd,
+	.entropy_bwd = cu_entropy_bwd,
 	.sumsq = cu_sumsq,
 	.clip_scale = cu_clip_scale,
 	.adamw_step = cu_adamw_step,

@@ -30,6 +30,7 @@ struct model_acts {
 	void *dres_act;                      /* dres in act, when act is not fp32 */
 	float *tok_w;                        /* per-token loss weights (fp32) */
 	float *extra;                        /* fp32 [N, max(V, C)]: extra gradients */
+	float *tok_ent;                      /* fp32 [N]: per-token entropies or their gradients */
 	int32_t *ids, *targets;              /* device copies */
 	void *attn_ws;                       /* attention workspace */
 	size_t attn_ws_bytes;
@@ -337,6 +338,38 @@ int model_read_hidden(const model *m, float *host, size_t rows, lm_err *e)
 	return read_act(m, host, m->a->lnf, rows, (size_t)m->cfg.d_model, e);
 }
 
+/* The fp32 [N] per-token buffer of entropies, made at its first use. */
+static float *tok_ent(const model *m, lm_err *e)
+{
+	struct model_acts *a = m->a;
+	if (!a->tok_ent)
+		a->tok_ent = grab_late((model *)m, (size_t)m->maxB * m->maxT * sizeof(float),
+				       "the per-token entropies", e);
+	return a->tok_ent;
+}
+
+int model_token_logp(const model *m, float *logp, float *ent, lm_err *e)
+{
+	lm_backend *be = m->be;
+	struct model_acts *a = m->a;
+	size_t N = (size_t)m->B * m->T;
+	if (!a->logits)
+		return lm_seterr(e, "no logits: model_forward has not run");
+	be->download(be, logp, a->losses, N * sizeof *logp);
+	if (ent) {
+		float *d = tok_ent(m, e);
+		if (!d)
+			return -1;
+		be->entropy_fwd(be, d, a->logits, a->lse_v, (int)N, m->cfg.vocab);
+		be->download(be, ent, d, N * sizeof *ent);
+	}
+	if (be->sync(be, e))
+		return -1;
+	for (size_t i = 0; i < N; i++)
+		logp[i] = logp[i] == 0 ? 0.0f : -logp[i];
+	return 0;
+}
+
 /* The ops as the model calls them: each a span of the profiler (profile.h)
  * named for its place in the model, with the work it does counted. */
 static double esz(const model *m) { return (double)lm_dtype_size(m->be->act); }
@@ -541,16 +574,27 @@ int model_backward_ex(model *m, const model_grad_in *g, lm_err *e)
 	int B = m->B, T = m->T;
 	int N = B * T, C = c->d_model, F = c->d_ff, V = c->vocab, H = c->n_heads, D = C / H;
 	float scale = 1.0f / sqrtf((float)D);
-	if (a->head_done && (g->weights || g->dlogits || g->dhidden))
+	if (a->head_done && (g->weights || g->dlogits || g->dhidden || g->dentropy))
 		return lm_seterr(e, "model_backward_ex: weights and extra gradients need model_forward, "
 				 "not model_forward_loss");
 	if (a->head_done)
 		goto blocks;
 	if (g->weights)
 		be->upload(be, a->tok_w, g->weights, (size_t)N * sizeof *g->weights);
+	/* the entropy's gradient needs the logits, which xent_bwd overwrites */
+	float *dent = g->dentropy ? tok_ent(m, e) : NULL, *dz = g->dentropy ? extra(m, e) : NULL;
+	if (g->dentropy && (!dent || !dz))
+		return -1;
+	if (dent) {
+		be->upload(be, dent, g->dentropy, (size_t)N * sizeof *dent);
+		P_MOVE(m, "entropy backward", 2.0 * N * V * esz(m) + 4.0 * N * V,
+		       be->entropy_bwd(be, dz, a->logits, a->lse_v, dent, N, V));
+	}
 	P_MOVE(m, "cross-entropy backward", 2.0 * N * V * esz(m),
 	       be->xent_bwd(be, a->logits, a->logits, a->lse_v, a->targets,
 			    g->weights ? a->tok_w : NULL, g->scale, N, V));
+	if (dent)
+		be->add_act(be, a->logits, dz, (size_t)N * V);
 	if (g->dlogits && add_extra(m, a->logits, g->dlogits, (size_t)N * V, e))
 		return -1;
 	p_matmul_bwd(m, "matmul head backward", a->dln, m->dhead, a->logits, a->lnf, m->head_c, N, C, V);

@@ -121,12 +121,14 @@ int model_forward_loss(model *m, const int32_t *ids, const int32_t *targets, int
 
 /* What the loss of model_backward_ex is, per token t of the last forward:
  * scale * weights[t] * CE_t (weights NULL: all 1), plus the terms whose
- * gradients are dlogits ([B*T, vocab], d loss / d logits) and dhidden
- * ([B*T, d_model], d loss / d model_hidden).  All host memory; the
- * pointers may be NULL. */
+ * gradients are dentropy ([B*T], d loss / d H_t of the entropy of the
+ * token's softmax, as model_token_logp reads it), dlogits ([B*T, vocab],
+ * d loss / d logits) and dhidden ([B*T, d_model], d loss / d
+ * model_hidden).  All host memory; the pointers may be NULL. */
 typedef struct model_grad_in {
 	float scale;
 	const float *weights, *dlogits, *dhidden;
+	const float *dentropy;
 } model_grad_in;
 
 /* Backward pass after a forward with targets: ACCUMULATES into m->grads
@@ -145,6 +147,11 @@ const void *model_hidden(const model *m);
 /* The first rows x cols values of those, as fp32 in host memory (waits). */
 int model_read_logits(const model *m, float *host, size_t rows, lm_err *e);
 int model_read_hidden(const model *m, float *host, size_t rows, lm_err *e);
+/* After model_forward with targets: each of the B*T tokens' log-prob of
+ * its target (-CE; 0 where the target is negative) into logp, and (ent not
+ * NULL) the entropy of its softmax into ent, computed on the device from
+ * the logits (backend.h entropy_fwd).  Host memory [B*T] each; waits. */
+int model_token_logp(const model *m, float *logp, float *ent, lm_err *e);
 /* Number of targets >= 0 in the last forward. */
 long long model_count(const model *m);
 

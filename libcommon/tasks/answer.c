@@ -7,8 +7,6 @@
 #include <string.h>
 
 static const char BOXED[] = "\\boxed{";
-static const char THINK_ANSWER[] = "</think> <answer>";
-static const char ANSWER_END[] = "</answer>";
 enum { MAX_FRACTION_DIGITS = 18 }; /* fits in uint64_t */
 
 static int is_digit(char c) { return c >= '0' && c <= '9'; }
@@ -237,27 +235,4 @@ char *answer_last_number(const char *text, size_t n, int *oom)
 	if (!r)
 		*oom = 1;
 	return r;
-}
-
-static const char *find(const char *hay, size_t n, const char *needle)
-{
-	size_t m = strlen(needle);
-	for (size_t i = 0; i + m <= n; i++)
-		if (hay[i] == needle[0] && !memcmp(hay + i, needle, m))
-			return hay + i;
-	return NULL;
-}
-
-int answer_r1_zero(const char *text, size_t n, const char **ans, size_t *ans_len)
-{
-	const char *open = find(text, n, THINK_ANSWER);
-	if (!open)
-		return 0;
-	const char *a = open + sizeof THINK_ANSWER - 1;
-	const char *close = find(a, n - (size_t)(a - text), ANSWER_END);
-	if (!close)
-		return 0;
-	*ans = a;
-	*ans_len = (size_t)(close - a);
-	return 1;
 }

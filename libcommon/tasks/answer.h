@@ -1,6 +1,6 @@
 /* answer.h: reading answers out of model completions and comparing them:
- * numeric normalisation, the last number of a text (GSM8K style) and the
- * r1-zero "</think> <answer> ... </answer>" format.
+ * numeric normalisation and the last number of a text (GSM8K style); the
+ * r1-zero format and its math grader are grade.h.
  *
  * Normalised form of an answer (answer_normalize):
  *   1. a \boxed{...} around the whole answer is removed;
@@ -37,11 +37,5 @@ int answer_equal(const char *a, size_t na, const char *b, size_t nb);
  * before it counts as a sign unless a letter, digit or ')' precedes the '-'
  * ("48-24" is 48 and 24). */
 char *answer_last_number(const char *text, size_t n, int *oom);
-
-/* The r1-zero format: the completion contains "</think> <answer>" and,
- * after it, "</answer>".  Returns 1 and the answer between the two (at
- * *ans, length *ans_len, pointing into text) or 0 when the format is not
- * met. */
-int answer_r1_zero(const char *text, size_t n, const char **ans, size_t *ans_len);
 
 #endif

@@ -11,6 +11,7 @@
 #include "base/jsonl.h"
 #include "base/order.h"
 #include "tasks/answer.h"
+#include "tasks/grade.h"
 
 enum { SHORTEST_DIGITS_MAX = 17, NUM_BUF = 32 };
 
@@ -30,15 +31,11 @@ int reward_score(reward_kind k, const char *completion, size_t n, const char *re
 	out->format = out->answer = 0;
 	switch (k) {
 	case REWARD_R1_ZERO: {
-		const char *a;
-		size_t na;
-		if (answer_r1_zero(completion, n, &a, &na)) {
-			out->format = 1;
-			int eq = answer_equal(a, na, ref, nref);
-			if (eq < 0)
-				return lm_seterr(e, "out of memory");
-			out->answer = eq;
-		}
+		int format, answer;
+		if (grade_r1_zero(completion, n, ref, nref, &format, &answer))
+			return lm_seterr(e, "out of memory");
+		out->format = format;
+		out->answer = answer;
 		break;
 	}
 	case REWARD_EXACT:

@@ -10,7 +10,7 @@
 #include "base/err.h"
 
 typedef enum reward_kind {
-	REWARD_R1_ZERO,     /* "</think> <answer> A </answer>", A compared normalised */
+	REWARD_R1_ZERO,     /* "</think> <answer> A </answer>", A graded as CS336 (grade.h) */
 	REWARD_EXACT,       /* the whole completion, trimmed, equals the answer */
 	REWARD_LAST_NUMBER, /* the last number of the completion equals the answer */
 	REWARD_CMD,         /* an external program scores each line */
@@ -22,7 +22,8 @@ typedef struct reward_scores {
 
 /* Score one completion against the reference answer (built-in kinds):
  *   r1-zero:     format 1 when the r1-zero tags are there, answer 1 when the
- *                text between them equals the reference (answer.h);
+ *                answer in them is right for the reference (grade.h, the
+ *                CS336 drgrpo grader's rules);
  *   exact:       format 1; answer 1 when completion and reference, both
  *                trimmed of surrounding whitespace, are the same bytes;
  *   last-number: format 1 when the completion has a number, answer 1 when

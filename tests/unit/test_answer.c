@@ -1,5 +1,5 @@
 /* test_answer.c: answer normalisation, the GSM8K last number (the CS336
- * test_metrics cases) and the r1-zero format. */
+ * test_metrics cases); the r1-zero grader is test_grade.c. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -80,16 +80,5 @@ int main(void)
 	last("1,000,000 people", "1000000");
 	last("", NULL);
 
-	const char *a;
-	size_t n;
-	const char *good = " 2 + 3 = 5 </think> <answer> 5 </answer>";
-	ok(answer_r1_zero(good, strlen(good), &a, &n) == 1 && n == 3 && !memcmp(a, " 5 ", 3),
-	   "r1-zero: answer between the tags");
-	const char *no_close = " 5 </think> <answer> 5";
-	ok(answer_r1_zero(no_close, strlen(no_close), &a, &n) == 0, "r1-zero: no </answer> fails");
-	const char *no_space = " 5 </think><answer> 5 </answer>";
-	ok(answer_r1_zero(no_space, strlen(no_space), &a, &n) == 0, "r1-zero: '</think><answer>' without the space fails");
-	const char *close_first = "</answer> </think> <answer> 5";
-	ok(answer_r1_zero(close_first, strlen(close_first), &a, &n) == 0, "r1-zero: </answer> must come after");
 	return done_testing();
 }
