@@ -2,6 +2,7 @@
 #
 #   make                 build (CUDA parts too when nvcc is found)
 #   make CUDA=0          CPU-only build, for machines without the CUDA toolkit
+#   make MPI=0           without OpenMPI (lm-train then runs one rank per run)
 #   make test            the CPU test suite (TAP, run by prove)
 #   make test SANITIZE=1 the same suite built with ASan + UBSan (in build-san/)
 #   make test-gpu        CUDA ops against their CPU twins (on a GPU machine)
@@ -52,6 +53,14 @@ ALL_CFLAGS := -std=c11 -D_GNU_SOURCE $(WARN) $(CFLAGS) $(SANFLAGS) -fopenmp -pth
 LDFLAGS  ?=
 LDLIBS   := -Wl,--as-needed -lzstd -ljansson -lopenblas -lm
 ALL_LDFLAGS := $(LDFLAGS) $(SANFLAGS) -fopenmp -pthread
+
+# MPI=1 (the default where pkg-config finds OpenMPI): lm-train's ranks talk
+# over MPI on the CPU (libcommon/dist); MPI=0: a build without it.
+MPI ?= $(shell pkg-config --exists ompi-c 2>/dev/null && echo 1 || echo 0)
+ifeq ($(MPI),1)
+  ALL_CFLAGS += -DLMPIPE_MPI=1 $(shell pkg-config --cflags ompi-c)
+  LDLIBS += $(shell pkg-config --libs ompi-c)
+endif
 
 NVCCFLAGS ?= -O3 -gencode=arch=compute_90a,code=sm_90a -lineinfo
 ALL_NVCCFLAGS := $(NVCCFLAGS) -std=c++17 -I. -Ilibcommon -Xcompiler -Wall -MMD -MP

@@ -10,9 +10,10 @@ set -eu
 # groff-base (man.t), unicode-data (make unicode); demo: fortunes (the corpus),
 # gnuplot (plots); the data pipeline (pipelines/data.mk) and its tests: the
 # decompressors doc-cat runs (gzip, zstd, xz-utils), GNU parallel, and a
-# one-host Slurm (slurm-wlm, munge) that tests/data-slurm.t starts.
+# one-host Slurm (slurm-wlm, munge) that tests/data-slurm.t starts; lm-train's
+# data parallel ranks on the CPU (OpenMPI: libopenmpi-dev, openmpi-bin).
 pkgs="build-essential perl libzstd-dev libjansson-dev libopenblas-dev mandoc groff-base unicode-data gnuplot-nox fortunes
-gzip zstd xz-utils parallel slurm-wlm munge"
+gzip zstd xz-utils parallel slurm-wlm munge libopenmpi-dev openmpi-bin"
 # make fuzz (CI runs it): clang with libFuzzer and OpenMP, where the archive
 # has these names (Debian 12); without them make fuzz skips
 fuzz_pkgs="clang-14 libclang-rt-14-dev libomp-14-dev"

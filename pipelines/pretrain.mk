@@ -12,6 +12,7 @@
 #
 #   make -f pipelines/pretrain.mk W=runs/ts CORPUS=TinyStories-train.txt VOCAB=10000 \
 #        MODEL=ts STEPS=5000 BATCH=64 LR=1e-3 DEVICE=cuda
+#   make -f pipelines/pretrain.mk W=runs/ts ... DEVICE=cuda GPUS=8 BATCH=16
 #
 # The default corpus is the fortune(6) database (Debian's "fortunes" package),
 # one document per fortune.  A corpus whose documents are separated by
@@ -45,6 +46,12 @@ DEVICE  ?= cpu
 # says otherwise.
 SAMPLE_DEVICE ?= $(DEVICE)
 TRAIN_OPTS ?=
+# Data parallel training (man 1 lm-train): GPUS=N starts N ranks on this host
+# (lm-train --gpus N, which execs mpirun); LAUNCH is a command put before
+# lm-train, e.g. LAUNCH='mpirun -np 2' or LAUNCH='srun --mpi=pmix' inside an
+# allocation.  BATCH is per rank.
+GPUS    ?=
+LAUNCH  ?=
 PROMPTS ?= 'A ' 'The ' 'Q: '
 SAMPLE_OPTS ?= --max-tokens 60 --temperature 0.8 --top-p 0.95
 
@@ -53,7 +60,7 @@ ENCODE ?= $(BIN)/bpe-encode -t $(W)/tok.bpe
 PACK   ?= $(BIN)/shard-pack -f $(if $(filter 0,$(VAL_DOCS)),,--val-docs $(VAL_DOCS) --seed $(SEED))
 VAL    ?= $(if $(filter 0,$(VAL_DOCS)),,--val $(W)/data/train-val --eval-every $(EVAL_EVERY))
 PROGRESS ?= --progress
-RECIPE = $(BIN)/lm-train -m $(MODEL) $(MODEL_OPTS) -b $(BATCH) --lr $(LR) --warmup $(WARMUP) \
+RECIPE = $(LAUNCH) $(BIN)/lm-train $(if $(GPUS),--gpus $(GPUS)) -m $(MODEL) $(MODEL_OPTS) -b $(BATCH) --lr $(LR) --warmup $(WARMUP) \
          -s $(SEED) -t $(W)/tok.bpe --device $(DEVICE) $(TRAIN_OPTS)
 TRAIN  ?= $(RECIPE) -n $(STEPS) $(PROGRESS)
 SAMPLE ?= $(BIN)/lm-sample $(SAMPLE_OPTS) -s $(SEED) --device $(SAMPLE_DEVICE)

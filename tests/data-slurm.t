@@ -9,70 +9,9 @@
 # daemons do not start.
 . "$(dirname "$0")/lib.sh"
 unset MAKEFLAGS MFLAGS MAKELEVEL  # this make is not a sub-make of the one running the tests
-START_WAIT=30  # seconds for the daemons to come up
-skip() { echo "1..0 # SKIP $*"; exit 0; }
-for p in munged mungekey slurmctld slurmd sbatch srun sinfo; do
-	command -v $p > /dev/null || skip "$p is not installed (pipelines/deps.sh installs slurm-wlm and munge)"
-done
-[ "$(id -u)" = 0 ] || skip "the test runs slurmd, which needs root"
+. "$(dirname "$0")/slurm.sh"
 cd "$TMP" || exit 1
-S=$TMP/slurm
-mkdir -p "$S/state" "$S/spool"
-pids=()
-stop() {
-	for p in "${pids[@]}"; do kill "$p" 2> /dev/null; done
-	for p in "${pids[@]}"; do wait "$p" 2> /dev/null; done
-	[ -S "$S/munge.sock" ] && munged -S "$S/munge.sock" --stop > /dev/null 2>&1
-	rm -rf "$TMP"
-}
-trap stop EXIT
-free_port() {
-	perl -MIO::Socket::INET -e 'print IO::Socket::INET->new(Listen => 1, LocalAddr => "127.0.0.1")->sockport, "\n"'
-}
-
-mungekey -c -k "$S/munge.key" || skip "mungekey cannot make a key"
-munged --force -S "$S/munge.sock" --key-file="$S/munge.key" --log-file="$S/munged.log" \
-	--pid-file="$S/munged.pid" --seed-file="$S/munged.seed" 2> "$S/munged.err" ||
-	skip "munged does not start: $(head -c 300 "$S/munged.err")"
-cat > "$S/slurm.conf" <<EOF
-ClusterName=lmpipetest
-SlurmctldHost=localhost(127.0.0.1)
-SlurmctldPort=$(free_port)
-SlurmdPort=$(free_port)
-AuthType=auth/munge
-AuthInfo=socket=$S/munge.sock
-CredType=cred/munge
-SlurmUser=root
-SlurmdUser=root
-StateSaveLocation=$S/state
-SlurmdSpoolDir=$S/spool
-SlurmctldPidFile=$S/slurmctld.pid
-SlurmdPidFile=$S/slurmd.pid
-SlurmctldLogFile=$S/slurmctld.log
-SlurmdLogFile=$S/slurmd.log
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-JobAcctGatherType=jobacct_gather/none
-AccountingStorageType=accounting_storage/none
-SelectType=select/cons_tres
-SelectTypeParameters=CR_CPU
-SlurmdParameters=config_overrides
-ReturnToService=2
-MpiDefault=none
-NodeName=localhost NodeAddr=127.0.0.1 CPUs=4 State=UNKNOWN
-PartitionName=test Nodes=localhost Default=YES MaxTime=INFINITE State=UP
-EOF
-export SLURM_CONF=$S/slurm.conf
-slurmctld -D -i > "$S/slurmctld.out" 2>&1 &
-pids+=($!)
-slurmd -D -N localhost > "$S/slurmd.out" 2>&1 &
-pids+=($!)
-up=0
-for _ in $(seq 1 $((START_WAIT * 4))); do
-	if sinfo -h -o %t 2> /dev/null | grep -qx idle; then up=1; break; fi
-	sleep 0.25
-done
-[ $up = 1 ] || skip "the Slurm daemons did not come up in ${START_WAIT} s: $(tail -n 3 "$S"/*.out "$S"/*.log 2> /dev/null | tr '\n' ' ' | head -c 400)"
+slurm_up
 
 mkdir corpus
 for s in 1 2 3; do

@@ -13,7 +13,7 @@
 #include "model/backend.h"
 #include "model/model_json.h"
 
-enum { DIM_MAX = 1 << 20, THREADS_MAX = 1024 };
+enum { DIM_MAX = 1 << 20, THREADS_MAX = 1024, RANKS_MAX = 1 << 16 };
 static const double STEPS_MAX = 1e15;
 
 /* The option table and what the command line gave, for train_config.given. */
@@ -102,7 +102,9 @@ int main(int argc, char **argv)
 	muon_config mu = { .lr = 0.02, .momentum = 0.95, .momentum_start = -1, .weight_decay = 0 };
 	long long ns_steps = MUON_NS_STEPS;
 	int tie = 0, list = 0, resume = 0, force = 0, show_progress = 0, info = 0;
-	long long profile = 0;
+	long long profile = 0, gpus = 0, zero = 0;
+	double bucket_mb = 25, dist_timeout = 60;
+	const char *nccl_init = NULL;
 	opt_strlist data = { 0 }, val = { 0 };
 	train_config tc = { 0 };
 	const opt_def opts[] = {
@@ -168,6 +170,11 @@ int main(int argc, char **argv)
 		{ 0, "ids", OPT_STR, &ids, "FILE", "token ids for --dump-logits: one sequence per line", 0, 0, NULL },
 		{ 0, "progress", OPT_FLAG, &show_progress, NULL, "show progress even when stderr is not a terminal", 0, 0, NULL },
 		{ 0, "profile", OPT_INT, &profile, "N", "time every op of N steps after the first; print the table to stderr", 1, STEPS_MAX, NULL },
+		{ 0, "gpus", OPT_INT, &gpus, "N", "data parallel over N ranks on this host (execs mpirun -np N; with --device cpu, N processes)", 1, RANKS_MAX, NULL },
+		{ 0, "zero", OPT_INT, &zero, "N", "ZeRO: 1 shards the AdamW state over the ranks (2: the same so far)", 0, 2, NULL },
+		{ 0, "bucket-mb", OPT_DOUBLE, &bucket_mb, "F", "gradient bucket size in MiB, summed while backward goes on", 0.001, 1e6, NULL },
+		{ 0, "nccl-init", OPT_STR, &nccl_init, "HOW", "NCCL's id: mpi (default), file:PATH (shared filesystem), tcp:HOST:PORT (rank 0)", 0, 0, NULL },
+		{ 0, "dist-timeout", OPT_DOUBLE, &dist_timeout, "S", "seconds a rank waits for the others before the run fails", 0.1, 1e6, NULL },
 		OPT_END,
 	};
 	unsigned char seen[sizeof opts / sizeof opts[0]] = { 0 };
@@ -279,6 +286,13 @@ int main(int argc, char **argv)
 	lm_stop_on_signal();
 	tc.profile = (int)profile;
 	tc.on_profile = print_profile;
+	tc.gpus = (int)gpus;
+	tc.zero = (int)zero;
+	tc.bucket_mb = bucket_mb;
+	tc.nccl_init = nccl_init;
+	tc.dist_timeout = dist_timeout;
+	if (train_launch((int)gpus, argv, &e))
+		die_err(&e);
 	int rc = train_run(&tc, &e);
 	free(data.v);
 	free(val.v);

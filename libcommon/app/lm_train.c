@@ -4,7 +4,13 @@
  * checkpoints (DIR/step-NNNNNNNN.safetensors and DIR/latest), metrics as
  * JSON Lines and one progress line on stderr; a stop asked for by a signal
  * saves at the next step boundary.  The directory and the hyper-parameters
- * that --resume restores are in lm_train_dir.c and lm_train_hparams.c. */
+ * that --resume restores are in lm_train_dir.c and lm_train_hparams.c.
+ *
+ * Data parallel (dist/ddp.h): every rank runs this loop on its share of
+ * the windows; the gradients are summed in buckets during the last
+ * micro-batch's backward pass, the loss and token counts summed for the
+ * log, and rank 0 alone writes the log, the progress line and the
+ * checkpoints (which hold the global data position). */
 #define _POSIX_C_SOURCE 200809L
 #include "app/lm_train_internal.h"
 
@@ -20,6 +26,8 @@
 #include "base/atomic.h"
 #include "cli/progress.h"
 #include "data/shard_reader.h"
+#include "dist/comm.h"
+#include "dist/ddp.h"
 #include "model/backend.h"
 #include "model/ckpt.h"
 
@@ -38,13 +46,18 @@ typedef struct trainer {
 	long long saved_step;        /* the step of last_ckpt; -1: none */
 	const char *meta[4];         /* the checkpoints' extra metadata */
 	int B, T;
+	lm_comm *comm;
+	ddp *dp;
+	int stop;                    /* the ranks agreed to stop (a signal) */
+	int agreed_fail;             /* the failure is every rank's (a stop) */
 } trainer;
 
 static int open_reader(shard_reader **r, const char *const *paths, size_t n, sr_mode mode,
 		       const trainer *t, lm_err *e)
 {
 	sr_config c = { .mode = mode, .batch = t->B, .context = t->T, .seed = t->st.data_seed,
-			.prefetch = 1 };
+			.prefetch = 1, .world = mode == SR_RANDOM ? t->tc->world : 1,
+			.rank = mode == SR_RANDOM ? t->tc->rank : 0 };
 	if (sr_open(r, paths, n, &c, e))
 		return -1;
 	if (sr_vocab_size(*r) > (uint32_t)t->m.cfg.vocab)
@@ -64,10 +77,12 @@ static void split_windows(trainer *t, int rows)
 		}
 }
 
-/* The validation loss: every batch queued, the loss sum read once. */
+/* The validation loss: every batch queued, the loss sum read once.  With
+ * several ranks, rank r takes batches r, r + world, ... */
 static int evaluate(trainer *t, double *val_loss, lm_err *e)
 {
 	long long count = 0;
+	int world = t->tc->world, rank = t->tc->rank;
 	if (sr_seek(t->val, 0, e))
 		return -1;
 	model_loss_reset(&t->m);
@@ -77,6 +92,8 @@ static int evaluate(trainer *t, double *val_loss, lm_err *e)
 			return -1;
 		if (rows == 0)
 			break;
+		if (i % world != rank)
+			continue;
 		split_windows(t, rows);
 		if (model_forward_loss(&t->m, t->ids, t->tgt, rows, t->T, 0, 0, e))
 			return -1;
@@ -85,7 +102,10 @@ static int evaluate(trainer *t, double *val_loss, lm_err *e)
 	lm_scalars s;
 	if (model_read_scalars(&t->m, &s, e))
 		return -1;
-	*val_loss = count ? s.loss_sum / count : NAN;
+	double sum[2] = { s.loss_sum, (double)count };
+	if (t->comm->host_sum(t->comm, sum, 2, "the validation loss", e))
+		return -1;
+	*val_loss = sum[1] > 0 ? sum[0] / sum[1] : NAN;
 	return 0;
 }
 
@@ -94,19 +114,27 @@ static int save(trainer *t, lm_err *e)
 	const char *dir = t->tc->out_dir;
 	char name[NAME_MAX_LEN];
 	snprintf(name, sizeof name, "step-%08lld.safetensors", t->st.step);
-	t->st.data_pos = sr_tell(t->data);
+	/* the global position: every rank has taken as many windows */
+	t->st.data_pos = sr_tell(t->data) * (uint64_t)t->tc->world;
 	snprintf(t->last_ckpt, sizeof t->last_ckpt, "%s/%s", dir, name);
-	if (ckpt_save(t->last_ckpt, &t->m, &t->o, &t->st, e) || ckpt_set_latest(dir, name, e))
+	if (ddp_save(t->dp, t->last_ckpt, &t->o, &t->st, e))
+		return -1;
+	int rc = 0;
+	if (t->tc->rank == 0)
+		rc = ckpt_set_latest(dir, name, e) ||
+		     (t->tc->keep_last && train_dir_prune(dir, t->tc->keep_last, e)) ? -1 : 0;
+	if (ddp_agree(t->dp, rc, "the checkpoint", e))
 		return -1;
 	t->saved_step = t->st.step;
-	return t->tc->keep_last ? train_dir_prune(dir, t->tc->keep_last, e) : 0;
+	return 0;
 }
 
 /* A signal asked for a stop: save where the run is and say so. */
 static int interrupted(trainer *t, long long steps, lm_err *e)
 {
 	const train_config *tc = t->tc;
-	int sig = *tc->stop;
+	int sig = *tc->stop ? *tc->stop : SIGTERM;
+	t->agreed_fail = 1;
 	if (tc->out_dir && t->saved_step != t->st.step && save(t, e))
 		return -1;
 	lm_seterr(e, "%s at step %lld of %lld: %s%s%s", sig == SIGTERM ? "SIGTERM" : "SIGINT",
@@ -130,18 +158,25 @@ static int step(trainer *t, double sched, double *loss, double *gnorm, lm_err *e
 		if (sr_next(t->data, t->win, e) < 0)
 			return -1;
 		split_windows(t, t->B);
-		float scale = 1.0f / (float)((long long)t->B * t->T * tc->accum);
+		float scale = 1.0f / (float)((long long)t->B * t->T * tc->accum * tc->world);
+		ddp_sync(t->dp, a == tc->accum - 1);
 		if (model_forward_loss(&t->m, t->ids, t->tgt, t->B, t->T, scale, 1, e) ||
 		    model_backward(&t->m, scale, e))
 			return -1;
 		count += model_count(&t->m);
 	}
-	optim_clip(&t->o, &t->m);
-	optim_step_scheduled(&t->o, &t->m, sched);
+	if (ddp_finish(t->dp, e) || ddp_step(t->dp, &t->o, sched, e) ||
+	    ddp_settle(t->dp, "the step's collectives", e))
+		return lm_err_prefix(e, "step %lld", t->st.step + 1);
 	lm_scalars s;
 	if (model_read_scalars(&t->m, &s, e))
 		return lm_err_prefix(e, "step %lld", t->st.step + 1);
-	*loss = count ? s.loss_sum / count : 0.0;
+	/* the stop asked for by a signal is decided together */
+	double sum[3] = { s.loss_sum, (double)count, tc->stop && *tc->stop };
+	if (t->comm->host_sum(t->comm, sum, 3, "the step's loss", e))
+		return lm_err_prefix(e, "step %lld", t->st.step + 1);
+	t->stop = sum[2] > 0;
+	*loss = sum[1] > 0 ? sum[0] / sum[1] : 0.0;
 	*gnorm = sqrt(s.sumsq);
 	return 0;
 }
@@ -172,12 +207,15 @@ static int loop(trainer *t, long long steps, lm_err *e)
 {
 	const train_config *tc = t->tc;
 	const optim_config *oc = &t->o.cfg;
-	uint64_t per_step = (uint64_t)t->B * t->T * tc->accum;
+	uint64_t per_step = (uint64_t)t->B * t->T * tc->accum * tc->world;
 	progress p;
 	progress_start(&p, tc->progress, "training", "steps", (uint64_t)steps);
+	if (tc->rank)
+		p.on = 0;
 	double t0 = lm_now(), prof_wall = 0, train_s = 0;
 	long long first = t->st.step, prof_steps = 0;
-	while (t->st.step < steps && !(tc->stop && *tc->stop)) {
+	/* one rank alone must not stop on its own signal: step() agrees */
+	while (t->st.step < steps && !t->stop && !(tc->world == 1 && tc->stop && *tc->stop)) {
 		int profiled = tc->profile && t->st.step > first && prof_steps < tc->profile;
 		prof_pause(t->m.be, !profiled);
 		double sched = optim_schedule(oc, t->st.step), lr = oc->lr_max * sched;
@@ -222,7 +260,7 @@ static int loop(trainer *t, long long steps, lm_err *e)
 			return -1;
 	}
 	progress_end(&p, (uint64_t)t->st.step, NULL);
-	if (t->log && t->m.be->peak_bytes)
+	if (t->log && t->m.be->peak_bytes && !tc->rank)
 		fprintf(t->log, "{\"peak_device_bytes\":%zu}\n", t->m.be->peak_bytes(t->m.be));
 	if (tc->profile && report_profile(t, (int)prof_steps, prof_wall, e))
 		return -1;
@@ -242,10 +280,12 @@ static int setup_model(trainer *t, lm_backend *be, char *resume_path, lm_err *e)
 				    tc->context, c.ctx);
 	t->T = tc->context ? tc->context : c.ctx;
 	t->B = tc->batch;
-	if (model_init(&t->m, &c, be, t->B, t->T, e) || optim_init(&t->o, &tc->opt, &t->m, e))
+	ddp_config dc = { .zero = tc->zero, .bucket_mb = tc->bucket_mb };
+	if (model_init(&t->m, &c, be, t->B, t->T, e) || ddp_init(&t->dp, t->comm, &t->m, &dc, e) ||
+	    ddp_optim_init(t->dp, &t->o, &tc->opt, e))
 		return -1;
 	if (resume_path)
-		return ckpt_load(resume_path, &t->m, &t->o, &t->st, e);
+		return ddp_load(t->dp, resume_path, &t->o, &t->st, e);
 	return model_init_weights(&t->m, &t->st.rng, e);
 }
 
@@ -295,6 +335,7 @@ static void trainer_free(trainer *t)
 	free(t->win);
 	free(t->ids);
 	free(t->tgt);
+	ddp_free(t->dp);
 	if (t->m.be) {
 		optim_free(&t->o, &t->m);
 		model_free(&t->m);
@@ -305,14 +346,18 @@ static void trainer_free(trainer *t)
 static int check_data_size(const trainer *t, lm_err *e)
 {
 	const train_config *tc = t->tc;
-	uint64_t need = (uint64_t)t->B * tc->accum;
-	if (sr_starts(t->data) < need)
+	uint64_t need = (uint64_t)t->B * tc->accum * tc->world;
+	if (sr_starts(t->data) < need) {
+		char ranks[32] = "";
+		if (tc->world > 1)
+			snprintf(ranks, sizeof ranks, " x %d ranks", tc->world);
 		return lm_usage_err(e, "%s: %llu tokens hold %llu windows of %d + 1 tokens, fewer than "
-				    "one step's %llu (--batch %d x --accum %d): give less --context or "
+				    "one step's %llu (--batch %d x --accum %d%s): give less --context or "
 				    "--batch, or more data", tc->data[0],
 				    (unsigned long long)sr_tokens(t->data),
 				    (unsigned long long)sr_starts(t->data), t->T,
-				    (unsigned long long)need, t->B, tc->accum);
+				    (unsigned long long)need, t->B, tc->accum, ranks);
+	}
 	return 0;
 }
 
@@ -345,14 +390,19 @@ int train_run(const train_config *tc0, lm_err *e)
 	char *rp = NULL;
 	int rc = -1;
 	backend_set_threads(c.threads);
-	lm_backend *be = backend_open(c.device, e);
-	if (!be)
+	lm_backend *be;
+	if (train_dist_open(&c, &t.comm, &be, e)) {
+		if (be)
+			be->close(be);
 		return -1;
+	}
+	if (c.rank)  /* rank 0 says what the run does */
+		c.note = NULL;
 	if (c.resume && !c.out_dir) {
 		lm_usage_err(e, "--resume needs --out DIR");
 		goto out;
 	}
-	if (c.out_dir && train_dir_prepare(&dir, c.out_dir, c.resume, c.force, e))
+	if (c.out_dir && !c.rank && train_dir_prepare(&dir, c.out_dir, c.resume, c.force, e))
 		goto out;
 	if (dir.stale_removed)
 		train_note(&c, "%s: removed %d unfinished file(s) of an interrupted run", c.out_dir,
@@ -372,7 +422,7 @@ int train_run(const train_config *tc0, lm_err *e)
 		snprintf(t.last_ckpt, sizeof t.last_ckpt, "%s", rp);
 		t.saved_step = t.st.step;
 	}
-	uint64_t per_step = (uint64_t)t.B * t.T * c.accum;
+	uint64_t per_step = (uint64_t)t.B * t.T * c.accum * c.world;
 	if (!c.steps)
 		c.steps = (long long)((c.tokens + per_step - 1) / per_step);
 	if (!c.opt.cycle)
@@ -389,8 +439,14 @@ int train_run(const train_config *tc0, lm_err *e)
 		lm_seterr(e, "out of memory");
 		goto out;
 	}
-	t.meta[0] = TRAIN_META_KEY;
 	t.meta[1] = hp;
+	if (train_dist_check(t.comm, &c, &t.m.cfg, hp, e)) {
+		t.agreed_fail = 1;  /* every rank sees the difference */
+		goto out;
+	}
+	if (c.world > 1 || c.zero)
+		train_dist_memory(&c, t.dp);
+	t.meta[0] = TRAIN_META_KEY;
 	t.meta[2] = TOKENIZER_META_KEY;
 	t.st.meta = t.meta;
 	t.st.n_meta = 2;
@@ -401,12 +457,20 @@ int train_run(const train_config *tc0, lm_err *e)
 		lm_seterr(e, "out of memory");
 		goto out;
 	}
+	if (t.st.data_pos % ((uint64_t)c.world * t.B)) {
+		lm_usage_err(e, "%s: its data position (%llu windows) is no whole number of steps of "
+			     "%d ranks x --batch %d: keep the global batch of the run", rp,
+			     (unsigned long long)t.st.data_pos, c.world, t.B);
+		goto out;
+	}
 	if (open_reader(&t.data, c.data, c.n_data, SR_RANDOM, &t, e) || check_data_size(&t, e) ||
 	    (c.n_val && open_reader(&t.val, c.val, c.n_val, SR_SEQUENTIAL, &t, e)) ||
-	    sr_seek(t.data, t.st.data_pos, e) ||
+	    sr_seek(t.data, t.st.data_pos / c.world, e) ||
 	    train_tokenizer_record(&c, t.data, c.n_val ? t.val : NULL, rp,
 				   (char **)&t.meta[3], e))
 		goto out;
+	if (c.rank)  /* rank 0 alone writes the log */
+		c.log_path = NULL;
 	if (c.log_path && rp && strcmp(c.log_path, "-") && log_cut(c.log_path, t.st.step, e))
 		goto out;
 	if (c.log_path) {
@@ -428,19 +492,34 @@ int train_run(const train_config *tc0, lm_err *e)
 		if (optim_groups_json(&t.o, groups, sizeof groups))
 			snprintf(groups, sizeof groups, "[]");
 		fprintf(t.log, "{\"device\":\"%s\",\"backend\":\"%s\",\"parameters\":%zu,"
-			"\"optimizer\":\"%s\",\"schedule\":\"%s\",\"groups\":%s}\n", be->name, what,
-			t.m.n_params, optim_kind_names[t.o.cfg.kind], lr_schedule_names[t.o.cfg.schedule],
-			groups);
+			"\"optimizer\":\"%s\",\"schedule\":\"%s\",\"groups\":%s,\"world\":%d,"
+			"\"zero\":%d}\n", be->name, what, t.m.n_params, optim_kind_names[t.o.cfg.kind],
+			lr_schedule_names[t.o.cfg.schedule], groups, c.world, c.zero);
 	}
 	rc = loop(&t, c.steps, e);
 out:
 	if (rc && t.saved_step < 0)
 		train_dir_forget(&dir);
+	/* A failure of one rank ends them all (the communicator aborts the
+	 * job, or NCCL's work, before the device memory is freed, which
+	 * would wait for it), so its message is printed first, naming the
+	 * rank. */
+	if (rc && c.world > 1) {
+		lm_err_prefix(e, "rank %d", c.rank);
+		if (!t.agreed_fail && tc0->note)
+			tc0->note(e->msg);
+	}
+	if (rc && !t.agreed_fail) {
+		t.comm->close(t.comm, 0);
+		t.comm = NULL;
+	}
 	free((char *)t.meta[1]);
 	free((char *)t.meta[3]);
 	free(rp);
 	trainer_free(&t);
 	prof_detach(be);
+	if (t.comm)
+		t.comm->close(t.comm, 1);
 	be->close(be);
 	return rc;
 }

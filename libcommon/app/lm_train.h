@@ -54,6 +54,15 @@ typedef struct train_config {
 	int profile;
 	void (*on_profile)(void *arg, const lm_prof_row *rows, int n, int steps, double wall_ms);
 	void *profile_arg;
+	/* Data parallel (libcommon/dist): the ranks come from the launcher's
+	 * environment (mpirun, srun); batch is per rank, so the global batch
+	 * is world x batch x accum windows. */
+	int gpus;                    /* --gpus N: the world must be N (0: any) */
+	int zero;                    /* 0, 1 or 2: ZeRO optimizer-state sharding */
+	double bucket_mb;            /* gradient bucket size; 0: the default */
+	const char *nccl_init;       /* NULL: through MPI */
+	double dist_timeout;         /* seconds; 0: the default */
+	int world, rank;             /* set by train_run */
 } train_config;
 
 /* Train as configured.  Returns 0, or -1 with the message (and exit code)
@@ -62,6 +71,12 @@ typedef struct train_config {
  * its parents) or checked before anything else, and removed again when the
  * run fails before its first checkpoint and the directory is empty. */
 int train_run(const train_config *tc, lm_err *e);
+
+/* --gpus N started plainly: exec the MPI launcher (LMPIPE_MPIRUN, else
+ * mpirun on the PATH) with -np N and the same arguments.  Returns only
+ * when that fails (-1, message in e); 0 when there is nothing to do (a
+ * world of one, or already launched). */
+int train_launch(int gpus, char **argv, lm_err *e);
 
 /* Load a checkpoint and write a Hugging Face directory; with tok_path, the
  * tokenizer too (checked against the identity the checkpoint recorded):

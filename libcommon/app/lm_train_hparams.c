@@ -150,6 +150,7 @@ char *train_hparams_json(const train_config *c0)
 	if (j) {
 		json_object_set_new(j, "data", str_array(c.data, c.n_data));
 		json_object_set_new(j, "val", str_array(c.val, c.n_val));
+		json_object_set_new(j, "world", json_integer(c.world > 0 ? c.world : 1));
 	}
 	char *s = j ? json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17)) : NULL;
 	json_decref(j);
@@ -159,6 +160,35 @@ char *train_hparams_json(const train_config *c0)
 static int given(const train_config *c, const char *option)
 {
 	return c->given && c->given(option);
+}
+
+/* The run continues on another number of ranks: without --batch or
+ * --accum given, the accumulation keeps the global batch (world x batch x
+ * accum windows a step); with them, a changed global batch is noted. */
+static int rescale_world(train_config *c, json_t *j, const char *ckpt, lm_err *e)
+{
+	json_t *w = json_object_get(j, "world"), *b = json_object_get(j, "batch"),
+	       *a = json_object_get(j, "accum");
+	long long was = json_is_integer(w) && json_integer_value(w) > 0 ? json_integer_value(w) : 1;
+	int world = c->world > 0 ? c->world : 1;
+	if (was == world || !json_is_integer(b) || !json_is_integer(a))
+		return 0;
+	long long global = was * json_integer_value(b) * json_integer_value(a);
+	long long per = (long long)c->batch * world;
+	if (!given(c, "accum")) {
+		if (global % per)
+			return lm_usage_err(e, "%s: a global batch of %lld windows (%lld ranks) does not "
+					    "split into %d ranks x --batch %d: give --batch and --accum",
+					    ckpt, global, was, world, c->batch);
+		c->accum = (int)(global / per);
+		train_note(c, "the run of %lld rank%s (%s) continues on %d: --accum %d keeps its global "
+			   "batch of %lld windows", was, was == 1 ? "" : "s", ckpt, world, c->accum, global);
+	} else if (per * c->accum != global) {
+		train_note(c, "the global batch changes from %lld windows (%lld ranks) to %lld (%d ranks x "
+			   "--batch %d x --accum %d)", global, was, per * c->accum, world, c->batch,
+			   c->accum);
+	}
+	return 0;
 }
 
 int train_hparams_resume(train_config *c, const char *text, const char *ckpt, lm_err *e)
@@ -189,7 +219,8 @@ int train_hparams_resume(train_config *c, const char *text, const char *ckpt, lm
 		int is_steps = !strcmp(h->key, "steps");
 		int asked = given(c, h->option) || (is_steps && given(c, "tokens"));
 		if (is_steps && asked && !c->steps) {
-			uint64_t per = (uint64_t)c->batch * c->context * c->accum;
+			uint64_t per = (uint64_t)c->batch * c->context * c->accum *
+				       (uint64_t)(c->world > 0 ? c->world : 1);
 			c->steps = (long long)((c->tokens + per - 1) / per);
 		}
 		size_t size = h->type == HP_INT || h->type == HP_CHOICE ? sizeof(int) : sizeof(long long);
@@ -211,6 +242,8 @@ int train_hparams_resume(train_config *c, const char *text, const char *ckpt, lm
 			train_note(c, "--%s %s replaces the run's %s (%s)", h->option, now, was, ckpt);
 		}
 	}
+	if (!rc)
+		rc = rescale_world(c, j, ckpt, e);
 	json_decref(j);
 	return rc;
 }

@@ -49,6 +49,19 @@ int train_hparams_resume(train_config *c, const char *json, const char *ckpt, lm
 #define TOKENIZER_META_KEY BPE_IDENTITY_KEY
 int train_tokenizer_record(const train_config *c, const shard_reader *data, const shard_reader *val,
 			   const char *resume_ckpt, char **json, lm_err *e);
+/* Data parallel (lm_train_dist.c): the world from the launcher's
+ * environment (c->world, c->rank), the GPU of the local rank, the backend
+ * and the communicator of the run. */
+struct lm_comm;
+int train_dist_open(train_config *c, struct lm_comm **comm, lm_backend **be, lm_err *e);
+/* Every rank's configuration (hyper-parameters, model, data, ZeRO) the
+ * same as rank 0's, or a usage error naming the rank that differs. */
+int train_dist_check(struct lm_comm *comm, const train_config *c, const model_config *mc,
+		     const char *hparams, lm_err *e);
+/* The memory line printed at start (rank 0, through c->note). */
+struct ddp;
+void train_dist_memory(const train_config *c, const struct ddp *d);
+
 /* Print a note through c->note (when set). */
 void train_note(const train_config *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

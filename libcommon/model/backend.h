@@ -85,6 +85,9 @@ struct lm_backend {
 	 * where not tracked (the CPU). */
 	size_t (*peak_bytes)(lm_backend *be);
 	void (*close)(lm_backend *be);
+	/* The native queue the ops run on (CUDA: the cudaStream_t), for a
+	 * communicator that orders its work after them; NULL where none. */
+	void *(*native_stream)(lm_backend *be);
 
 	/* Timing for the profiler (model/profile.h): a point in the backend's
 	 * work queue (a CUDA event recorded on the stream, a clock reading on
@@ -271,6 +274,10 @@ struct lm_backend {
 /* OpenMP threads for the CPU ops (0 or less: the default, all cores); the
  * BLAS runs single-threaded inside them (kernels/cpu/blas_single.h). */
 void backend_set_threads(int n);
+
+/* The GPU that later backend_open("cuda") calls use: index modulo the
+ * visible devices (a data-parallel rank's local rank; default 0). */
+void backend_set_device(int index);
 
 /* The backend names --device accepts, NULL-terminated. */
 extern const char *const backend_names[];

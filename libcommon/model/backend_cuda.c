@@ -809,6 +809,18 @@ static const lm_backend cuda_table = {
 	.graph_free = cu_graph_free,
 };
 
+static int device_index;
+
+void backend_set_device(int index)
+{
+	device_index = index < 0 ? 0 : index;
+}
+
+static void *cu_native_stream(lm_backend *be)
+{
+	return ST(be);
+}
+
 lm_backend *backend_cuda_open(lm_err *e)
 {
 	int n = 0;
@@ -829,6 +841,8 @@ lm_backend *backend_cuda_open(lm_err *e)
 	}
 	*be = cuda_table;
 	be->impl = c;
+	be->native_stream = cu_native_stream;
+	c->device = device_index % n;
 	if (!(c->events = malloc(EVENT_POOL * sizeof *c->events)) || cudaSetDevice(c->device) != cudaSuccess ||
 	    cudaGetDeviceProperties(&c->prop, c->device) != cudaSuccess ||
 	    cudaStreamCreateWithFlags(&c->st, cudaStreamNonBlocking) != cudaSuccess ||
@@ -850,6 +864,10 @@ lm_backend *backend_cuda_open(lm_err *e)
 }
 
 #else
+
+void backend_set_device(int index)
+{
+}
 
 lm_backend *backend_cuda_open(lm_err *e)
 {

@@ -124,4 +124,14 @@ void optim_step_scheduled(optim *o, model *m, double factor);
 int optim_describe(const optim *o, char *buf, size_t n);
 int optim_groups_json(const optim *o, char *buf, size_t n);
 
+/* AdamW over the part [lo, hi) of the flat parameter buffer alone, for
+ * the optimizer-state sharding of data parallel training (ZeRO,
+ * optimizer_range.c; AdamW everywhere only, a usage error for Muon,
+ * which needs whole matrices): optim_init_range allocates m and v for hi - lo
+ * values (o->m[i - lo] is parameter i's), optim_step_range steps those
+ * parameters (with the clip factor in m->sc->grad_scale, and their
+ * compute copy) and counts the step. */
+int optim_init_range(optim *o, const optim_config *c, model *m, size_t lo, size_t hi, lm_err *e);
+void optim_step_range(optim *o, model *m, double lr, size_t lo, size_t hi);
+
 #endif

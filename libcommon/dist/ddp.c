@@ -1,0 +1,304 @@
+/* ddp.c: data parallel training over a communicator (see ddp.h): the
+ * bucketed gradient sums started from model_backward's grad_ready hook,
+ * the whole or sharded (ZeRO) optimizer step, and the checkpoints.
+ *
+ * Buckets.  The parameter buffer holds the embedding, the layers 0 .. L-1,
+ * the final norm and the LM head, in that order, and the backward pass
+ * finishes them from the end: when layer l is ready, everything from its
+ * first parameter to the end of the buffer is final.  The hook starts the
+ * sum of the part not yet started once it holds a bucket's worth (and of
+ * the rest at the embedding), in pieces of at most one bucket, so the
+ * scratch of a sum stays bounded. */
+#include "dist/ddp.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Shard boundaries on multiples of this many floats (256 bytes). */
+enum { SHARD_ALIGN = 64 };
+
+struct ddp {
+	lm_comm *c;
+	model *m;
+	int zero;
+	size_t n, bucket;        /* floats */
+	size_t *part;            /* world + 1 */
+	size_t flushed;          /* [flushed, n) is being summed */
+	int sync;
+	lm_comm_req **reqs;
+	int n_reqs, cap_reqs;
+	int failed;              /* a start in the hook failed: the message is in err */
+	lm_err err;
+};
+
+static size_t layer_offset(const model *m, int layer)
+{
+	return layer < 0 ? 0 : (size_t)(m->lp[layer].ln1 - m->params);
+}
+
+static int push_req(ddp *d, lm_comm_req *r)
+{
+	if (d->n_reqs == d->cap_reqs) {
+		int cap = d->cap_reqs ? 2 * d->cap_reqs : 16;
+		lm_comm_req **v = realloc(d->reqs, (size_t)cap * sizeof *v);
+		if (!v)
+			return lm_seterr(&d->err, "out of memory");
+		d->reqs = v;
+		d->cap_reqs = cap;
+	}
+	d->reqs[d->n_reqs++] = r;
+	return 0;
+}
+
+/* Start the sums of [a, b), in pieces of at most a bucket, from the end
+ * (the order every rank uses). */
+static void start_sums(ddp *d, size_t a, size_t b)
+{
+	while (!d->failed && b > a) {
+		size_t lo = b - a > d->bucket ? b - d->bucket : a;
+		lm_comm_req *r;
+		if (d->c->reduce_start(d->c, d->m->grads, lo, b, d->part, &r, &d->err) ||
+		    (r && push_req(d, r)))
+			d->failed = 1;
+		b = lo;
+	}
+}
+
+static void on_ready(void *arg, int layer)
+{
+	ddp *d = arg;
+	if (!d->sync || d->failed)
+		return;
+	for (int i = 0; d->c->progress && i < d->n_reqs; i++)
+		d->c->progress(d->c, d->reqs[i]);
+	size_t start = layer_offset(d->m, layer);
+	if (layer < 0 || d->flushed - start >= d->bucket) {
+		start_sums(d, start, d->flushed);
+		d->flushed = start;
+	}
+}
+
+int ddp_init(ddp **out, lm_comm *c, model *m, const ddp_config *cfg, lm_err *e)
+{
+	if (cfg->zero < 0 || cfg->zero > 2)
+		return lm_usage_err(e, "--zero %d: give 0, 1 or 2", cfg->zero);
+	ddp *d = calloc(1, sizeof *d);
+	if (!d || !(d->part = malloc(((size_t)c->world + 1) * sizeof *d->part))) {
+		free(d);
+		return lm_seterr(e, "out of memory");
+	}
+	d->c = c;
+	d->m = m;
+	d->zero = cfg->zero;
+	d->n = m->n_params;
+	double mb = cfg->bucket_mb > 0 ? cfg->bucket_mb : DDP_BUCKET_MB;
+	d->bucket = (size_t)(mb * 1024 * 1024 / sizeof(float));
+	if (d->bucket < SHARD_ALIGN)
+		d->bucket = SHARD_ALIGN;
+	d->flushed = d->n;
+	dist_partition(d->part, d->n, c->world, SHARD_ALIGN);
+	m->grad_ready = on_ready;
+	m->grad_ready_arg = d;
+	*out = d;
+	return 0;
+}
+
+/* Collectives still pending here belong to a failed step: the
+ * communicator is (being) aborted, so they are not waited for. */
+void ddp_free(ddp *d)
+{
+	if (!d)
+		return;
+	if (d->m->grad_ready_arg == d) {
+		d->m->grad_ready = NULL;
+		d->m->grad_ready_arg = NULL;
+	}
+	free(d->reqs);
+	free(d->part);
+	free(d);
+}
+
+void ddp_shard(const ddp *d, size_t *lo, size_t *hi)
+{
+	*lo = d->zero ? d->part[d->c->rank] : 0;
+	*hi = d->zero ? d->part[d->c->rank + 1] : d->n;
+}
+
+void ddp_memory_use(const ddp *d, ddp_memory *mem)
+{
+	size_t lo, hi, f = sizeof(float), act = lm_dtype_size(d->m->be->act);
+	ddp_shard(d, &lo, &hi);
+	mem->params = (double)d->n * f + (d->m->wact != d->m->params ? (double)d->n * act : 0);
+	mem->grads = (double)d->n * f;
+	mem->optim = 2.0 * (hi - lo) * f;
+	/* a sum holds every rank's copy of this rank's part of a bucket */
+	size_t own = d->part[d->c->rank + 1] - d->part[d->c->rank];
+	size_t piece = own < d->bucket ? own : d->bucket;
+	mem->scratch = d->c->world > 1 && !strcmp(d->c->name, "mpi") ? (double)d->c->world * piece * f : 0;
+}
+
+int ddp_optim_init(ddp *d, optim *o, const optim_config *c, lm_err *e)
+{
+	size_t lo, hi;
+	ddp_shard(d, &lo, &hi);
+	return d->zero ? optim_init_range(o, c, d->m, lo, hi, e) : optim_init(o, c, d->m, e);
+}
+
+void ddp_sync(ddp *d, int on)
+{
+	d->sync = on;
+	d->flushed = d->n;
+}
+
+static int wait_all(ddp *d, const char *what, lm_err *e)
+{
+	int rc = 0;
+	for (int i = 0; i < d->n_reqs; i++)
+		if (d->c->wait(d->c, d->reqs[i], what, rc ? NULL : e))
+			rc = -1;
+	d->n_reqs = 0;
+	return rc;
+}
+
+int ddp_finish(ddp *d, lm_err *e)
+{
+	if (!d->sync)
+		return 0;
+	d->sync = 0;
+	if (d->flushed > 0)  /* a model whose backward pass did not reach the hook's last call */
+		start_sums(d, 0, d->flushed);
+	d->flushed = d->n;
+	if (d->failed) {
+		*e = d->err;
+		wait_all(d, "the gradient sums", NULL);
+		return -1;
+	}
+	if (wait_all(d, "the gradient sums", e))
+		return -1;
+	if (d->zero || d->c->world == 1)
+		return 0;
+	size_t lo = d->part[d->c->rank];
+	lm_comm_req *r;
+	if (d->c->gather_start(d->c, d->m->grads, d->m->grads + lo, 0, d->n, d->part, -1, &r, e))
+		return -1;
+	return d->c->wait(d->c, r, "the gathering of the summed gradients", e);
+}
+
+int ddp_step(ddp *d, optim *o, double factor, lm_err *e)
+{
+	model *m = d->m;
+	lm_backend *be = m->be;
+	if (!d->zero) {
+		optim_clip(o, m);
+		optim_step_scheduled(o, m, factor);
+		return 0;
+	}
+	size_t lo, hi;
+	ddp_shard(d, &lo, &hi);
+	double s = 0;
+	if (hi > lo) {
+		be->sumsq(be, &m->sc->sumsq, m->grads + lo, hi - lo);
+		be->download(be, &s, &m->sc->sumsq, sizeof s);
+		if (ddp_settle(d, "the gradient sums", e) || be->sync(be, e))
+			return -1;
+	}
+	if (d->c->host_sum(d->c, &s, 1, "the gradient norm", e))
+		return -1;
+	be->upload(be, &m->sc->sumsq, &s, sizeof s);
+	be->clip_scale(be, &m->sc->grad_scale, &m->sc->sumsq, o->cfg.clip);
+	optim_step_range(o, m, o->cfg.lr_max * factor, lo, hi);
+	lm_comm_req *r;
+	if (d->c->gather_start(d->c, m->params, m->params + lo, 0, d->n, d->part, -1, &r, e))
+		return -1;
+	if (d->c->wait(d->c, r, "the gathering of the updated weights", e))
+		return -1;
+	model_params_changed(m);
+	return 0;
+}
+
+int ddp_settle(ddp *d, const char *what, lm_err *e)
+{
+	return d->c->settle ? d->c->settle(d->c, what, e) : 0;
+}
+
+int ddp_agree(ddp *d, int rc, const char *what, lm_err *e)
+{
+	double bad = rc ? 1 : 0;
+	lm_err mine;
+	if (d->c->world == 1)
+		return rc;
+	if (d->c->host_sum(d->c, &bad, 1, what, rc ? &mine : e))
+		return -1;
+	if (bad > 0 && !rc)
+		return lm_seterr(e, "another rank failed during %s", what);
+	return rc;
+}
+
+/* An optimizer whose m and v cover the whole buffer, for checkpoints. */
+static int full_optim(ddp *d, const optim *o, optim *full, lm_err *e)
+{
+	lm_backend *be = d->m->be;
+	*full = *o;
+	full->m = be->alloc(be, d->n * sizeof(float));
+	full->v = full->m ? be->alloc(be, d->n * sizeof(float)) : NULL;
+	if (!full->v) {
+		if (full->m)
+			be->release(be, full->m);
+		lm_err why;
+		be->sync(be, &why);
+		return lm_seterr(e, "%s, for gathering the optimizer state", why.msg);
+	}
+	return 0;
+}
+
+static void full_free(ddp *d, optim *full)
+{
+	d->m->be->release(d->m->be, full->m);
+	d->m->be->release(d->m->be, full->v);
+}
+
+int ddp_save(ddp *d, const char *path, const optim *o, const train_state *st, lm_err *e)
+{
+	int root = d->c->rank == 0;
+	if (!d->zero)
+		return ddp_agree(d, root ? ckpt_save(path, d->m, o, st, e) : 0, "the checkpoint", e);
+	optim full = *o;
+	int rc = root ? full_optim(d, o, &full, e) : 0;
+	if (ddp_agree(d, rc, "the checkpoint", e))
+		return -1;
+	size_t lo, hi;
+	ddp_shard(d, &lo, &hi);
+	for (int k = 0; k < 2 && !rc; k++) {
+		float *buf = k ? full.v : full.m, *mine = k ? o->v : o->m;
+		lm_comm_req *r;
+		rc = d->c->gather_start(d->c, root ? buf : NULL, mine, 0, d->n, d->part, 0, &r, e) ||
+		     d->c->wait(d->c, r, "the gathering of the optimizer state", e);
+	}
+	if (!rc)
+		rc = ddp_settle(d, "the gathering of the optimizer state", e);
+	if (!rc && root)
+		rc = ckpt_save(path, d->m, &full, st, e);
+	if (root)
+		full_free(d, &full);
+	return ddp_agree(d, rc ? -1 : 0, "the checkpoint", e);
+}
+
+int ddp_load(ddp *d, const char *path, optim *o, train_state *st, lm_err *e)
+{
+	if (!d->zero)
+		return ckpt_load(path, d->m, o, st, e);
+	optim full;
+	if (full_optim(d, o, &full, e))
+		return -1;
+	size_t lo, hi;
+	ddp_shard(d, &lo, &hi);
+	int rc = ckpt_load(path, d->m, &full, st, e);
+	if (!rc && hi > lo) {
+		d->m->be->copy(d->m->be, o->m, full.m + lo, (hi - lo) * sizeof(float));
+		d->m->be->copy(d->m->be, o->v, full.v + lo, (hi - lo) * sizeof(float));
+	}
+	o->t = full.t;
+	full_free(d, &full);
+	return rc ? -1 : d->m->be->sync(d->m->be, e);
+}

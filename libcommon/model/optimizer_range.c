@@ -1,0 +1,65 @@
+/* optimizer_range.c: AdamW on a part of the parameter buffer, with state
+ * for that part alone (the ZeRO shards of data parallel training; see
+ * optimizer.h).  Each element's update is the one optim_step_clipped
+ * makes, so the shards together step exactly as one whole-buffer step. */
+#include "model/optimizer.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/muon.h"
+#include "model/profile.h"
+
+int optim_init_range(optim *o, const optim_config *c, model *m, size_t lo, size_t hi, lm_err *e)
+{
+	memset(o, 0, sizeof *o);
+	o->cfg = *c;
+	if (!o->cfg.muon.ns_steps)
+		o->cfg.muon.ns_steps = MUON_NS_STEPS;
+	if (optim_config_check(&o->cfg, e))
+		return -1;
+	if (c->kind != OPTIM_ADAMW)
+		return lm_usage_err(e, "the optimizer state can be sharded (ZeRO) for AdamW only: Muon "
+				    "orthogonalises whole matrices; give --zero 0 with Muon");
+	lm_backend *be = m->be;
+	size_t n = hi > lo ? hi - lo : 1;
+	o->m = be->alloc(be, n * sizeof(float));
+	o->v = o->m ? be->alloc(be, n * sizeof(float)) : NULL;
+	o->n_tensors = model_tensors(&m->cfg, &o->tensors);
+	o->is_muon = o->n_tensors > 0 ? calloc((size_t)o->n_tensors, 1) : NULL;
+	if (!o->m || !o->v || o->n_tensors < 0 || !o->is_muon) {
+		lm_err why;
+		if (be->sync(be, &why))
+			snprintf(why.msg, sizeof why.msg, "out of memory");
+		optim_free(o, m);
+		return lm_seterr(e, "%s, for the optimizer state's shard", why.msg);
+	}
+	be->zero(be, o->m, n * sizeof(float));
+	be->zero(be, o->v, n * sizeof(float));
+	return be->sync(be, e);
+}
+
+void optim_step_range(optim *o, model *m, double lr, size_t lo, size_t hi)
+{
+	lm_backend *be = m->be;
+	size_t esize = lm_dtype_size(be->act);
+	o->t++;
+	adamw_hparams h = {
+		.lr = (float)lr, .beta1 = (float)o->cfg.beta1, .beta2 = (float)o->cfg.beta2,
+		.eps = (float)o->cfg.eps, .t = o->t,
+	};
+	for (int i = 0; i < o->n_tensors; i++) {
+		const model_tensor *t = &o->tensors[i];
+		size_t a = t->offset > lo ? t->offset : lo;
+		size_t b = t->offset + t->numel < hi ? t->offset + t->numel : hi;
+		if (b <= a)
+			continue;
+		size_t n = b - a;
+		h.weight_decay = t->decay ? (float)o->cfg.weight_decay : 0.0f;
+		void *p_act = m->wact == m->params ? NULL : (char *)m->wact + a * esize;
+		PROF(be, "AdamW", 12.0 * n, (20.0 + (p_act ? esize : 0)) * n,
+		     be->adamw_step(be, m->params + a, m->grads + a, o->m + (a - lo), o->v + (a - lo),
+				    p_act, n, &h, &m->sc->grad_scale));
+	}
+}
