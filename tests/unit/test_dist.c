@@ -187,7 +187,7 @@ static void test_embedding(void)
  * optimizer. */
 static void test_zero_step(void)
 {
-	model_config c = { 16, 8, 16, 2, 2, 24, 10000.0, 0 };
+	model_config c = { 16, 8, 16, 2, 2, 24, 10000.0, 0, MODEL_PLAIN };
 	lm_err e;
 	lm_backend *be = backend_open("cpu", &e);
 	model a, b;
