@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../fake_tok.h"
 #include "backend_pair.h"
 #include "gen/generate.h"
 #include "gen/model_decode.h"
@@ -278,28 +279,7 @@ enum { DV = 300, DCTX = 160, EOT = 299, NP = 5, NEW = 24 };
 
 static bpe_tokenizer tok;
 
-/* Token i is byte i for i < 256; ids above are two-byte strings "#x". */
-static void make_tokenizer(void)
-{
-	static uint8_t bytes[256 + 2 * (DV - 256)];
-	static uint64_t off[DV + 1];
-	uint64_t o = 0;
-	for (int i = 0; i < DV; i++) {
-		off[i] = o;
-		if (i < 256) {
-			bytes[o++] = (uint8_t)i;
-			tok.byte_id[i] = (uint32_t)i;
-		} else {
-			bytes[o++] = '#';
-			bytes[o++] = (uint8_t)('A' + (i - 256) % 26);
-		}
-	}
-	off[DV] = o;
-	tok.n_vocab = DV;
-	tok.bytes = bytes;
-	tok.off = off;
-	tok.eot = EOT;
-}
+static void make_tokenizer(void) { fake_tokenizer(&tok, DV, EOT); }
 
 typedef struct res {
 	uint32_t ids[NEW];

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../fake_tok.h"
 #include "../tap.h"
 #include "gen/model_decode.h"
 #include "model/backend.h"
@@ -24,28 +25,7 @@ enum { V = 300, CTX = 320, EOT = 299, MAX_RES = 64, MAX_TOK = 24 };
 static bpe_tokenizer tok;
 static model m;
 
-/* Token i is byte i for i < 256; ids above are two-byte strings "#x". */
-static void make_tokenizer(void)
-{
-	static uint8_t bytes[256 + 2 * (V - 256)];
-	static uint64_t off[V + 1];
-	uint64_t o = 0;
-	for (int i = 0; i < V; i++) {
-		off[i] = o;
-		if (i < 256) {
-			bytes[o++] = (uint8_t)i;
-			tok.byte_id[i] = (uint32_t)i;
-		} else {
-			bytes[o++] = '#';
-			bytes[o++] = (uint8_t)('A' + (i - 256) % 26);
-		}
-	}
-	off[V] = o;
-	tok.n_vocab = V;
-	tok.bytes = bytes;
-	tok.off = off;
-	tok.eot = EOT;
-}
+static void make_tokenizer(void) { fake_tokenizer(&tok, V, EOT); }
 
 typedef struct result {
 	uint64_t prompt;
