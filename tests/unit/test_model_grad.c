@@ -285,7 +285,10 @@ static void check_entropy_softcap(void)
 	for (size_t j = 0; j < m.n_params; j++)
 		m.params[j] += (float)FD_EPS * dir[j];
 	double fd = (up - dn) / (2 * FD_EPS);
-	ok(!rc && fabs(fd - gd) <= 1e-3 * fmax(fabs(gd), 1e-3), "entropy gradient through the "
+	/* an fp32 forward's difference quotient moves by a few 1e-3 with the
+	 * build (2.7e-3 under ASan); a lost cap derivative (1 - tanh^2 at a cap
+	 * of 1.5) is off by tens of percent */
+	ok(!rc && fabs(fd - gd) <= 1e-2 * fmax(fabs(gd), 1e-3), "entropy gradient through the "
 	   "soft-cap: fd %.6g, analytic %.6g", fd, gd);
 	float *dl = calloc((size_t)BATCH * SEQ * c.vocab, sizeof *dl);
 	ok(!model_forward(&m, ids, tg, BATCH, SEQ, &unused, &e) &&
