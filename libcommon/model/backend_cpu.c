@@ -122,7 +122,11 @@ static void cpu_describe(lm_backend *be, char *buf, size_t n)
 
 static int cpu_sync(lm_backend *be, lm_err *e) { return backend_take_error(be, e); }
 
-static int cpu_supports(lm_backend *be, lm_op op, int a, int b) { return 1; }
+/* Every shape; the fused attention ops are the model's composition. */
+static int cpu_supports(lm_backend *be, lm_op op, int a, int b)
+{
+	return op != LM_OP_ATTENTION_BTHD && op != LM_OP_ATTENTION_QKV;
+}
 
 static void cpu_close(lm_backend *be)
 {
