@@ -1,5 +1,5 @@
-/* backend.h: the op table the model is written against (version 4: Muon,
- * entropy, generation, and the model variants' ops).
+/* backend.h: the op table the model is written against (version 5: Muon,
+ * entropy, generation, the model variants' ops, and rl-update's losses).
  *
  * A backend is an instance: a context (for CUDA: the device, one stream, the
  * cuBLASLt handle and its workspace, a sticky error) and one function per op,
@@ -37,6 +37,7 @@
 #include "base/err.h"
 #include "kernels/adamw.h"
 #include "kernels/muon.h"
+#include "kernels/rl_tok.h"
 #include "kernels/decode.h"
 #include "kernels/sample.h"
 
@@ -248,6 +249,18 @@ struct lm_backend {
 			    int N, int V);
 	void (*entropy_bwd)(lm_backend *be, float *dz, const void *logits, const float *lse,
 			    const float *dent, int N, int V);
+	/* rl-update's losses from the per-token cross-entropy of a [B, T]
+	 * micro-batch (kernels/rl_tok.h): the weights w (fp32 [B*T]) of the
+	 * weighted backward pass and the statistics added to stats (device
+	 * doubles, RL_ST_N); ws: rl_tok_workspace(B) bytes; every array in the
+	 * backend's memory. */
+	void (*rl_tok_pg)(lm_backend *be, float *w, double *stats, double *ws, const float *ce,
+			  const int32_t *targets, const float *score, const double *row_w,
+			  const float *old, const float *ref, const float *ent, int B, int T,
+			  rl_tok_args a);
+	void (*rl_tok_dpo)(lm_backend *be, float *w, double *stats, double *ws, const float *ce,
+			   const int32_t *targets, const double *ref, double beta, double npairs,
+			   int B, int T);
 	/* *sumsq = sum g^2 (double accumulation, a device scalar). */
 	void (*sumsq)(lm_backend *be, double *sumsq, const float *g, size_t n);
 	/* *scale = clip_factor(sqrt(*sumsq), max_norm) (optimizer.h). */

@@ -30,6 +30,7 @@
 #include "kernels/sample.h"
 #include "kernels/swiglu.h"
 #include "kernels/entropy.h"
+#include "kernels/rl_tok.h"
 #include "kernels/xent.h"
 
 /* Head dimensions the attention kernels take; others up to the largest
@@ -563,6 +564,23 @@ static void cu_entropy_bwd(lm_backend *be, float *dz, const void *logits, const 
 	check(be, entropy_bwd_cuda(dz, logits, lse, dent, N, V, ST(be)), "entropy backward");
 }
 
+static void cu_rl_tok_pg(lm_backend *be, float *w, double *stats, double *ws, const float *ce,
+			 const int32_t *targets, const float *score, const double *row_w,
+			 const float *old, const float *ref, const float *ent, int B, int T,
+			 rl_tok_args a)
+{
+	check(be, rl_tok_pg_cuda(w, stats, ws, ce, targets, score, row_w, old, ref, ent, B, T, a,
+				 ST(be)), "policy-gradient loss");
+}
+
+static void cu_rl_tok_dpo(lm_backend *be, float *w, double *stats, double *ws, const float *ce,
+			  const int32_t *targets, const double *ref, double beta, double npairs,
+			  int B, int T)
+{
+	check(be, rl_tok_dpo_cuda(w, stats, ws, ce, targets, ref, beta, npairs, B, T, ST(be)),
+	      "DPO loss");
+}
+
 /* Rows of each of head_xent's chunks: as many as CUDA_HEAD_CHUNK holds (at
  * least HEAD_MIN_ROWS), then evened out over the chunks N needs. */
 static int head_rows(int N, int V)
@@ -892,6 +910,8 @@ static const lm_backend cuda_table = {
 	.head_xent_ex = cu_head_xent_ex,
 	.entropy_fwd = cu_entropy_fwd,
 	.entropy_bwd = cu_entropy_bwd,
+	.rl_tok_pg = cu_rl_tok_pg,
+	.rl_tok_dpo = cu_rl_tok_dpo,
 	.sumsq = cu_sumsq,
 	.clip_scale = cu_clip_scale,
 	.adamw_step = cu_adamw_step,

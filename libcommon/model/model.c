@@ -415,6 +415,23 @@ int model_token_logp(const model *m, float *logp, float *ent, lm_err *e)
 	return 0;
 }
 
+const float *model_token_ce(const model *m) { return m->a->losses; }
+
+const int32_t *model_token_targets(const model *m) { return m->a->targets; }
+
+const float *model_token_entropy(const model *m, lm_err *e)
+{
+	struct model_acts *a = m->a;
+	if (!a->logits) {
+		lm_seterr(e, "no logits: model_forward has not run");
+		return NULL;
+	}
+	float *d = tok_ent(m, e);
+	if (d)
+		m->be->entropy_fwd(m->be, d, a->logits, a->lse_v, m->B * m->T, m->cfg.vocab);
+	return d;
+}
+
 /* The ops as the model calls them: each a span of the profiler (profile.h)
  * named for its place in the model, with the work it does counted. */
 static double esz(const model *m) { return (double)lm_dtype_size(m->be->act); }
@@ -761,16 +778,17 @@ int model_backward_ex(model *m, const model_grad_in *g, lm_err *e)
 	float scale = 1.0f / sqrtf((float)D);
 	lm_logit_opts lo;
 	int variant = logit_opts(m, &lo);
-	if (g->weights) { /* the z-loss belongs to the plain objective, not to weighted (RL) ones */
+	const float *wdev = g->weights_dev ? g->weights_dev : g->weights ? a->tok_w : NULL;
+	if (wdev) { /* the z-loss belongs to the plain objective, not to weighted (RL) ones */
 		lo.z_loss = 0;
 		variant = lo.softcap > 0;
 	}
-	if (a->head_done && (g->weights || g->dlogits || g->dhidden || g->dentropy))
+	if (a->head_done && (wdev || g->dlogits || g->dhidden || g->dentropy))
 		return lm_seterr(e, "model_backward_ex: weights and extra gradients need model_forward, "
 				 "not model_forward_loss");
 	if (a->head_done)
 		goto blocks;
-	if (g->weights)
+	if (g->weights && !g->weights_dev)
 		be->upload(be, a->tok_w, g->weights, (size_t)N * sizeof *g->weights);
 	/* the entropy's gradient needs the logits, which xent_bwd overwrites */
 	float *dent = g->dentropy ? tok_ent(m, e) : NULL, *dz = g->dentropy ? extra(m, e) : NULL;
@@ -800,13 +818,13 @@ int model_backward_ex(model *m, const model_grad_in *g, lm_err *e)
 		}
 		P_MOVE(m, "cross-entropy backward", 2.0 * N * V * esz(m),
 		       be->logit_bwd(be, a->logits, a->logits, a->lse_v, a->targets,
-				     g->weights ? a->tok_w : NULL, x, g->scale, N, V, &lo));
+				     wdev, x, g->scale, N, V, &lo));
 		if (host_after && add_extra(m, a->logits, g->dlogits, (size_t)N * V, e))
 			return -1;
 	} else {
 		P_MOVE(m, "cross-entropy backward", 2.0 * N * V * esz(m),
 		       be->xent_bwd(be, a->logits, a->logits, a->lse_v, a->targets,
-				    g->weights ? a->tok_w : NULL, g->scale, N, V));
+				    wdev, g->scale, N, V));
 		if (dent)
 			be->add_act(be, a->logits, dz, (size_t)N * V);
 		if (g->dlogits && add_extra(m, a->logits, g->dlogits, (size_t)N * V, e))
