@@ -644,6 +644,7 @@ int main(void)
 	test_layout(3, 5, 4, 128);
 	test_swiglu_xent(37, 48, 97);
 	test_swiglu_xent(64, 1344, 10000);
+	test_swiglu_xent(9, 50, 97);    /* F not a multiple of 8: the pairs kernels */
 	test_head(37, 64, 97);
 	test_head(1, 32, 50);
 	test_head(20000, 64, 10000);
