@@ -32,6 +32,10 @@ void matmul_bwd_cpu(float *dinp, float *dw, const float *dout, const float *inp,
 typedef struct matmul_cuda matmul_cuda;
 matmul_cuda *matmul_cuda_new(void *stream);
 void matmul_cuda_free(matmul_cuda *mc);
+/* Read *deterministic at each product (NULL: never): when set, cuBLASLt's
+ * algorithm may not reduce split-K partial sums in place, so the bits are
+ * the same run to run (lm_backend.deterministic points here). */
+void matmul_cuda_follow(matmul_cuda *mc, const int *deterministic);
 int matmul_fwd_cuda(matmul_cuda *mc, void *out, const float *addend, const uint16_t *inp,
 		    const uint16_t *w, int N, int IN, int OUT);
 /* The forward product with an fp32 output and no addend. */

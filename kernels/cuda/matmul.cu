@@ -6,7 +6,10 @@
 // Row-major [N, IN] . [OUT, IN]^T is, in cuBLAS's column-major terms,
 // out^T (OUT x N) = W^T (A: IN x OUT, transposed) . inp^T (B: IN x N).  A
 // plan (descriptors, layouts, the heuristic's algorithm) is made once per
-// distinct product and kept.
+// distinct product and kept.  Deterministic (the flag matmul_cuda_follow
+// binds, read at each product): the heuristic may choose split-K only
+// with its partial sums reduced in the workspace by a separate pass, never
+// in place in the output, whose order of additions depends on scheduling.
 #include <cublasLt.h>
 #include <string.h>
 
@@ -18,7 +21,7 @@ namespace {
 enum { WORKSPACE = 32 << 20, MAX_PLANS = 64 };
 
 struct key {
-	int ta, tb, m, n, k, lda, ldb, ldc, cf32, beta;
+	int ta, tb, m, n, k, lda, ldb, ldc, cf32, beta, det;
 };
 
 struct plan {
@@ -37,6 +40,7 @@ struct matmul_cuda {
 	void *ws;
 	plan plans[MAX_PLANS];
 	int evict;                 // the slot a new plan takes when all are used
+	const int *det;            // the deterministic flag (NULL: off)
 };
 
 namespace {
@@ -90,6 +94,12 @@ plan *get_plan(matmul_cuda *mc, const key &k)
 	}
 	cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb,
 					     sizeof wsb);
+	if (k.det) {
+		uint32_t schemes = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE |
+				   CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE;
+		cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
+						     &schemes, sizeof schemes);
+	}
 	cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(mc->h, p->desc, p->a, p->b, p->c, p->c, pref,
 							  1, &r, &got);
 	cublasLtMatmulPreferenceDestroy(pref);
@@ -106,7 +116,7 @@ plan *get_plan(matmul_cuda *mc, const key &k)
 int gemm(matmul_cuda *mc, int ta, int tb, int m, int n, int k, const void *A, int lda, const void *B,
 	 int ldb, const void *C, void *D, int ldc, int cf32, float beta)
 {
-	key kk = { ta, tb, m, n, k, lda, ldb, ldc, cf32, beta != 0.0f };
+	key kk = { ta, tb, m, n, k, lda, ldb, ldc, cf32, beta != 0.0f, mc->det && *mc->det };
 	plan *p = get_plan(mc, kk);
 	if (!p)
 		return -1;
@@ -134,6 +144,11 @@ extern "C" matmul_cuda *matmul_cuda_new(void *stream)
 		return nullptr;
 	}
 	return mc;
+}
+
+extern "C" void matmul_cuda_follow(matmul_cuda *mc, const int *deterministic)
+{
+	mc->det = deterministic;
 }
 
 extern "C" void matmul_cuda_free(matmul_cuda *mc)
