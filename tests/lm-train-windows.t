@@ -95,6 +95,13 @@ lm-train -c ck4/step-00000001.safetensors --export-hf hf1 2>/dev/null &&
 cmp -s hf1/model.safetensors hf3/model.safetensors
 ok $? "--lr 0: the weights after 1 and after 3 steps are the same"
 
+# The parity script's PyTorch side needs torch (not here): it compiles.
+run python3 -c 'import ast, sys; [ast.parse(open(f).read(), f) for f in sys.argv[1:]]' \
+	"$LMPIPE_ROOT/bench/parity.py" "$LMPIPE_ROOT/bench/parity_data.py"
+is "$rc" 0 "bench/parity.py and parity_data.py parse ($err)"
+sh -n "$LMPIPE_ROOT/bench/parity.sh"
+ok $? "bench/parity.sh parses"
+
 run train ck5 log5.jsonl 2 --dump-windows nodir/win.txt
 is "$rc" 1 "an unwritable windows file fails with exit 1"
 case $err in *nodir/win.txt*) ok 0 "naming it ($err)";; *) ok 1 "naming it ($err)";; esac
