@@ -16,9 +16,11 @@
 #      the shards through shard-pack -d, and prints both curves side by side
 #      (nats/token and bits/byte), their difference at every evaluation and
 #      the largest (the bar: 0.01 nats/token).
-# STEPS 12000 and EVAL 2000 are the recipe (about 3 + 4 minutes of training
-# on one H200, plus BPE learning and encoding); `bench/parity.sh 600` (EVAL
-# 200) is the short mode, a few minutes in all.
+# STEPS 12000 and EVAL 2000 are the recipe: on one H200 about 230 s for
+# lm-train (bench/lm-train-gpu-notes.md, evaluations included) and 140 s for
+# PyTorch (the figure) plus its compilation, near the 10 minutes of
+# one device call; `bench/parity.sh 600` (EVAL 200) is the short mode.  With
+# W kept (W=build/parity, say) a second call skips the tokenizer and shards.
 #
 #   CORPUS=DIR  gutenberg_{train,valid}.txt or their .xz copies (default
 #               ../shared/data/corpus); W=DIR work folder (reused: the
