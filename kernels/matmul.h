@@ -32,9 +32,15 @@ void matmul_bwd_cpu(float *dinp, float *dw, const float *dout, const float *inp,
 typedef struct matmul_cuda matmul_cuda;
 matmul_cuda *matmul_cuda_new(void *stream);
 void matmul_cuda_free(matmul_cuda *mc);
+/* Whether a new product's algorithm is the fastest of cuBLASLt's first
+ * candidates, timed on its first call (the default; the environment's
+ * LMPIPE_MATMUL_AUTOTUNE=0 turns it off), or the heuristic's first, the
+ * same choice every run. */
+void matmul_cuda_set_autotune(matmul_cuda *mc, int on);
 /* Read *deterministic at each product (NULL: never): when set, cuBLASLt's
- * algorithm may not reduce split-K partial sums in place, so the bits are
- * the same run to run (lm_backend.deterministic points here). */
+ * algorithm is the heuristic's first (never timed) and may not reduce
+ * split-K partial sums in place, so the bits are the same run to run
+ * (lm_backend.deterministic points here). */
 void matmul_cuda_follow(matmul_cuda *mc, const int *deterministic);
 int matmul_fwd_cuda(matmul_cuda *mc, void *out, const float *addend, const uint16_t *inp,
 		    const uint16_t *w, int N, int IN, int OUT);
