@@ -6,6 +6,7 @@
 # shard-pack -d; the logits from --dump-logits) must equal the logged loss
 # of step s; windows shifted by one token must not (the test can fail).
 # Also: the windows do not depend on --dump-windows or the thread count,
+# --deterministic changes nothing on the CPU (deterministic already),
 # --lr 0 leaves the weights as initialised (what bench/parity.sh relies on
 # for PyTorch's initial weights), and an unwritable file fails cleanly.
 . "$(dirname "$0")/lib.sh"
@@ -87,6 +88,10 @@ sed 's/,"tokens_per_s[^}]*//; /"device"/d' log.jsonl > l1.txt
 sed 's/,"tokens_per_s[^}]*//; /"device"/d' log2.jsonl > l2.txt
 cmp -s l1.txt l2.txt
 ok $? "a run without --dump-windows logs the same losses"
+run train ck6 log6.jsonl 3 --deterministic
+sed 's/,"tokens_per_s[^}]*//; /"device"/d' log6.jsonl > l6.txt
+cmp -s l1.txt l6.txt && cmp -s ck/step-00000003.safetensors ck6/step-00000003.safetensors
+ok $? "--deterministic on the CPU changes nothing (exit $rc)"
 
 # --lr 0: the weights stay the initial ones (bench/parity.sh's step 0).
 run train ck4 log4.jsonl 1
