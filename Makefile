@@ -199,8 +199,8 @@ clean:
 	rm -rf build build-san build-fuzz bin
 
 # The demo: the whole path from text to an aligned model, small enough for a
-# CPU in a few minutes.  DEMO_DEVICE=cuda trains and updates on the GPU
-# (sampling stays on the CPU until lm-sample has a GPU decoder).
+# CPU in a few minutes.  DEMO_DEVICE=cuda trains, samples and updates on the
+# GPU (the pipelines' DEVICE; tests/gpu/pipelines-cuda.t runs them so).
 DEMO_DIR    ?= demo
 DEMO_DEVICE ?= cpu
 DEMO_PRETRAIN = VOCAB=1024 CONTEXT=192 STEPS=400 BATCH=16 LR=3e-3 EVAL_EVERY=100 \

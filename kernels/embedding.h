@@ -7,6 +7,7 @@
 #ifndef LMPIPE_EMBEDDING_H
 #define LMPIPE_EMBEDDING_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -24,6 +25,13 @@ int embedding_fwd_cuda(float *out, const int32_t *ids, const float *table, int N
 		       void *stream);
 int embedding_bwd_cuda(float *dtable, const int32_t *ids, const float *dout, int N, int C,
 		       void *stream);
+/* The deterministic backward pass (--deterministic): the same sum, each
+ * row's contributions added in position order and then once into dtable
+ * (as the CPU twin), so the bits are the same run to run; ws holds
+ * embedding_bwd_det_cuda_workspace(N) bytes of device memory. */
+size_t embedding_bwd_det_cuda_workspace(int N);
+int embedding_bwd_det_cuda(float *dtable, const int32_t *ids, const float *dout, int N, int C,
+			   void *ws, void *stream);
 
 #ifdef __cplusplus
 }

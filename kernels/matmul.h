@@ -37,6 +37,11 @@ void matmul_cuda_free(matmul_cuda *mc);
  * LMPIPE_MATMUL_AUTOTUNE=0 turns it off), or the heuristic's first, the
  * same choice every run. */
 void matmul_cuda_set_autotune(matmul_cuda *mc, int on);
+/* Read *deterministic at each product (NULL: never): when set, cuBLASLt's
+ * algorithm is the heuristic's first (never timed) and may not reduce
+ * split-K partial sums in place, so the bits are the same run to run
+ * (lm_backend.deterministic points here). */
+void matmul_cuda_follow(matmul_cuda *mc, const int *deterministic);
 int matmul_fwd_cuda(matmul_cuda *mc, void *out, const float *addend, const uint16_t *inp,
 		    const uint16_t *w, int N, int IN, int OUT);
 /* The forward product with an fp32 output and no addend. */

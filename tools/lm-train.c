@@ -104,7 +104,8 @@ int main(int argc, char **argv)
 	int tie = 0, list = 0, resume = 0, force = 0, show_progress = 0, info = 0;
 	long long profile = 0, gpus = 0, zero = 0;
 	double bucket_mb = 25, dist_timeout = 60;
-	const char *nccl_init = NULL;
+	const char *nccl_init = NULL, *dump_windows = NULL;
+	int deterministic = 0;
 	opt_strlist data = { 0 }, val = { 0 };
 	train_config tc = { 0 };
 	const opt_def opts[] = {
@@ -174,6 +175,8 @@ int main(int argc, char **argv)
 		{ 0, "zero", OPT_INT, &zero, "N", "ZeRO: 1 shards the AdamW state over the ranks (2: the same so far)", 0, 2, NULL },
 		{ 0, "bucket-mb", OPT_DOUBLE, &bucket_mb, "F", "gradient bucket size in MiB, summed while backward goes on", 0.001, 1e6, NULL },
 		{ 0, "nccl-init", OPT_STR, &nccl_init, "HOW", "NCCL's id: mpi (default), file:PATH (shared filesystem), tcp:HOST:PORT (rank 0)", 0, 0, NULL },
+		{ 0, "deterministic", OPT_FLAG, &deterministic, NULL, "bit-identical runs on one GPU (slower kernels where needed; the CPU always is)", 0, 0, NULL },
+		{ 0, "dump-windows", OPT_STR, &dump_windows, "FILE", "write each step's training windows (offsets into the shards) to FILE", 0, 0, NULL },
 		{ 0, "dist-timeout", OPT_DOUBLE, &dist_timeout, "S", "seconds a rank waits for the others before the run fails", 0.1, 1e6, NULL },
 		OPT_END,
 	};
@@ -291,6 +294,8 @@ int main(int argc, char **argv)
 	tc.bucket_mb = bucket_mb;
 	tc.nccl_init = nccl_init;
 	tc.dist_timeout = dist_timeout;
+	tc.dump_windows = dump_windows;
+	tc.deterministic = deterministic;
 	if (train_launch((int)gpus, argv, &e))
 		die_err(&e);
 	int rc = train_run(&tc, &e);

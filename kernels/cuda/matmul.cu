@@ -10,7 +10,11 @@
 // own operands, of the heuristic's first candidates (what torch.compile's
 // max-autotune does for its matmuls); LMPIPE_MATMUL_AUTOTUNE=0 or
 // matmul_cuda_set_autotune(0) takes the heuristic's first, which does not
-// depend on timing noise.
+// depend on timing noise.  Deterministic (the flag matmul_cuda_follow binds,
+// read at each product): the heuristic's first, never timed, and it may
+// choose split-K only with its partial sums reduced in the workspace by a
+// separate pass, never in place in the output, whose order of additions
+// depends on scheduling.
 #include <cublasLt.h>
 #include <string.h>
 
@@ -22,7 +26,7 @@ namespace {
 enum { WORKSPACE = 32 << 20, MAX_PLANS = 64, CANDIDATES = 8, TUNE_RUNS = 3 };
 
 struct key {
-	int ta, tb, m, n, k, lda, ldb, ldc, cf32, beta;
+	int ta, tb, m, n, k, lda, ldb, ldc, cf32, beta, det;
 };
 
 struct plan {
@@ -42,6 +46,7 @@ struct matmul_cuda {
 	plan plans[MAX_PLANS];
 	int evict;                 // the slot a new plan takes when all are used
 	int autotune;              // time the heuristic's candidates for each new plan
+	const int *det;            // the deterministic flag (NULL: off)
 };
 
 namespace {
@@ -155,9 +160,16 @@ plan *get_plan(matmul_cuda *mc, const key &k, const tune_args *tune)
 	}
 	cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb,
 					     sizeof wsb);
+	if (k.det) {
+		uint32_t schemes = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE |
+				   CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE;
+		cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
+						     &schemes, sizeof schemes);
+	}
 	cublasLtMatmulHeuristicResult_t cand[CANDIDATES];
 	cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(mc->h, p->desc, p->a, p->b, p->c, p->c, pref,
-							  mc->autotune ? CANDIDATES : 1, cand, &got);
+							  mc->autotune && !k.det ? CANDIDATES : 1, cand,
+							  &got);
 	cublasLtMatmulPreferenceDestroy(pref);
 	if (s != CUBLAS_STATUS_SUCCESS || got < 1) {
 		destroy_plan(p);
@@ -174,9 +186,10 @@ plan *get_plan(matmul_cuda *mc, const key &k, const tune_args *tune)
 int gemm(matmul_cuda *mc, int ta, int tb, int m, int n, int k, const void *A, int lda, const void *B,
 	 int ldb, const void *C, void *D, int ldc, int cf32, float beta)
 {
-	key kk = { ta, tb, m, n, k, lda, ldb, ldc, cf32, beta != 0.0f };
+	int det = mc->det && *mc->det;
+	key kk = { ta, tb, m, n, k, lda, ldb, ldc, cf32, beta != 0.0f, det };
 	tune_args t = { A, B, C, D, beta };
-	plan *p = get_plan(mc, kk, mc->autotune ? &t : nullptr);
+	plan *p = get_plan(mc, kk, mc->autotune && !det ? &t : nullptr);
 	if (!p)
 		return -1;
 	float alpha = 1.0f;
@@ -210,6 +223,11 @@ extern "C" matmul_cuda *matmul_cuda_new(void *stream)
 extern "C" void matmul_cuda_set_autotune(matmul_cuda *mc, int on)
 {
 	mc->autotune = on;
+}
+
+extern "C" void matmul_cuda_follow(matmul_cuda *mc, const int *deterministic)
+{
+	mc->det = deterministic;
 }
 
 extern "C" void matmul_cuda_free(matmul_cuda *mc)

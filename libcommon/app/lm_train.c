@@ -50,6 +50,7 @@ typedef struct trainer {
 	ddp *dp;
 	int stop;                    /* the ranks agreed to stop (a signal) */
 	int agreed_fail;             /* the failure is every rank's (a stop) */
+	train_windows wd;            /* --dump-windows */
 } trainer;
 
 static int open_reader(shard_reader **r, const char *const *paths, size_t n, sr_mode mode,
@@ -220,7 +221,10 @@ static int loop(trainer *t, long long steps, lm_err *e)
 		prof_pause(t->m.be, !profiled);
 		double sched = optim_schedule(oc, t->st.step), lr = oc->lr_max * sched;
 		double loss = 0, gnorm = 0, ts = lm_now();
-		if (step(t, sched, &loss, &gnorm, e))
+		uint64_t win0 = sr_tell(t->data);
+		if (step(t, sched, &loss, &gnorm, e) ||
+		    train_windows_step(&t->wd, t->st.step + 1, t->data, win0,
+				       sr_tell(t->data) - win0, e))
 			return -1;
 		if (!isfinite(loss) || !isfinite(gnorm))
 			return stop_nonfinite(t, loss, gnorm, e);
@@ -266,6 +270,8 @@ static int loop(trainer *t, long long steps, lm_err *e)
 		return -1;
 	if (t->log && (fflush(t->log) || ferror(t->log)))
 		return lm_seterr(e, "%s: write error:", tc->log_path);
+	if (train_windows_commit(&t->wd, e))
+		return -1;
 	return t->st.step < steps ? interrupted(t, steps, e) : 0;
 }
 
@@ -326,6 +332,7 @@ static int log_cut(const char *path, long long step, lm_err *e)
 
 static void trainer_free(trainer *t)
 {
+	train_windows_abort(&t->wd);
 	if (t->data)
 		sr_close(t->data);
 	if (t->val)
@@ -398,6 +405,11 @@ int train_run(const train_config *tc0, lm_err *e)
 	}
 	if (c.rank)  /* rank 0 says what the run does */
 		c.note = NULL;
+	if (c.dump_windows && c.world > 1) {
+		lm_usage_err(e, "--dump-windows needs a world of one rank (it has %d)", c.world);
+		goto out;
+	}
+	be->deterministic = c.deterministic;
 	if (c.resume && !c.out_dir) {
 		lm_usage_err(e, "--resume needs --out DIR");
 		goto out;
@@ -468,6 +480,9 @@ int train_run(const train_config *tc0, lm_err *e)
 	    sr_seek(t.data, t.st.data_pos / c.world, e) ||
 	    train_tokenizer_record(&c, t.data, c.n_val ? t.val : NULL, rp,
 				   (char **)&t.meta[3], e))
+		goto out;
+	if (c.dump_windows && train_windows_open(&t.wd, c.dump_windows, t.data,
+						 c.n_val ? t.val : NULL, t.B, t.T, c.accum, e))
 		goto out;
 	if (c.rank)  /* rank 0 alone writes the log */
 		c.log_path = NULL;

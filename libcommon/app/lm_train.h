@@ -63,6 +63,12 @@ typedef struct train_config {
 	const char *nccl_init;       /* NULL: through MPI */
 	double dist_timeout;         /* seconds; 0: the default */
 	int world, rank;             /* set by train_run */
+	/* --dump-windows FILE: the training windows of every step (a world of
+	 * one only; lm_train_windows.c); NULL: none. */
+	const char *dump_windows;
+	/* --deterministic: the backend's run-to-run bit-identical kernels
+	 * (lm_backend.deterministic). */
+	int deterministic;
 } train_config;
 
 /* Train as configured.  Returns 0, or -1 with the message (and exit code)

@@ -5,6 +5,7 @@
 #define LMPIPE_LM_TRAIN_INTERNAL_H
 
 #include "app/lm_train.h"
+#include "base/atomic.h"
 #include "data/shard_reader.h"
 #include "tok/bpe_identity.h"
 
@@ -61,6 +62,21 @@ int train_dist_check(struct lm_comm *comm, const train_config *c, const model_co
 /* The memory line printed at start (rank 0, through c->note). */
 struct ddp;
 void train_dist_memory(const train_config *c, const struct ddp *d);
+
+/* --dump-windows (lm_train_windows.c): the header (shape, the shards of
+ * data and val, which may be NULL), one line per optimizer step (the
+ * offsets of its n windows from first on), and the file committed whole
+ * at the end or removed. */
+typedef struct train_windows {
+	atomic_file af;
+	int on;
+} train_windows;
+int train_windows_open(train_windows *w, const char *path, const shard_reader *data,
+		       const shard_reader *val, int B, int T, int accum, lm_err *e);
+int train_windows_step(train_windows *w, long long step, const shard_reader *data,
+		       uint64_t first, uint64_t n, lm_err *e);
+int train_windows_commit(train_windows *w, lm_err *e);
+void train_windows_abort(train_windows *w);
 
 /* Print a note through c->note (when set). */
 void train_note(const train_config *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

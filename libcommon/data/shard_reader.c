@@ -575,6 +575,26 @@ size_t sr_shards(const shard_reader *r)
 	return r->n_files;
 }
 
+const char *sr_shard_path(const shard_reader *r, size_t i)
+{
+	return r->files[i].path;
+}
+
+uint64_t sr_shard_tokens(const shard_reader *r, size_t i)
+{
+	return r->files[i].m.n_tokens;
+}
+
+uint64_t sr_window_offset(const shard_reader *r, uint64_t k)
+{
+	size_t i;
+	uint64_t start, before = 0;
+	locate(r, k, &i, &start);
+	for (size_t j = 0; j < i; j++)
+		before += r->files[j].m.n_tokens;
+	return before + start;
+}
+
 size_t sr_cache_bytes(const shard_reader *r)
 {
 	size_t n = 0;

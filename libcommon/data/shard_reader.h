@@ -93,6 +93,17 @@ uint64_t sr_tokens(const shard_reader *r);  /* all tokens of the set */
 uint64_t sr_starts(const shard_reader *r);  /* valid random start positions */
 uint64_t sr_windows(const shard_reader *r); /* sequential windows */
 size_t sr_shards(const shard_reader *r);
+/* Shard i of the set (i < sr_shards(r)), in the order the set was opened
+ * (the paths in turn, a PREFIX's shards in its manifest's order): its path
+ * and its token count. */
+const char *sr_shard_path(const shard_reader *r, size_t i);
+uint64_t sr_shard_tokens(const shard_reader *r, size_t i);
+/* Where this reader's window k (k < sr_tell() for one already handed out)
+ * starts in the concatenation of the set's shards in that order: the
+ * shards before its own hold that many tokens less.  A pure function of
+ * the configuration and k, as the windows are; lm-train --dump-windows
+ * writes it. */
+uint64_t sr_window_offset(const shard_reader *r, uint64_t k);
 /* Bytes the frame caches of all filling threads hold now. */
 size_t sr_cache_bytes(const shard_reader *r);
 

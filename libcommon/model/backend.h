@@ -77,6 +77,12 @@ struct lm_backend {
 	void *impl;          /* the backend's own context */
 	int failed;          /* the sticky error: set by backend_fail, cleared by sync */
 	lm_err error;
+	/* 1: every op gives the same bits run to run on the same device
+	 * (lm-train --deterministic), choosing slower kernels where the fast
+	 * ones sum with floating-point atomics or split reductions by
+	 * scheduling; set by whoever opened the backend, before the first op.
+	 * The CPU backend is deterministic either way. */
+	int deterministic;
 
 	/* One line on what computes: library, kernel, threads, GPU (for logs). */
 	void (*describe)(lm_backend *be, char *buf, size_t n);

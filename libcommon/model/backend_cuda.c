@@ -289,11 +289,6 @@ static void cu_embedding_fwd(lm_backend *be, float *out, const int32_t *ids, con
 	check(be, embedding_fwd_cuda(out, ids, table, N, C, ST(be)), "embedding");
 }
 
-static void cu_embedding_bwd(lm_backend *be, float *dtable, const int32_t *ids, const float *dout,
-			     int N, int C)
-{
-	check(be, embedding_bwd_cuda(dtable, ids, dout, N, C, ST(be)), "embedding backward");
-}
 
 static void cu_rmsnorm_fwd(lm_backend *be, void *y, float *rstd, const float *x, const float *w,
 			   int N, int C, float eps)
@@ -315,6 +310,20 @@ static void *scratch(lm_backend *be, size_t bytes)
 	c->scratch = p;
 	c->scratch_bytes = bytes;
 	return p;
+}
+
+/* --deterministic: without atomics (kernels/embedding.h). */
+static void cu_embedding_bwd(lm_backend *be, float *dtable, const int32_t *ids, const float *dout,
+			     int N, int C)
+{
+	if (!be->deterministic) {
+		check(be, embedding_bwd_cuda(dtable, ids, dout, N, C, ST(be)), "embedding backward");
+		return;
+	}
+	void *ws = scratch(be, embedding_bwd_det_cuda_workspace(N));
+	if (ws)
+		check(be, embedding_bwd_det_cuda(dtable, ids, dout, N, C, ws, ST(be)),
+		      "embedding backward");
 }
 
 static void cu_rmsnorm_bwd(lm_backend *be, float *dx, float *dw, const void *dy, const float *x,
@@ -974,6 +983,7 @@ lm_backend *backend_cuda_open(lm_err *e)
 		cu_close(be);
 		return NULL;
 	}
+	matmul_cuda_follow(c->mm, &be->deterministic);
 	for (int i = 0; i < STAGE_SLOTS; i++)
 		if (cudaEventCreateWithFlags(&c->stage_done[i], cudaEventDisableTiming) != cudaSuccess) {
 			lm_seterr(e, "device 'cuda' is not available: %s",

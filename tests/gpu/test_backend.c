@@ -284,6 +284,44 @@ static void test_attention(int B, int H, int T, int D)
 	release_all(&cpu), release_all(&gpu);
 }
 
+/* --deterministic's embedding backward (sorted positions, no atomics):
+ * the same bits twice, and the CPU's bits (both sum each token's rows in
+ * position order, then add once), on ids that repeat heavily. */
+static void test_embedding_det(int N, int V, int C)
+{
+	size_t nt = (size_t)V * C, nr = (size_t)N * C;
+	float *d = rnd(nr, 1), *t0 = rnd(nt, 1);
+	int32_t *ids = malloc(N * sizeof *ids);
+	for (int i = 0; i < N; i++)
+		ids[i] = i % 5 ? (int32_t)(i % 3) : (int32_t)((i * 7) % V);
+	void *ic = cpu.be->alloc(cpu.be, N * sizeof *ids), *ig = gpu.be->alloc(gpu.be, N * sizeof *ids);
+	cpu.be->upload(cpu.be, ic, ids, N * sizeof *ids);
+	gpu.be->upload(gpu.be, ig, ids, N * sizeof *ids);
+	BOTH(d, d, nr, 0);
+	BOTH(a, t0, nt, 0);
+	void *bg = put(&gpu, t0, nt, 0);
+	gpu.be->deterministic = 1;
+	cpu.be->embedding_bwd(cpu.be, ac, ic, dc, N, C);
+	gpu.be->embedding_bwd(gpu.be, ag, ig, dg, N, C);
+	gpu.be->embedding_bwd(gpu.be, bg, ig, dg, N, C);
+	gpu.be->deterministic = 0;
+	lm_err e;
+	if (gpu.be->sync(gpu.be, &e)) {
+		ok(0, "deterministic embedding backward N=%d: %s", N, e.msg);
+	} else {
+		float *ha = get(&gpu, ag, nt, 0), *hb = get(&gpu, bg, nt, 0), *hc = get(&cpu, ac, nt, 0);
+		ok(!memcmp(ha, hb, nt * sizeof *ha), "deterministic embedding backward N=%d V=%d C=%d: "
+		   "the same bits twice", N, V, C);
+		ok(!memcmp(ha, hc, nt * sizeof *ha), "deterministic embedding backward N=%d V=%d C=%d: "
+		   "the CPU's bits", N, V, C);
+		free(ha), free(hb), free(hc);
+	}
+	cpu.be->release(cpu.be, ic);
+	gpu.be->release(gpu.be, ig);
+	free(d), free(t0), free(ids);
+	release_all(&cpu), release_all(&gpu);
+}
+
 /* The fused attention on the packed q/k/v rows against the CPU's
  * composition: split, RoPE, attention, heads merge; and back. */
 static void test_attn_qkv(int B, int T, int H, int D)
@@ -659,6 +697,8 @@ int main(void)
 	test_attn_qkv(1, 1, 2, 32);
 	test_attn_qkv(1, 511, 2, 32);
 	test_embedding_adamw(37, 97, 40);
+	test_embedding_det(37, 97, 40);
+	test_embedding_det(32768, 10000, 512);
 	model_config small = { 97, 64, 64, 2, 2, 96, 10000.0, 0, MODEL_PLAIN };
 	test_model(small, 3, 45);
 	model_config tied = { 128, 32, 128, 2, 2, 200, 10000.0, 1, MODEL_PLAIN };

@@ -303,6 +303,29 @@ static void window_distribution(void)
 	}
 	ok(fine, "every start of every shard drawn, within 5 sigma");
 	sr_close(r);
+
+	/* sr_window_offset: where each window handed out starts in the
+	 * concatenated set (the ids are their own positions), for one rank
+	 * of two as well, and for sequential windows. */
+	for (int rank = 0; rank < 3; rank++) {
+		sr_config wc = cfg;
+		wc.world = rank ? 2 : 1;
+		wc.rank = rank ? rank - 1 : 0;
+		wc.mode = rank == 2 ? SR_SEQUENTIAL : SR_RANDOM;
+		sr_open(&r, pre, 1, &wc, &e);
+		int same = 1, n = 0;
+		for (int it = 0; it < 20; it++) {
+			uint64_t k0 = sr_tell(r);
+			int got = sr_next(r, out, &e);
+			for (int b = 0; b < got; b++, n++)
+				same &= sr_window_offset(r, k0 + (uint64_t)b) == out[b * (T + 1)];
+		}
+		ok(same && n > 0, "window offsets are the windows' first positions (%s, %d windows)",
+		   rank == 2 ? "sequential" : rank ? "rank 1 of 2" : "random", n);
+		ok(sr_shard_tokens(r, 0) == 40 && sr_shard_tokens(r, 2) == 25 &&
+		   strstr(sr_shard_path(r, 1), "u-000001.lms"), "shards in manifest order");
+		sr_close(r);
+	}
 }
 
 static void determinism(void)
