@@ -257,19 +257,30 @@ __global__ void __launch_bounds__(THREADS) sample_kernel(int32_t *tok, float *lp
 	int n = a.limit > 0 && a.limit < V ? a.limit : V;
 	int per = (V + THREADS - 1) / THREADS;
 	int lo = threadIdx.x * per, hi = min(V, lo + per);
-	// max over all, the drawable max and its lowest id, bad values
+	// max over all, the drawable max and its lowest id, bad values, and
+	// the sum of exponentials (online: rescaled when the max grows).  The
+	// passes over the logits in global memory take ids THREADS apart, so a
+	// warp's loads are one coalesced line; the selection below keeps each
+	// thread's contiguous run of ids, which its in-order ranks need.
 	float mx = -INFINITY, mxall = -INFINITY;
 	int am = n, bad = 0;
-	for (int j = lo; j < hi; j++) {
+	double se = 0;
+	for (int j = threadIdx.x; j < V; j += THREADS) {
 		float x = l[j];
 		bad |= isnan(x) || x == INFINITY;
-		mxall = fmaxf(mxall, x);
+		if (x > mxall) {
+			se = se * (double)expf(mxall - x) + 1.0;
+			mxall = x;
+		} else {
+			se += (double)expf(x - mxall);
+		}
 		if (j < n && x > mx) {
 			mx = x;
 			am = j;
 		}
 	}
 	bad = __syncthreads_or(bad);
+	float mine_max = mxall;
 	int dummy = 0;
 	block_argmax(&mxall, &dummy, sh);
 	block_argmax(&mx, &am, sh);
@@ -280,10 +291,7 @@ __global__ void __launch_bounds__(THREADS) sample_kernel(int32_t *tok, float *lp
 		}
 		return;
 	}
-	double se = 0;
-	for (int j = lo; j < hi; j++)
-		se += (double)expf(l[j] - mxall);
-	se = block_sum_d(se, sh);
+	se = block_sum_d(mine_max == -INFINITY ? 0.0 : se * (double)expf(mine_max - mxall), sh);
 	int32_t t = am;
 	int32_t f = forced ? forced[i] : -1;
 	if (f >= 0 && f < V) {
@@ -293,9 +301,10 @@ __global__ void __launch_bounds__(THREADS) sample_kernel(int32_t *tok, float *lp
 		if (r.hi < r.lo)
 			r.hi = r.lo;
 		if (cache) {
-			// each thread reads back only its own ids: no barrier needed
-			for (int j = r.lo; j < r.hi; j++)
+			// filled in coalesced order, read back in each thread's run
+			for (int j = threadIdx.x; j < n; j += THREADS)
 				pc[j] = prob(r, j);
+			__syncthreads();
 			r.pc = pc;
 		}
 		cut c = { 0, 0 };
