@@ -78,12 +78,14 @@ void train_dist_memory(const train_config *c, const ddp *d)
 {
 	ddp_memory m;
 	ddp_memory_use(d, &m);
-	train_note(c, "%d rank%s%s, per rank: weights %.1f MiB, gradients %.1f MiB, optimizer state "
-		   "%.1f MiB%s%s, communication scratch %.1f MiB", c->world, c->world == 1 ? "" : "s",
+	const char *grads = m.grads_sharded ? " (this rank's shard and the range buffers in flight)"
+			  : c->zero == 2 ? " (whole: --accum > 1 accumulates the micro-batches in it, "
+					   "so ZeRO-2 shards it only with --accum 1)"
+			  : "";
+	train_note(c, "%d rank%s%s, per rank: weights %.1f MiB, gradients %.1f MiB%s, optimizer state "
+		   "%.1f MiB%s, communication scratch %.1f MiB", c->world, c->world == 1 ? "" : "s",
 		   c->zero ? (c->zero == 1 ? ", ZeRO-1" : ", ZeRO-2") : "", mib(m.params),
-		   mib(m.grads), mib(m.optim), c->zero ? " (this rank's shard)" : "",
-		   c->zero == 2 ? " (ZeRO-2 keeps the whole gradient buffer: the backward pass "
-				  "accumulates into it)" : "",
+		   mib(m.grads), grads, mib(m.optim), c->zero ? " (this rank's shard)" : "",
 		   mib(m.scratch));
 }
 
