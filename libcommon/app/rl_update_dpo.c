@@ -82,7 +82,8 @@ static int micro_step(const rlu_opts *o, model *m, mbatch *b, size_t npairs, sta
 	return rl_backward_tokens(m, b->w, e);
 }
 
-int dpo_train(const rlu_opts *o, model *m, optim *opt, seqs *v, stats *st, lm_err *e)
+int dpo_train(const rlu_opts *o, rlu_par *par, model *m, optim *opt, seqs *v, stats *st,
+	      lm_err *e)
 {
 	size_t pairs = v->n / 2;
 	size_t batch = o->batch > 0 && (size_t)o->batch < pairs ? (size_t)o->batch : pairs;
@@ -98,14 +99,19 @@ int dpo_train(const rlu_opts *o, model *m, optim *opt, seqs *v, stats *st, lm_er
 	for (long long ep = 0; rc == 0 && ep < o->epochs; ep++)
 		for (size_t lo = 0; rc == 0 && lo < pairs; lo += batch) {
 			size_t hi = lo + batch < pairs ? lo + batch : pairs;
+			size_t first, end, j = 0;
+			rlu_par_share(par, (hi - lo + per - 1) / per, &first, &end);
 			model_zero_grad(m);
-			for (size_t i = lo; rc == 0 && i < hi; i += per) {
+			for (size_t i = lo; rc == 0 && i < hi; i += per, j++) {
+				if (j < first || j >= end)
+					continue;
+				rlu_par_before(par, j, end);
 				take_pairs(&b, v, i, i + per < hi ? i + per : hi);
 				rc = micro_step(o, m, &b, hi - lo, st, e);
 			}
-			if (rc)
+			if (rc || (rc = rlu_par_grads(par, NULL, e)))
 				break;
-			rc = policy_step(o, m, opt, st, e);
+			rc = policy_step(o, par, m, opt, st, e);
 		}
 	mb_free(&b);
 	return rc;

@@ -1,6 +1,8 @@
 /* rl_update_pg.c: the SFT and GRPO-family loop of rl-update: per
  * micro-batch one forward pass, each sequence's loss of rl_grpo_step and
- * one backward pass with each token's weight; per batch an AdamW step. */
+ * one backward pass with each token's weight; per batch an AdamW step
+ * (data parallel: each rank runs its share of the micro-batches,
+ * rlu_par_share, and the gradients are summed before the step). */
 #include <math.h>
 #include <string.h>
 
@@ -50,7 +52,8 @@ static int micro_step(const rlu_opts *o, model *m, mbatch *b, double constant, s
 	return rl_backward_tokens(m, b->w, e);
 }
 
-int pg_train(const rlu_opts *o, model *m, optim *opt, seqs *v, stats *st, lm_err *e)
+int pg_train(const rlu_opts *o, rlu_par *par, model *m, optim *opt, seqs *v, stats *st,
+	     lm_err *e)
 {
 	double constant = o->constant;
 	if (o->agg == RL_AGG_NORMALIZE && constant <= 0)
@@ -65,22 +68,30 @@ int pg_train(const rlu_opts *o, model *m, optim *opt, seqs *v, stats *st, lm_err
 	size_t batch = o->batch > 0 && (size_t)o->batch < v->n ? (size_t)o->batch : v->n;
 	progress pr;
 	progress_start(&pr, o->progress, "sequences", "seq", (uint64_t)(v->n * (size_t)o->epochs));
+	if (par->rank)
+		pr.on = 0;
 	int rc = 0;
 	uint64_t done = 0;
 	for (long long ep = 0; rc == 0 && ep < o->epochs; ep++)
 		for (size_t lo = 0; rc == 0 && lo < v->n; lo += batch) {
 			size_t hi = lo + batch < v->n ? lo + batch : v->n;
+			size_t first, end, j = 0;
+			rlu_par_share(par, mb_count(&b, v, lo, hi), &first, &end);
 			model_zero_grad(m);
-			for (size_t i = lo; rc == 0 && i < hi;) {
-				size_t next = mb_take(&b, v, i, hi);
-				rc = micro_step(o, m, &b, constant, hi - lo, st, e);
+			for (size_t i = lo; rc == 0 && i < hi; j++) {
+				size_t next = mb_skip(&b, v, i, hi);
+				if (j >= first && j < end) {
+					rlu_par_before(par, j, end);
+					mb_take(&b, v, i, hi);
+					rc = micro_step(o, m, &b, constant, hi - lo, st, e);
+				}
 				done += next - i;
 				progress_update(&pr, done, NULL);
 				i = next;
 			}
-			if (rc)
+			if (rc || (rc = rlu_par_grads(par, NULL, e)))
 				break;
-			rc = policy_step(o, m, opt, st, e);
+			rc = policy_step(o, par, m, opt, st, e);
 		}
 	progress_end(&pr, done, NULL);
 	mb_free(&b);

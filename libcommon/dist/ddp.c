@@ -178,8 +178,12 @@ int ddp_finish(ddp *d, lm_err *e)
 	d->sync = 0;
 	if (d->z2)
 		return z2_finish(d, e);
-	if (d->flushed > 0)  /* a model whose backward pass did not reach the hook's last call */
-		ddp_start_sums(d, &d->reqs, d->m->grads, 0, d->flushed, d->part);
+	/* A backward pass that did not reach the hook's last call, or none (a
+	 * rank without a micro-batch of its own): the hook's calls are made
+	 * now, so the sums are cut in the pieces the other ranks cut. */
+	for (int l = d->m->cfg.n_layers - 1; d->flushed > 0 && l >= -1; l--)
+		if (l < 0 || ddp_layer_offset(d->m, l) < d->flushed)
+			on_ready(d, l);
 	d->flushed = d->n;
 	if (d->failed) {
 		*e = d->err;
