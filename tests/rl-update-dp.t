@@ -6,7 +6,8 @@
 # GRPO (grpo_clip), DPO and PPO, the checkpoint's weights and optimizer
 # state (and value head), and the metrics line but for the last digits of
 # the sums and the time; a run of another batch differs (the comparison
-# can fail).  With two micro-batches a rank the grouping of the sums
+# can fail); a rank without a micro-batch joins the sums.  With two
+# micro-batches a rank the grouping of the sums
 # differs: the gradient norm within 1e-5.  Only rank 0 writes the checkpoint and
 # the metrics; stdin is refused on two ranks.  Skips without mpirun or an
 # MPI build.
@@ -72,6 +73,11 @@ ok $? "one checkpoint and latest in the output directory" || ls sft-2 | sed 's/^
 rl-update -c ck/latest -o g -j 1 -a sft -t byte.tok -b 4 -m 2 -e 2 --lr 5e-3 --gpus 2 sft.jsonl > g.json 2> g.err
 is "$(data "$(last g)")" "$(data "$(last sft-1)")" \
 	"--gpus 2 (which execs mpirun -np 2) trains the same"
+
+# one micro-batch a batch: rank 1 has none of its own and joins the sums
+rl-update -c ck/latest -o w1 -j 1 -a sft -t byte.tok -m 8 --lr 5e-3 sft.jsonl > /dev/null 2>&1
+mpi2 -c ck/latest -o w2 -j 1 -a sft -t byte.tok -m 8 --lr 5e-3 sft.jsonl > w2.json 2> w2.err
+is "$(data "$(last w2)")" "$(data "$(last w1)")" "a batch of one micro-batch on 2 ranks: rank 1 idle, the result one process's"
 
 # two micro-batches a rank: the sums grouped otherwise
 rl-update -c ck/latest -o m1 -j 1 -b 8 -m 2 -e 2 --lr 5e-3 sc.jsonl > m1.json 2> /dev/null

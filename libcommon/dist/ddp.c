@@ -175,15 +175,18 @@ int ddp_finish(ddp *d, lm_err *e)
 {
 	if (!d->sync)
 		return 0;
-	d->sync = 0;
-	if (d->z2)
+	if (d->z2) {
+		d->sync = 0;
 		return z2_finish(d, e);
+	}
 	/* A backward pass that did not reach the hook's last call, or none (a
 	 * rank without a micro-batch of its own): the hook's calls are made
-	 * now, so the sums are cut in the pieces the other ranks cut. */
+	 * now (sync still on), so the sums are cut in the pieces the other
+	 * ranks cut. */
 	for (int l = d->m->cfg.n_layers - 1; d->flushed > 0 && l >= -1; l--)
 		if (l < 0 || ddp_layer_offset(d->m, l) < d->flushed)
 			on_ready(d, l);
+	d->sync = 0;
 	d->flushed = d->n;
 	if (d->failed) {
 		*e = d->err;
