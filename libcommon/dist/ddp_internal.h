@@ -1,6 +1,6 @@
-/* ddp_internal.h: what ddp.c (the buckets, the step, the checkpoints) and
+/* ddp_internal.h: what ddp.c (the hook, the step, the checkpoints) and
  * ddp_zero2.c (ZeRO-2's gradient shards) share: the state of a data
- * parallel run and the bucket sums' helpers. */
+ * parallel run, and the bucket sums of ddp_sums.c. */
 #ifndef LMPIPE_DDP_INTERNAL_H
 #define LMPIPE_DDP_INTERNAL_H
 
@@ -31,7 +31,7 @@ struct ddp {
 	lm_err err;
 };
 
-/* The first parameter of layer (-1: the embedding, offset 0). */
+/* ddp_sums.c.  The first parameter of layer (-1: the embedding, offset 0). */
 size_t ddp_layer_offset(const model *m, int layer);
 int ddp_push(ddp *d, ddp_reqs *q, lm_comm_req *r);
 /* Start the sums of buf[a, b) over the partition part, in pieces of at
