@@ -4,8 +4,10 @@
 # it) equal one process with --accum 2 bit for bit: loss curve, weights and
 # optimizer state (the sums are taken in rank order, libcommon/dist); a
 # one-process run of another global batch does not (the comparison can
-# fail).  ZeRO-1 and ZeRO-2 equal ZeRO-0; Muon trains the same on 2 ranks
-# and refuses ZeRO; a 2-rank checkpoint resumes on 1
+# fail).  ZeRO-1 and ZeRO-2 equal ZeRO-0 (ZeRO-2 also with tied embeddings
+# and with --accum 2), and the memory line shows what each one shards;
+# Muon trains the same on 2 ranks and refuses ZeRO; a 2-rank checkpoint
+# resumes on 1
 # rank and that one on 2 ranks with ZeRO-1, ending where an uninterrupted
 # run ends; a killed or stopped rank ends the run within --dist-timeout with
 # a message naming it; SIGTERM to mpirun saves the step every rank stopped
@@ -55,6 +57,31 @@ for z in 1 2; do
 	is "$(curve z$z.jsonl | nonorm)" "$(curve two.jsonl | grep -v val_loss | nonorm)" \
 		"--zero $z: the loss curve equals ZeRO-0's"
 done
+grep -q "ZeRO-2, per rank: .*gradients [0-9.]* MiB (this rank's shard and the range buffers in flight)" z2.out
+ok $? "--zero 2: the memory line says the gradients are sharded too" || sed 's/^/# /' z2.out
+# ZeRO-2 with tied embeddings: the embedding's range is written first (the
+# head's backward pass) and last; with --accum 2 the first micro-batch
+# accumulates in the whole buffer, as ZeRO-1 does
+mpi2 "${M[@]}" -n 4 -d d -o t0 --tie-embeddings > t0.out 2>&1
+mpi2 "${M[@]}" -n 4 -d d -o t2 --tie-embeddings --zero 2 > t2.out 2>&1
+is "$(data t2/step-00000004.safetensors)" "$(data t0/step-00000004.safetensors)" \
+	"--zero 2, tied embeddings: weights and optimizer state equal ZeRO-0's, bit for bit"
+mpi2 "${M[@]}" -n 3 --accum 2 -d d -o a0 > a0.out 2>&1
+mpi2 "${M[@]}" -n 3 --accum 2 -d d -o a2 --zero 2 > a2.out 2>&1
+is "$(data a2/step-00000003.safetensors)" "$(data a0/step-00000003.safetensors)" \
+	"--zero 2 --accum 2: weights and optimizer state equal ZeRO-0's, bit for bit"
+grep -q "gradients [0-9.]* MiB (whole: --accum > 1 accumulates" a2.out
+ok $? "--zero 2 --accum 2: the memory line says the gradients stay whole" || sed 's/^/# /' a2.out
+# The memory per rank of ZeRO-0, 1 and 2, on a model of 16 layers with a
+# bucket smaller than a layer (so the ranges in flight are small)
+MEM=(--vocab 256 --context 16 -j 1 -b 1 --d-model 128 --layers 16 --heads 4 --d-ff 344 --bucket-mb 0.5 -n 1 -d d)
+for z in 0 1 2; do
+	mpi2 "${MEM[@]}" --zero $z 2>&1 | sed -n 's/.*gradients \([0-9.]*\) MiB.*optimizer state \([0-9.]*\) MiB.*/\1 \2/p' > mem$z
+done
+read g0 o0 < mem0; read g1 o1 < mem1; read g2 o2 < mem2
+perl -e 'my ($g0, $o0, $g1, $o1, $g2, $o2) = @ARGV; exit(defined $o2 && $g1 == $g0 && $o1 < $o0 &&
+	$o2 == $o1 && $g2 < 0.75 * $g1 ? 0 : 1)' "$g0" "$o0" "$g1" "$o1" "$g2" "$o2"
+ok $? "memory per rank: gradients $g0, $g1, $g2 MiB and optimizer state $o0, $o1, $o2 MiB with ZeRO-0, 1, 2"
 n1=$(grep -o '"grad_norm":[^,]*' z1.jsonl | tail -1 | cut -d: -f2)
 n0=$(grep -o '"grad_norm":[^,]*' two.jsonl | tail -1 | cut -d: -f2)
 perl -e 'exit(abs($ARGV[0] - $ARGV[1]) <= 1e-12 * abs($ARGV[1]) ? 0 : 1)' "$n1" "$n0"
@@ -67,6 +94,9 @@ is "$(data mu2/step-00000003.safetensors)" "$(data mu1/step-00000003.safetensors
 mpi2 "${M[@]}" -n 3 -d d -o mu3 --optimizer muon --zero 1 > mu3.out 2>&1
 [ $? != 0 ] && grep -q "sharded (ZeRO) for AdamW only" mu3.out
 ok $? "--zero 1 with Muon is refused, saying why" || sed 's/^/# /' mu3.out | head -3
+mpi2 "${M[@]}" -n 3 -d d -o mu4 --optimizer muon --zero 2 > mu4.out 2>&1
+[ $? != 0 ] && grep -q "sharded (ZeRO) for AdamW only" mu4.out
+ok $? "--zero 2 with Muon is refused alike" || sed 's/^/# /' mu4.out | head -3
 
 mpi2 "${M[@]}" -n 2 -d d -o r --log r.jsonl > r.out 2>&1
 lm-train -d d -n 4 -o r --resume --log r.jsonl -j 1 2> r1.err

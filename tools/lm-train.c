@@ -172,7 +172,7 @@ int main(int argc, char **argv)
 		{ 0, "progress", OPT_FLAG, &show_progress, NULL, "show progress even when stderr is not a terminal", 0, 0, NULL },
 		{ 0, "profile", OPT_INT, &profile, "N", "time every op of N steps after the first; print the table to stderr", 1, STEPS_MAX, NULL },
 		{ 0, "gpus", OPT_INT, &gpus, "N", "data parallel over N ranks on this host (execs mpirun -np N; with --device cpu, N processes)", 1, RANKS_MAX, NULL },
-		{ 0, "zero", OPT_INT, &zero, "N", "ZeRO: 1 shards the AdamW state over the ranks (2: the same so far)", 0, 2, NULL },
+		{ 0, "zero", OPT_INT, &zero, "N", "ZeRO: 1 shards the AdamW state over the ranks, 2 the gradients too", 0, 2, NULL },
 		{ 0, "bucket-mb", OPT_DOUBLE, &bucket_mb, "F", "gradient bucket size in MiB, summed while backward goes on", 0.001, 1e6, NULL },
 		{ 0, "nccl-init", OPT_STR, &nccl_init, "HOW", "NCCL's id: mpi (default), file:PATH (shared filesystem), tcp:HOST:PORT (rank 0)", 0, 0, NULL },
 		{ 0, "deterministic", OPT_FLAG, &deterministic, NULL, "bit-identical runs on one GPU (slower kernels where needed; the CPU always is)", 0, 0, NULL },

@@ -19,7 +19,9 @@ static const char *checkpoint, *ref, *tokenizer, *out_dir, *device = "cpu";
 static int no_std, progress, whiten;
 static double gamma_ = 1.0, lambda = 0.95, vf_coef = 0.1, vf_clip = 0.2, ent_coef;
 static double beta = 0.1, cliprange = 0.2, clip_high, kl_beta, adv_eps = 1e-6, constant, lr = 1e-5, adam_eps = 1e-8, wd, beta1 = 0.9, beta2 = 0.95, clip = 1.0;
-static long long batch, micro_batch, epochs = 1, threads;
+static long long batch, micro_batch, epochs = 1, threads, gpus;
+
+enum { RANKS_MAX = 1 << 16 };
 
 static const opt_def opts[] = {
 	{ 'c', "checkpoint", OPT_STR, &checkpoint, "FILE", "the policy to update (required)", 0, 0, NULL },
@@ -54,6 +56,7 @@ static const opt_def opts[] = {
 	{ 0, "device", OPT_STR, &device, "DEV", "compute device", 0, 0, NULL },
 	{ 0, "progress", OPT_FLAG, &progress, NULL, "show progress on stderr even when it is no terminal", 0, 0, NULL },
 	{ 'j', "threads", OPT_INT, &threads, "N", "CPU threads (default: all)", 0, 4096, NULL },
+	{ 0, "gpus", OPT_INT, &gpus, "N", "data parallel over N ranks on this host (execs mpirun -np N; with --device cpu, N processes); the records from FILE", 1, RANKS_MAX, NULL },
 	OPT_END
 };
 
@@ -66,6 +69,11 @@ static const opt_prog prog = {
 	opts, NULL
 };
 
+static void note(const char *msg)
+{
+	warnmsg("%s", msg);
+}
+
 int main(int argc, char **argv)
 {
 	lm_init(argv[0]);
@@ -75,6 +83,8 @@ int main(int argc, char **argv)
 	if (!checkpoint || !out_dir)
 		die(EXIT_USAGE, "-c CHECKPOINT and -o DIR are required\nTry 'rl-update --help' for more information.");
 	lm_err e;
+	if (rlu_launch((int)gpus, argv, &e))
+		die_err(&e);
 	rlu_opts o = {
 		.algo = !strcmp(algo, "sft") ? RLU_SFT : !strcmp(algo, "dpo") ? RLU_DPO
 		      : !strcmp(algo, "ppo") ? RLU_PPO : RLU_GRPO,
@@ -86,6 +96,7 @@ int main(int argc, char **argv)
 		.gamma = gamma_, .lambda = lambda, .vf_coef = vf_coef, .vf_clip = vf_clip,
 		.ent_coef = ent_coef, .whiten = whiten,
 		.beta1 = beta1, .beta2 = beta2, .eps = adam_eps, .clip_grad = clip, .threads = (int)threads, .progress = progress,
+		.gpus = (int)gpus, .note = note,
 	};
 	if (rl_pg_type_parse(loss, &o.loss, &e))
 		die_err(&e);

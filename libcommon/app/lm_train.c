@@ -286,8 +286,9 @@ static int setup_model(trainer *t, lm_backend *be, char *resume_path, lm_err *e)
 				    tc->context, c.ctx);
 	t->T = tc->context ? tc->context : c.ctx;
 	t->B = tc->batch;
-	ddp_config dc = { .zero = tc->zero, .bucket_mb = tc->bucket_mb };
-	if (model_init(&t->m, &c, be, t->B, t->T, e) || ddp_init(&t->dp, t->comm, &t->m, &dc, e) ||
+	ddp_config dc = { .zero = tc->zero, .bucket_mb = tc->bucket_mb, .accum = tc->accum };
+	if (model_init_ex(&t->m, &c, be, t->B, t->T, ddp_model_flags(&dc), e) ||
+	    ddp_init(&t->dp, t->comm, &t->m, &dc, e) ||
 	    ddp_optim_init(t->dp, &t->o, &tc->opt, e))
 		return -1;
 	if (resume_path)

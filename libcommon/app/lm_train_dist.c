@@ -8,13 +8,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "dist/comm.h"
 #include "dist/ddp.h"
+#include "dist/launch.h"
 #include "model/backend.h"
-
-enum { ARGV_EXTRA = 8, NUM_LEN = 24 };
 
 int train_dist_open(train_config *c, lm_comm **comm, lm_backend **be, lm_err *e)
 {
@@ -78,43 +76,18 @@ void train_dist_memory(const train_config *c, const ddp *d)
 {
 	ddp_memory m;
 	ddp_memory_use(d, &m);
-	train_note(c, "%d rank%s%s, per rank: weights %.1f MiB, gradients %.1f MiB, optimizer state "
-		   "%.1f MiB%s%s, communication scratch %.1f MiB", c->world, c->world == 1 ? "" : "s",
+	const char *grads = m.grads_sharded ? " (this rank's shard and the range buffers in flight)"
+			  : c->zero == 2 ? " (whole: --accum > 1 accumulates the micro-batches in it, "
+					   "so ZeRO-2 shards it only with --accum 1)"
+			  : "";
+	train_note(c, "%d rank%s%s, per rank: weights %.1f MiB, gradients %.1f MiB%s, optimizer state "
+		   "%.1f MiB%s, communication scratch %.1f MiB", c->world, c->world == 1 ? "" : "s",
 		   c->zero ? (c->zero == 1 ? ", ZeRO-1" : ", ZeRO-2") : "", mib(m.params),
-		   mib(m.grads), mib(m.optim), c->zero ? " (this rank's shard)" : "",
-		   c->zero == 2 ? " (ZeRO-2 keeps the whole gradient buffer: the backward pass "
-				  "accumulates into it)" : "",
+		   mib(m.grads), grads, mib(m.optim), c->zero ? " (this rank's shard)" : "",
 		   mib(m.scratch));
 }
 
 int train_launch(int gpus, char **argv, lm_err *e)
 {
-	dist_env env;
-	if (gpus <= 1 || dist_env_detect(&env, e) || env.world > 1)
-		return 0;
-	const char *launcher = getenv("LMPIPE_MPIRUN");
-	if (!launcher || !*launcher)
-		launcher = "mpirun";
-	int argc = 0;
-	while (argv[argc])
-		argc++;
-	char **v = calloc((size_t)argc + ARGV_EXTRA, sizeof *v);
-	char np[NUM_LEN];
-	if (!v)
-		return lm_seterr(e, "out of memory");
-	snprintf(np, sizeof np, "%d", gpus);
-	int k = 0;
-	v[k++] = (char *)launcher;
-	if (geteuid() == 0)
-		v[k++] = "--allow-run-as-root";
-	v[k++] = "-np";
-	v[k++] = np;
-	for (int i = 0; i < argc; i++)
-		v[k++] = argv[i];
-	v[k] = NULL;
-	execvp(launcher, v);
-	lm_seterr(e, "--gpus %d: cannot start %s (set LMPIPE_MPIRUN, or start the ranks with mpirun "
-		  "-np %d or srun):", gpus, launcher, gpus);
-	free(v);
-	return -1;
+	return dist_launch(gpus, argv, e);
 }

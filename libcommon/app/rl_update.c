@@ -11,6 +11,7 @@
 #include "app/rl_update_internal.h"
 #include "cli/progress.h"
 #include "cli/tok_options.h"
+#include "dist/launch.h"
 #include "model/backend.h"
 #include "model/ckpt.h"
 #include "model/model.h"
@@ -30,9 +31,14 @@ int rlu_run(const rlu_opts *o, FILE *in, const char *in_name, FILE *metrics, rlu
 	if (ckpt_read_config(o->checkpoint, &cfg, e))
 		return -1;
 	backend_set_threads(o->threads);
-	lm_backend *be = backend_open(o->device ? o->device : "cpu", e);
-	if (!be)
+	lm_backend *be;
+	rlu_par par;
+	if (rlu_par_open(&par, o, in == stdin, &be, e)) {
+		rlu_par_close(&par, 0);
+		if (be)
+			be->close(be);
 		return -1;
+	}
 	seqs v = { 0 };
 	value_head vh = { 0 };
 	bpe_tokenizer tok = { 0 };
@@ -72,6 +78,8 @@ int rlu_run(const rlu_opts *o, FILE *in, const char *in_name, FILE *metrics, rlu
 	train_state ts = { 0 };
 	if (rc == 0 && !(rc = model_init(&m, &cfg, be, rlu_micro_batch(o, v.n), maxT, e)))
 		have_m = 1;
+	if (rc == 0)
+		rc = rlu_par_attach(&par, &m, e);
 	if (rc == 0 && !(rc = optim_init(&opt, &oc, &m, e)))
 		have_o = 1;
 	if (rc == 0)
@@ -87,25 +95,40 @@ int rlu_run(const rlu_opts *o, FILE *in, const char *in_name, FILE *metrics, rlu
 	if (rc == 0 && (o->algo == RLU_GRPO || o->algo == RLU_PPO) && o->kl_beta > 0)
 		rc = reference_tokens(o, &cfg, be, maxT, &v, e);
 	t_ref = lm_now() - t_ref;
-	if (rc == 0 && mkdir(o->out_dir, 0777) && errno != EEXIST)
+	int root = par.rank == 0;
+	if (rc == 0 && root && mkdir(o->out_dir, 0777) && errno != EEXIST)
 		rc = lm_seterr(e, "%s:", o->out_dir);
 	if (rc == 0)
-		rc = o->algo == RLU_DPO ? dpo_train(o, &m, &opt, &v, &st, e)
-		   : o->algo == RLU_PPO ? ppo_train(o, &m, &opt, &vh, &v, &st, e)
-		   : pg_train(o, &m, &opt, &v, &st, e);
+		rc = o->algo == RLU_DPO ? dpo_train(o, &par, &m, &opt, &v, &st, e)
+		   : o->algo == RLU_PPO ? ppo_train(o, &par, &m, &opt, &vh, &v, &st, e)
+		   : pg_train(o, &par, &m, &opt, &v, &st, e);
+	if (rc == 0)
+		rc = rlu_par_stats(&par, &st, e);
 	double t_write = lm_now();
-	if (rc == 0) {
+	int written = rc == 0 && root;
+	if (written) {
 		ts.step += st.steps;
 		snprintf(name, sizeof name, "step-%08lld.safetensors", ts.step);
 		snprintf(path, sizeof path, "%s/%s", o->out_dir, name);
 		sft_tensor vt[2];
 		vh_tensors(&vh, vt);
 		rc = ckpt_save_extra(path, &m, &opt, &ts, vt, o->algo == RLU_PPO ? 2 : 0, e);
+		if (rc == 0)
+			rc = ckpt_set_latest(o->out_dir, name, e);
+		if (rc == 0)
+			rc = write_metrics(o, &v, groups, &st, path, lm_now() - t0, metrics, e);
 	}
-	if (rc == 0)
-		rc = ckpt_set_latest(o->out_dir, name, e);
-	if (rc == 0)
-		rc = write_metrics(o, &v, groups, &st, path, lm_now() - t0, metrics, e);
+	/* the ranks that trained wait for rank 0's writing, and fail with it */
+	int agreed = par.world > 1 && (written || (rc == 0 && !root));
+	if (agreed)
+		rc = rlu_par_agree(&par, rc, "the checkpoint", e);
+	/* any other failure of a rank ends every rank (the communicator
+	 * aborts the job), so its message, naming the rank, goes first */
+	if (rc && par.world > 1) {
+		lm_err_prefix(e, "rank %d", par.rank);
+		if (!agreed && o->note)
+			o->note(e->msg);
+	}
 	if (rc == 0 && times)
 		*times = (rlu_times){ .read = t_read - t0, .ref = t_ref, .fwd_bwd = st.t_fb,
 				      .optim = st.t_opt, .write = lm_now() - t_write,
@@ -122,6 +145,12 @@ int rlu_run(const rlu_opts *o, FILE *in, const char *in_name, FILE *metrics, rlu
 	if (have_t)
 		bpe_free(&tok);
 	seqs_free(&v);
+	rlu_par_close(&par, rc == 0 || agreed);
 	be->close(be);
 	return rc;
+}
+
+int rlu_launch(int gpus, char **argv, lm_err *e)
+{
+	return dist_launch(gpus, argv, e);
 }

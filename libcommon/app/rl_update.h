@@ -50,6 +50,11 @@ typedef struct rlu_opts {
 	double lr, weight_decay, beta1, beta2, eps, clip_grad;
 	int threads;
 	int progress;             /* a progress line even when stderr is no terminal */
+	int gpus;                 /* --gpus N: the ranks the launcher started (0: any) */
+	/* A failure of one rank of several is said here (message prefixed
+	 * with the rank) before the job is ended, which the program's main
+	 * would not see; NULL: not said. */
+	void (*note)(const char *msg);
 } rlu_opts;
 
 /* Where an update's wall time went, in seconds (the device waited for at
@@ -61,8 +66,16 @@ typedef struct rlu_times {
 } rlu_times;
 
 /* Run the update on the records of in; the metrics line goes to metrics;
- * times (may be NULL) gets the split of the wall time. */
+ * times (may be NULL) gets the split of the wall time.  Started by mpirun
+ * or srun, the ranks share every batch (each runs its part of the
+ * micro-batches, the gradients are summed over the ranks, so N ranks train
+ * as one process would) and rank 0 alone writes the checkpoint and the
+ * metrics line; in must then be a file every rank reads, not stdin. */
 int rlu_run(const rlu_opts *o, FILE *in, const char *in_name, FILE *metrics, rlu_times *times,
 	    lm_err *e);
+
+/* --gpus N started plainly: exec the MPI launcher with N ranks of argv
+ * (dist/launch.h); 0 when there is nothing to do, -1 when it failed. */
+int rlu_launch(int gpus, char **argv, lm_err *e);
 
 #endif

@@ -82,7 +82,8 @@ static int take_stats(rl_dev *d, stats *st, lm_err *e)
 	return 0;
 }
 
-int dpo_train(const rlu_opts *o, model *m, optim *opt, seqs *v, stats *st, lm_err *e)
+int dpo_train(const rlu_opts *o, rlu_par *par, model *m, optim *opt, seqs *v, stats *st,
+	      lm_err *e)
 {
 	size_t pairs = v->n / 2;
 	size_t batch = o->batch > 0 && (size_t)o->batch < pairs ? (size_t)o->batch : pairs;
@@ -104,15 +105,20 @@ int dpo_train(const rlu_opts *o, model *m, optim *opt, seqs *v, stats *st, lm_er
 		for (size_t lo = 0; rc == 0 && lo < pairs; lo += batch) {
 			size_t hi = lo + batch < pairs ? lo + batch : pairs;
 			double t0 = lm_now();
+			size_t first, end, j = 0;
+			rlu_par_share(par, (hi - lo + per - 1) / per, &first, &end);
 			model_zero_grad(m);
-			for (size_t i = lo; rc == 0 && i < hi; i += per) {
+			for (size_t i = lo; rc == 0 && i < hi; i += per, j++) {
+				if (j < first || j >= end)
+					continue;
+				rlu_par_before(par, j, end);
 				take_pairs(&b, v, i, i + per < hi ? i + per : hi);
 				rc = micro_step(o, m, &d, &b, hi - lo, e);
 			}
-			if (rc || (rc = take_stats(&d, st, e)))
+			if (rc || (rc = take_stats(&d, st, e)) || (rc = rlu_par_grads(par, NULL, e)))
 				break;
 			double t1 = lm_now();
-			rc = policy_step(o, m, opt, st, e);
+			rc = policy_step(o, par, m, opt, st, e);
 			if (rc == 0)
 				rc = m->be->sync(m->be, e);
 			st->t_fb += t1 - t0;

@@ -81,6 +81,21 @@ void mb_pack(mbatch *b, seq *const *list, int n)
 	}
 }
 
+size_t mb_skip(const mbatch *b, const seqs *v, size_t i, size_t hi)
+{
+	for (int n = 0; i < hi && n < b->cap; i++)
+		n += v->s[i].n_resp > 0;
+	return i;
+}
+
+size_t mb_count(const mbatch *b, const seqs *v, size_t lo, size_t hi)
+{
+	size_t n = 0;
+	for (size_t i = lo; i < hi; i = mb_skip(b, v, i, hi))
+		n++;
+	return n;
+}
+
 size_t mb_take(mbatch *b, seqs *v, size_t i, size_t hi)
 {
 	int n = 0;

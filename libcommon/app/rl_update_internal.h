@@ -11,7 +11,8 @@
  *   rl_update_dpo.c        the DPO loop and its reference log-likelihoods
  *   rl_update_ppo.c        the PPO loop
  *   rl_update_step.c       the AdamW step ending an SFT, GRPO or DPO batch
- *   rl_update_metrics.c    the metrics line */
+ *   rl_update_metrics.c    the metrics line
+ *   rl_update_dist.c       data parallel: the ranks' shares, the sums */
 #ifndef LMPIPE_RL_UPDATE_INTERNAL_H
 #define LMPIPE_RL_UPDATE_INTERNAL_H
 
@@ -60,6 +61,47 @@ typedef struct stats {
 	double t_fb, t_opt;       /* seconds: forward and backward passes, optimizer steps */
 } stats;
 
+/* Data parallel (rl_update_dist.c).  Every rank reads every record and
+ * cuts each batch into the micro-batches one process would make; rank r
+ * of N runs the micro-batches [M r / N, M (r + 1) / N) of a batch of M
+ * (rlu_par_share), the gradients are summed over the ranks in rank order
+ * by the communicator of dist/ (ddp.h, ZeRO-0: every rank gets the whole
+ * sum and takes the same AdamW step), and the statistics are summed
+ * before rank 0 alone writes the checkpoint and the metrics line.  With
+ * one micro-batch per rank and batch the sums are those of one process,
+ * so the weights equal its weights bit for bit on the CPU; with more, the
+ * grouping of the sums differs and so do the last bits.  A world of one
+ * goes through the same calls (local communicator, no MPI). */
+struct lm_comm;
+struct ddp;
+typedef struct rlu_par {
+	struct lm_comm *comm;
+	struct ddp *dp;
+	int rank, world;
+	int armed;                /* the next backward pass communicates */
+} rlu_par;
+/* The world from the launcher's environment, the backend (the GPU of the
+ * local rank) and the communicator; in_stdin: the records come from
+ * stdin, which mpirun gives to rank 0 only (refused on several ranks). */
+int rlu_par_open(rlu_par *p, const rlu_opts *o, int in_stdin, lm_backend **be, lm_err *e);
+/* The gradient sums over the policy m (after model_init). */
+int rlu_par_attach(rlu_par *p, model *m, lm_err *e);
+void rlu_par_close(rlu_par *p, int ok);
+/* This rank's micro-batches [*first, *end) of a batch of M. */
+void rlu_par_share(const rlu_par *p, size_t M, size_t *first, size_t *end);
+/* Before the backward pass of micro-batch j of [first, end): whether it
+ * communicates (the last one does). */
+void rlu_par_before(rlu_par *p, size_t j, size_t end);
+/* After this rank's micro-batches of a batch: the gradients summed over
+ * the ranks (and the value head's, h not NULL), every rank's the same. */
+int rlu_par_grads(rlu_par *p, value_head *h, lm_err *e);
+/* x[0..n) summed over the ranks (host memory). */
+int rlu_par_sum(rlu_par *p, double *x, int n, lm_err *e);
+/* The statistics the micro-batches added, summed over the ranks. */
+int rlu_par_stats(rlu_par *p, stats *st, lm_err *e);
+/* A rank-0-only result made every rank's (ddp_agree). */
+int rlu_par_agree(rlu_par *p, int rc, const char *what, lm_err *e);
+
 /* --micro-batch's default: sequences per forward and backward pass. */
 enum { RLU_MICRO_BATCH = 8 };
 
@@ -106,8 +148,12 @@ void mb_free(mbatch *b);
 /* Make b the micro-batch of list[0..n) (n <= cap; list may be b->s). */
 void mb_pack(mbatch *b, seq *const *list, int n);
 /* Make b the micro-batch of the next sequences of v[i..hi) with response
- * tokens, at most cap of them; returns where the next one starts. */
+ * tokens, at most cap of them; returns where the next one starts.
+ * mb_skip returns the same without making it, mb_count the number of
+ * micro-batches of v[lo..hi). */
 size_t mb_take(mbatch *b, seqs *v, size_t i, size_t hi);
+size_t mb_skip(const mbatch *b, const seqs *v, size_t i, size_t hi);
+size_t mb_count(const mbatch *b, const seqs *v, size_t lo, size_t hi);
 /* Forward b through m: b->logp, b->mask, and (entropy) b->ent. */
 int mb_forward(model *m, mbatch *b, int entropy, lm_err *e);
 
@@ -118,26 +164,28 @@ int reference_tokens(const rlu_opts *o, const model_config *cfg, lm_backend *be,
 /* Before optimizer step st->steps + 1: the loss so far and the gradient
  * norm must be finite, or -1 with a message naming the step (nothing of
  * the run is written then). */
-int rlu_check_finite(const stats *st, double gnorm, lm_err *e);
+int rlu_check_finite(rlu_par *par, const stats *st, double gnorm, lm_err *e);
 
 /* The end of a batch: the gradient norm into st, then AdamW on m with the
  * step clipped to o->clip_grad; -1 (no step) when the loss or the norm is
  * not finite (rlu_check_finite). */
-int policy_step(const rlu_opts *o, model *m, optim *opt, stats *st, lm_err *e);
+int policy_step(const rlu_opts *o, rlu_par *par, model *m, optim *opt, stats *st, lm_err *e);
 
 /* SFT and the GRPO family: the epochs of batch steps on the policy m. */
-int pg_train(const rlu_opts *o, model *m, optim *opt, seqs *v, stats *st, lm_err *e);
+int pg_train(const rlu_opts *o, rlu_par *par, model *m, optim *opt, seqs *v, stats *st,
+	     lm_err *e);
 
 /* DPO: the reference's log-likelihood of every response (s->ref_logp),
  * then the epochs of pair-batch steps on m. */
 int reference_logps(const rlu_opts *o, const model_config *cfg, lm_backend *be,
 		    int maxT, seqs *v, lm_err *e);
-int dpo_train(const rlu_opts *o, model *m, optim *opt, seqs *v, stats *st, lm_err *e);
+int dpo_train(const rlu_opts *o, rlu_par *par, model *m, optim *opt, seqs *v, stats *st,
+	      lm_err *e);
 
 /* PPO: values, GAE and returns of every sequence, then the epochs of
  * minibatch steps on the policy m and the value head h. */
-int ppo_train(const rlu_opts *o, model *m, optim *opt, value_head *h, seqs *v, stats *st,
-	      lm_err *e);
+int ppo_train(const rlu_opts *o, rlu_par *par, model *m, optim *opt, value_head *h, seqs *v,
+	      stats *st, lm_err *e);
 
 /* The metrics line of the update (ckpt: the checkpoint written, secs:
  * its wall time) to out. */

@@ -2,7 +2,9 @@
  * micro-batch one forward pass, each row's loss and each token's weight
  * computed on the device from the log-probs left there (rl/rl_device.h:
  * the arithmetic of rl_grpo_step), and one backward pass with those
- * weights; per batch the statistics read back and an AdamW step. */
+ * weights; per batch the statistics read back and an AdamW step (data
+ * parallel: each rank runs its share of the micro-batches, rlu_par_share,
+ * and the gradients are summed before the step). */
 #include <math.h>
 #include <string.h>
 
@@ -69,7 +71,8 @@ static int take_stats(rl_dev *d, stats *st, lm_err *e)
 	return 0;
 }
 
-int pg_train(const rlu_opts *o, model *m, optim *opt, seqs *v, stats *st, lm_err *e)
+int pg_train(const rlu_opts *o, rlu_par *par, model *m, optim *opt, seqs *v, stats *st,
+	     lm_err *e)
 {
 	double constant = o->constant;
 	if (o->agg == RL_AGG_NORMALIZE && constant <= 0)
@@ -90,24 +93,32 @@ int pg_train(const rlu_opts *o, model *m, optim *opt, seqs *v, stats *st, lm_err
 	size_t batch = o->batch > 0 && (size_t)o->batch < v->n ? (size_t)o->batch : v->n;
 	progress pr;
 	progress_start(&pr, o->progress, "sequences", "seq", (uint64_t)(v->n * (size_t)o->epochs));
+	if (par->rank)
+		pr.on = 0;
 	int rc = 0;
 	uint64_t done = 0;
 	for (long long ep = 0; rc == 0 && ep < o->epochs; ep++)
 		for (size_t lo = 0; rc == 0 && lo < v->n; lo += batch) {
 			size_t hi = lo + batch < v->n ? lo + batch : v->n;
 			double t0 = lm_now();
+			size_t first, end, j = 0;
+			rlu_par_share(par, mb_count(&b, v, lo, hi), &first, &end);
 			model_zero_grad(m);
-			for (size_t i = lo; rc == 0 && i < hi;) {
-				size_t next = mb_take(&b, v, i, hi);
-				rc = micro_step(o, m, &d, &b, constant, hi - lo, e);
+			for (size_t i = lo; rc == 0 && i < hi; j++) {
+				size_t next = mb_skip(&b, v, i, hi);
+				if (j >= first && j < end) {
+					rlu_par_before(par, j, end);
+					mb_take(&b, v, i, hi);
+					rc = micro_step(o, m, &d, &b, constant, hi - lo, e);
+				}
 				done += next - i;
 				progress_update(&pr, done, NULL);
 				i = next;
 			}
-			if (rc || (rc = take_stats(&d, st, e)))
+			if (rc || (rc = take_stats(&d, st, e)) || (rc = rlu_par_grads(par, NULL, e)))
 				break;
 			double t1 = lm_now();
-			rc = policy_step(o, m, opt, st, e);
+			rc = policy_step(o, par, m, opt, st, e);
 			if (rc == 0)
 				rc = m->be->sync(m->be, e);
 			st->t_fb += t1 - t0;

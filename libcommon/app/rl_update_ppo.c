@@ -24,13 +24,14 @@ typedef struct ppo_work {
 	mbatch b;
 	float *hidden, *dhidden;   /* [cap * maxT, d_model] */
 	float *values, *dlogp, *dvalue, *dent, *rewards; /* [maxT] */
+	float *gw_mb;              /* [d_model]: the value head's gradient of one micro-batch */
 } ppo_work;
 
 static void ppo_work_free(ppo_work *p)
 {
 	mb_free(&p->b);
 	float *all[] = { p->hidden, p->dhidden, p->values, p->dlogp, p->dvalue, p->dent,
-			 p->rewards };
+			 p->rewards, p->gw_mb };
 	for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
 		free(all[i]);
 }
@@ -44,7 +45,8 @@ static int ppo_work_init(ppo_work *p, int cap, int maxT, const model_config *c, 
 	p->hidden = malloc(N * c->d_model * sizeof *p->hidden);
 	p->dhidden = malloc(N * c->d_model * sizeof *p->dhidden);
 	float **small[] = { &p->values, &p->dlogp, &p->dvalue, &p->dent, &p->rewards };
-	int fail = !p->hidden || !p->dhidden;
+	p->gw_mb = malloc((size_t)c->d_model * sizeof *p->gw_mb);
+	int fail = !p->hidden || !p->dhidden || !p->gw_mb;
 	for (size_t i = 0; i < sizeof small / sizeof small[0]; i++)
 		fail |= !(*small[i] = malloc(T * sizeof **small[i]));
 	if (fail) {
@@ -152,6 +154,12 @@ static int micro_step(const rlu_opts *o, model *m, value_head *h, double constan
 	if (mb_hidden(m, p, 1, e))
 		return -1;
 	size_t T = (size_t)b->T, C = (size_t)m->cfg.d_model, N = (size_t)b->B * T;
+	/* the head's gradient of the micro-batch is summed on its own and
+	 * added once, as the model's is, so that ranks of one micro-batch
+	 * each sum to what one process accumulates, bit for bit */
+	float *gw = h->gw, gb = h->gb[0];
+	h->gw = p->gw_mb;
+	vh_zero_grad(h);
 	memset(b->w, 0, N * sizeof *b->w);
 	memset(b->dent, 0, N * sizeof *b->dent);
 	memset(p->dhidden, 0, N * C * sizeof *p->dhidden);
@@ -177,13 +185,17 @@ static int micro_step(const rlu_opts *o, model *m, value_head *h, double constan
 		}
 		vh_backward(h, hid, p->dvalue, k, p->dhidden + (row + first) * C);
 	}
+	for (size_t j = 0; j < C; j++)
+		gw[j] += h->gw[j];
+	h->gw = gw;
+	h->gb[0] += gb;
 	model_grad_in g = { .scale = 1.0f, .weights = b->w, .dhidden = p->dhidden,
 			    .dentropy = o->ent_coef != 0 ? b->dent : NULL };
 	return model_backward_ex(m, &g, e);
 }
 
-int ppo_train(const rlu_opts *o, model *m, optim *opt, value_head *h, seqs *v, stats *st,
-	      lm_err *e)
+int ppo_train(const rlu_opts *o, rlu_par *par, model *m, optim *opt, value_head *h, seqs *v,
+	      stats *st, lm_err *e)
 {
 	int maxT = 1;
 	double constant = o->constant;
@@ -201,25 +213,33 @@ int ppo_train(const rlu_opts *o, model *m, optim *opt, value_head *h, seqs *v, s
 	size_t batch = o->batch > 0 && (size_t)o->batch < v->n ? (size_t)o->batch : v->n;
 	progress pr;
 	progress_start(&pr, o->progress, "sequences", "seq", (uint64_t)(v->n * (size_t)o->epochs));
+	if (par->rank)
+		pr.on = 0;
 	uint64_t done = 0;
 	for (long long ep = 0; rc == 0 && ep < o->epochs; ep++)
 		for (size_t lo = 0; rc == 0 && lo < v->n; lo += batch) {
 			size_t hi = lo + batch < v->n ? lo + batch : v->n;
 			double t0 = lm_now();
+			size_t first, end, j = 0;
+			rlu_par_share(par, mb_count(&p.b, v, lo, hi), &first, &end);
 			model_zero_grad(m);
 			vh_zero_grad(h);
-			for (size_t i = lo; rc == 0 && i < hi;) {
-				size_t next = mb_take(&p.b, v, i, hi);
-				rc = micro_step(o, m, h, constant, hi - lo, &p, st, e);
+			for (size_t i = lo; rc == 0 && i < hi; j++) {
+				size_t next = mb_skip(&p.b, v, i, hi);
+				if (j >= first && j < end) {
+					rlu_par_before(par, j, end);
+					mb_take(&p.b, v, i, hi);
+					rc = micro_step(o, m, h, constant, hi - lo, &p, st, e);
+				}
 				done += next - i;
 				progress_update(&pr, done, NULL);
 				i = next;
 			}
-			if (rc || (rc = m->be->sync(m->be, e)))
+			if (rc || (rc = rlu_par_grads(par, h, e)) || (rc = m->be->sync(m->be, e)))
 				break;
 			double t1 = lm_now();
 			double gm = optim_grad_norm(m), gn = sqrt(gm * gm + vh_grad_sumsq(h));
-			if ((rc = rlu_check_finite(st, gn, e)))
+			if ((rc = rlu_check_finite(par, st, gn, e)))
 				break;
 			double f = clip_factor(gn, o->clip_grad);
 			st->gnorm_sum += gn;

@@ -7,19 +7,22 @@
 
 #include "model/optimizer.h"
 
-int rlu_check_finite(const stats *st, double gnorm, lm_err *e)
+int rlu_check_finite(rlu_par *par, const stats *st, double gnorm, lm_err *e)
 {
-	const char *what = !isfinite(st->loss) ? "loss" : !isfinite(gnorm) ? "gradient norm" : NULL;
+	double loss = st->loss;  /* data parallel: this rank's part, so the ranks decide together */
+	if (par->world > 1 && rlu_par_sum(par, &loss, 1, e))
+		return -1;
+	const char *what = !isfinite(loss) ? "loss" : !isfinite(gnorm) ? "gradient norm" : NULL;
 	if (what)
 		return lm_seterr(e, "step %lld: the %s is not finite (%g); stopped, nothing written",
-				 st->steps + 1, what, !isfinite(st->loss) ? st->loss : gnorm);
+				 st->steps + 1, what, !isfinite(loss) ? loss : gnorm);
 	return 0;
 }
 
-int policy_step(const rlu_opts *o, model *m, optim *opt, stats *st, lm_err *e)
+int policy_step(const rlu_opts *o, rlu_par *par, model *m, optim *opt, stats *st, lm_err *e)
 {
 	double gn = optim_grad_norm(m);
-	if (rlu_check_finite(st, gn, e))
+	if (rlu_check_finite(par, st, gn, e))
 		return -1;
 	st->gnorm_sum += gn;
 	st->steps++;

@@ -8,75 +8,35 @@
  * first parameter to the end of the buffer is final.  The hook starts the
  * sum of the part not yet started once it holds a bucket's worth (and of
  * the rest at the embedding), in pieces of at most one bucket, so the
- * scratch of a sum stays bounded. */
-#include "dist/ddp.h"
+ * scratch of a sum stays bounded.  ZeRO-2's parts are in ddp_zero2.c. */
+#include "dist/ddp_internal.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* Shard boundaries on multiples of this many floats (256 bytes). */
-enum { SHARD_ALIGN = 64 };
-
-struct ddp {
-	lm_comm *c;
-	model *m;
-	int zero;
-	size_t n, bucket;        /* floats */
-	size_t *part;            /* world + 1 */
-	size_t flushed;          /* [flushed, n) is being summed */
-	int sync;
-	lm_comm_req **reqs;
-	int n_reqs, cap_reqs;
-	int failed;              /* a start in the hook failed: the message is in err */
-	lm_err err;
-};
-
-static size_t layer_offset(const model *m, int layer)
-{
-	return layer < 0 ? 0 : (size_t)(m->lp[layer].ln1 - m->params);
-}
-
-static int push_req(ddp *d, lm_comm_req *r)
-{
-	if (d->n_reqs == d->cap_reqs) {
-		int cap = d->cap_reqs ? 2 * d->cap_reqs : 16;
-		lm_comm_req **v = realloc(d->reqs, (size_t)cap * sizeof *v);
-		if (!v)
-			return lm_seterr(&d->err, "out of memory");
-		d->reqs = v;
-		d->cap_reqs = cap;
-	}
-	d->reqs[d->n_reqs++] = r;
-	return 0;
-}
-
-/* Start the sums of [a, b), in pieces of at most a bucket, from the end
- * (the order every rank uses). */
-static void start_sums(ddp *d, size_t a, size_t b)
-{
-	while (!d->failed && b > a) {
-		size_t lo = b - a > d->bucket ? b - d->bucket : a;
-		lm_comm_req *r;
-		if (d->c->reduce_start(d->c, d->m->grads, lo, b, d->part, &r, &d->err) ||
-		    (r && push_req(d, r)))
-			d->failed = 1;
-		b = lo;
-	}
-}
-
 static void on_ready(void *arg, int layer)
 {
 	ddp *d = arg;
-	if (!d->sync || d->failed)
+	if (!d->sync)
 		return;
-	for (int i = 0; d->c->progress && i < d->n_reqs; i++)
-		d->c->progress(d->c, d->reqs[i]);
-	size_t start = layer_offset(d->m, layer);
+	if (d->z2) {
+		z2_ready(d, layer);
+		return;
+	}
+	if (d->failed)
+		return;
+	ddp_progress(d, &d->reqs);
+	size_t start = ddp_layer_offset(d->m, layer);
 	if (layer < 0 || d->flushed - start >= d->bucket) {
-		start_sums(d, start, d->flushed);
+		ddp_start_sums(d, &d->reqs, d->m->grads, start, d->flushed, d->part);
 		d->flushed = start;
 	}
+}
+
+int ddp_model_flags(const ddp_config *cfg)
+{
+	return cfg->zero == 2 && cfg->accum <= 1 ? MODEL_NO_GRADS : 0;
 }
 
 int ddp_init(ddp **out, lm_comm *c, model *m, const ddp_config *cfg, lm_err *e)
@@ -98,6 +58,16 @@ int ddp_init(ddp **out, lm_comm *c, model *m, const ddp_config *cfg, lm_err *e)
 		d->bucket = SHARD_ALIGN;
 	d->flushed = d->n;
 	dist_partition(d->part, d->n, c->world, SHARD_ALIGN);
+	if ((m->grads == NULL) != (ddp_model_flags(cfg) == MODEL_NO_GRADS)) {
+		ddp_free(d);
+		return lm_seterr(e, "ddp_init: the model was made %s its gradient buffer, ZeRO-%d "
+				 "with --accum %d needs it %s", m->grads ? "with" : "without", cfg->zero,
+				 cfg->accum, m->grads ? "left out" : "made");
+	}
+	if (!m->grads && z2_init(d, e)) {
+		ddp_free(d);
+		return -1;
+	}
 	m->grad_ready = on_ready;
 	m->grad_ready_arg = d;
 	*out = d;
@@ -114,7 +84,8 @@ void ddp_free(ddp *d)
 		d->m->grad_ready = NULL;
 		d->m->grad_ready_arg = NULL;
 	}
-	free(d->reqs);
+	z2_free(d);
+	free(d->reqs.v);
 	free(d->part);
 	free(d);
 }
@@ -130,7 +101,8 @@ void ddp_memory_use(const ddp *d, ddp_memory *mem)
 	size_t lo, hi, f = sizeof(float), act = lm_dtype_size(d->m->be->act);
 	ddp_shard(d, &lo, &hi);
 	mem->params = (double)d->n * f + (d->m->wact != d->m->params ? (double)d->n * act : 0);
-	mem->grads = (double)d->n * f;
+	mem->grads = d->z2 ? z2_bytes(d) : (double)d->n * f;
+	mem->grads_sharded = d->z2 != NULL;
 	mem->optim = 2.0 * (hi - lo) * f;
 	/* a sum holds every rank's copy of this rank's part of a bucket */
 	size_t own = d->part[d->c->rank + 1] - d->part[d->c->rank];
@@ -147,34 +119,35 @@ int ddp_optim_init(ddp *d, optim *o, const optim_config *c, lm_err *e)
 
 void ddp_sync(ddp *d, int on)
 {
-	d->sync = on;
+	d->sync = on || d->z2;  /* ZeRO-2's gradients have nowhere to accumulate locally */
 	d->flushed = d->n;
-}
-
-static int wait_all(ddp *d, const char *what, lm_err *e)
-{
-	int rc = 0;
-	for (int i = 0; i < d->n_reqs; i++)
-		if (d->c->wait(d->c, d->reqs[i], what, rc ? NULL : e))
-			rc = -1;
-	d->n_reqs = 0;
-	return rc;
+	if (d->z2)
+		z2_sync(d);
 }
 
 int ddp_finish(ddp *d, lm_err *e)
 {
 	if (!d->sync)
 		return 0;
+	if (d->z2) {
+		d->sync = 0;
+		return z2_finish(d, e);
+	}
+	/* A backward pass that did not reach the hook's last call, or none (a
+	 * rank without a micro-batch of its own): the hook's calls are made
+	 * now (sync still on), so the sums are cut in the pieces the other
+	 * ranks cut. */
+	for (int l = d->m->cfg.n_layers - 1; d->flushed > 0 && l >= -1; l--)
+		if (l < 0 || ddp_layer_offset(d->m, l) < d->flushed)
+			on_ready(d, l);
 	d->sync = 0;
-	if (d->flushed > 0)  /* a model whose backward pass did not reach the hook's last call */
-		start_sums(d, 0, d->flushed);
 	d->flushed = d->n;
 	if (d->failed) {
 		*e = d->err;
-		wait_all(d, "the gradient sums", NULL);
+		ddp_wait_all(d, &d->reqs, "the gradient sums", NULL);
 		return -1;
 	}
-	if (wait_all(d, "the gradient sums", e))
+	if (ddp_wait_all(d, &d->reqs, "the gradient sums", e))
 		return -1;
 	if (d->zero || d->c->world == 1)
 		return 0;
@@ -196,9 +169,10 @@ int ddp_step(ddp *d, optim *o, double factor, lm_err *e)
 	}
 	size_t lo, hi;
 	ddp_shard(d, &lo, &hi);
+	const float *g = d->z2 ? z2_shard(d) : m->grads + lo;
 	double s = 0;
 	if (hi > lo) {
-		be->sumsq(be, &m->sc->sumsq, m->grads + lo, hi - lo);
+		be->sumsq(be, &m->sc->sumsq, g, hi - lo);
 		be->download(be, &s, &m->sc->sumsq, sizeof s);
 		if (ddp_settle(d, "the gradient sums", e) || be->sync(be, e))
 			return -1;
@@ -207,7 +181,7 @@ int ddp_step(ddp *d, optim *o, double factor, lm_err *e)
 		return -1;
 	be->upload(be, &m->sc->sumsq, &s, sizeof s);
 	be->clip_scale(be, &m->sc->grad_scale, &m->sc->sumsq, o->cfg.clip);
-	optim_step_range(o, m, o->cfg.lr_max * factor, lo, hi);
+	optim_step_range(o, m, g, o->cfg.lr_max * factor, lo, hi);
 	lm_comm_req *r;
 	if (d->c->gather_start(d->c, m->params, m->params + lo, 0, d->n, d->part, -1, &r, e))
 		return -1;

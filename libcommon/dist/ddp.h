@@ -14,7 +14,18 @@
  * need the loss scale 1 / (tokens of all ranks' micro-batches).
  *
  * The shard partition is the same for the gradient sums and the
- * optimizer: rank r owns [part[r], part[r + 1]) of the buffer. */
+ * optimizer: rank r owns [part[r], part[r + 1]) of the buffer.
+ *
+ * ZeRO-2 shards the gradients too, with --accum 1: the model is made
+ * without its gradient buffer (model_init_ex with ddp_model_flags), each
+ * range of layers that a bucket's sum covers is written by the backward
+ * pass into a range buffer of its own, summed over the ranks as soon as
+ * it is done, and its owned part kept in the rank's gradient shard, so a
+ * rank holds about 1/N of the gradients plus the ranges in flight.  With
+ * --accum > 1 the micro-batches before the last accumulate locally, in
+ * the whole buffer, and ZeRO-2 works as ZeRO-1 (the sums in the same
+ * order as ZeRO-0 either way, so the results are ZeRO-0's bit for bit on
+ * the CPU). */
 #ifndef LMPIPE_DDP_H
 #define LMPIPE_DDP_H
 
@@ -26,13 +37,19 @@
 typedef struct ddp_config {
 	int zero;              /* 0, 1 or 2 */
 	double bucket_mb;      /* the size of a gradient bucket; 0: DDP_BUCKET_MB */
+	int accum;             /* micro-batches per optimizer step (0: 1) */
 } ddp_config;
+
+/* The model_init_ex flags the model of ddp_init must be made with:
+ * MODEL_NO_GRADS when the gradients are sharded (ZeRO-2, --accum 1). */
+int ddp_model_flags(const ddp_config *cfg);
 
 #define DDP_BUCKET_MB 25.0
 
 typedef struct ddp ddp;
 
-/* Install the hook on m (not owned, nor is c). */
+/* Install the hook on m (not owned, nor is c); m made with the flags of
+ * ddp_model_flags(cfg). */
 int ddp_init(ddp **d, lm_comm *c, model *m, const ddp_config *cfg, lm_err *e);
 void ddp_free(ddp *d);
 
@@ -42,6 +59,7 @@ void ddp_free(ddp *d);
 void ddp_shard(const ddp *d, size_t *lo, size_t *hi);
 typedef struct ddp_memory {
 	double params, grads, optim, scratch;   /* bytes */
+	int grads_sharded;                      /* 1: grads is the shard and the range buffers */
 } ddp_memory;
 void ddp_memory_use(const ddp *d, ddp_memory *mem);
 

@@ -153,6 +153,12 @@ static void point_params(model *m, char *base, size_t esize, layer_ptrs *lp, lay
 int model_init(model *m, const model_config *c, lm_backend *be, int maxB, int maxT,
 	       lm_err *e)
 {
+	return model_init_ex(m, c, be, maxB, maxT, 0, e);
+}
+
+int model_init_ex(model *m, const model_config *c, lm_backend *be, int maxB, int maxT,
+		  int flags, lm_err *e)
+{
 	memset(m, 0, sizeof *m);
 	if (model_config_check(c, e))
 		return -1;
@@ -184,7 +190,7 @@ int model_init(model *m, const model_config *c, lm_backend *be, int maxB, int ma
 	size_t BHT = (size_t)maxB * c->n_heads * maxT, f4 = sizeof(float);
 	size_t act = lm_dtype_size(be->act), NC = N * C * act;
 	m->params = grab(m, m->n_params * f4, &fail);
-	m->grads = grab(m, m->n_params * f4, &fail);
+	m->grads = flags & MODEL_NO_GRADS ? NULL : grab(m, m->n_params * f4, &fail);
 	m->wact = be->act == LM_F32 ? m->params : grab(m, m->n_params * act, &fail);
 	m->sc = grab(m, sizeof *m->sc, &fail);
 	m->rope_cs = grab(m, (size_t)c->ctx * (C / c->n_heads) * f4, &fail);
@@ -256,7 +262,8 @@ int model_init(model *m, const model_config *c, lm_backend *be, int maxB, int ma
 	model_zero_grad(m);
 	be->zero(be, m->sc, sizeof *m->sc);
 	point_params(m, (char *)m->params, f4, m->lp, NULL, &m->wte, &m->lnf, (void **)&m->head);
-	point_params(m, (char *)m->grads, f4, m->lg, NULL, &m->dwte, &m->dlnf, (void **)&m->dhead);
+	if (m->grads)
+		model_grads_at(m, 0, m->n_params, m->grads);
 	point_params(m, m->wact, act, NULL, m->lc, NULL, NULL, &m->head_c);
 	int D = C / c->n_heads;
 	float *cs = malloc((size_t)c->ctx * D * sizeof *cs);
@@ -334,7 +341,33 @@ void model_params_changed(model *m)
 
 void model_zero_grad(model *m)
 {
-	m->be->zero(m->be, m->grads, m->n_params * sizeof(float));
+	if (m->grads)
+		m->be->zero(m->be, m->grads, m->n_params * sizeof(float));
+}
+
+void model_grads_at(model *m, size_t a, size_t b, float *buf)
+{
+	/* where parameter p's gradient is, if p is in [a, b) */
+#define GRAD_AT(p) ((p) ? buf + ((size_t)((p) - m->params) - a) : NULL)
+#define IN_RANGE(p) ((size_t)((p) - m->params) >= a && (size_t)((p) - m->params) < b)
+	if (IN_RANGE(m->wte))
+		m->dwte = GRAD_AT(m->wte);
+	for (int l = 0; l < m->cfg.n_layers; l++) {
+		const layer_ptrs *p = &m->lp[l];
+		if (IN_RANGE(p->ln1))
+			m->lg[l] = (layer_ptrs){
+				GRAD_AT(p->ln1), GRAD_AT(p->wqkv), GRAD_AT(p->wo), GRAD_AT(p->ln2),
+				GRAD_AT(p->wgu), GRAD_AT(p->wdown), GRAD_AT(p->q_norm), GRAD_AT(p->k_norm),
+			};
+	}
+	if (IN_RANGE(m->lnf))
+		m->dlnf = GRAD_AT(m->lnf);
+	if (m->cfg.tie_embeddings)
+		m->dhead = m->dwte;
+	else if (IN_RANGE(m->head))
+		m->dhead = GRAD_AT(m->head);
+#undef GRAD_AT
+#undef IN_RANGE
 }
 
 void model_loss_reset(model *m)

@@ -126,7 +126,8 @@ typedef struct model {
 	model_config cfg;
 	lm_backend *be;                 /* not owned */
 	size_t n_params;
-	float *params, *grads;          /* backend memory, n_params each (fp32) */
+	float *params, *grads;          /* backend memory, n_params each (fp32);
+					 * grads NULL with MODEL_NO_GRADS */
 	void *wact;                     /* the compute copy of params in be->act
 					 * (params itself when act is fp32) */
 	layer_ptrs *lp, *lg;            /* per layer, into params / grads */
@@ -151,6 +152,19 @@ typedef struct model {
  * (maxT <= ctx).  Returns 0 or -1 with a message. */
 int model_init(model *m, const model_config *c, lm_backend *be, int maxB, int maxT,
 	       lm_err *e);
+/* model_init with flags: MODEL_NO_GRADS leaves out the gradient buffer
+ * (m->grads NULL; model_zero_grad does nothing), for a caller that points
+ * the gradients into buffers of its own, part by part, before each
+ * backward pass (model_grads_at; ZeRO-2 in dist/ddp.h). */
+enum { MODEL_NO_GRADS = 1 };
+int model_init_ex(model *m, const model_config *c, lm_backend *be, int maxB, int maxT,
+		  int flags, lm_err *e);
+/* The gradients of the parameters [a, b) of the flat buffer to buf
+ * (buf[i - a] is parameter i's; the backward pass accumulates there): a
+ * and b are boundaries of the layout's parts (0, a layer's first
+ * parameter, the final norm's, n_params).  With tied embeddings the LM
+ * head's gradient is the embedding's wherever that one is. */
+void model_grads_at(model *m, size_t a, size_t b, float *buf);
 void model_free(model *m);
 
 /* CS336 initialisation: matrices N(0, 2/(in+out)) truncated at 3 sigma,

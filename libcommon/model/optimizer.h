@@ -129,9 +129,11 @@ int optim_groups_json(const optim *o, char *buf, size_t n);
  * optimizer_range.c; AdamW everywhere only, a usage error for Muon,
  * which needs whole matrices): optim_init_range allocates m and v for hi - lo
  * values (o->m[i - lo] is parameter i's), optim_step_range steps those
- * parameters (with the clip factor in m->sc->grad_scale, and their
- * compute copy) and counts the step. */
+ * parameters on the gradients grads[0 .. hi - lo) (grads[i - lo] is
+ * parameter i's: m->grads + lo, or a shard of the gradients alone), with
+ * the clip factor in m->sc->grad_scale, refreshes their compute copy and
+ * counts the step. */
 int optim_init_range(optim *o, const optim_config *c, model *m, size_t lo, size_t hi, lm_err *e);
-void optim_step_range(optim *o, model *m, double lr, size_t lo, size_t hi);
+void optim_step_range(optim *o, model *m, const float *grads, double lr, size_t lo, size_t hi);
 
 #endif

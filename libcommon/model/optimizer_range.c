@@ -40,7 +40,7 @@ int optim_init_range(optim *o, const optim_config *c, model *m, size_t lo, size_
 	return be->sync(be, e);
 }
 
-void optim_step_range(optim *o, model *m, double lr, size_t lo, size_t hi)
+void optim_step_range(optim *o, model *m, const float *grads, double lr, size_t lo, size_t hi)
 {
 	lm_backend *be = m->be;
 	size_t esize = lm_dtype_size(be->act);
@@ -59,7 +59,7 @@ void optim_step_range(optim *o, model *m, double lr, size_t lo, size_t hi)
 		h.weight_decay = t->decay ? (float)o->cfg.weight_decay : 0.0f;
 		void *p_act = m->wact == m->params ? NULL : (char *)m->wact + a * esize;
 		PROF(be, "AdamW", 12.0 * n, (20.0 + (p_act ? esize : 0)) * n,
-		     be->adamw_step(be, m->params + a, m->grads + a, o->m + (a - lo), o->v + (a - lo),
+		     be->adamw_step(be, m->params + a, grads + (a - lo), o->m + (a - lo), o->v + (a - lo),
 				    p_act, n, &h, &m->sc->grad_scale));
 	}
 }

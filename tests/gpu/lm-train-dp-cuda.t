@@ -2,7 +2,8 @@
 # tests/gpu/lm-train-dp-cuda.t: data parallel lm-train on CUDA at a world
 # of one (issue 18; one GPU): --gpus 1 (the NCCL path: buckets summed on
 # NCCL's own stream, waited for by the compute stream) and --zero 1 / 2
-# (the AdamW step on the shard, the weights gathered) against plain
+# (the AdamW step on the shard, the weights gathered; ZeRO-2 with the
+# gradients in range buffers, also with tied embeddings) against plain
 # training of the same seed: every step's loss within 2 % (the CUDA run
 # itself moves by about half a percent between runs, lm-train-cuda.t), and
 # the cost in tokens/s of each beside plain training on a larger model
@@ -33,13 +34,25 @@ within() { # within A.jsonl B.jsonl LIMIT: every step's loss within LIMIT (relat
 }
 run lm-train $SMALL -o plain --log plain.jsonl
 is "$rc" 0 "plain CUDA training ($err)"
-for v in "--gpus 1" "--gpus 1 --zero 1" "--gpus 1 --zero 2" "--zero 1 --bucket-mb 0.05"; do
-	name=$(echo "$v" | tr -d ' -')
+for v in "--gpus 1" "--gpus 1 --zero 1" "--gpus 1 --zero 2" "--zero 1 --bucket-mb 0.05" \
+	"--gpus 1 --zero 2 --bucket-mb 0.05"; do
+	name=$(echo "$v" | tr -d ' -.')
 	run lm-train $SMALL $v -o "$name" --log "$name.jsonl"
 	is "$rc" 0 "$v: runs ($err)"
 	within plain.jsonl "$name.jsonl" 0.02
 	ok $? "$v: every step's loss within 2 % of plain training"
 done
+# ZeRO-2's gradients in range buffers (a bucket of 0.05 MiB: a range per
+# layer, the buffers taken in turn), with tied embeddings too (the
+# embedding's range written by the head's backward pass first)
+grep -q "ZeRO-2, per rank: .*gradients [0-9.]* MiB (this rank's shard and the range buffers in flight)" "$TMP/.err"
+ok $? "--zero 2: the memory line says the gradients are sharded" || echo "# $err"
+run lm-train $SMALL --tie-embeddings -o tied --log tied.jsonl
+is "$rc" 0 "plain CUDA training, tied embeddings ($err)"
+run lm-train $SMALL --tie-embeddings --gpus 1 --zero 2 --bucket-mb 0.05 -o tiedz2 --log tiedz2.jsonl
+is "$rc" 0 "--zero 2, tied embeddings: runs ($err)"
+within tied.jsonl tiedz2.jsonl 0.02
+ok $? "--zero 2, tied embeddings: every step's loss within 2 % of plain training"
 
 # The cost: tokens/s of the last 40 of 60 steps, a model large enough to time.
 BIG="--device cuda --vocab 256 --context 256 --d-model 512 --layers 4 --heads 8 --d-ff 1376 -b 32 -n 60 -d d"

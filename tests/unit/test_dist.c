@@ -182,12 +182,14 @@ static void test_embedding(void)
 	   "bit for bit");
 }
 
-/* A few AdamW steps through ddp with ZeRO-1 at a world of one (the shard
- * is the buffer, stepped through optim_step_range) against the plain
- * optimizer. */
-static void test_zero_step(void)
+/* A few AdamW steps through ddp with ZeRO-1 or 2 at a world of one (the
+ * shard is the buffer, stepped through optim_step_range; ZeRO-2: the model
+ * without its gradient buffer, the backward pass writing into the range
+ * buffers, a bucket smaller than a layer, so every layer is a range of its
+ * own) against the plain optimizer, with the embeddings tied or not. */
+static void test_zero_step(int zero, int tied)
 {
-	model_config c = { 16, 8, 16, 2, 2, 24, 10000.0, 0, MODEL_PLAIN };
+	model_config c = { 16, 8, 16, 3, 2, 24, 10000.0, tied, MODEL_PLAIN };
 	lm_err e;
 	lm_backend *be = backend_open("cpu", &e);
 	model a, b;
@@ -199,8 +201,10 @@ static void test_zero_step(void)
 	dist_env env = { 0, 1, 0, "none" };
 	dist_options o = { 0 };
 	ddp *d;
-	ddp_config dc = { .zero = 1, .bucket_mb = 0.0005 };
-	if (!be || model_init(&a, &c, be, 2, 8, &e) || model_init(&b, &c, be, 2, 8, &e) ||
+	ddp_memory mem = { 0 };
+	ddp_config dc = { .zero = zero, .bucket_mb = 0.0005 };
+	if (!be || model_init(&a, &c, be, 2, 8, &e) ||
+	    model_init_ex(&b, &c, be, 2, 8, ddp_model_flags(&dc), &e) ||
 	    dist_open(&comm, &env, &o, &e) || ddp_init(&d, comm, &b, &dc, &e) ||
 	    optim_init(&oa, &oc, &a, &e) || ddp_optim_init(d, &ob, &oc, &e)) {
 		ok(0, "setup: %s", e.msg);
@@ -233,11 +237,15 @@ static void test_zero_step(void)
 	muon.kind = OPTIM_MUON;
 	muon.muon.lr = 0.02;
 	ok(ddp_optim_init(d, &om, &muon, &e) && e.code == 2 && strstr(e.msg, "AdamW only"),
-	   "ZeRO with Muon is refused: %s", e.msg);
+	   "ZeRO-%d with Muon is refused: %s", zero, e.msg);
+	ddp_memory_use(d, &mem);
+	ok(zero == 1 ? b.grads && !mem.grads_sharded : !b.grads && mem.grads_sharded,
+	   "ZeRO-%d: %s", zero, zero == 1 ? "the model keeps its gradient buffer" :
+	   "the model has no gradient buffer of its own, the memory line says the gradients are sharded");
 	ok(!fail && !memcmp(a.params, b.params, a.n_params * sizeof(float)) &&
 	   !memcmp(oa.m, ob.m, a.n_params * sizeof(float)) && !memcmp(oa.v, ob.v, a.n_params * sizeof(float)),
-	   "ZeRO-1 steps (a shard of the whole buffer, clipping on) equal the plain AdamW steps%s%s",
-	   fail ? ": " : "", fail ? e.msg : "");
+	   "ZeRO-%d steps (%s embeddings, clipping on) equal the plain AdamW steps%s%s", zero,
+	   tied ? "tied" : "untied", fail ? ": " : "", fail ? e.msg : "");
 	ddp_free(d);
 	optim_free(&oa, &a);
 	optim_free(&ob, &b);
@@ -254,6 +262,8 @@ int main(void)
 	test_local();
 	test_ids();
 	test_embedding();
-	test_zero_step();
+	for (int zero = 1; zero <= 2; zero++)
+		for (int tied = 0; tied <= 1; tied++)
+			test_zero_step(zero, tied);
 	return done_testing();
 }
