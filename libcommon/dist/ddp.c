@@ -170,6 +170,15 @@ int ddp_step(ddp *d, optim *o, double factor, lm_err *e)
 	size_t lo, hi;
 	ddp_shard(d, &lo, &hi);
 	const float *g = d->z2 ? z2_shard(d) : m->grads + lo;
+	if (d->c->world == 1) {
+		/* the shard is the whole buffer: the norm needs no host round
+		 * trip (a wait for the whole backward pass), the weights no
+		 * gathering, their act copy no refresh (the step writes it) */
+		be->sumsq(be, &m->sc->sumsq, g, hi - lo);
+		be->clip_scale(be, &m->sc->grad_scale, &m->sc->sumsq, o->cfg.clip);
+		optim_step_range(o, m, g, o->cfg.lr_max * factor, lo, hi);
+		return 0;
+	}
 	double s = 0;
 	if (hi > lo) {
 		be->sumsq(be, &m->sc->sumsq, g, hi - lo);
