@@ -49,10 +49,18 @@ void optim_step_range(optim *o, model *m, const float *grads, double lr, size_t 
 		.lr = (float)lr, .beta1 = (float)o->cfg.beta1, .beta2 = (float)o->cfg.beta2,
 		.eps = (float)o->cfg.eps, .t = o->t,
 	};
-	for (int i = 0; i < o->n_tensors; i++) {
+	/* one call per run of adjacent tensors with the same decay flag, as
+	 * optim_step's adamw_steps: the buffer holds the tensors in order */
+	for (int i = 0; i < o->n_tensors;) {
 		const model_tensor *t = &o->tensors[i];
+		int j = i + 1;
+		while (j < o->n_tensors && o->tensors[j].decay == t->decay &&
+		       o->tensors[j].offset == o->tensors[j - 1].offset + o->tensors[j - 1].numel)
+			j++;
+		const model_tensor *last = &o->tensors[j - 1];
+		i = j;
 		size_t a = t->offset > lo ? t->offset : lo;
-		size_t b = t->offset + t->numel < hi ? t->offset + t->numel : hi;
+		size_t b = last->offset + last->numel < hi ? last->offset + last->numel : hi;
 		if (b <= a)
 			continue;
 		size_t n = b - a;
