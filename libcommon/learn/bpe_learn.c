@@ -19,7 +19,8 @@
  * in parallel: each thread rewrites its share of the words and sums the
  * changes to the neighbouring pairs in a table of its own (one entry per
  * pair, with the words a new pair occurs in); then the sums are applied to
- * the pairs and the heap one pair at a time.  Counts are sums and the heap's
+ * the pairs one pair at a time.  The first count of every pair is made the
+ * same way, each thread over a run of words.  Counts are sums and the heap's
  * order is total (ties of count and bytes go to the lower ids), so the
  * merges are the same whatever the number of threads. */
 #include "learn/bpe_learn_internal.h"
@@ -337,24 +338,7 @@ static int setup(learner *L, const bpe_counts *c, const bpe_specials *sp, uint32
 	}
 	L->toff[L->n_tok] = off;
 	bpe_counts_each(c, add_word, L);
-	if (check_pair_total(L))
-		return -1;
-
-	for (size_t w = 0; w < L->n_words; w++) {
-		const word *wd = &L->words[w];
-		const uint32_t *sy = L->sym + wd->start;
-		for (uint32_t i = 0; i + 1 < wd->len; i++)
-			if (pair_add(L, sy[i], sy[i + 1], (int64_t)wd->count, (uint32_t)w))
-				return -1;
-	}
-	if (L->failed)
-		return -1;
-	for (size_t p = 0; p < L->n_pairs; p++)
-		if (L->pairs[p].count > 0)
-			L->heap[L->n_heap++] = (hent){ L->pairs[p].count, (uint32_t)p };
-	for (size_t i = L->n_heap / 2; i-- > 0;)
-		sift_down(L, i);
-	return 0;
+	return check_pair_total(L);
 }
 
 /* ---- merging ---- */
@@ -559,6 +543,61 @@ static int merge_words_par(learner *L, const uint32_t *occ, uint32_t n_occ, uint
 	return 0;
 }
 
+/* The pairs of every word, counted, then the heap.  On k > 1 threads each
+ * thread sums the pairs of its run of words into its table of changes, and
+ * the tables are applied in word order (so each pair lists its words in
+ * increasing order, as one thread would); the tables are then emptied. */
+static int count_pairs(learner *L, deltas *tds, int threads)
+{
+	int k = threads;
+	if ((size_t)k * PAR_WORDS_PER_THREAD > L->n_words)
+		k = (int)(L->n_words / PAR_WORDS_PER_THREAD);
+	if (k > 1) {
+#pragma omp parallel num_threads(k)
+		{
+			int t = omp_get_thread_num();
+			size_t lo = L->n_words * (size_t)t / (size_t)k,
+			       hi = L->n_words * (size_t)(t + 1) / (size_t)k;
+			for (size_t w = lo; w < hi; w++) {
+				const word *wd = &L->words[w];
+				const uint32_t *sy = L->sym + wd->start;
+				for (uint32_t i = 0; i + 1 < wd->len; i++)
+					deltas_add(&tds[t], pair_key(sy[i], sy[i + 1]),
+						   (int64_t)wd->count, (uint32_t)w);
+			}
+		}
+		for (int t = 0; t < k; t++) {
+			if (tds[t].failed) {
+				L->failed = 1;
+				return lm_seterr(L->e, "out of memory (pair counts)");
+			}
+			if (deltas_apply(L, &tds[t]))
+				return -1;
+			/* emptied, and small again for the merges' changes */
+			deltas_free(&tds[t]);
+			memset(&tds[t], 0, sizeof tds[t]);
+			if (deltas_grow_index(&tds[t]))
+				return lm_seterr(L->e, "out of memory");
+		}
+	} else {
+		for (size_t w = 0; w < L->n_words; w++) {
+			const word *wd = &L->words[w];
+			const uint32_t *sy = L->sym + wd->start;
+			for (uint32_t i = 0; i + 1 < wd->len; i++)
+				if (pair_add(L, sy[i], sy[i + 1], (int64_t)wd->count, (uint32_t)w))
+					return -1;
+		}
+	}
+	if (L->failed)
+		return -1;
+	for (size_t p = 0; p < L->n_pairs; p++)
+		if (L->pairs[p].count > 0)
+			L->heap[L->n_heap++] = (hent){ L->pairs[p].count, (uint32_t)p };
+	for (size_t i = L->n_heap / 2; i-- > 0;)
+		sift_down(L, i);
+	return 0;
+}
+
 /* Append the bytes of a then b as token id n_tok. */
 static int add_token(learner *L, uint32_t a, uint32_t b)
 {
@@ -696,7 +735,7 @@ int bpe_learn_threads(const bpe_counts *c, uint32_t vocab_size, const bpe_specia
 	int rc = -1;
 	if (fail)
 		lm_seterr(e, "out of memory");
-	else if (!setup(&L, c, sp, vocab) &&
+	else if (!setup(&L, c, sp, vocab) && !count_pairs(&L, tds, threads) &&
 		 !run_merges(&L, vocab, merges, &n_merges, threads, tds, progress, progress_arg))
 		rc = 0;
 	for (int i = 0; tds && i < threads; i++)
