@@ -51,9 +51,11 @@ n=$(grep -vc '^#' ref/manifest.tsv)
 ok $? "shards of several pieces ($n), train and validation"
 [ "$(wc -l < ref/plan.tsv)" -gt 5 ] && grep -q "part1.txt	8192	16384" ref/plan.tsv
 ok $? "the plain file is cut into byte ranges, compressed files are whole"
-grep -q '^data.mk: counts: .* pieces, [0-9]* bytes, [0-9.]* s$' ref.log &&
+grep -q '^data.mk: plan: [0-9]* pieces of 5 files, [0-9.]* s$' ref.log &&
+	grep -q '^data.mk: counts: .* pieces, [0-9]* bytes, [0-9.]* s$' ref.log &&
 	grep -q '^data.mk: tokenizer: vocabulary 400 from [0-9]* counts files, [0-9.]* s$' ref.log &&
-	grep -q '^data.mk: shards: .* pieces, [0-9]* tokens, [0-9]* documents, [0-9]* bytes of shards, [0-9.]* s$' ref.log
+	grep -q '^data.mk: shards: .* pieces, [0-9]* tokens, [0-9]* documents, [0-9]* bytes of shards, [0-9.]* s$' ref.log &&
+	grep -q "^data.mk: manifest: $n shards, [0-9.]* s$" ref.log
 ok $? "a summary line per stage (time, bytes, tokens)" || show ref
 
 # the same tokenizer as one bpe-learn over the whole corpus
