@@ -33,7 +33,11 @@
 
 enum {
 	NONE = 0xFFFFFFFFu, INITIAL_MAP = 1 << 16, FIRST_OCC_CAP = 4, PREFETCH_AHEAD = 8,
-	PAR_WORDS_PER_THREAD = 4096, /* a merge goes parallel past this many words a thread */
+	/* a merge goes parallel past this many words a thread: a thread's
+	 * share of rewriting costs well over the fork, join and applying its
+	 * table (a few hundred distinct pairs against thousands of words) */
+	PAR_WORDS_PER_THREAD = 1024,
+	PAR_COUNT_WORDS = 4096,      /* the first pair count, likewise */
 	INITIAL_DELTAS = 1 << 10,   /* slots of a thread's table of pair changes */
 };
 
@@ -550,8 +554,8 @@ static int merge_words_par(learner *L, const uint32_t *occ, uint32_t n_occ, uint
 static int count_pairs(learner *L, deltas *tds, int threads)
 {
 	int k = threads;
-	if ((size_t)k * PAR_WORDS_PER_THREAD > L->n_words)
-		k = (int)(L->n_words / PAR_WORDS_PER_THREAD);
+	if ((size_t)k * PAR_COUNT_WORDS > L->n_words)
+		k = (int)(L->n_words / PAR_COUNT_WORDS);
 	if (k > 1) {
 #pragma omp parallel num_threads(k)
 		{
