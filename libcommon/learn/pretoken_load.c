@@ -112,8 +112,10 @@ static int table_source(source *src, const bpe_counts *c, lm_err *e)
 /* Add partition p of every source, in order, into tab[p]; on k threads. */
 static int add_partitions(bpe_counts **tab, const source *src, int n_src, int k, lm_err *e)
 {
-	lm_err errs[PARTS];
+	lm_err *errs = malloc(PARTS * sizeof *errs); /* 256 KiB: not on a thread's stack */
 	int bad = PARTS;
+	if (!errs)
+		return lm_seterr(e, "out of memory");
 #pragma omp parallel for schedule(dynamic, 1) num_threads(k)
 	for (int p = 0; p < PARTS; p++) {
 		for (int f = 0; f < n_src; f++) {
@@ -130,11 +132,10 @@ static int add_partitions(bpe_counts **tab, const source *src, int n_src, int k,
 			}
 		}
 	}
-	if (bad < PARTS) {
+	if (bad < PARTS)
 		*e = errs[bad];
-		return -1;
-	}
-	return 0;
+	free(errs);
+	return bad < PARTS ? -1 : 0;
 }
 
 /* Put the partitions' entries back to back into c (emptied), on k threads. */
