@@ -54,6 +54,32 @@ int attn_bwd_cuda(const uint16_t *q, const uint16_t *k, const uint16_t *v, const
 		  int B, int H, int T, int D, int causal, float scale, void *workspace,
 		  void *stream);
 
+/* The CUDA kernels for short sequences (kernels/cuda/attention_short.cu):
+ * the same contract as attn_fwd_cuda and attn_bwd_cuda (no workspace), for
+ * the shapes attn_short_applies accepts: D = 32, T <= ATTN_SHORT_T_MAX.
+ * The whole head sits in one block's shared memory; the backward pass
+ * sums without atomics (the same result run to run).  With o_bthd set,
+ * o and dout are [B, T, H, D] (the heads side by side in each token's row)
+ * instead of [B, H, T, D]; the other tensors keep theirs. */
+enum { ATTN_SHORT_T_MAX = 512 };
+int attn_short_applies(int D, int T);
+int attn_short_fwd_cuda(const uint16_t *q, const uint16_t *k, const uint16_t *v, uint16_t *o,
+			float *lse, int B, int H, int T, int D, int causal, float scale,
+			int o_bthd, void *stream);
+int attn_short_bwd_cuda(const uint16_t *q, const uint16_t *k, const uint16_t *v,
+			const uint16_t *o, const uint16_t *dout, const float *lse, uint16_t *dq,
+			uint16_t *dk, uint16_t *dv, int B, int H, int T, int D, int causal,
+			float scale, int o_bthd, void *stream);
+/* The short kernels on the packed projection qkv[B, T, 3, H, D] (q, k, v
+ * of each token's row, before RoPE), causal, o and dout [B, T, H, D]:
+ * RoPE (kernels/rope.h, table cs[T, D/2, 2], 16-byte aligned) is applied
+ * to q and k on the way in; the backward pass overwrites qkv with dqkv
+ * (the gradient with respect to the unrotated q, k and v). */
+int attn_short_qkv_fwd_cuda(const uint16_t *qkv, const float *cs, uint16_t *y, float *lse, int B,
+			    int H, int T, int D, float scale, void *stream);
+int attn_short_qkv_bwd_cuda(uint16_t *qkv, const float *cs, const uint16_t *y, const uint16_t *dy,
+			    const float *lse, int B, int H, int T, int D, float scale, void *stream);
+
 #ifdef __cplusplus
 }
 #endif

@@ -32,6 +32,11 @@ void matmul_bwd_cpu(float *dinp, float *dw, const float *dout, const float *inp,
 typedef struct matmul_cuda matmul_cuda;
 matmul_cuda *matmul_cuda_new(void *stream);
 void matmul_cuda_free(matmul_cuda *mc);
+/* Whether a new product's algorithm is the fastest of cuBLASLt's first
+ * candidates, timed on its first call (the default; the environment's
+ * LMPIPE_MATMUL_AUTOTUNE=0 turns it off), or the heuristic's first, the
+ * same choice every run. */
+void matmul_cuda_set_autotune(matmul_cuda *mc, int on);
 int matmul_fwd_cuda(matmul_cuda *mc, void *out, const float *addend, const uint16_t *inp,
 		    const uint16_t *w, int N, int IN, int OUT);
 /* The forward product with an fp32 output and no addend. */

@@ -29,6 +29,14 @@ int qkv_merge_cuda(uint16_t *dqkv, const uint16_t *dq, const uint16_t *dk, const
 		   int B, int T, int H, int D, void *stream);
 int heads_merge_cuda(uint16_t *y, const uint16_t *o, int B, int T, int H, int D, void *stream);
 int heads_split_cuda(uint16_t *dO, const uint16_t *dy, int B, int T, int H, int D, void *stream);
+/* qkv_split then rope_fwd (kernels/rope.h, table cs) of q and k, in one
+ * pass, the same bits; and the backward: rope_bwd of dq and dk, then
+ * qkv_merge.  D a multiple of 16; 16-byte aligned tensors and table. */
+int qkv_rope_split_cuda(uint16_t *q, uint16_t *k, uint16_t *v, const uint16_t *qkv,
+			const float *cs, int B, int T, int H, int D, void *stream);
+int qkv_rope_merge_cuda(uint16_t *dqkv, const uint16_t *dq, const uint16_t *dk,
+			const uint16_t *dv, const float *cs, int B, int T, int H, int D,
+			void *stream);
 /* Rows of Ds values to rows of Dd: the first min(Dd, Ds) copied, the rest
  * zero (a head dimension padded for a kernel that takes only some, and
  * back). */

@@ -29,6 +29,11 @@ int rmsnorm_fwd_cuda(uint16_t *y, float *rstd, const float *x, const float *w, i
 		     float eps, void *stream);
 int rmsnorm_bwd_cuda(float *dx, float *dw, const uint16_t *dy, const float *x, const float *w,
 		     const float *rstd, int N, int C, void *ws, void *stream);
+/* rmsnorm_bwd_cuda that also writes the updated dx as bf16 into dx_act
+ * (NULL: not), the residual gradient as the next product's input. */
+int rmsnorm_bwd_act_cuda(float *dx, uint16_t *dx_act, float *dw, const uint16_t *dy,
+			 const float *x, const float *w, const float *rstd, int N, int C, void *ws,
+			 void *stream);
 /* The backward pass's device workspace (per-block partial sums of dw):
  * bytes for N rows of C; the same bits run to run.  C at most 7168 (the
  * warps' shared rows must fit in a block's shared memory). */

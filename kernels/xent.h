@@ -34,6 +34,13 @@ int xent_fwd_f32_cuda(float *loss, float *lse, const float *logits, const int32_
 int xent_bwd_f32_cuda(uint16_t *dlogits, const float *logits, const float *lse,
 		      const int32_t *targets, const float *weights, float scale, int N, int V,
 		      void *stream);
+/* The LM head's fused pass on a chunk of bf16 logits: the forward pass as
+ * xent_fwd_cuda, then (grad nonzero) the gradient, factor scale, written
+ * over the logits in place; each row read from memory once when V is a
+ * multiple of 8 (held in registers up to V = 32768, else read again from
+ * L2), else the two passes above. */
+int xent_fused_cuda(uint16_t *logits, float *loss, float *lse, const int32_t *targets,
+		    float scale, int N, int V, double *loss_sum, int grad, void *stream);
 
 #ifdef __cplusplus
 }

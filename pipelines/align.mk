@@ -10,6 +10,8 @@
 #
 #   make -f pipelines/align.mk W=work ROUNDS=5 G=8 DIGITS=1 GRPO_LOSS=grpo_clip
 #   make -f pipelines/align.mk BASE=ck/latest TOK=tok.bpe A=align-run
+#   make -f pipelines/align.mk W=work DEVICE=cuda     (the loop on the GPU)
+#   make -f pipelines/align.mk W=work UPDATE_OPTS='--no-std --agg normalize'  (Dr. GRPO)
 #
 # A stage can be replaced by your own program through its command variable
 # (TASK, SFT, SAMPLE, REWARD, UPDATE), e.g. REWARD='$(BIN)/rl-reward --cmd
@@ -24,8 +26,12 @@ TOK     ?= $(W)/tok.bpe
 TEMPLATE ?= $(ROOT)/pipelines/arith.prompt
 DEVICE  ?= cpu
 # The updates (rl-update) run on DEVICE, and so do the rollouts and the
-# held-out evaluation (lm-sample) unless SAMPLE_DEVICE says otherwise.
+# held-out evaluation (lm-sample) unless SAMPLE_DEVICE says otherwise;
+# scoring (rl-reward) and the problems (lm-task) are host programs.  With
+# DEVICE=cuda the whole loop (sample, score, update) runs against the GPU,
+# each update's micro-batches MICRO_BATCH sequences (more on a GPU).
 SAMPLE_DEVICE ?= $(DEVICE)
+MICRO_BATCH ?= $(if $(filter cuda,$(DEVICE)),64,8)
 DIGITS  ?= 1
 ARITH_STEPS ?= 1
 OPS     ?= +-
@@ -47,12 +53,12 @@ TASK   ?= $(BIN)/lm-task arith -d $(DIGITS) --steps $(ARITH_STEPS) --ops '$(OPS)
           $(if $(TEMPLATE),-t $(TEMPLATE))
 PROGRESS ?= --progress
 SFT    ?= $(BIN)/rl-update -a sft -t $(TOK) -e $(SFT_EPOCHS) -b $(SFT_BATCH) --lr $(SFT_LR) \
-          --device $(DEVICE) $(PROGRESS)
+          --device $(DEVICE) -m $(MICRO_BATCH) $(PROGRESS)
 SAMPLE ?= $(BIN)/lm-sample -t $(TOK) --jsonl --max-tokens $(MAX_TOKENS) --stop '</answer>' \
           --device $(SAMPLE_DEVICE)
 REWARD ?= $(BIN)/rl-reward -r r1-zero
 UPDATE ?= $(BIN)/rl-update -l $(GRPO_LOSS) -b $(GRPO_BATCH) -e $(GRPO_EPOCHS) --lr $(GRPO_LR) \
-          --device $(DEVICE) $(PROGRESS)
+          --device $(DEVICE) -m $(MICRO_BATCH) $(UPDATE_OPTS) $(PROGRESS)
 EVAL    = BIN=$(BIN) TOK=$(TOK) DEVICE=$(SAMPLE_DEVICE) MAX_TOKENS=$(MAX_TOKENS) $(ROOT)/pipelines/align-eval.sh
 
 SHELL := /bin/bash

@@ -51,4 +51,14 @@ grep -Eq '^SFT: [0-9.]+ -> [0-9.]+ \([+-][0-9.]+, [+-][0-9]+ of 3 problems\)$' "
 	grep -Eq '^GRPO, 2 rounds: [0-9.]+ -> [0-9.]+ \([+-][0-9.]+, [+-][0-9]+ of 3 problems\)$' "$A/report.txt"
 ok $? "the report ends with the comparison, SFT against base and GRPO against SFT"
 is "$(head -c 4 "$A/reward.png" | od -An -c | tr -d ' ')" "211PNG" "reward.png is a PNG"
+
+# DEVICE=cuda reaches every program that runs the model: each lm-sample and
+# rl-update command of a dry run, and the evaluation script's DEVICE
+make -s -n -B -f "$LMPIPE_ROOT/pipelines/align.mk" BIN="$LMPIPE_BIN" W="$W" ROUNDS=2 DEVICE=cuda \
+	> dry.out 2>&1
+ok $? "align.mk DEVICE=cuda: a dry run" || sed 's/^/# /' dry.out | tail -5
+perl -ne 'for (split /\|/) { if (/\b(lm-sample|rl-update)\b/) { $n++; $bad++ unless /--device cuda/ } }
+	if (/align-eval\.sh/) { $n++; $bad++ unless /DEVICE=cuda/ }
+	END { print $n + 0, " ", $bad + 0, "\n" }' dry.out > dry.count
+is "$(cat dry.count)" "9 0" "DEVICE=cuda: SFT, 2 rounds of sampling and updates, 4 evaluations, all on the GPU"
 done_testing

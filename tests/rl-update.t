@@ -61,6 +61,8 @@ lm-sample -c ck/latest -t byte.tok --jsonl -i p.jsonl -n 8 --max-tokens 8 --seed
 rl-reward -c 'perl -ne "print /\"completion\":\" s/ ? 1 : 0, qq(\n)"' r0.jsonl > s0.jsonl
 run rl-update -c ck/latest -o c1 -j 1 s0.jsonl
 clip_out=$out
+printf '%s\n' "$err" | perl -ne 'exit !(/^rl-update: ([0-9.]+) s: read ([0-9.]+), reference ([0-9.]+), forward\/backward ([0-9.]+), optimizer ([0-9.]+), write ([0-9.]+)$/ && $4 > 0 && $2 + $3 + $4 + $5 + $6 <= $1 + 0.005)'
+ok $? "the time split on stderr, its parts within the total ($err)"
 perl -e "exit !(abs($(field "$out" ratio_mean) - 1) < 1e-4 && $(field "$out" clip_frac) == 0)"
 ok $? "on-policy: mean ratio 1, nothing clipped ($(field "$out" ratio_mean))"
 run rl-update -c ck/latest -o c2 -j 1 -l reinforce_with_baseline s0.jsonl

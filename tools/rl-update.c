@@ -1,6 +1,7 @@
 /* rl-update: one policy update from scored rollouts (GRPO family),
  * {prompt, response} records (SFT) or preference pairs (DPO); writes the
  * new checkpoint and a metrics line. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -89,9 +90,12 @@ int main(int argc, char **argv)
 	if (rl_pg_type_parse(loss, &o.loss, &e))
 		die_err(&e);
 	FILE *in = cli_open_input(path);
-	if (rlu_run(&o, in, io_name(path), stdout, &e))
+	rlu_times t;
+	if (rlu_run(&o, in, io_name(path), stdout, &t, &e))
 		die_err(&e);
 	io_close_read(in);
+	fprintf(stderr, "rl-update: %.3f s: read %.3f, reference %.3f, forward/backward %.3f, "
+		"optimizer %.3f, write %.3f\n", t.total, t.read, t.ref, t.fwd_bwd, t.optim, t.write);
 	free(operands);
 	return EXIT_OK;
 }

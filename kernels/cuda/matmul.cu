@@ -5,8 +5,12 @@
 //
 // Row-major [N, IN] . [OUT, IN]^T is, in cuBLAS's column-major terms,
 // out^T (OUT x N) = W^T (A: IN x OUT, transposed) . inp^T (B: IN x N).  A
-// plan (descriptors, layouts, the heuristic's algorithm) is made once per
-// distinct product and kept.
+// plan (descriptors, layouts, the algorithm) is made once per distinct
+// product and kept.  The algorithm is the fastest, timed on the product's
+// own operands, of the heuristic's first candidates (what torch.compile's
+// max-autotune does for its matmuls); LMPIPE_MATMUL_AUTOTUNE=0 or
+// matmul_cuda_set_autotune(0) takes the heuristic's first, which does not
+// depend on timing noise.
 #include <cublasLt.h>
 #include <string.h>
 
@@ -15,7 +19,7 @@
 
 namespace {
 
-enum { WORKSPACE = 32 << 20, MAX_PLANS = 64 };
+enum { WORKSPACE = 32 << 20, MAX_PLANS = 64, CANDIDATES = 8, TUNE_RUNS = 3 };
 
 struct key {
 	int ta, tb, m, n, k, lda, ldb, ldc, cf32, beta;
@@ -37,6 +41,7 @@ struct matmul_cuda {
 	void *ws;
 	plan plans[MAX_PLANS];
 	int evict;                 // the slot a new plan takes when all are used
+	int autotune;              // time the heuristic's candidates for each new plan
 };
 
 namespace {
@@ -54,10 +59,71 @@ void destroy_plan(plan *p)
 	memset(p, 0, sizeof *p);
 }
 
+// The operands a candidate is timed on: A, B and C of the product itself
+// (read only), D the product's output unless D is also its accumulated
+// input (beta != 0 and C == D), then a scratch buffer, so that timing
+// leaves every result as one run would.
+struct tune_args {
+	const void *A, *B, *C;
+	void *D;
+	float beta;
+};
+
+// The index of the fastest of the heuristic's candidates on this product
+// (the time of TUNE_RUNS runs after one to warm up); 0 when timing cannot
+// be had (a stream being captured into a graph, no memory).
+int fastest(matmul_cuda *mc, plan *p, const cublasLtMatmulHeuristicResult_t *cand, int got,
+	    const tune_args *t)
+{
+	cudaStreamCaptureStatus cs;
+	if (!t || cudaStreamIsCapturing(mc->st, &cs) != cudaSuccess || cs != cudaStreamCaptureStatusNone)
+		return 0;
+	void *scratch = nullptr, *D = t->D;
+	const void *C = t->C;
+	if (t->beta != 0.0f && t->C == t->D) {
+		size_t bytes = (size_t)p->k.ldc * p->k.n * (p->k.cf32 ? 4 : 2);
+		if (cudaMalloc(&scratch, bytes) != cudaSuccess) {
+			cudaGetLastError();
+			return 0;
+		}
+		C = D = scratch;
+	}
+	cudaEvent_t e0, e1;
+	int best = 0;
+	float best_ms = 1e30f, alpha = 1.0f;
+	if (cudaEventCreate(&e0) == cudaSuccess && cudaEventCreate(&e1) == cudaSuccess) {
+		for (int i = 0; i < got; i++) {
+			int bad = 0;
+			for (int r = 0; r <= TUNE_RUNS && !bad; r++) {
+				if (r == 1)
+					cudaEventRecord(e0, mc->st);
+				bad = cublasLtMatmul(mc->h, p->desc, &alpha, t->A, p->a, t->B, p->b, &t->beta, C,
+						     p->c, D, p->c, &cand[i].algo, mc->ws, WORKSPACE,
+						     mc->st) != CUBLAS_STATUS_SUCCESS;
+			}
+			cudaEventRecord(e1, mc->st);
+			float ms = 0;
+			if (bad || cudaEventSynchronize(e1) != cudaSuccess ||
+			    cudaEventElapsedTime(&ms, e0, e1) != cudaSuccess)
+				continue;
+			if (ms < best_ms) {
+				best_ms = ms;
+				best = i;
+			}
+		}
+		cudaEventDestroy(e0);
+		cudaEventDestroy(e1);
+	}
+	cudaGetLastError();
+	if (scratch)
+		cudaFree(scratch);
+	return best;
+}
+
 // The plan of a product: found, or made in a free slot, or (all used: a
 // training run has far fewer shapes, a test of many shapes may not) in
 // the slots taken in turn.
-plan *get_plan(matmul_cuda *mc, const key &k)
+plan *get_plan(matmul_cuda *mc, const key &k, const tune_args *tune)
 {
 	plan *p = nullptr;
 	for (int i = 0; i < MAX_PLANS; i++) {
@@ -76,7 +142,6 @@ plan *get_plan(matmul_cuda *mc, const key &k)
 	cudaDataType_t ct = k.cf32 ? CUDA_R_32F : CUDA_R_16BF;
 	cublasLtMatmulPreference_t pref = nullptr;
 	size_t wsb = WORKSPACE;
-	cublasLtMatmulHeuristicResult_t r;
 	int got = 0;
 	if (cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F) ||
 	    cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta) ||
@@ -90,15 +155,18 @@ plan *get_plan(matmul_cuda *mc, const key &k)
 	}
 	cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb,
 					     sizeof wsb);
+	cublasLtMatmulHeuristicResult_t cand[CANDIDATES];
 	cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(mc->h, p->desc, p->a, p->b, p->c, p->c, pref,
-							  1, &r, &got);
+							  mc->autotune ? CANDIDATES : 1, cand, &got);
 	cublasLtMatmulPreferenceDestroy(pref);
 	if (s != CUBLAS_STATUS_SUCCESS || got < 1) {
 		destroy_plan(p);
 		return nullptr;
 	}
-	p->algo = r.algo;
+	p->algo = cand[0].algo;
 	p->valid = 1;
+	if (got > 1)
+		p->algo = cand[fastest(mc, p, cand, got, tune)].algo;
 	return p;
 }
 
@@ -107,7 +175,8 @@ int gemm(matmul_cuda *mc, int ta, int tb, int m, int n, int k, const void *A, in
 	 int ldb, const void *C, void *D, int ldc, int cf32, float beta)
 {
 	key kk = { ta, tb, m, n, k, lda, ldb, ldc, cf32, beta != 0.0f };
-	plan *p = get_plan(mc, kk);
+	tune_args t = { A, B, C, D, beta };
+	plan *p = get_plan(mc, kk, mc->autotune ? &t : nullptr);
 	if (!p)
 		return -1;
 	float alpha = 1.0f;
@@ -124,6 +193,8 @@ extern "C" matmul_cuda *matmul_cuda_new(void *stream)
 	if (!mc)
 		return nullptr;
 	mc->st = (cudaStream_t)stream;
+	const char *at = getenv("LMPIPE_MATMUL_AUTOTUNE");
+	mc->autotune = !(at && !strcmp(at, "0"));
 	if (cublasLtCreate(&mc->h) != CUBLAS_STATUS_SUCCESS) {
 		free(mc);
 		return nullptr;
@@ -134,6 +205,11 @@ extern "C" matmul_cuda *matmul_cuda_new(void *stream)
 		return nullptr;
 	}
 	return mc;
+}
+
+extern "C" void matmul_cuda_set_autotune(matmul_cuda *mc, int on)
+{
+	mc->autotune = on;
 }
 
 extern "C" void matmul_cuda_free(matmul_cuda *mc)

@@ -30,6 +30,47 @@ __global__ void fwd_kernel(bf16 *y, float *rstd, const float *x, const float *w,
 	}
 }
 
+// fwd_kernel for C = 256 G (G <= 4) with 16-byte accesses (bwd_vec_kernel's
+// column groups); the same arithmetic.
+template <int G>
+__global__ void fwd_vec_kernel(bf16 *y, float *rstd, const float *x, const float *w, int N, int C,
+			       float eps)
+{
+	int lane = threadIdx.x % WARP;
+	for (int n = blockIdx.x * ROW_WARPS + threadIdx.x / WARP; n < N; n += gridDim.x * ROW_WARPS) {
+		size_t row = (size_t)n * C;
+		float4 xv[G][2];
+		float ss = 0;
+#pragma unroll
+		for (int g = 0; g < G; g++) {
+			const float4 *px = (const float4 *)(x + row + (g * WARP + lane) * 8);
+			xv[g][0] = px[0];
+			xv[g][1] = px[1];
+#pragma unroll
+			for (int h = 0; h < 2; h++)
+				ss += xv[g][h].x * xv[g][h].x + xv[g][h].y * xv[g][h].y +
+				      xv[g][h].z * xv[g][h].z + xv[g][h].w * xv[g][h].w;
+		}
+		ss = warp_sum(ss);
+		float r = rsqrtf(ss / C + eps);
+		if (lane == 0)
+			rstd[n] = r;
+#pragma unroll
+		for (int g = 0; g < G; g++) {
+			int c = (g * WARP + lane) * 8;
+			const float4 *pw = (const float4 *)(w + c);
+			float4 w0 = pw[0], w1 = pw[1];
+			uint4 u;
+			__nv_bfloat162 *pu = (__nv_bfloat162 *)&u;
+			pu[0] = __floats2bfloat162_rn(xv[g][0].x * r * w0.x, xv[g][0].y * r * w0.y);
+			pu[1] = __floats2bfloat162_rn(xv[g][0].z * r * w0.z, xv[g][0].w * r * w0.w);
+			pu[2] = __floats2bfloat162_rn(xv[g][1].x * r * w1.x, xv[g][1].y * r * w1.y);
+			pu[3] = __floats2bfloat162_rn(xv[g][1].z * r * w1.z, xv[g][1].w * r * w1.w);
+			*(uint4 *)(y + row + c) = u;
+		}
+	}
+}
+
 // dx for each row, and this block's partial dw: each warp sums its rows'
 // dw terms into its own shared row (no atomics), then the warps' rows are
 // added in a fixed order and written to partial[blockIdx.x].
@@ -65,6 +106,100 @@ __global__ void bwd_kernel(float *dx, float *partial, const bf16 *dy, const floa
 	}
 }
 
+// bwd_kernel for C = 256 G (G <= 4) with 16-byte accesses: each lane holds
+// G groups of 8 columns, (g 32 + lane) 8.., for every row it takes, and
+// sums its dw terms in registers; optionally writes the updated dx as bf16
+// too (dx_act: the residual gradient as the next product's input).
+template <int G>
+__global__ void __launch_bounds__(ROW_WARPS * WARP) bwd_vec_kernel(float *dx, bf16 *dx_act,
+								   float *partial, const bf16 *dy,
+								   const float *x, const float *w,
+								   const float *rstd, int N, int C)
+{
+	extern __shared__ float sdw[];
+	int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP;
+	float wl[G][8], acc[G][8];
+#pragma unroll
+	for (int g = 0; g < G; g++) {
+		const float4 *pw = (const float4 *)(w + (g * WARP + lane) * 8);
+		float4 a = pw[0], b = pw[1];
+		float t[8] = { a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w };
+#pragma unroll
+		for (int e = 0; e < 8; e++) {
+			wl[g][e] = t[e];
+			acc[g][e] = 0;
+		}
+	}
+	for (int n = blockIdx.x * ROW_WARPS + warp; n < N; n += gridDim.x * ROW_WARPS) {
+		size_t row = (size_t)n * C;
+		float xv[G][8], gv[G][8], dot = 0;
+#pragma unroll
+		for (int g = 0; g < G; g++) {
+			int c = (g * WARP + lane) * 8;
+			const float4 *px = (const float4 *)(x + row + c);
+			float4 a = px[0], b = px[1];
+			uint4 d = *(const uint4 *)(dy + row + c);
+			const __nv_bfloat162 *pd = (const __nv_bfloat162 *)&d;
+			float t[8] = { a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w };
+#pragma unroll
+			for (int e = 0; e < 4; e++) {
+				float2 f = __bfloat1622float2(pd[e]);
+				gv[g][2 * e] = f.x;
+				gv[g][2 * e + 1] = f.y;
+			}
+#pragma unroll
+			for (int e = 0; e < 8; e++) {
+				xv[g][e] = t[e];
+				dot += wl[g][e] * gv[g][e] * t[e];
+			}
+		}
+		dot = warp_sum(dot);
+		float r = rstd[n], k = r * r * r * dot / C;
+#pragma unroll
+		for (int g = 0; g < G; g++) {
+			int c = (g * WARP + lane) * 8;
+			float4 *pdx = (float4 *)(dx + row + c);
+			float4 a = pdx[0], b = pdx[1];
+			float o[8] = { a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w };
+#pragma unroll
+			for (int e = 0; e < 8; e++) {
+				o[e] += r * wl[g][e] * gv[g][e] - k * xv[g][e];
+				acc[g][e] += gv[g][e] * xv[g][e] * r;
+			}
+			pdx[0] = make_float4(o[0], o[1], o[2], o[3]);
+			pdx[1] = make_float4(o[4], o[5], o[6], o[7]);
+			if (dx_act) {
+				uint4 u;
+				__nv_bfloat162 *pu = (__nv_bfloat162 *)&u;
+#pragma unroll
+				for (int e = 0; e < 4; e++)
+					pu[e] = __floats2bfloat162_rn(o[2 * e], o[2 * e + 1]);
+				*(uint4 *)(dx_act + row + c) = u;
+			}
+		}
+	}
+	float *mine = sdw + (size_t)warp * C;
+#pragma unroll
+	for (int g = 0; g < G; g++)
+#pragma unroll
+		for (int e = 0; e < 8; e++)
+			mine[(g * WARP + lane) * 8 + e] = acc[g][e];
+	__syncthreads();
+	for (int c = threadIdx.x; c < C; c += blockDim.x) {
+		float t = 0;
+		for (int i = 0; i < ROW_WARPS; i++)
+			t += sdw[(size_t)i * C + c];
+		partial[(size_t)blockIdx.x * C + c] = t;
+	}
+}
+
+// dx as bf16 (the scalar path's dx_act).
+__global__ void act_kernel(bf16 *dst, const float *src, size_t n)
+{
+	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+		dst[i] = to_bf16(src[i]);
+}
+
 // dw[c] += the blocks' partials, in block order.
 __global__ void dw_kernel(float *dw, const float *partial, int blocks, int C)
 {
@@ -86,13 +221,42 @@ unsigned row_grid(int N)
 	return g < BWD_BLOCKS ? g : BWD_BLOCKS;
 }
 
+template <int G>
+int launch_vec(float *dx, bf16 *dx_act, float *ws, const bf16 *dy, const float *x, const float *w,
+	       const float *rstd, int N, int C, unsigned g, size_t smem, cudaStream_t st)
+{
+	if (smem > SMEM_DEFAULT &&
+	    cudaFuncSetAttribute(bwd_vec_kernel<G>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+				 (int)smem) != cudaSuccess)
+		return -1;
+	bwd_vec_kernel<G><<<g, ROW_WARPS * WARP, smem, st>>>(dx, dx_act, ws, dy, x, w, rstd, N, C);
+	return 0;
+}
+
+bool aligned16(const void *p)
+{
+	return ((uintptr_t)p & 15) == 0;
+}
+
 }  // namespace
 
 extern "C" int rmsnorm_fwd_cuda(uint16_t *y, float *rstd, const float *x, const float *w, int N,
 				int C, float eps, void *stream)
 {
 	unsigned g = grid_for((size_t)N, ROW_WARPS);
-	fwd_kernel<<<g, ROW_WARPS * WARP, 0, (cudaStream_t)stream>>>((bf16 *)y, rstd, x, w, N, C, eps);
+	cudaStream_t st = (cudaStream_t)stream;
+	int G = C % 256 == 0 ? C / 256 : 0;
+	bf16 *yb = (bf16 *)y;
+	if (G < 1 || G > 4 || !aligned16(y) || !aligned16(x) || !aligned16(w))
+		fwd_kernel<<<g, ROW_WARPS * WARP, 0, st>>>(yb, rstd, x, w, N, C, eps);
+	else if (G == 1)
+		fwd_vec_kernel<1><<<g, ROW_WARPS * WARP, 0, st>>>(yb, rstd, x, w, N, C, eps);
+	else if (G == 2)
+		fwd_vec_kernel<2><<<g, ROW_WARPS * WARP, 0, st>>>(yb, rstd, x, w, N, C, eps);
+	else if (G == 3)
+		fwd_vec_kernel<3><<<g, ROW_WARPS * WARP, 0, st>>>(yb, rstd, x, w, N, C, eps);
+	else
+		fwd_vec_kernel<4><<<g, ROW_WARPS * WARP, 0, st>>>(yb, rstd, x, w, N, C, eps);
 	return launched();
 }
 
@@ -104,14 +268,37 @@ extern "C" size_t rmsnorm_bwd_cuda_workspace(int N, int C)
 extern "C" int rmsnorm_bwd_cuda(float *dx, float *dw, const uint16_t *dy, const float *x,
 				const float *w, const float *rstd, int N, int C, void *ws, void *stream)
 {
+	return rmsnorm_bwd_act_cuda(dx, NULL, dw, dy, x, w, rstd, N, C, ws, stream);
+}
+
+extern "C" int rmsnorm_bwd_act_cuda(float *dx, uint16_t *dx_act, float *dw, const uint16_t *dy,
+				    const float *x, const float *w, const float *rstd, int N, int C,
+				    void *ws, void *stream)
+{
 	cudaStream_t st = (cudaStream_t)stream;
 	size_t smem = (size_t)ROW_WARPS * C * sizeof(float);
-	if (smem > SMEM_DEFAULT &&
-	    cudaFuncSetAttribute(bwd_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) !=
-		    cudaSuccess)
-		return -1;
 	unsigned g = row_grid(N);
-	bwd_kernel<<<g, ROW_WARPS * WARP, smem, st>>>(dx, (float *)ws, (const bf16 *)dy, x, w, rstd, N, C);
+	int G = C % 256 == 0 ? C / 256 : 0, rc = 0;
+	bool vec = G >= 1 && G <= 4 && aligned16(dx) && aligned16(dy) && aligned16(x) &&
+		   aligned16(w) && (!dx_act || aligned16(dx_act));
+	const bf16 *d = (const bf16 *)dy;
+	bf16 *da = (bf16 *)dx_act;
+	if (vec) {
+		rc = G == 1 ? launch_vec<1>(dx, da, (float *)ws, d, x, w, rstd, N, C, g, smem, st)
+		   : G == 2 ? launch_vec<2>(dx, da, (float *)ws, d, x, w, rstd, N, C, g, smem, st)
+		   : G == 3 ? launch_vec<3>(dx, da, (float *)ws, d, x, w, rstd, N, C, g, smem, st)
+			    : launch_vec<4>(dx, da, (float *)ws, d, x, w, rstd, N, C, g, smem, st);
+		if (rc)
+			return rc;
+	} else {
+		if (smem > SMEM_DEFAULT &&
+		    cudaFuncSetAttribute(bwd_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+					 (int)smem) != cudaSuccess)
+			return -1;
+		bwd_kernel<<<g, ROW_WARPS * WARP, smem, st>>>(dx, (float *)ws, d, x, w, rstd, N, C);
+		if (dx_act)
+			act_kernel<<<grid_for((size_t)N * C), BLOCK, 0, st>>>(da, dx, (size_t)N * C);
+	}
 	dw_kernel<<<grid_for((size_t)C), BLOCK, 0, st>>>(dw, (const float *)ws, (int)g, C);
 	return launched();
 }

@@ -20,7 +20,8 @@
 
 enum { NAME_MAX_LEN = 64 };
 
-int rlu_run(const rlu_opts *o, FILE *in, const char *in_name, FILE *metrics, lm_err *e)
+int rlu_run(const rlu_opts *o, FILE *in, const char *in_name, FILE *metrics, rlu_times *times,
+	    lm_err *e)
 {
 	if ((o->algo == RLU_GRPO || o->algo == RLU_PPO) && o->kl_beta > 0 && !o->ref)
 		return lm_usage_err(e, "the KL penalty needs the reference checkpoint (--ref)");
@@ -80,16 +81,19 @@ int rlu_run(const rlu_opts *o, FILE *in, const char *in_name, FILE *metrics, lm_
 		rc = got < 0 ? -1 : 0;
 		st.value_head_loaded = got > 0;
 	}
+	double t_read = lm_now(), t_ref = t_read; /* the device, records and checkpoints read */
 	if (rc == 0 && o->algo == RLU_DPO)
 		rc = reference_logps(o, &cfg, be, maxT, &v, e);
 	if (rc == 0 && (o->algo == RLU_GRPO || o->algo == RLU_PPO) && o->kl_beta > 0)
 		rc = reference_tokens(o, &cfg, be, maxT, &v, e);
+	t_ref = lm_now() - t_ref;
 	if (rc == 0 && mkdir(o->out_dir, 0777) && errno != EEXIST)
 		rc = lm_seterr(e, "%s:", o->out_dir);
 	if (rc == 0)
 		rc = o->algo == RLU_DPO ? dpo_train(o, &m, &opt, &v, &st, e)
 		   : o->algo == RLU_PPO ? ppo_train(o, &m, &opt, &vh, &v, &st, e)
 		   : pg_train(o, &m, &opt, &v, &st, e);
+	double t_write = lm_now();
 	if (rc == 0) {
 		ts.step += st.steps;
 		snprintf(name, sizeof name, "step-%08lld.safetensors", ts.step);
@@ -102,6 +106,10 @@ int rlu_run(const rlu_opts *o, FILE *in, const char *in_name, FILE *metrics, lm_
 		rc = ckpt_set_latest(o->out_dir, name, e);
 	if (rc == 0)
 		rc = write_metrics(o, &v, groups, &st, path, lm_now() - t0, metrics, e);
+	if (rc == 0 && times)
+		*times = (rlu_times){ .read = t_read - t0, .ref = t_ref, .fwd_bwd = st.t_fb,
+				      .optim = st.t_opt, .write = lm_now() - t_write,
+				      .total = lm_now() - t0 };
 	vh_free(&vh);
 	if (have_o)
 		optim_free(&opt, &m);

@@ -8,8 +8,10 @@
  * log-probs and entropies computed on the device); the gradient of each
  * sequence's loss w.r.t. each token's log-prob (rl_grpo_step, the code the
  * CS336 conformance tests check) becomes that token's cross-entropy weight
- * in one backward pass per micro-batch (rl_backward.h).  DPO weights every token of a response
- * alike (rl_dpo_loss).  PPO (rl_ppo.h) adds a value head on the final
+ * in one backward pass per micro-batch; rl/rl_device.h computes both on
+ * the model's device (the op kernels/rl_tok.h, the same arithmetic), so
+ * only a few statistics come back per optimizer step.  DPO weights every
+ * token of a response alike (rl_dpo_loss).  PPO (rl_ppo.h) adds a value head on the final
  * hidden state (value_head.h), trained with the policy through the shared
  * trunk. */
 #ifndef LMPIPE_RL_UPDATE_H
@@ -50,7 +52,17 @@ typedef struct rlu_opts {
 	int progress;             /* a progress line even when stderr is no terminal */
 } rlu_opts;
 
-/* Run the update on the records of in; the metrics line goes to metrics. */
-int rlu_run(const rlu_opts *o, FILE *in, const char *in_name, FILE *metrics, lm_err *e);
+/* Where an update's wall time went, in seconds (the device waited for at
+ * each boundary): reading and encoding the records, the reference passes,
+ * the forward and backward passes (with the loss), the optimizer steps,
+ * writing the checkpoint and the metrics line, and all of it. */
+typedef struct rlu_times {
+	double read, ref, fwd_bwd, optim, write, total;
+} rlu_times;
+
+/* Run the update on the records of in; the metrics line goes to metrics;
+ * times (may be NULL) gets the split of the wall time. */
+int rlu_run(const rlu_opts *o, FILE *in, const char *in_name, FILE *metrics, rlu_times *times,
+	    lm_err *e);
 
 #endif

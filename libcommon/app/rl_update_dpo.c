@@ -1,13 +1,14 @@
 /* rl_update_dpo.c: the DPO loop of rl-update: the reference's
  * log-likelihood of every response, then per micro-batch of pairs one
- * forward pass, each pair's loss of rl_dpo_loss, and one backward pass in
- * which every token of a response has its pair's weight. */
+ * forward pass, each pair's loss (rl_dpo_loss's arithmetic, on the device:
+ * rl/rl_device.h), and one backward pass in which every token of a
+ * response has its pair's weight. */
 #include <string.h>
 
 #include "app/rl_update_internal.h"
 #include "model/ckpt.h"
-#include "rl/rl_backward.h"
-#include "rl/rl_loss.h"
+#include "cli/progress.h"
+#include "rl/rl_device.h"
 
 /* Row r's response log-likelihood. */
 static double row_logp(const mbatch *b, int r)
@@ -54,32 +55,31 @@ int reference_logps(const rlu_opts *o, const model_config *cfg, lm_backend *be,
 	return rc;
 }
 
-/* The pairs of micro-batch b, in a batch of npairs pairs. */
-static int micro_step(const rlu_opts *o, model *m, mbatch *b, size_t npairs, stats *st,
+/* The pairs of micro-batch b, in a batch of npairs pairs: the pair losses
+ * and every response token's weight on the device (rl/rl_device.h). */
+static int micro_step(const rlu_opts *o, model *m, rl_dev *d, mbatch *b, size_t npairs,
 		      lm_err *e)
 {
-	if (mb_forward(m, b, 0, e))
+	if (model_forward(m, b->ids, b->targets, b->B, b->T, NULL, e))
 		return -1;
-	size_t T = (size_t)b->T;
-	for (int k = 0; 2 * k < b->B; k++) {
-		const seq *c = b->s[2 * k], *r = b->s[2 * k + 1];
-		double lc = row_logp(b, 2 * k), lr = row_logp(b, 2 * k + 1), d_lc, d_lr;
-		double loss = rl_dpo_loss(o->beta, lc, lr, c->ref_logp, r->ref_logp, &d_lc, &d_lr);
-		double margin = (lc - c->ref_logp) - (lr - r->ref_logp);
-		st->loss += loss / (double)npairs;
-		st->margin_sum += margin;
-		st->right += margin > 0;
-		st->pairs++;
-		st->logp_sum += lc + lr;
-		st->tokens += c->n_resp + r->n_resp;
-		/* d loss / d CE_t = -d loss / d logp_t, the same for every token of a response */
-		float wc = (float)(-d_lc / (double)npairs), wr = (float)(-d_lr / (double)npairs);
-		for (size_t t = 0; t < T; t++) {
-			b->w[2 * k * T + t] = b->mask[2 * k * T + t] ? wc : 0.0f;
-			b->w[(2 * k + 1) * T + t] = b->mask[(2 * k + 1) * T + t] ? wr : 0.0f;
-		}
-	}
-	return rl_backward_tokens(m, b->w, e);
+	for (int r = 0; r < b->B; r++)
+		b->row_w[r] = b->s[r]->ref_logp;
+	return rl_dev_dpo(d, m, b->row_w, o->beta, (double)npairs, e);
+}
+
+/* The batch's statistics from the device into st. */
+static int take_stats(rl_dev *d, stats *st, lm_err *e)
+{
+	double s[RL_ST_N];
+	if (rl_dev_take(d, s, e))
+		return -1;
+	st->loss += s[RL_DPO_LOSS];
+	st->tokens += (long long)s[RL_DPO_TOKENS];
+	st->logp_sum += s[RL_DPO_LOGP];
+	st->margin_sum += s[RL_DPO_MARGIN];
+	st->right += (long long)s[RL_DPO_RIGHT];
+	st->pairs += (long long)s[RL_DPO_PAIRS];
+	return 0;
 }
 
 int dpo_train(const rlu_opts *o, model *m, optim *opt, seqs *v, stats *st, lm_err *e)
@@ -92,21 +92,33 @@ int dpo_train(const rlu_opts *o, model *m, optim *opt, seqs *v, stats *st, lm_er
 	mbatch b;
 	int cap = rlu_micro_batch(o, v->n);
 	size_t per = (size_t)cap / 2;
+	rl_dev d;
 	if (mb_init(&b, cap, maxT, e))
 		return -1;
+	if (rl_dev_init(&d, m->be, cap, maxT, e)) {
+		mb_free(&b);
+		return -1;
+	}
 	int rc = 0;
 	for (long long ep = 0; rc == 0 && ep < o->epochs; ep++)
 		for (size_t lo = 0; rc == 0 && lo < pairs; lo += batch) {
 			size_t hi = lo + batch < pairs ? lo + batch : pairs;
+			double t0 = lm_now();
 			model_zero_grad(m);
 			for (size_t i = lo; rc == 0 && i < hi; i += per) {
 				take_pairs(&b, v, i, i + per < hi ? i + per : hi);
-				rc = micro_step(o, m, &b, hi - lo, st, e);
+				rc = micro_step(o, m, &d, &b, hi - lo, e);
 			}
-			if (rc)
+			if (rc || (rc = take_stats(&d, st, e)))
 				break;
+			double t1 = lm_now();
 			rc = policy_step(o, m, opt, st, e);
+			if (rc == 0)
+				rc = m->be->sync(m->be, e);
+			st->t_fb += t1 - t0;
+			st->t_opt += lm_now() - t1;
 		}
+	rl_dev_free(&d);
 	mb_free(&b);
 	return rc;
 }

@@ -28,8 +28,11 @@ void mb_free(mbatch *b)
 	free(b->ent);
 	free(b->w);
 	free(b->dent);
-	free(b->grad);
 	free(b->mask);
+	free(b->old);
+	free(b->ref);
+	free(b->score);
+	free(b->row_w);
 	memset(b, 0, sizeof *b);
 }
 
@@ -46,10 +49,13 @@ int mb_init(mbatch *b, int cap, int maxT, lm_err *e)
 	b->ent = malloc(n * sizeof *b->ent);
 	b->w = malloc(n * sizeof *b->w);
 	b->dent = malloc(n * sizeof *b->dent);
-	b->grad = malloc((size_t)maxT * sizeof *b->grad);
 	b->mask = malloc(n);
+	b->old = malloc(n * sizeof *b->old);
+	b->ref = malloc(n * sizeof *b->ref);
+	b->score = malloc((size_t)cap * sizeof *b->score);
+	b->row_w = malloc((size_t)cap * sizeof *b->row_w);
 	if (!b->s || !b->ids || !b->targets || !b->logp || !b->ent || !b->w || !b->dent ||
-	    !b->grad || !b->mask) {
+	    !b->mask || !b->old || !b->ref || !b->score || !b->row_w) {
 		mb_free(b);
 		return lm_seterr(e, "out of memory");
 	}

@@ -57,6 +57,7 @@ typedef struct stats {
 	rl_ppo_stats ppo;         /* PPO: token sums over all epochs */
 	double adv_mean, adv_std, ret_mean, value_mean, kl_mean; /* PPO: per token, before the update */
 	int value_head_loaded;    /* PPO: the checkpoint had a value head */
+	double t_fb, t_opt;       /* seconds: forward and backward passes, optimizer steps */
 } stats;
 
 /* --micro-batch's default: sequences per forward and backward pass. */
@@ -72,8 +73,9 @@ typedef struct mbatch {
 	int32_t *ids, *targets;   /* [cap * maxT] */
 	float *logp, *ent;        /* [B, T]: targets' log-probs, softmax entropies */
 	float *w, *dent;          /* [B, T]: loss weights, d loss / d entropy */
-	float *grad;              /* [maxT]: one row's d loss / d logp */
 	uint8_t *mask;            /* [B, T]: 1 at counted (response) tokens */
+	float *old, *ref, *score; /* [B, T], [B, T], [B]: rl/rl_device.h's inputs */
+	double *row_w;            /* [B] */
 } mbatch;
 
 void seqs_free(seqs *v);

@@ -205,6 +205,7 @@ int ppo_train(const rlu_opts *o, model *m, optim *opt, value_head *h, seqs *v, s
 	for (long long ep = 0; rc == 0 && ep < o->epochs; ep++)
 		for (size_t lo = 0; rc == 0 && lo < v->n; lo += batch) {
 			size_t hi = lo + batch < v->n ? lo + batch : v->n;
+			double t0 = lm_now();
 			model_zero_grad(m);
 			vh_zero_grad(h);
 			for (size_t i = lo; rc == 0 && i < hi;) {
@@ -214,8 +215,9 @@ int ppo_train(const rlu_opts *o, model *m, optim *opt, value_head *h, seqs *v, s
 				progress_update(&pr, done, NULL);
 				i = next;
 			}
-			if (rc)
+			if (rc || (rc = m->be->sync(m->be, e)))
 				break;
+			double t1 = lm_now();
 			double gm = optim_grad_norm(m), gn = sqrt(gm * gm + vh_grad_sumsq(h));
 			if ((rc = rlu_check_finite(st, gn, e)))
 				break;
@@ -224,6 +226,9 @@ int ppo_train(const rlu_opts *o, model *m, optim *opt, value_head *h, seqs *v, s
 			st->steps++;
 			optim_step(opt, m, o->lr, f);
 			vh_step(h, o->lr, opt->cfg.beta1, opt->cfg.beta2, opt->cfg.eps, f);
+			rc = m->be->sync(m->be, e);
+			st->t_fb += t1 - t0;
+			st->t_opt += lm_now() - t1;
 		}
 	progress_end(&pr, done, NULL);
 	ppo_work_free(&p);

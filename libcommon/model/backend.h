@@ -1,5 +1,5 @@
-/* backend.h: the op table the model is written against (version 4: Muon,
- * entropy, generation, and the model variants' ops).
+/* backend.h: the op table the model is written against (version 5: Muon,
+ * entropy, generation, the model variants' ops, and rl-update's losses).
  *
  * A backend is an instance: a context (for CUDA: the device, one stream, the
  * cuBLASLt handle and its workspace, a sticky error) and one function per op,
@@ -37,6 +37,7 @@
 #include "base/err.h"
 #include "kernels/adamw.h"
 #include "kernels/muon.h"
+#include "kernels/rl_tok.h"
 #include "kernels/decode.h"
 #include "kernels/sample.h"
 
@@ -55,6 +56,8 @@ typedef struct lm_scalars {
 /* Ops that supports() answers for. */
 typedef enum lm_op {
 	LM_OP_ATTENTION,     /* a = head dimension, b = sequence length */
+	LM_OP_ATTENTION_BTHD, /* attn_fwd_bthd and attn_bwd_bthd, a and b as above */
+	LM_OP_ATTENTION_QKV, /* attn_qkv_fwd and attn_qkv_bwd, a and b as above */
 } lm_op;
 
 /* The logit variants of the LM head (model.h's softcap and z_loss; 0: off),
@@ -126,6 +129,12 @@ struct lm_backend {
 			    int N, int C, float eps);
 	void (*rmsnorm_bwd)(lm_backend *be, float *dx, float *dw, const void *dy, const float *x,
 			    const float *w, const float *rstd, int N, int C);
+	/* rmsnorm_bwd that also writes the updated dx in the act type into
+	 * dx_act (the residual gradient as the next product's input).  NULL
+	 * where act is fp32 or the backend has no fused version: the model
+	 * converts with to_act. */
+	void (*rmsnorm_bwd_act)(lm_backend *be, float *dx, void *dx_act, float *dw, const void *dy,
+				const float *x, const float *w, const float *rstd, int N, int C);
 	/* out = inp . W^T.  Without an addend, out is act; with one, out is fp32
 	 * and out = addend + inp . W^T (out may be the addend): the residual
 	 * branches add onto the stream in the product's epilogue. */
@@ -140,6 +149,13 @@ struct lm_backend {
 			  int B, int T, int H, int D);
 	void (*qkv_merge)(lm_backend *be, void *dqkv, const void *dq, const void *dk, const void *dv,
 			  int B, int T, int H, int D);
+	/* qkv_split then rope_fwd of q and k, in one op; and rope_bwd of dq
+	 * and dk then qkv_merge.  NULL where a backend has no fused version:
+	 * the model composes the fine ops, which give the same values. */
+	void (*qkv_rope_split)(lm_backend *be, void *q, void *k, void *v, const void *qkv,
+			       const float *cs, int B, int T, int H, int D);
+	void (*qkv_rope_merge)(lm_backend *be, void *dqkv, const void *dq, const void *dk, const void *dv,
+			       const float *cs, int B, int T, int H, int D);
 	void (*heads_merge)(lm_backend *be, void *y, const void *o, int B, int T, int H, int D);
 	void (*heads_split)(lm_backend *be, void *dO, const void *dy, int B, int T, int H, int D);
 	/* Attention takes a workspace in the backend's memory, of
@@ -151,6 +167,26 @@ struct lm_backend {
 	void (*attn_bwd)(lm_backend *be, const void *q, const void *k, const void *v, const void *o,
 			 const void *dout, const float *lse, void *dq, void *dk, void *dv, int B, int H,
 			 int T, int D, int causal, float scale, void *ws, size_t ws_bytes);
+	/* attn_fwd and attn_bwd with o, and dout, as [B, T, H, D] (what the
+	 * output projection reads and its backward writes: no heads merge or
+	 * split around them), no workspace; for the shapes supports(
+	 * LM_OP_ATTENTION_BTHD, D, T) accepts.  NULL where a backend has none. */
+	void (*attn_fwd_bthd)(lm_backend *be, const void *q, const void *k, const void *v, void *y,
+			      float *lse, int B, int H, int T, int D, int causal, float scale);
+	void (*attn_bwd_bthd)(lm_backend *be, const void *q, const void *k, const void *v,
+			      const void *y, const void *dy, const float *lse, void *dq, void *dk,
+			      void *dv, int B, int H, int T, int D, int causal, float scale);
+	/* Causal attention on the q/k/v projection's packed rows qkv[B, T, 3,
+	 * H, D], before RoPE (table cs), into y [B, T, H, D]: the split, RoPE
+	 * and attn_fwd_bthd in one op.  The backward pass overwrites qkv with
+	 * its gradient (qkv_rope_merge's output) from y and dy.  For one
+	 * key/value head per query head, the shapes supports(
+	 * LM_OP_ATTENTION_QKV, D, T) accepts; NULL where a backend has none. */
+	void (*attn_qkv_fwd)(lm_backend *be, const void *qkv, const float *cs, void *y, float *lse,
+			     int B, int T, int H, int D, float scale);
+	void (*attn_qkv_bwd)(lm_backend *be, void *qkv, const float *cs, const void *y,
+			     const void *dy, const float *lse, int B, int T, int H, int D,
+			     float scale);
 	void (*swiglu_fwd)(lm_backend *be, void *out, const void *h, int N, int F);
 	void (*swiglu_bwd)(lm_backend *be, void *dh, const void *dout, const void *h, int N, int F);
 	/* Per-token losses and lse (fp32) of act logits; the counted tokens'
@@ -213,6 +249,18 @@ struct lm_backend {
 			    int N, int V);
 	void (*entropy_bwd)(lm_backend *be, float *dz, const void *logits, const float *lse,
 			    const float *dent, int N, int V);
+	/* rl-update's losses from the per-token cross-entropy of a [B, T]
+	 * micro-batch (kernels/rl_tok.h): the weights w (fp32 [B*T]) of the
+	 * weighted backward pass and the statistics added to stats (device
+	 * doubles, RL_ST_N); ws: rl_tok_workspace(B) bytes; every array in the
+	 * backend's memory. */
+	void (*rl_tok_pg)(lm_backend *be, float *w, double *stats, double *ws, const float *ce,
+			  const int32_t *targets, const float *score, const double *row_w,
+			  const float *old, const float *ref, const float *ent, int B, int T,
+			  rl_tok_args a);
+	void (*rl_tok_dpo)(lm_backend *be, float *w, double *stats, double *ws, const float *ce,
+			   const int32_t *targets, const double *ref, double beta, double npairs,
+			   int B, int T);
 	/* *sumsq = sum g^2 (double accumulation, a device scalar). */
 	void (*sumsq)(lm_backend *be, double *sumsq, const float *g, size_t n);
 	/* *scale = clip_factor(sqrt(*sumsq), max_norm) (optimizer.h). */

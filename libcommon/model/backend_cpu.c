@@ -29,6 +29,7 @@
 #include "kernels/rope.h"
 #include "kernels/swiglu.h"
 #include "kernels/entropy.h"
+#include "kernels/rl_tok.h"
 #include "kernels/xent.h"
 
 enum { CPU_ALIGN = 64 };
@@ -122,7 +123,11 @@ static void cpu_describe(lm_backend *be, char *buf, size_t n)
 
 static int cpu_sync(lm_backend *be, lm_err *e) { return backend_take_error(be, e); }
 
-static int cpu_supports(lm_backend *be, lm_op op, int a, int b) { return 1; }
+/* Every shape; the fused attention ops are the model's composition. */
+static int cpu_supports(lm_backend *be, lm_op op, int a, int b)
+{
+	return op != LM_OP_ATTENTION_BTHD && op != LM_OP_ATTENTION_QKV;
+}
 
 static void cpu_close(lm_backend *be)
 {
@@ -406,6 +411,21 @@ static void cpu_entropy_bwd(lm_backend *be, float *dz, const void *logits, const
 	entropy_bwd_cpu(dz, logits, lse, dent, N, V);
 }
 
+static void cpu_rl_tok_pg(lm_backend *be, float *w, double *stats, double *ws, const float *ce,
+			  const int32_t *targets, const float *score, const double *row_w,
+			  const float *old, const float *ref, const float *ent, int B, int T,
+			  rl_tok_args a)
+{
+	rl_tok_pg_cpu(w, stats, ws, ce, targets, score, row_w, old, ref, ent, B, T, a);
+}
+
+static void cpu_rl_tok_dpo(lm_backend *be, float *w, double *stats, double *ws, const float *ce,
+			   const int32_t *targets, const double *ref, double beta, double npairs,
+			   int B, int T)
+{
+	rl_tok_dpo_cpu(w, stats, ws, ce, targets, ref, beta, npairs, B, T);
+}
+
 static void cpu_sumsq(lm_backend *be, double *out, const float *g, size_t n)
 {
 	*out = sumsq_cpu(g, n);
@@ -518,6 +538,8 @@ static const lm_backend cpu_table = {
 	.head_xent_ex = cpu_head_xent_ex,
 	.entropy_fwd = cpu_entropy_fwd,
 	.entropy_bwd = cpu_entropy_bwd,
+	.rl_tok_pg = cpu_rl_tok_pg,
+	.rl_tok_dpo = cpu_rl_tok_dpo,
 	.sumsq = cpu_sumsq,
 	.clip_scale = cpu_clip_scale,
 	.adamw_step = cpu_adamw_step,

@@ -30,6 +30,7 @@
 #include "kernels/sample.h"
 #include "kernels/swiglu.h"
 #include "kernels/entropy.h"
+#include "kernels/rl_tok.h"
 #include "kernels/xent.h"
 
 /* Head dimensions the attention kernels take; others up to the largest
@@ -38,6 +39,12 @@ enum { ATTN_D_SMALL = 64, ATTN_D_LARGE = 128, ATTN_D_ALIGN = 8, ATTN_PADDED_BUFS
 
 /* Upload staging: enough slots for the uploads of a few micro-batches. */
 enum { STAGE_SLOTS = 16, STAGE_BYTES = 1 << 20 };
+/* head_xent's chunk: bf16 logits held at once (256 MiB), but no fewer
+ * than HEAD_MIN_ROWS rows: each chunk adds a pass over the head's fp32
+ * gradient (155 MB at gpt2s's V = 50304), and short chunks make slower
+ * products (measured on gpt2s: 2668-row chunks cost 3.7 ms a step more
+ * than 5336-row ones). */
+enum { CUDA_HEAD_CHUNK = 1 << 27, HEAD_MIN_ROWS = 4096 };
 
 typedef struct cuda_ctx {
 	int device;
@@ -51,7 +58,7 @@ typedef struct cuda_ctx {
 	size_t live, peak;           /* bytes allocated now, and at most */
 	struct allocation { void *p; size_t bytes; } *allocs;  /* what is allocated now */
 	size_t n_allocs, cap_allocs;
-	void *head;                  /* head_xent's chunk: fp32 logits, bf16 gradient */
+	void *head;                  /* head_xent's chunk (head_xent_ex: fp32 logits, bf16 gradient) */
 	size_t head_bytes;
 	void *scratch;               /* ops' workspaces, grown on first use */
 	size_t scratch_bytes;
@@ -247,7 +254,9 @@ static int attn_padded_dim(int D)
 
 static int cu_supports(lm_backend *be, lm_op op, int a, int b)
 {
-	return op == LM_OP_ATTENTION ? attn_padded_dim(a) != 0 : 0;
+	if (op == LM_OP_ATTENTION_BTHD || op == LM_OP_ATTENTION_QKV)
+		return attn_short_applies(a, b);
+	return op == LM_OP_ATTENTION ? attn_padded_dim(a) != 0 || attn_short_applies(a, b) : 0;
 }
 
 static void cu_close(lm_backend *be)
@@ -316,6 +325,15 @@ static void cu_rmsnorm_bwd(lm_backend *be, float *dx, float *dw, const void *dy,
 		check(be, rmsnorm_bwd_cuda(dx, dw, dy, x, w, rstd, N, C, ws, ST(be)), "rmsnorm backward");
 }
 
+static void cu_rmsnorm_bwd_act(lm_backend *be, float *dx, void *dx_act, float *dw, const void *dy,
+			       const float *x, const float *w, const float *rstd, int N, int C)
+{
+	void *ws = scratch(be, rmsnorm_bwd_cuda_workspace(N, C));
+	if (ws)
+		check(be, rmsnorm_bwd_act_cuda(dx, dx_act, dw, dy, x, w, rstd, N, C, ws, ST(be)),
+		      "rmsnorm backward");
+}
+
 static void cu_matmul_fwd(lm_backend *be, void *out, const float *addend, const void *inp,
 			  const void *w, int N, int IN, int OUT)
 {
@@ -351,6 +369,19 @@ static void cu_qkv_merge(lm_backend *be, void *dqkv, const void *dq, const void 
 	check(be, qkv_merge_cuda(dqkv, dq, dk, dv, B, T, H, D, ST(be)), "qkv merge");
 }
 
+static void cu_qkv_rope_split(lm_backend *be, void *q, void *k, void *v, const void *qkv,
+			      const float *cs, int B, int T, int H, int D)
+{
+	check(be, qkv_rope_split_cuda(q, k, v, qkv, cs, B, T, H, D, ST(be)), "qkv split with RoPE");
+}
+
+static void cu_qkv_rope_merge(lm_backend *be, void *dqkv, const void *dq, const void *dk, const void *dv,
+			      const float *cs, int B, int T, int H, int D)
+{
+	check(be, qkv_rope_merge_cuda(dqkv, dq, dk, dv, cs, B, T, H, D, ST(be)),
+	      "qkv merge with RoPE backward");
+}
+
 static void cu_heads_merge(lm_backend *be, void *y, const void *o, int B, int T, int H, int D)
 {
 	check(be, heads_merge_cuda(y, o, B, T, H, D, ST(be)), "heads merge");
@@ -365,6 +396,8 @@ static void cu_heads_split(lm_backend *be, void *dO, const void *dy, int B, int 
  * padded q, k, v, o, dout, dq, dk, dv. */
 static size_t cu_attn_workspace(lm_backend *be, int B, int H, int T, int D)
 {
+	if (attn_short_applies(D, T))
+		return 256; /* the short kernels need none; any T up to this one applies too */
 	int Dp = attn_padded_dim(D);
 	if (!Dp)
 		return 0;
@@ -383,7 +416,7 @@ static uint16_t *padded(void *ws, int B, int H, int T, int Dp, int i)
 
 static int attn_arg_error(lm_backend *be, int D, size_t ws_bytes, size_t need)
 {
-	if (!attn_padded_dim(D)) {
+	if (!attn_padded_dim(D) && !attn_short_applies(D, 1)) {
 		backend_fail(be, "attention: head dimension %d is not supported on CUDA "
 			     "(a multiple of %d, at most %d)", D, ATTN_D_ALIGN, ATTN_D_LARGE);
 		return 1;
@@ -399,9 +432,16 @@ static void cu_attn_fwd(lm_backend *be, const void *q, const void *k, const void
 			float *lse, int B, int H, int T, int D, int causal, float scale, void *ws,
 			size_t ws_bytes)
 {
+	int rc;
+	if (attn_short_applies(D, T)) {
+		rc = attn_short_fwd_cuda(q, k, v, o, lse, B, H, T, D, causal, scale, 0, ST(be));
+		if (rc)
+			check(be, 1, attn_strerror(rc));
+		return;
+	}
 	if (attn_arg_error(be, D, ws_bytes, cu_attn_workspace(be, B, H, T, D)))
 		return;
-	int Dp = attn_padded_dim(D), rc;
+	int Dp = attn_padded_dim(D);
 	if (Dp == D) {
 		rc = attn_fwd_cuda(q, k, v, o, lse, B, H, T, D, causal, scale, ST(be));
 	} else {
@@ -421,9 +461,17 @@ static void cu_attn_bwd(lm_backend *be, const void *q, const void *k, const void
 			const void *dout, const float *lse, void *dq, void *dk, void *dv, int B,
 			int H, int T, int D, int causal, float scale, void *ws, size_t ws_bytes)
 {
+	int rc;
+	if (attn_short_applies(D, T)) {
+		rc = attn_short_bwd_cuda(q, k, v, o, dout, lse, dq, dk, dv, B, H, T, D, causal, scale,
+					 0, ST(be));
+		if (rc)
+			check(be, 1, attn_strerror(rc));
+		return;
+	}
 	if (attn_arg_error(be, D, ws_bytes, cu_attn_workspace(be, B, H, T, D)))
 		return;
-	int Dp = attn_padded_dim(D), rc;
+	int Dp = attn_padded_dim(D);
 	if (Dp == D) {
 		rc = attn_bwd_cuda(q, k, v, o, dout, lse, dq, dk, dv, B, H, T, D, causal, scale, ws,
 				   ST(be));
@@ -443,6 +491,42 @@ static void cu_attn_bwd(lm_backend *be, const void *q, const void *k, const void
 	}
 	if (rc)
 		check(be, 1, rc < 0 && rc != -1 ? attn_strerror(rc) : "attention backward");
+}
+
+/* Attention with o and dout as [B, T, H, D] (backend.h attn_fwd_bthd): the
+ * short kernels only, which supports() answers for. */
+static void cu_attn_fwd_bthd(lm_backend *be, const void *q, const void *k, const void *v, void *y,
+			     float *lse, int B, int H, int T, int D, int causal, float scale)
+{
+	int rc = attn_short_fwd_cuda(q, k, v, y, lse, B, H, T, D, causal, scale, 1, ST(be));
+	if (rc)
+		check(be, 1, attn_strerror(rc));
+}
+
+static void cu_attn_bwd_bthd(lm_backend *be, const void *q, const void *k, const void *v,
+			     const void *y, const void *dy, const float *lse, void *dq, void *dk,
+			     void *dv, int B, int H, int T, int D, int causal, float scale)
+{
+	int rc = attn_short_bwd_cuda(q, k, v, y, dy, lse, dq, dk, dv, B, H, T, D, causal, scale, 1,
+				     ST(be));
+	if (rc)
+		check(be, 1, attn_strerror(rc));
+}
+
+static void cu_attn_qkv_fwd(lm_backend *be, const void *qkv, const float *cs, void *y, float *lse,
+			    int B, int T, int H, int D, float scale)
+{
+	int rc = attn_short_qkv_fwd_cuda(qkv, cs, y, lse, B, H, T, D, scale, ST(be));
+	if (rc)
+		check(be, 1, attn_strerror(rc));
+}
+
+static void cu_attn_qkv_bwd(lm_backend *be, void *qkv, const float *cs, const void *y,
+			    const void *dy, const float *lse, int B, int T, int H, int D, float scale)
+{
+	int rc = attn_short_qkv_bwd_cuda(qkv, cs, y, dy, lse, B, H, T, D, scale, ST(be));
+	if (rc)
+		check(be, 1, attn_strerror(rc));
 }
 
 static void cu_swiglu_fwd(lm_backend *be, void *out, const void *h, int N, int F)
@@ -480,33 +564,61 @@ static void cu_entropy_bwd(lm_backend *be, float *dz, const void *logits, const 
 	check(be, entropy_bwd_cuda(dz, logits, lse, dent, N, V, ST(be)), "entropy backward");
 }
 
+static void cu_rl_tok_pg(lm_backend *be, float *w, double *stats, double *ws, const float *ce,
+			 const int32_t *targets, const float *score, const double *row_w,
+			 const float *old, const float *ref, const float *ent, int B, int T,
+			 rl_tok_args a)
+{
+	check(be, rl_tok_pg_cuda(w, stats, ws, ce, targets, score, row_w, old, ref, ent, B, T, a,
+				 ST(be)), "policy-gradient loss");
+}
+
+static void cu_rl_tok_dpo(lm_backend *be, float *w, double *stats, double *ws, const float *ce,
+			  const int32_t *targets, const double *ref, double beta, double npairs,
+			  int B, int T)
+{
+	check(be, rl_tok_dpo_cuda(w, stats, ws, ce, targets, ref, beta, npairs, B, T, ST(be)),
+	      "DPO loss");
+}
+
+/* Rows of each of head_xent's chunks: as many as CUDA_HEAD_CHUNK holds (at
+ * least HEAD_MIN_ROWS), then evened out over the chunks N needs. */
+static int head_rows(int N, int V)
+{
+	int R = CUDA_HEAD_CHUNK / V > HEAD_MIN_ROWS ? CUDA_HEAD_CHUNK / V : HEAD_MIN_ROWS;
+	if (R >= N)
+		return N;
+	int k = (N + R - 1) / R;
+	return (N + k - 1) / k;
+}
+
 static void cu_head_xent(lm_backend *be, const void *x, const void *w, const int32_t *targets,
 			 float scale, int N, int C, int V, float *loss, float *lse, double *loss_sum,
 			 void *dx, float *dw)
 {
+	/* bf16 logits, as PyTorch's under autocast: the chunk's logits are
+	 * written once, read once by the fused softmax cross-entropy, which
+	 * overwrites them with their gradient for the two products. */
 	cuda_ctx *c = CTX(be);
-	int R = BACKEND_HEAD_CHUNK / V > 0 ? BACKEND_HEAD_CHUNK / V : 1;
-	if (R > N)
-		R = N;
-	size_t zb = (size_t)R * V * sizeof(float);
-	if (!c->head || c->head_bytes < zb + (size_t)R * V * sizeof(uint16_t)) {
+	int R = head_rows(N, V);
+	size_t need = (size_t)R * V * sizeof(uint16_t);
+	if (!c->head || c->head_bytes < need) {
 		cu_release(be, c->head);
 		c->head_bytes = 0;
-		if (!(c->head = cu_alloc(be, zb + (size_t)R * V * sizeof(uint16_t))))
+		if (!(c->head = cu_alloc(be, need)))
 			return;
-		c->head_bytes = zb + (size_t)R * V * sizeof(uint16_t);
+		c->head_bytes = need;
 	}
-	float *z = c->head;
-	uint16_t *dz = (uint16_t *)((char *)c->head + zb);
+	uint16_t *z = c->head;
 	void *st = ST(be);
 	for (int r0 = 0; r0 < N && !be->failed; r0 += R) {
 		int n = N - r0 < R ? N - r0 : R;
 		const uint16_t *xr = (const uint16_t *)x + (size_t)r0 * C;
-		int rc = matmul_fwd_f32_cuda(c->mm, z, xr, w, n, C, V) ||
-			 xent_fwd_f32_cuda(loss + r0, lse + r0, z, targets + r0, n, V, loss_sum, st);
+		int rc = matmul_fwd_cuda(c->mm, z, NULL, xr, w, n, C, V) ||
+			 xent_fused_cuda(z, loss + r0, lse + r0, targets + r0, scale, n, V, loss_sum,
+					 dx != NULL, st);
 		if (!rc && dx)
-			rc = xent_bwd_f32_cuda(dz, z, lse + r0, targets + r0, NULL, scale, n, V, st) ||
-			     matmul_bwd_cuda(c->mm, (uint16_t *)dx + (size_t)r0 * C, dw, dz, xr, w, n, C, V);
+			rc = matmul_bwd_cuda(c->mm, (uint16_t *)dx + (size_t)r0 * C, dw, z, xr, w, n, C, V);
 		check(be, rc, "LM head and cross-entropy");
 	}
 }
@@ -763,12 +875,19 @@ static const lm_backend cuda_table = {
 	.embedding_bwd = cu_embedding_bwd,
 	.rmsnorm_fwd = cu_rmsnorm_fwd,
 	.rmsnorm_bwd = cu_rmsnorm_bwd,
+	.rmsnorm_bwd_act = cu_rmsnorm_bwd_act,
 	.matmul_fwd = cu_matmul_fwd,
 	.matmul_bwd = cu_matmul_bwd,
 	.rope_fwd = cu_rope_fwd,
 	.rope_bwd = cu_rope_bwd,
 	.qkv_split = cu_qkv_split,
 	.qkv_merge = cu_qkv_merge,
+	.attn_qkv_fwd = cu_attn_qkv_fwd,
+	.attn_qkv_bwd = cu_attn_qkv_bwd,
+	.attn_fwd_bthd = cu_attn_fwd_bthd,
+	.attn_bwd_bthd = cu_attn_bwd_bthd,
+	.qkv_rope_split = cu_qkv_rope_split,
+	.qkv_rope_merge = cu_qkv_rope_merge,
 	.heads_merge = cu_heads_merge,
 	.heads_split = cu_heads_split,
 	.attn_workspace = cu_attn_workspace,
@@ -791,6 +910,8 @@ static const lm_backend cuda_table = {
 	.head_xent_ex = cu_head_xent_ex,
 	.entropy_fwd = cu_entropy_fwd,
 	.entropy_bwd = cu_entropy_bwd,
+	.rl_tok_pg = cu_rl_tok_pg,
+	.rl_tok_dpo = cu_rl_tok_dpo,
 	.sumsq = cu_sumsq,
 	.clip_scale = cu_clip_scale,
 	.adamw_step = cu_adamw_step,

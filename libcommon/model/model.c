@@ -37,6 +37,10 @@ struct model_acts {
 	void *qkv, *dsw, *dln, *dq, *dk, *dv, *dO, *dh;
 	float *dres;                         /* fp32 */
 	void *dres_act;                      /* dres in act, when act is not fp32 */
+	int dres_act_fresh;                  /* dres_act holds dres (rmsnorm_bwd_act wrote both) */
+	int attn_bthd;                       /* attention reads and writes y: no o, no dO */
+	int attn_qkv;                        /* and reads qkvl: no q, k, v, qkv, dq, dk, dv */
+	void **qkvl;                         /* attn_qkv: each layer's q/k/v projection (act) */
 	float *tok_w;                        /* per-token loss weights (fp32) */
 	float *extra;                        /* fp32 [N, max(V, C)]: extra gradients */
 	float *tok_ent;                      /* fp32 [N]: per-token entropies or their gradients */
@@ -191,10 +195,23 @@ int model_init(model *m, const model_config *c, lm_backend *be, int maxB, int ma
 	a->lse = (float **)grab_layers(m, L - 1, BHT * f4, &fail);
 	a->ln1 = grab_layers(m, L - 1, NC, &fail);
 	a->ln2 = grab_layers(m, L - 1, NC, &fail);
-	a->q = grab_layers(m, L - 1, NC, &fail);
-	a->k = grab_layers(m, L - 1, NC, &fail);
-	a->v = grab_layers(m, L - 1, NC, &fail);
-	a->o = grab_layers(m, L - 1, NC, &fail);
+	/* the fused attention ops where the backend has them for this shape:
+	 * fewer layout changes and fewer saved tensors */
+	int Dh = (int)C / c->n_heads;
+	const char *aq = getenv("LMPIPE_ATTN_QKV"); /* "0": the unfused path, to compare */
+	a->attn_qkv = !(aq && !strcmp(aq, "0")) && be->attn_qkv_fwd && be->attn_qkv_bwd && !c->qk_norm &&
+		      c->n_kv_heads == c->n_heads && be->supports(be, LM_OP_ATTENTION_QKV, Dh, maxT);
+	a->attn_bthd = !a->attn_qkv && be->attn_fwd_bthd && be->attn_bwd_bthd &&
+		       be->supports(be, LM_OP_ATTENTION_BTHD, Dh, maxT);
+	if (a->attn_qkv) {
+		a->qkvl = grab_layers(m, L - 1, N * QKV * act, &fail);
+	} else {
+		a->q = grab_layers(m, L - 1, NC, &fail);
+		a->k = grab_layers(m, L - 1, NC, &fail);
+		a->v = grab_layers(m, L - 1, NC, &fail);
+	}
+	if (!a->attn_bthd && !a->attn_qkv)
+		a->o = grab_layers(m, L - 1, NC, &fail);
 	a->h = grab_layers(m, L - 1, N * GU * act, &fail);
 	if (c->qk_norm) {
 		a->qpre = grab_layers(m, L - 1, NC, &fail);
@@ -207,17 +224,21 @@ int model_init(model *m, const model_config *c, lm_backend *be, int maxB, int ma
 	a->losses = grab(m, N * f4, &fail);
 	a->lse_v = grab(m, N * f4, &fail);
 	a->tok_w = grab(m, N * f4, &fail);
-	a->qkv = grab(m, N * QKV * act, &fail);
+	if (!a->attn_qkv)
+		a->qkv = grab(m, N * QKV * act, &fail);
 	a->y = grab_layers(m, L - 1, NC, &fail);
 	a->sw = grab_layers(m, L - 1, N * F * act, &fail);
 	a->dsw = grab(m, N * F * act, &fail);
 	a->dres = grab(m, N * C * f4, &fail);
 	a->dres_act = be->act == LM_F32 ? a->dres : grab(m, NC, &fail);
 	a->dln = grab(m, NC, &fail);
-	a->dq = grab(m, NC, &fail);
-	a->dk = grab(m, NC, &fail);
-	a->dv = grab(m, NC, &fail);
-	a->dO = grab(m, NC, &fail);
+	if (!a->attn_qkv) {
+		a->dq = grab(m, NC, &fail);
+		a->dk = grab(m, NC, &fail);
+		a->dv = grab(m, NC, &fail);
+	}
+	if (!a->attn_bthd && !a->attn_qkv)
+		a->dO = grab(m, NC, &fail);
 	a->dh = grab(m, N * GU * act, &fail);
 	a->attn_ws_bytes = be->attn_workspace(be, maxB, c->n_heads, maxT, C / c->n_heads);
 	a->attn_ws = grab(m, a->attn_ws_bytes ? a->attn_ws_bytes : 1, &fail);
@@ -258,7 +279,7 @@ void model_free(model *m)
 		free(a->owned);
 		void **lists[] = { (void **)a->res, (void **)a->res_mid, (void **)a->rstd1,
 				   (void **)a->rstd2, (void **)a->lse, a->ln1, a->ln2, a->q, a->k,
-				   a->v, a->o, a->y, a->h, a->sw, a->qpre, a->kpre,
+				   a->v, a->o, a->y, a->h, a->sw, a->qpre, a->kpre, a->qkvl,
 				   (void **)a->qrstd, (void **)a->krstd };
 		for (size_t i = 0; i < sizeof lists / sizeof lists[0]; i++)
 			free(lists[i]);
@@ -394,6 +415,23 @@ int model_token_logp(const model *m, float *logp, float *ent, lm_err *e)
 	return 0;
 }
 
+const float *model_token_ce(const model *m) { return m->a->losses; }
+
+const int32_t *model_token_targets(const model *m) { return m->a->targets; }
+
+const float *model_token_entropy(const model *m, lm_err *e)
+{
+	struct model_acts *a = m->a;
+	if (!a->logits) {
+		lm_seterr(e, "no logits: model_forward has not run");
+		return NULL;
+	}
+	float *d = tok_ent(m, e);
+	if (d)
+		m->be->entropy_fwd(m->be, d, a->logits, a->lse_v, m->B * m->T, m->cfg.vocab);
+	return d;
+}
+
 /* The ops as the model calls them: each a span of the profiler (profile.h)
  * named for its place in the model, with the work it does counted. */
 static double esz(const model *m) { return (double)lm_dtype_size(m->be->act); }
@@ -423,34 +461,63 @@ static void p_rmsnorm_fwd(model *m, void *y, float *rstd, const float *x, const 
 	     be->rmsnorm_fwd(be, y, rstd, x, w, N, C, (float)model_norm_eps(&m->cfg)));
 }
 
+/* Into the residual stream's gradient a->dres, whose act copy the fused
+ * version writes on the way (dres_as_act then has nothing to do). */
 static void p_rmsnorm_bwd(model *m, float *dx, float *dw, const void *dy, const float *x,
 			  const float *w, const float *rstd, int N, int C)
 {
 	lm_backend *be = m->be;
+	struct model_acts *a = m->a;
+	a->dres_act_fresh = 0;
+	if (be->rmsnorm_bwd_act && dx == a->dres && a->dres_act != a->dres) {
+		PROF(be, "rmsnorm backward", 0, (double)N * C * (12 + 2 * esz(m)),
+		     be->rmsnorm_bwd_act(be, dx, a->dres_act, dw, dy, x, w, rstd, N, C));
+		a->dres_act_fresh = 1;
+		return;
+	}
 	PROF(be, "rmsnorm backward", 0, (double)N * C * (12 + esz(m)),
 	     be->rmsnorm_bwd(be, dx, dw, dy, x, w, rstd, N, C));
 }
 
+/* Layout changes, RoPE, SwiGLU: memory-bound, counted in bytes. */
+#define P_MOVE(m, name, bytes, call) PROF((m)->be, name, 0, (bytes), call)
+
+/* Attention of layer l into a->y[l], directly or through o and a heads
+ * merge. */
 static void p_attn_fwd(model *m, int l, int B, int H, int T, int D, float scale)
 {
 	lm_backend *be = m->be;
 	struct model_acts *a = m->a;
+	if (a->attn_bthd) {
+		PROF(be, "attention", 2.0 * B * H * T * (double)T * D, 4.0 * B * H * T * D * esz(m),
+		     be->attn_fwd_bthd(be, a->q[l], a->k[l], a->v[l], a->y[l], a->lse[l], B, H, T, D, 1,
+				       scale));
+		return;
+	}
 	PROF(be, "attention", 2.0 * B * H * T * (double)T * D, 4.0 * B * H * T * D * esz(m),
 	     be->attn_fwd(be, a->q[l], a->k[l], a->v[l], a->o[l], a->lse[l], B, H, T, D, 1, scale,
 			  a->attn_ws, a->attn_ws_bytes));
+	P_MOVE(m, "heads merge", 2.0 * B * T * H * D * esz(m),
+	       be->heads_merge(be, a->y[l], a->o[l], B, T, H, D));
 }
 
+/* The backward of p_attn_fwd from the gradient of y in a->dln. */
 static void p_attn_bwd(model *m, int l, int B, int H, int T, int D, float scale)
 {
 	lm_backend *be = m->be;
 	struct model_acts *a = m->a;
+	if (a->attn_bthd) {
+		PROF(be, "attention backward", 5.0 * B * H * T * (double)T * D, 8.0 * B * H * T * D * esz(m),
+		     be->attn_bwd_bthd(be, a->q[l], a->k[l], a->v[l], a->y[l], a->dln, a->lse[l], a->dq,
+				       a->dk, a->dv, B, H, T, D, 1, scale));
+		return;
+	}
+	P_MOVE(m, "heads split", 2.0 * B * T * H * D * esz(m), be->heads_split(be, a->dO, a->dln, B, T, H, D));
 	PROF(be, "attention backward", 5.0 * B * H * T * (double)T * D, 8.0 * B * H * T * D * esz(m),
 	     be->attn_bwd(be, a->q[l], a->k[l], a->v[l], a->o[l], a->dO, a->lse[l], a->dq, a->dk,
 			  a->dv, B, H, T, D, 1, scale, a->attn_ws, a->attn_ws_bytes));
 }
 
-/* Layout changes, RoPE, SwiGLU: memory-bound, counted in bytes. */
-#define P_MOVE(m, name, bytes, call) PROF((m)->be, name, 0, (bytes), call)
 
 /* Check the batch, count the targets, upload ids and targets. */
 static int forward_prep(model *m, const int32_t *ids, const int32_t *targets, int B, int T,
@@ -481,6 +548,15 @@ static int forward_prep(model *m, const int32_t *ids, const int32_t *targets, in
 	if (targets)
 		be->upload(be, a->targets, targets, (size_t)N * sizeof *targets);
 	return 0;
+}
+
+/* Whether the backend's qkv_rope_split and qkv_rope_merge stand in for
+ * attn_inputs and RoPE (and their backward): no QK-norm between them, one
+ * key/value head per query head. */
+static int rope_fused(const model *m)
+{
+	return m->be->qkv_rope_split && m->be->qkv_rope_merge && !m->cfg.qk_norm &&
+	       m->cfg.n_kv_heads == m->cfg.n_heads;
 }
 
 /* q, k (after any QK-norm, before RoPE) and v of layer l out of a->qkv. */
@@ -577,13 +653,23 @@ static void forward_blocks(model *m)
 		const layer_ptrs *p = &m->lp[l];
 		const layer_cptrs *w = &m->lc[l];
 		p_rmsnorm_fwd(m, a->ln1[l], a->rstd1[l], a->res[l], p->ln1, N, C);
+		if (a->attn_qkv) {
+			p_matmul_fwd(m, "matmul qkv", a->qkvl[l], NULL, a->ln1[l], w->wqkv, N, C, QKV);
+			PROF(be, "attention", 2.0 * B * H * T * (double)T * D, 6.0 * N * C * esz(m),
+			     be->attn_qkv_fwd(be, a->qkvl[l], m->rope_cs, a->y[l], a->lse[l], B, T, H, D, scale));
+			goto attn_done;
+		}
 		p_matmul_fwd(m, "matmul qkv", a->qkv, NULL, a->ln1[l], w->wqkv, N, C, QKV);
-		attn_inputs(m, l);
-		P_MOVE(m, "rope", 2.0 * N * C * esz(m), be->rope_fwd(be, a->q[l], m->rope_cs, B, H, T, D));
-		P_MOVE(m, "rope", 2.0 * N * C * esz(m), be->rope_fwd(be, a->k[l], m->rope_cs, B, H, T, D));
+		if (rope_fused(m)) {
+			P_MOVE(m, "qkv split + rope", 6.0 * N * C * esz(m),
+			       be->qkv_rope_split(be, a->q[l], a->k[l], a->v[l], a->qkv, m->rope_cs, B, T, H, D));
+		} else {
+			attn_inputs(m, l);
+			P_MOVE(m, "rope", 2.0 * N * C * esz(m), be->rope_fwd(be, a->q[l], m->rope_cs, B, H, T, D));
+			P_MOVE(m, "rope", 2.0 * N * C * esz(m), be->rope_fwd(be, a->k[l], m->rope_cs, B, H, T, D));
+		}
 		p_attn_fwd(m, l, B, H, T, D, scale);
-		P_MOVE(m, "heads merge", 2.0 * N * C * esz(m),
-		       be->heads_merge(be, a->y[l], a->o[l], B, T, H, D));
+	attn_done:
 		p_matmul_fwd(m, "matmul o", a->res_mid[l], a->res[l], a->y[l], w->wo, N, C, C);
 		p_rmsnorm_fwd(m, a->ln2[l], a->rstd2[l], a->res_mid[l], p->ln2, N, C);
 		p_matmul_fwd(m, "matmul gate_up", a->h[l], NULL, a->ln2[l], w->wgu, N, C, GU);
@@ -669,7 +755,7 @@ static const void *dres_as_act(model *m)
 {
 	struct model_acts *a = m->a;
 	size_t n = (size_t)m->B * m->T * (size_t)m->cfg.d_model;
-	if (a->dres_act != a->dres)
+	if (a->dres_act != a->dres && !a->dres_act_fresh)
 		P_MOVE(m, "residual gradient to act", n * (4 + esz(m)),
 		       m->be->to_act(m->be, a->dres_act, a->dres, n));
 	return a->dres_act;
@@ -692,16 +778,17 @@ int model_backward_ex(model *m, const model_grad_in *g, lm_err *e)
 	float scale = 1.0f / sqrtf((float)D);
 	lm_logit_opts lo;
 	int variant = logit_opts(m, &lo);
-	if (g->weights) { /* the z-loss belongs to the plain objective, not to weighted (RL) ones */
+	const float *wdev = g->weights_dev ? g->weights_dev : g->weights ? a->tok_w : NULL;
+	if (wdev) { /* the z-loss belongs to the plain objective, not to weighted (RL) ones */
 		lo.z_loss = 0;
 		variant = lo.softcap > 0;
 	}
-	if (a->head_done && (g->weights || g->dlogits || g->dhidden || g->dentropy))
+	if (a->head_done && (wdev || g->dlogits || g->dhidden || g->dentropy))
 		return lm_seterr(e, "model_backward_ex: weights and extra gradients need model_forward, "
 				 "not model_forward_loss");
 	if (a->head_done)
 		goto blocks;
-	if (g->weights)
+	if (g->weights && !g->weights_dev)
 		be->upload(be, a->tok_w, g->weights, (size_t)N * sizeof *g->weights);
 	/* the entropy's gradient needs the logits, which xent_bwd overwrites */
 	float *dent = g->dentropy ? tok_ent(m, e) : NULL, *dz = g->dentropy ? extra(m, e) : NULL;
@@ -731,13 +818,13 @@ int model_backward_ex(model *m, const model_grad_in *g, lm_err *e)
 		}
 		P_MOVE(m, "cross-entropy backward", 2.0 * N * V * esz(m),
 		       be->logit_bwd(be, a->logits, a->logits, a->lse_v, a->targets,
-				     g->weights ? a->tok_w : NULL, x, g->scale, N, V, &lo));
+				     wdev, x, g->scale, N, V, &lo));
 		if (host_after && add_extra(m, a->logits, g->dlogits, (size_t)N * V, e))
 			return -1;
 	} else {
 		P_MOVE(m, "cross-entropy backward", 2.0 * N * V * esz(m),
 		       be->xent_bwd(be, a->logits, a->logits, a->lse_v, a->targets,
-				    g->weights ? a->tok_w : NULL, g->scale, N, V));
+				    wdev, g->scale, N, V));
 		if (dent)
 			be->add_act(be, a->logits, dz, (size_t)N * V);
 		if (g->dlogits && add_extra(m, a->logits, g->dlogits, (size_t)N * V, e))
@@ -760,13 +847,26 @@ blocks:
 			     GU);
 		p_rmsnorm_bwd(m, a->dres, gr->ln2, a->dln, a->res_mid[l], p->ln2, a->rstd2[l], N, C);
 		p_matmul_bwd(m, "matmul o backward", a->dln, gr->wo, dres_as_act(m), a->y[l], w->wo, N, C, C);
-		P_MOVE(m, "heads split", 2.0 * N * C * esz(m), be->heads_split(be, a->dO, a->dln, B, T, H, D));
+		if (a->attn_qkv) {
+			PROF(be, "attention backward", 5.0 * B * H * T * (double)T * D, 10.0 * N * C * esz(m),
+			     be->attn_qkv_bwd(be, a->qkvl[l], m->rope_cs, a->y[l], a->dln, a->lse[l], B, T, H,
+					      D, scale));
+			p_matmul_bwd(m, "matmul qkv backward", a->dln, gr->wqkv, a->qkvl[l], a->ln1[l], w->wqkv,
+				     N, C, QKV);
+			goto qkv_done;
+		}
 		p_attn_bwd(m, l, B, H, T, D, scale);
-		P_MOVE(m, "rope backward", 2.0 * N * C * esz(m), be->rope_bwd(be, a->dq, m->rope_cs, B, H, T, D));
-		P_MOVE(m, "rope backward", 2.0 * N * C * esz(m), be->rope_bwd(be, a->dk, m->rope_cs, B, H, T, D));
-		attn_inputs_bwd(m, l);
+		if (rope_fused(m)) {
+			P_MOVE(m, "qkv merge + rope backward", 6.0 * N * C * esz(m),
+			       be->qkv_rope_merge(be, a->qkv, a->dq, a->dk, a->dv, m->rope_cs, B, T, H, D));
+		} else {
+			P_MOVE(m, "rope backward", 2.0 * N * C * esz(m), be->rope_bwd(be, a->dq, m->rope_cs, B, H, T, D));
+			P_MOVE(m, "rope backward", 2.0 * N * C * esz(m), be->rope_bwd(be, a->dk, m->rope_cs, B, H, T, D));
+			attn_inputs_bwd(m, l);
+		}
 		p_matmul_bwd(m, "matmul qkv backward", a->dln, gr->wqkv, a->qkv, a->ln1[l], w->wqkv, N, C,
 			     QKV);
+	qkv_done:
 		p_rmsnorm_bwd(m, a->dres, gr->ln1, a->dln, a->res[l], p->ln1, a->rstd1[l], N, C);
 		ready(m, l);
 	}

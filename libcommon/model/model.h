@@ -189,11 +189,14 @@ int model_forward_loss(model *m, const int32_t *ids, const int32_t *targets, int
  * Variants: the logits are the soft-capped ones, and dlogits and dentropy
  * are with respect to them (with soft-capping, one of the two at a time);
  * the z-loss's z lse_t^2 joins CE_t only without weights (a weighted,
- * RL, objective gets none). */
+ * RL, objective gets none).  weights_dev: the weights already in the
+ * backend's memory (rl-update computes them there), used instead of
+ * weights. */
 typedef struct model_grad_in {
 	float scale;
 	const float *weights, *dlogits, *dhidden;
 	const float *dentropy;
+	const float *weights_dev;
 } model_grad_in;
 
 /* Backward pass after a forward with targets: ACCUMULATES into m->grads
@@ -217,6 +220,14 @@ int model_read_hidden(const model *m, float *host, size_t rows, lm_err *e);
  * NULL) the entropy of its softmax into ent, computed on the device from
  * the logits (backend.h entropy_fwd).  Host memory [B*T] each; waits. */
 int model_token_logp(const model *m, float *logp, float *ent, lm_err *e);
+/* The same, left on the device for ops to read (be's memory, valid until
+ * the next forward or backward): each token's cross-entropy [B*T] (fp32,
+ * -logp, 0 where the target is negative), the targets [B*T] (int32), and
+ * the entropies [B*T] (fp32, computed now by entropy_fwd; NULL with a
+ * message when their buffer cannot be had). */
+const float *model_token_ce(const model *m);
+const int32_t *model_token_targets(const model *m);
+const float *model_token_entropy(const model *m, lm_err *e);
 /* Number of targets >= 0 in the last forward. */
 long long model_count(const model *m);
 

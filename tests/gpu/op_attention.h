@@ -21,6 +21,10 @@ static const int attn_shapes[][GPU_MAX_DIMS] = {
 	/* more (head, row tile) items than an H200 has multiprocessors: the
 	 * persistent forward's blocks each take several */
 	{2, 80, 200, 64, 1}, {1, 140, 130, 128, 1}, {1, 70, 250, 128, 0},
+	/* D = 32: the short kernels (attn_short_*), one block per head */
+	{1, 1, 1, 32, 0},    {1, 1, 1, 32, 1},    {2, 3, 17, 32, 1},  {1, 2, 63, 32, 1},
+	{2, 2, 65, 32, 0},   {1, 2, 129, 32, 0},  {4, 16, 256, 32, 1}, {3, 5, 100, 32, 1},
+	{1, 2, 511, 32, 1},  {1, 3, 512, 32, 0},
 };
 
 /* bf16 rounding of o and of P before P V bounds the forward error near
@@ -66,11 +70,15 @@ static const char *attn_dev_run(attn_dev *d, uint16_t *const h[4], int B, int H,
 	    !(d->lse = gpu_poisoned(nl * sizeof(float))) ||
 	    !(d->ws = gpu_poisoned(attn_bwd_cuda_workspace(B, H, T, D))))
 		return "cudaMalloc";
-	int rc = attn_fwd_cuda(d->q, d->k, d->v, d->o, d->lse, B, H, T, D, causal, scale, NULL);
+	int sh = attn_short_applies(D, T);
+	int rc = sh ? attn_short_fwd_cuda(d->q, d->k, d->v, d->o, d->lse, B, H, T, D, causal, scale, 0, NULL)
+		    : attn_fwd_cuda(d->q, d->k, d->v, d->o, d->lse, B, H, T, D, causal, scale, NULL);
 	if (rc)
 		return attn_strerror(rc);
-	rc = attn_bwd_cuda(d->q, d->k, d->v, d->o, d->dout, d->lse, d->dq, d->dk, d->dv, B, H, T, D,
-			   causal, scale, d->ws, NULL);
+	rc = sh ? attn_short_bwd_cuda(d->q, d->k, d->v, d->o, d->dout, d->lse, d->dq, d->dk, d->dv, B, H,
+				      T, D, causal, scale, 0, NULL)
+		: attn_bwd_cuda(d->q, d->k, d->v, d->o, d->dout, d->lse, d->dq, d->dk, d->dv, B, H, T, D,
+				causal, scale, d->ws, NULL);
 	if (rc)
 		return attn_strerror(rc);
 	if (cudaDeviceSynchronize() != cudaSuccess)
@@ -153,6 +161,67 @@ static void attn_repeatable(void)
 	free(f);
 }
 
+/* The short kernels' backward pass sums without atomics: dq, dk and dv
+ * are the same bits when it runs again. */
+static void attn_short_repeatable(void)
+{
+	enum { B = 3, H = 4, T = 256, D = 32 };
+	size_t n = (size_t)B * H * T * D;
+	uint64_t seed = 7;
+	uint16_t *h[4], *a = malloc(3 * n * 2), *b = malloc(3 * n * 2);
+	float *f = malloc(n * sizeof *f);
+	for (int i = 0; i < 4; i++) {
+		h[i] = malloc(n * sizeof **h);
+		gpu_rand_bf16(h[i], f, n, 1, &seed);
+	}
+	attn_dev d;
+	const char *fail = attn_dev_run(&d, h, B, H, T, D, 1, 0.2f);
+	uint16_t *g[3] = {d.dq, d.dk, d.dv};
+	int good = !fail;
+	for (int i = 0; good && i < 3; i++)
+		good = cudaMemcpy(a + i * n, g[i], n * 2, cudaMemcpyDeviceToHost) == cudaSuccess;
+	good = good && attn_short_bwd_cuda(d.q, d.k, d.v, d.o, d.dout, d.lse, d.dq, d.dk, d.dv, B, H, T,
+					   D, 1, 0.2f, 0, NULL) == 0;
+	for (int i = 0; good && i < 3; i++)
+		good = cudaMemcpy(b + i * n, g[i], n * 2, cudaMemcpyDeviceToHost) == cudaSuccess;
+	if (good)
+		ok(!memcmp(a, b, 3 * n * 2), "short attention backward is bitwise repeatable");
+	else
+		ok(0, "short attention backward repeat runs: %s", fail ? fail : "CUDA error");
+	/* o and dout as [B, T, H, D]: the same bits, in the other layout */
+	uint16_t *o1 = malloc(n * 2), *dy = malloc(n * 2), *y = NULL, *dyd = NULL;
+	good = !fail && cudaMemcpy(o1, d.o, n * 2, cudaMemcpyDeviceToHost) == cudaSuccess &&
+	       cudaMemcpy(dy, d.dout, n * 2, cudaMemcpyDeviceToHost) == cudaSuccess &&
+	       cudaMalloc((void **)&y, n * 2) == cudaSuccess && cudaMalloc((void **)&dyd, n * 2) == cudaSuccess;
+	uint16_t *perm = malloc(n * 2), *back = malloc(n * 2);
+	for (size_t i = 0; good && i < n; i++) {   /* [B, H, T, D] -> [B, T, H, D] */
+		size_t dd = i % D, t = i / D % T, hh = i / D / T % H, bb = i / D / T / H;
+		perm[((bb * T + t) * H + hh) * D + dd] = dy[i];
+	}
+	good = good && cudaMemcpy(dyd, perm, n * 2, cudaMemcpyHostToDevice) == cudaSuccess &&
+	       attn_short_fwd_cuda(d.q, d.k, d.v, y, d.lse, B, H, T, D, 1, 0.2f, 1, NULL) == 0 &&
+	       attn_short_bwd_cuda(d.q, d.k, d.v, y, dyd, d.lse, d.dq, d.dk, d.dv, B, H, T, D, 1, 0.2f, 1,
+				   NULL) == 0 &&
+	       cudaMemcpy(back, y, n * 2, cudaMemcpyDeviceToHost) == cudaSuccess;
+	int same = good;
+	for (size_t i = 0; same && i < n; i++) {
+		size_t dd = i % D, t = i / D % T, hh = i / D / T % H, bb = i / D / T / H;
+		same = back[((bb * T + t) * H + hh) * D + dd] == o1[i];
+	}
+	ok(same, "short attention with o as [B, T, H, D]: the same o");
+	for (int i = 0; good && i < 3; i++)
+		good = cudaMemcpy(b + i * n, g[i], n * 2, cudaMemcpyDeviceToHost) == cudaSuccess;
+	ok(good && !memcmp(a, b, 3 * n * 2), "short attention with dout as [B, T, H, D]: the same dq, dk, dv");
+	cudaFree(y), cudaFree(dyd);
+	free(o1), free(dy), free(perm), free(back);
+	attn_dev_free(&d);
+	for (int i = 0; i < 4; i++)
+		free(h[i]);
+	free(a);
+	free(b);
+	free(f);
+}
+
 /* Unsupported head dimensions, empty shapes and misaligned pointers are
  * refused with their codes, before anything runs. */
 static void attn_bad_input(void)
@@ -161,6 +230,12 @@ static void attn_bad_input(void)
 	float *l = gpu_poisoned(1024);
 	void *ws = gpu_poisoned(4096);
 	is_int(attn_fwd_cuda(p, p, p, p, l, 1, 1, 4, 32, 0, 1, NULL), ATTN_EHEADDIM, "fwd D=32 refused");
+	is_int(attn_short_fwd_cuda(p, p, p, p, l, 1, 1, 513, 32, 1, 1, 0, NULL), ATTN_EHEADDIM,
+	       "short fwd T=513 refused");
+	is_int(attn_short_bwd_cuda(p, p, p, p, p, l, p, p, p, 1, 1, 4, 64, 1, 1, 0, NULL), ATTN_EHEADDIM,
+	       "short bwd D=64 refused");
+	is_int(attn_short_fwd_cuda(p + 1, p, p, p, l, 1, 1, 4, 32, 1, 1, 0, NULL), ATTN_EALIGN,
+	       "short fwd misaligned q refused");
 	is_int(attn_fwd_cuda(p, p, p, p, l, 1, 1, 4, 96, 1, 1, NULL), ATTN_EHEADDIM, "fwd D=96 refused");
 	is_int(attn_bwd_cuda(p, p, p, p, p, l, p, p, p, 1, 1, 4, 256, 0, 1, ws, NULL), ATTN_EHEADDIM,
 	       "bwd D=256 refused");

@@ -43,6 +43,18 @@ static void test_rmsnorm(int N, int C)
 	compare(what, dxg, dxc, (size_t)N * C, 0, TOL_F32);
 	snprintf(what, sizeof what, "rmsnorm backward N=%d C=%d: dw", N, C);
 	compare(what, dwg, dwc, C, 0, TOL_F32);
+	/* the fused version with the act copy of dx */
+	BOTH(dx2, dx0, (size_t)N * C, 0);
+	ZERO(dw2, C);
+	OUT(dxa, (size_t)N * C, 1);
+	gpu.be->rmsnorm_bwd_act(gpu.be, dx2g, dxag, dw2g, dyg, xg, wg, rg, N, C);
+	snprintf(what, sizeof what, "rmsnorm backward with act copy N=%d C=%d: dx", N, C);
+	compare(what, dx2g, dxc, (size_t)N * C, 0, TOL_F32);
+	snprintf(what, sizeof what, "rmsnorm backward with act copy N=%d C=%d: dx as act", N, C);
+	compare(what, dxag, dxc, (size_t)N * C, 1, TOL_ACT);
+	snprintf(what, sizeof what, "rmsnorm backward with act copy N=%d C=%d: dw", N, C);
+	compare(what, dw2g, dwc, C, 0, TOL_F32);
+	(void)dx2c, (void)dw2c, (void)dxac;
 	free(x), free(w), free(dy), free(dx0);
 	release_all(&cpu), release_all(&gpu);
 }
@@ -121,6 +133,27 @@ static void test_layout(int B, int T, int H, int D)
 	gpu.be->heads_split(gpu.be, sg, yg, B, T, H, D);
 	snprintf(what, sizeof what, "heads split B=%d T=%d H=%d D=%d", B, T, H, D);
 	compare(what, sg, sc, n, 1, 0);
+	/* the fused split + RoPE and its backward against the fine ops */
+	OUT(q2, n, 1);
+	OUT(k2, n, 1);
+	OUT(v2, n, 1);
+	OUT(m2, 3 * n, 1);
+	cpu.be->qkv_split(cpu.be, q2c, k2c, v2c, qkvc, B, T, H, D);
+	cpu.be->rope_fwd(cpu.be, q2c, csc, B, H, T, D);
+	cpu.be->rope_fwd(cpu.be, k2c, csc, B, H, T, D);
+	gpu.be->qkv_rope_split(gpu.be, q2g, k2g, v2g, qkvg, csg, B, T, H, D);
+	snprintf(what, sizeof what, "qkv split + rope B=%d T=%d H=%d D=%d: q", B, T, H, D);
+	compare(what, q2g, q2c, n, 1, TOL_ACT);
+	snprintf(what, sizeof what, "qkv split + rope B=%d T=%d H=%d D=%d: k", B, T, H, D);
+	compare(what, k2g, k2c, n, 1, TOL_ACT);
+	snprintf(what, sizeof what, "qkv split + rope B=%d T=%d H=%d D=%d: v", B, T, H, D);
+	compare(what, v2g, v2c, n, 1, 0);
+	cpu.be->rope_bwd(cpu.be, q2c, csc, B, H, T, D);
+	cpu.be->rope_bwd(cpu.be, k2c, csc, B, H, T, D);
+	cpu.be->qkv_merge(cpu.be, m2c, q2c, k2c, v2c, B, T, H, D);
+	gpu.be->qkv_rope_merge(gpu.be, m2g, q2g, k2g, v2g, csg, B, T, H, D);
+	snprintf(what, sizeof what, "qkv merge + rope backward B=%d T=%d H=%d D=%d", B, T, H, D);
+	compare(what, m2g, m2c, 3 * n, 1, TOL_ACT);
 	free(qkv), free(cs);
 	release_all(&cpu), release_all(&gpu);
 }
@@ -248,6 +281,54 @@ static void test_attention(int B, int H, int T, int D)
 	compare(what, dvg, dvc, n, 1, 2 * TOL_ACT);
 	cpu.be->release(cpu.be, wsc), gpu.be->release(gpu.be, wsg);
 	free(q), free(k), free(v), free(dout);
+	release_all(&cpu), release_all(&gpu);
+}
+
+/* The fused attention on the packed q/k/v rows against the CPU's
+ * composition: split, RoPE, attention, heads merge; and back. */
+static void test_attn_qkv(int B, int T, int H, int D)
+{
+	char what[96];
+	size_t n = (size_t)B * T * H * D, nl = (size_t)B * H * T;
+	float scale = 1.0f / sqrtf((float)D);
+	float *qkv = rnd(3 * n, 1), *dy = rnd(n, 1), *cs = malloc((size_t)T * D * sizeof *cs);
+	rope_table(cs, NULL, T, D, ROPE_THETA_DEFAULT);
+	BOTH(qkv, qkv, 3 * n, 1);
+	BOTH(cs, cs, (size_t)T * D, 0);
+	BOTH(dy, dy, n, 1);
+	OUT(q, n, 1);
+	OUT(k, n, 1);
+	OUT(v, n, 1);
+	OUT(o, n, 1);
+	OUT(y, n, 1);
+	OUT(lse, nl, 0);
+	OUT(dO, n, 1);
+	OUT(dq, n, 1);
+	OUT(dk, n, 1);
+	OUT(dv, n, 1);
+	size_t wc_b = cpu.be->attn_workspace(cpu.be, B, H, T, D);
+	void *wsc = cpu.be->alloc(cpu.be, wc_b + 1);
+	cpu.be->qkv_split(cpu.be, qc, kc, vc, qkvc, B, T, H, D);
+	cpu.be->rope_fwd(cpu.be, qc, csc, B, H, T, D);
+	cpu.be->rope_fwd(cpu.be, kc, csc, B, H, T, D);
+	cpu.be->attn_fwd(cpu.be, qc, kc, vc, oc, lsec, B, H, T, D, 1, scale, wsc, wc_b);
+	cpu.be->heads_merge(cpu.be, yc, oc, B, T, H, D);
+	ok(gpu.be->supports(gpu.be, LM_OP_ATTENTION_QKV, D, T), "CUDA has the fused attention for D=%d T=%d", D, T);
+	gpu.be->attn_qkv_fwd(gpu.be, qkvg, csg, yg, lseg, B, T, H, D, scale);
+	snprintf(what, sizeof what, "attention on packed qkv B=%d T=%d H=%d D=%d: y", B, T, H, D);
+	compare(what, yg, yc, n, 1, TOL_ACT);
+	snprintf(what, sizeof what, "attention on packed qkv B=%d T=%d H=%d D=%d: lse", B, T, H, D);
+	compare(what, lseg, lsec, nl, 0, TOL_F32);
+	cpu.be->heads_split(cpu.be, dOc, dyc, B, T, H, D);
+	cpu.be->attn_bwd(cpu.be, qc, kc, vc, oc, dOc, lsec, dqc, dkc, dvc, B, H, T, D, 1, scale, wsc, wc_b);
+	cpu.be->rope_bwd(cpu.be, dqc, csc, B, H, T, D);
+	cpu.be->rope_bwd(cpu.be, dkc, csc, B, H, T, D);
+	cpu.be->qkv_merge(cpu.be, qkvc, dqc, dkc, dvc, B, T, H, D);
+	gpu.be->attn_qkv_bwd(gpu.be, qkvg, csg, yg, dyg, lseg, B, T, H, D, scale);
+	snprintf(what, sizeof what, "attention on packed qkv backward B=%d T=%d H=%d D=%d: dqkv", B, T, H, D);
+	compare(what, qkvg, qkvc, 3 * n, 1, 2 * TOL_ACT);
+	(void)qg, (void)kg, (void)vg, (void)og, (void)dOg, (void)dqg, (void)dkg, (void)dvg;
+	free(qkv), free(dy), free(cs);
 	release_all(&cpu), release_all(&gpu);
 }
 
@@ -548,6 +629,9 @@ int main(void)
 	test_rmsnorm(1, 64);
 	test_rmsnorm(37, 200);
 	test_rmsnorm(300, 768);
+	test_rmsnorm(513, 512);
+	test_rmsnorm(100, 256);
+	test_rmsnorm(7, 1024);
 	test_matmul(1, 64, 97);
 	test_matmul(37, 72, 50);
 	test_matmul(256, 512, 1344);
@@ -557,15 +641,22 @@ int main(void)
 	test_matmul(17, 512, 1344);  /* just past it: cuBLASLt again */
 	test_layout(2, 17, 3, 32);
 	test_layout(1, 1, 2, 64);
+	test_layout(3, 5, 4, 128);
 	test_swiglu_xent(37, 48, 97);
 	test_swiglu_xent(64, 1344, 10000);
 	test_head(37, 64, 97);
 	test_head(1, 32, 50);
 	test_head(20000, 64, 10000);
+	test_head(30000, 64, 10000);   /* two CUDA chunks */
+	test_head(300, 48, 40000);     /* rows past the registers: read again */
 	test_attention(2, 3, 17, 32);
 	test_attention(1, 2, 129, 64);
 	test_attention(2, 2, 200, 128);
 	test_attention(1, 2, 1, 32);
+	test_attn_qkv(2, 17, 3, 32);
+	test_attn_qkv(3, 256, 4, 32);
+	test_attn_qkv(1, 1, 2, 32);
+	test_attn_qkv(1, 511, 2, 32);
 	test_embedding_adamw(37, 97, 40);
 	model_config small = { 97, 64, 64, 2, 2, 96, 10000.0, 0, MODEL_PLAIN };
 	test_model(small, 3, 45);

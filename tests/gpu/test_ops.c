@@ -14,6 +14,7 @@ int main(void)
 	gpu_require_device();
 	gpu_run_ops(ops, (int)(sizeof ops / sizeof *ops), SEED);
 	attn_repeatable();
+	attn_short_repeatable();
 	attn_bad_input();
 	attn_cs336();
 	return done_testing();

@@ -4,7 +4,14 @@
  * small model's padded micro-batch: model_token_logp's log-probs and
  * entropies, and model_backward_ex with per-token weights, an entropy
  * gradient and a hidden-state gradient (PPO's backward pass), every
- * gradient tensor compared.  Run by `make test-gpu` on a GPU machine. */
+ * gradient tensor compared; then rl-update's loss op (kernels/rl_tok.h,
+ * whose C twin tests/unit/test_rl_tok.c holds to rl_grpo_step and
+ * rl_dpo_loss bit for bit): weights and statistics of SFT, grpo_clip,
+ * clip-higher with the KL term, Dr. GRPO's normalisation and DPO on both
+ * backends, the CUDA results the same bits on a second run; and the whole
+ * device step (rl/rl_device.h: the op, then the weighted backward pass)
+ * on a small model, every gradient tensor compared.  Run by `make
+ * test-gpu` on a GPU machine. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +19,7 @@
 #include "gpu_harness.h"
 #include "kernels/lse.h"
 #include "model/model.h"
+#include "rl/rl_device.h"
 
 static lm_backend *cpu, *gpu;
 static uint64_t seed = 20261202;
@@ -135,6 +143,183 @@ static void test_model(model_config c, int B, int T)
 		free(enc), free(eng), free(gc), free(gg);
 }
 
+/* The loss op's inputs for B rows of T tokens: counted tokens after a
+ * prompt of 2 + b % 3, padding after T - 2b, row 1 without any. */
+typedef struct tok_in {
+	int B, T;
+	float *ce, *old, *ref, *ent, *score;
+	int32_t *tg;
+	double *row_w, *dref;
+} tok_in;
+
+static void tok_make(tok_in *x, int B, int T)
+{
+	size_t n = (size_t)B * T;
+	x->B = B, x->T = T;
+	x->ce = malloc(n * sizeof *x->ce), x->old = malloc(n * sizeof *x->old);
+	x->ref = malloc(n * sizeof *x->ref), x->ent = malloc(n * sizeof *x->ent);
+	x->tg = malloc(n * sizeof *x->tg), x->score = malloc(B * sizeof *x->score);
+	x->row_w = malloc(B * sizeof *x->row_w), x->dref = malloc(B * sizeof *x->dref);
+	for (int b = 0; b < B; b++) {
+		int cnt = 0;
+		for (int t = 0; t < T; t++) {
+			size_t i = (size_t)b * T + t;
+			int counted = b != 1 && t >= 2 + b % 3 && t < T - 2 * b;
+			float u = gpu_rand(&seed), v = gpu_rand(&seed), w = gpu_rand(&seed);
+			x->tg[i] = counted ? 5 : -1;
+			x->ce[i] = counted ? 0.05f + 3.0f * fabsf(u) : 0.0f;
+			x->old[i] = -x->ce[i] + 0.3f * v;
+			x->ref[i] = -x->ce[i] + 0.3f * w;
+			x->ent[i] = 4.0f * fabsf(u * v);
+			cnt += counted;
+		}
+		x->score[b] = gpu_rand(&seed);
+		x->row_w[b] = cnt ? 1.0 / (cnt * 8.0) : 0.0;
+		x->dref[b] = -0.5 * T * (1.0 + fabsf(gpu_rand(&seed)));
+	}
+}
+
+static void tok_free(tok_in *x)
+{
+	free(x->ce), free(x->old), free(x->ref), free(x->ent), free(x->tg), free(x->score);
+	free(x->row_w), free(x->dref);
+}
+
+/* The op on one backend: weights into w, statistics into st (host). */
+static void tok_run(lm_backend *be, const tok_in *x, int dpo, rl_tok_args a, int kl, float *w,
+		    double *st)
+{
+	size_t n = (size_t)x->B * x->T;
+	float *ce = put(be, x->ce, n, 0), *old = put(be, x->old, n, 0), *ref = put(be, x->ref, n, 0);
+	float *ent = put(be, x->ent, n, 0), *score = put(be, x->score, x->B, 0);
+	int32_t *tg = be->alloc(be, n * sizeof *tg);
+	double *rw = be->alloc(be, x->B * sizeof *rw), *dref = be->alloc(be, x->B * sizeof *dref);
+	double *stats = be->alloc(be, RL_ST_N * sizeof *stats), *ws = be->alloc(be, rl_tok_workspace(x->B));
+	float *dw = be->alloc(be, n * sizeof *dw);
+	be->upload(be, tg, x->tg, n * sizeof *tg);
+	be->upload(be, rw, x->row_w, x->B * sizeof *rw);
+	be->upload(be, dref, x->dref, x->B * sizeof *dref);
+	be->zero(be, stats, RL_ST_N * sizeof *stats);
+	if (dpo)
+		be->rl_tok_dpo(be, dw, stats, ws, ce, tg, dref, 0.1, 3.0, x->B, x->T);
+	else
+		be->rl_tok_pg(be, dw, stats, ws, ce, tg, score, rw, a.clip ? old : NULL, kl ? ref : NULL,
+			      ent, x->B, x->T, a);
+	be->download(be, w, dw, n * sizeof *w);
+	be->download(be, st, stats, RL_ST_N * sizeof *st);
+	void *all[] = { ce, old, ref, ent, score, tg, rw, dref, stats, ws, dw };
+	for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+		be->release(be, all[i]);
+}
+
+static void test_rl_tok(int B, int T)
+{
+	static const struct { const char *name; int dpo, clip; float lo, hi; int kl; } cases[] = {
+		{ "sft / naive", 0, 0, 0, 0, 0 },
+		{ "grpo_clip", 0, 1, 0.2f, 0.2f, 0 },
+		{ "grpo_clip, clip-higher, KL", 0, 1, 0.1f, 0.15f, 1 },
+		{ "reinforce, KL", 0, 0, 0, 0, 1 },
+		{ "dpo", 1, 0, 0, 0, 0 },
+	};
+	tok_in x;
+	tok_make(&x, B, T);
+	size_t n = (size_t)B * T;
+	float *wc = malloc(n * sizeof *wc), *wg = malloc(n * sizeof *wg), *wg2 = malloc(n * sizeof *wg2);
+	for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+		rl_tok_args a = { .clip = cases[k].clip, .clip_low = cases[k].lo, .clip_high = cases[k].hi,
+				  .kl_beta = 0.04 };
+		double sc[RL_ST_N], sg[RL_ST_N], sg2[RL_ST_N], worst = 0;
+		tok_run(cpu, &x, cases[k].dpo, a, cases[k].kl, wc, sc);
+		tok_run(gpu, &x, cases[k].dpo, a, cases[k].kl, wg, sg);
+		tok_run(gpu, &x, cases[k].dpo, a, cases[k].kl, wg2, sg2);
+		lm_err e;
+		int rg = gpu->sync(gpu, &e);
+		gpu_err we = gpu_compare(wg, wc, n);
+		for (int j = 0; j < RL_ST_N; j++)
+			worst = fmax(worst, fabs(sg[j] - sc[j]) / fmax(fabs(sc[j]), 1e-12));
+		ok(!rg && we.max <= 1e-5, "loss op %s B=%d T=%d: weights max rel %.3g (tol 1e-5)%s%s",
+		   cases[k].name, B, T, we.max, rg ? ": " : "", rg ? e.msg : "");
+		ok(!rg && worst <= 1e-9, "loss op %s: statistics rel %.3g (tol 1e-9), loss %.12g vs %.12g",
+		   cases[k].name, worst, sg[0], sc[0]);
+		ok(!memcmp(wg, wg2, n * sizeof *wg) && !memcmp(sg, sg2, sizeof sg),
+		   "loss op %s: the CUDA run repeats bit for bit", cases[k].name);
+	}
+	free(wc), free(wg), free(wg2);
+	tok_free(&x);
+}
+
+/* rl_dev_pg (the op and the weighted backward pass) on both backends:
+ * a grpo_clip step with the KL term on a padded micro-batch. */
+static void test_dev_step(model_config c, int B, int T)
+{
+	lm_err e;
+	model mc, mg;
+	rl_dev dc, dg;
+	lm_rng r;
+	rng_seed(&r, 17);
+	if (model_init(&mc, &c, cpu, B, T, &e) || model_init(&mg, &c, gpu, B, T, &e) ||
+	    rl_dev_init(&dc, cpu, B, T, &e) || rl_dev_init(&dg, gpu, B, T, &e)) {
+		ok(0, "device step: init: %s", e.msg);
+		return;
+	}
+	model_init_weights(&mc, &r, &e);
+	float *p = malloc(mc.n_params * sizeof *p);
+	cpu->download(cpu, p, mc.params, mc.n_params * sizeof *p);
+	gpu->upload(gpu, mg.params, p, mc.n_params * sizeof *p);
+	model_params_changed(&mg);
+	size_t N = (size_t)B * T;
+	int32_t *ids = malloc(N * sizeof *ids), *tg = malloc(N * sizeof *tg);
+	float *lp = malloc(N * sizeof *lp), *old = malloc(N * sizeof *old), *ref = malloc(N * sizeof *ref);
+	float *score = malloc(B * sizeof *score);
+	double *rw = malloc(B * sizeof *rw);
+	for (size_t i = 0; i < N; i++) {
+		int row = (int)(i / T), t = (int)(i % T), len = T - 3 * row;
+		ids[i] = t < len ? (int32_t)((i * 7 + 3) % c.vocab) : 0;
+		tg[i] = t >= 3 && t < len ? (int32_t)((i * 5 + 1) % c.vocab) : -1;
+	}
+	int rc = model_forward(&mc, ids, tg, B, T, NULL, &e) || model_token_logp(&mc, lp, NULL, &e);
+	for (size_t i = 0; i < N; i++) {
+		old[i] = lp[i] + 0.2f * gpu_rand(&seed);
+		ref[i] = lp[i] + 0.2f * gpu_rand(&seed);
+	}
+	for (int b = 0; b < B; b++)
+		score[b] = gpu_rand(&seed), rw[b] = 1.0 / (T * (double)B);
+	rl_pg_rows rows = { .score = score, .row_w = rw, .old = old, .ref = ref, .entropy = 1,
+			    .a = { .clip = 1, .clip_low = 0.1f, .clip_high = 0.1f, .kl_beta = 0.04 } };
+	double sc[RL_ST_N], sg[RL_ST_N];
+	rc = rc || rl_dev_pg(&dc, &mc, &rows, &e) || rl_dev_take(&dc, sc, &e);
+	int rg = model_forward(&mg, ids, tg, B, T, NULL, &e) || rl_dev_pg(&dg, &mg, &rows, &e) ||
+		 rl_dev_take(&dg, sg, &e);
+	float *gc = malloc(mc.n_params * sizeof *gc), *gg = malloc(mc.n_params * sizeof *gg);
+	cpu->download(cpu, gc, mc.grads, mc.n_params * sizeof *gc);
+	gpu->download(gpu, gg, mg.grads, mc.n_params * sizeof *gg);
+	model_tensor *t = NULL;
+	int nt = model_tensors(&c, &t);
+	double worst = 0;
+	const char *worst_name = "";
+	for (int i = 0; i < nt; i++) {
+		gpu_err ge = gpu_compare(gg + t[i].offset, gc + t[i].offset, t[i].numel);
+		if (ge.rel > worst)
+			worst = ge.rel, worst_name = t[i].name;
+	}
+	double dl = fabs(sg[RL_ST_LOSS] - sc[RL_ST_LOSS]);
+	ok(!rc && !rg && dl <= 1e-3 + 2e-2 * fabs(sc[RL_ST_LOSS]),
+	   "device step d=%d: loss %.6g vs CPU %.6g%s%s", c.d_model, sg[RL_ST_LOSS], sc[RL_ST_LOSS],
+	   rg ? ": " : "", rg ? e.msg : "");
+	ok(!rc && !rg && sg[RL_ST_TOKENS] == sc[RL_ST_TOKENS] &&
+	   fabs(sg[RL_ST_ENT] - sc[RL_ST_ENT]) <= 2e-2 * fabs(sc[RL_ST_ENT]),
+	   "device step: %g tokens (CPU %g), entropy sum %.6g (CPU %.6g)", sg[RL_ST_TOKENS],
+	   sc[RL_ST_TOKENS], sg[RL_ST_ENT], sc[RL_ST_ENT]);
+	ok(!rc && !rg && worst <= TOL_GRAD, "device step: gradients, every tensor within rel %.3g "
+	   "(worst %.3g, %s)", TOL_GRAD, worst, worst_name);
+	rl_dev_free(&dc);
+	rl_dev_free(&dg);
+	model_free(&mc);
+	model_free(&mg);
+	free(t), free(p), free(ids), free(tg), free(lp), free(old), free(ref), free(score), free(rw);
+	free(gc), free(gg);
+}
+
 int main(void)
 {
 	gpu_require_device();
@@ -152,6 +337,11 @@ int main(void)
 	test_model(small, 4, 40);
 	model_config ts_like = { 1000, 256, 512, 2, 16, 1344, 10000.0, 0, MODEL_PLAIN };
 	test_model(ts_like, 4, 128);
+	test_rl_tok(2, 1);
+	test_rl_tok(6, 37);
+	test_rl_tok(64, 300);
+	test_dev_step(small, 4, 40);
+	test_dev_step(ts_like, 8, 128);
 	cpu->close(cpu);
 	gpu->close(gpu);
 	return done_testing();

@@ -1,0 +1,570 @@
+// attention_short.cu: attention for short sequences and small heads (see
+// kernels/attention.h, attn_short_*): one block of 8 warps per (batch,
+// head) holds the whole head in shared memory, so the flash kernels'
+// per-tile prologues, and their zero padding of D = 32 to 64, are gone.
+//
+// The ts shape (T = 256, D = 32) is where this pays: a head is 16 KB of
+// each of q, k, v; the flash kernels spent 1.5 ms a layer on it, padding
+// included, for what is a few microseconds of tensor-core work per head.
+//
+// mma.sync m16n8k16 (mma.cuh's fragment layouts) on tiles with rows padded
+// from D to D + 8 elements, which keeps ldmatrix free of bank conflicts.
+// Warps take groups of 16 rows in a zigzag order (w, then 2 NW - 1 - w,
+// ...), which balances the causal triangle.  The backward pass is two
+// passes over the shared tiles: warps owning keys accumulate dK and dV,
+// then warps owning queries accumulate dQ, so nothing is summed with
+// atomics and the result does not depend on scheduling.
+//
+// q, k, v, dq, dk, dv are [B, H, T, D]; o (and dout) are that too, or
+// [B, T, H, D] (o_bthd), the layout the output projection reads, so the
+// model needs no heads merge around the call.  The qkv entry points go
+// further: q, k, v are read from the projection's packed rows qkv[B, T,
+// 3, H, D], RoPE is applied in shared memory, and the backward pass writes
+// dq, dk (rotated back in registers) and dv over qkv in place (a block has
+// read its head's q, k, v whole before it writes), so the model needs no
+// split, merge or RoPE kernels either.
+#include "kernels/attention.h"
+#include "mma.cuh"
+
+namespace {
+
+constexpr float LOG2E = 1.4426950408889634f;
+constexpr int NW = 8, NT = NW * 32;
+
+// ldmatrix addresses on a row-major tile of row stride S elements; the
+// fragments are those of mma.cuh's ld_a, ld_bt and ld_b.
+__device__ __forceinline__ void lda(uint32_t a[4], const bf16 *t, int S, int r0, int c0)
+{
+	int l = threadIdx.x & 31;
+	ldsm_x4(a, t + (r0 + (l & 7) + ((l >> 3) & 1) * 8) * S + c0 + (l >> 4) * 8);
+}
+
+__device__ __forceinline__ void ldbt(uint32_t b[4], const bf16 *t, int S, int n0, int c0)
+{
+	int l = threadIdx.x & 31;
+	ldsm_x4(b, t + (n0 + (l & 7) + (l >> 4) * 8) * S + c0 + ((l >> 3) & 1) * 8);
+}
+
+__device__ __forceinline__ void ldb(uint32_t b[4], const bf16 *t, int S, int k0, int n0)
+{
+	int l = threadIdx.x & 31;
+	ldsm_x4_t(b, t + (k0 + (l & 7) + ((l >> 3) & 1) * 8) * S + n0 + (l >> 4) * 8);
+}
+
+// Rows [0, Tp) of a [T, D] matrix whose rows are ld elements apart into a
+// tile of stride D + 8; rows past T become zeros.
+template <int D>
+__device__ __forceinline__ void load_rows(bf16 *tile, const bf16 *g, int T, int Tp, int ld = D)
+{
+	constexpr int CPR = D / 8;
+	for (int c = threadIdx.x; c < Tp * CPR; c += NT) {
+		int r = c / CPR, col = (c % CPR) * 8;
+		bool v = r < T;
+		cp_async16(tile + r * (D + 8) + col, v ? g + (size_t)r * ld + col : g, v);
+	}
+}
+
+// Where head blockIdx.x = b H + h of o (or dout) starts, and its row
+// stride: [B, H, T, D], or [B, T, H, D] when bthd.
+__device__ __forceinline__ size_t o_base(int T, int H, int D, int bthd)
+{
+	int bh = blockIdx.x;
+	return bthd ? ((size_t)(bh / H) * T * H + bh % H) * D : (size_t)bh * T * D;
+}
+
+// The g-th group of round r for warp w (zigzag), or -1 past G groups.
+__device__ __forceinline__ int zig(int r, int w, int G)
+{
+	int g = (r & 1) ? r * NW + NW - 1 - w : r * NW + w;
+	return g < G ? g : -1;
+}
+
+// Where tensor w (0 q, 1 k, 2 v) of head blockIdx.x = b H + h starts:
+// [B, H, T, D] each, or the packed rows qkv[B, T, 3, H, D] (row stride
+// 3 H D) that the q/k/v projection writes.
+__device__ __forceinline__ size_t in_base(int T, int H, int D, int packed, int w)
+{
+	int bh = blockIdx.x;
+	return packed ? ((size_t)(bh / H) * T * 3 * H + (size_t)w * H + bh % H) * D : (size_t)bh * T * D;
+}
+
+// RoPE (kernels/rope.h: pairs (j, j + D/2), table cs[T, D/2, 2]) of the
+// first T rows of a shared tile, in place; the arithmetic of rope_fwd.  A
+// thread takes 8 pairs at once: 16 bytes of each half row, 64 of the table.
+template <int D>
+__device__ __forceinline__ void rope_tile(bf16 *tile, int T, const float *cs)
+{
+	constexpr int HALF = D / 2, CH = HALF / 8;
+	for (int i = threadIdx.x; i < T * CH; i += NT) {
+		int r = i / CH, j = (i % CH) * 8;
+		bf16 *row = tile + r * (D + 8);
+		uint4 a = *(uint4 *)(row + j), b = *(uint4 *)(row + j + HALF);
+		__nv_bfloat162 *pa = (__nv_bfloat162 *)&a, *pb = (__nv_bfloat162 *)&b;
+		const float4 *c4 = (const float4 *)(cs + ((size_t)r * HALF + j) * 2);
+#pragma unroll
+		for (int e = 0; e < 4; e++) {
+			float4 t = c4[e];  // cos, sin of pair j + 2e, then of j + 2e + 1
+			float2 x0 = __bfloat1622float2(pa[e]), x1 = __bfloat1622float2(pb[e]);
+			pa[e] = __floats2bfloat162_rn(x0.x * t.x - x1.x * t.y, x0.y * t.z - x1.y * t.w);
+			pb[e] = __floats2bfloat162_rn(x1.x * t.x + x0.x * t.y, x1.y * t.z + x0.y * t.w);
+		}
+		*(uint4 *)(row + j) = a;
+		*(uint4 *)(row + j + HALF) = b;
+	}
+}
+
+// Sum over the four lanes of a quad (the threads sharing a row).
+__device__ __forceinline__ float quad_sum(float x)
+{
+	x += __shfl_xor_sync(0xffffffffu, x, 1);
+	return x + __shfl_xor_sync(0xffffffffu, x, 2);
+}
+
+__device__ __forceinline__ float quad_max(float x)
+{
+	x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
+	return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
+}
+
+// Store a warp's 16 x D accumulator rows (row0..) times f as bf16 rows of
+// a [T, D] matrix, rows past T dropped.
+template <int D>
+__device__ __forceinline__ void store_rows(bf16 *out, const float (*c)[4], float f, int row0, int T,
+					   int ld = D)
+{
+	int l = threadIdx.x & 31, g = l >> 2, t = l & 3;
+#pragma unroll
+	for (int h = 0; h < 2; h++) {
+		int r = row0 + g + 8 * h;
+		if (r >= T)
+			continue;
+#pragma unroll
+		for (int nt = 0; nt < D / 8; nt++)
+			*(uint32_t *)(out + (size_t)r * ld + nt * 8 + 2 * t) =
+				pack_bf16(c[nt][2 * h] * f, c[nt][2 * h + 1] * f);
+	}
+}
+
+// store_rows of a gradient with respect to rotated q or k, rotated back
+// (rope_bwd) on the way: the pair partner of column j < D/2 is in the
+// n-tile D/16 further, held by the same thread.
+template <int D>
+__device__ __forceinline__ void store_rows_rope(bf16 *out, const float (*c)[4], float f, int row0,
+						int T, int ld, const float *cs)
+{
+	constexpr int HALF = D / 2, NH = D / 16;
+	int l = threadIdx.x & 31, g = l >> 2, t = l & 3;
+#pragma unroll
+	for (int h = 0; h < 2; h++) {
+		int r = row0 + g + 8 * h;
+		if (r >= T)
+			continue;
+#pragma unroll
+		for (int nt = 0; nt < NH; nt++) {
+			int j = nt * 8 + 2 * t;
+			float4 p = *(const float4 *)(cs + ((size_t)r * HALF + j) * 2);
+			float a0 = c[nt][2 * h] * f, a1 = c[nt][2 * h + 1] * f;
+			float b0 = c[nt + NH][2 * h] * f, b1 = c[nt + NH][2 * h + 1] * f;
+			*(uint32_t *)(out + (size_t)r * ld + j) =
+				pack_bf16(a0 * p.x + b0 * p.y, a1 * p.z + b1 * p.w);
+			*(uint32_t *)(out + (size_t)r * ld + j + HALF) =
+				pack_bf16(b0 * p.x - a0 * p.y, b1 * p.z - a1 * p.w);
+		}
+	}
+}
+
+template <int D>
+__global__ void __launch_bounds__(NT, 2) fwd_kernel(const bf16 *q, const bf16 *k, const bf16 *v, bf16 *o,
+						 float *lse, int T, int Tp, int H, int bthd,
+						 int packed, const float *cs, int causal, float scale)
+{
+	constexpr int S = D + 8, KS = 64;
+	extern __shared__ __align__(16) unsigned char smem[];
+	bf16 *Qs = (bf16 *)smem, *Ks = Qs + Tp * S, *Vs = Ks + Tp * S;
+	int ldi = packed ? 3 * H * D : D;
+	load_rows<D>(Qs, q + in_base(T, H, D, packed, 0), T, Tp, ldi);
+	load_rows<D>(Ks, k + in_base(T, H, D, packed, 1), T, Tp, ldi);
+	load_rows<D>(Vs, v + in_base(T, H, D, packed, 2), T, Tp, ldi);
+	cp_async_commit();
+	cp_async_wait_all();
+	__syncthreads();
+	if (cs) {
+		rope_tile<D>(Qs, T, cs);
+		rope_tile<D>(Ks, T, cs);
+		__syncthreads();
+	}
+	int w = threadIdx.x >> 5, l = threadIdx.x & 31, gr = l >> 2, t = l & 3;
+	float sl2 = scale * LOG2E;
+	int G = (T + 15) / 16;
+	for (int r = 0; r * NW < G; r++) {
+		int grp = zig(r, w, G);
+		if (grp < 0)
+			continue;
+		int q0 = grp * 16;
+		uint32_t qa[D / 16][4];
+#pragma unroll
+		for (int kk = 0; kk < D / 16; kk++)
+			lda(qa[kk], Qs, S, q0, kk * 16);
+		float acc[D / 8][4] = {};
+		float m[2] = { -INFINITY, -INFINITY }, ls[2] = { 0, 0 };
+		int kend = causal ? q0 + 16 : T;
+		for (int j0 = 0; j0 < kend; j0 += KS) {
+			float s[KS / 8][4] = {};
+#pragma unroll
+			for (int kk = 0; kk < D / 16; kk++)
+#pragma unroll
+				for (int np = 0; np < KS / 16; np++) {
+					uint32_t b[4];
+					ldbt(b, Ks, S, j0 + np * 16, kk * 16);
+					mma16816(s[2 * np], qa[kk], b[0], b[1]);
+					mma16816(s[2 * np + 1], qa[kk], b[2], b[3]);
+				}
+			if (j0 + KS > (causal ? q0 : T)) {
+#pragma unroll
+				for (int nt = 0; nt < KS / 8; nt++)
+#pragma unroll
+					for (int e = 0; e < 4; e++) {
+						int key = j0 + nt * 8 + 2 * t + (e & 1), row = q0 + gr + 8 * (e >> 1);
+						if (key >= T || (causal && key > row))
+							s[nt][e] = -INFINITY;
+					}
+			}
+#pragma unroll
+			for (int h = 0; h < 2; h++) {
+				float mx = -INFINITY;
+#pragma unroll
+				for (int nt = 0; nt < KS / 8; nt++)
+					mx = fmaxf(mx, fmaxf(s[nt][2 * h], s[nt][2 * h + 1]));
+				mx = fmaxf(quad_max(mx), m[h]);
+				float ms = mx == -INFINITY ? 0.0f : mx * sl2;
+				float alpha = exp2_ftz(m[h] * sl2 - ms), sum = 0;
+				m[h] = mx;
+#pragma unroll
+				for (int nt = 0; nt < KS / 8; nt++) {
+					s[nt][2 * h] = exp2_ftz(fmaf(s[nt][2 * h], sl2, -ms));
+					s[nt][2 * h + 1] = exp2_ftz(fmaf(s[nt][2 * h + 1], sl2, -ms));
+					sum += s[nt][2 * h] + s[nt][2 * h + 1];
+				}
+				ls[h] = ls[h] * alpha + sum;
+#pragma unroll
+				for (int nt = 0; nt < D / 8; nt++) {
+					acc[nt][2 * h] *= alpha;
+					acc[nt][2 * h + 1] *= alpha;
+				}
+			}
+			uint32_t pa[KS / 16][4];
+			acc_to_a<KS>(pa, s);
+#pragma unroll
+			for (int kk = 0; kk < KS / 16; kk++)
+#pragma unroll
+				for (int dn = 0; dn < D / 16; dn++) {
+					uint32_t b[4];
+					ldb(b, Vs, S, j0 + kk * 16, dn * 16);
+					mma16816(acc[2 * dn], pa[kk], b[0], b[1]);
+					mma16816(acc[2 * dn + 1], pa[kk], b[2], b[3]);
+				}
+		}
+		float inv[2];
+#pragma unroll
+		for (int h = 0; h < 2; h++) {
+			float sum = quad_sum(ls[h]);
+			inv[h] = 1.0f / sum;
+			int row = q0 + gr + 8 * h;
+			if (t == 0 && row < T)
+				lse[(size_t)blockIdx.x * T + row] = m[h] * scale + logf(sum);
+		}
+		size_t ob = o_base(T, H, D, bthd);
+		int ld = bthd ? H * D : D;
+#pragma unroll
+		for (int h = 0; h < 2; h++) {
+			int row = q0 + gr + 8 * h;
+			if (row >= T)
+				continue;
+#pragma unroll
+			for (int nt = 0; nt < D / 8; nt++)
+				*(uint32_t *)(o + ob + (size_t)row * ld + nt * 8 + 2 * t) =
+					pack_bf16(acc[nt][2 * h] * inv[h], acc[nt][2 * h + 1] * inv[h]);
+		}
+	}
+}
+
+template <int D>
+__global__ void __launch_bounds__(NT, 2) bwd_kernel(const bf16 *q, const bf16 *k, const bf16 *v,
+						 const bf16 *o, const bf16 *dout, const float *lse,
+						 bf16 *dq, bf16 *dk, bf16 *dv, int T, int Tp,
+						 int H, int bthd, int packed, const float *cs,
+						 int causal, float scale)
+{
+	constexpr int S = D + 8, QS = 32;
+	extern __shared__ __align__(16) unsigned char smem[];
+	bf16 *Qs = (bf16 *)smem, *Ks = Qs + Tp * S, *Vs = Ks + Tp * S, *Ds = Vs + Tp * S;
+	float *lse2 = (float *)(Ds + Tp * S), *delta = lse2 + Tp;
+	int ldi = packed ? 3 * H * D : D;
+	load_rows<D>(Qs, q + in_base(T, H, D, packed, 0), T, Tp, ldi);
+	load_rows<D>(Ks, k + in_base(T, H, D, packed, 1), T, Tp, ldi);
+	load_rows<D>(Vs, v + in_base(T, H, D, packed, 2), T, Tp, ldi);
+	size_t ob = o_base(T, H, D, bthd);
+	int ld = bthd ? H * D : D;
+	load_rows<D>(Ds, dout + ob, T, Tp, ld);
+	cp_async_commit();
+	// delta = rowsum(dO . O), lse in base 2; rows past T contribute nothing
+	for (int r = threadIdx.x; r < Tp; r += NT) {
+		float d = 0;
+		if (r < T) {
+			const uint4 *po = (const uint4 *)(o + ob + (size_t)r * ld);
+			const uint4 *pd = (const uint4 *)(dout + ob + (size_t)r * ld);
+#pragma unroll
+			for (int c = 0; c < D / 8; c++) {
+				uint4 a = po[c], b = pd[c];
+				const __nv_bfloat162 *x = (const __nv_bfloat162 *)&a, *y = (const __nv_bfloat162 *)&b;
+#pragma unroll
+				for (int e = 0; e < 4; e++) {
+					float2 fx = __bfloat1622float2(x[e]), fy = __bfloat1622float2(y[e]);
+					d = fmaf(fx.x, fy.x, fmaf(fx.y, fy.y, d));
+				}
+			}
+		}
+		delta[r] = d;
+		lse2[r] = r < T ? lse[(size_t)blockIdx.x * T + r] * LOG2E : INFINITY;
+	}
+	cp_async_wait_all();
+	__syncthreads();
+	if (cs) {
+		rope_tile<D>(Qs, T, cs);
+		rope_tile<D>(Ks, T, cs);
+		__syncthreads();
+	}
+	int w = threadIdx.x >> 5, l = threadIdx.x & 31, gr = l >> 2, t = l & 3;
+	float sl2 = scale * LOG2E;
+	int G = (T + 15) / 16;
+
+	// Pass A: warps own 16 keys; dK, dV over the queries that see them.
+	for (int r = 0; r * NW < G; r++) {
+		int grp = zig(r, w, G);
+		if (grp < 0)
+			continue;
+		int k0 = grp * 16;
+		uint32_t ka[D / 16][4], va[D / 16][4];
+#pragma unroll
+		for (int kk = 0; kk < D / 16; kk++) {
+			lda(ka[kk], Ks, S, k0, kk * 16);
+			lda(va[kk], Vs, S, k0, kk * 16);
+		}
+		float gk[D / 8][4] = {}, gv[D / 8][4] = {};
+		for (int q0 = causal ? k0 & ~(QS - 1) : 0; q0 < T; q0 += QS) {
+			float st[QS / 8][4] = {}, dp[QS / 8][4] = {};
+#pragma unroll
+			for (int kk = 0; kk < D / 16; kk++)
+#pragma unroll
+				for (int np = 0; np < QS / 16; np++) {
+					uint32_t b[4];
+					ldbt(b, Qs, S, q0 + np * 16, kk * 16);
+					mma16816(st[2 * np], ka[kk], b[0], b[1]);
+					mma16816(st[2 * np + 1], ka[kk], b[2], b[3]);
+					ldbt(b, Ds, S, q0 + np * 16, kk * 16);
+					mma16816(dp[2 * np], va[kk], b[0], b[1]);
+					mma16816(dp[2 * np + 1], va[kk], b[2], b[3]);
+				}
+#pragma unroll
+			for (int nt = 0; nt < QS / 8; nt++)
+#pragma unroll
+				for (int e = 0; e < 4; e++) {
+					int qi = q0 + nt * 8 + 2 * t + (e & 1), key = k0 + gr + 8 * (e >> 1);
+					float p = (key < T && (!causal || qi >= key))
+							  ? exp2_ftz(fmaf(st[nt][e], sl2, -lse2[qi])) : 0.0f;
+					st[nt][e] = p;
+					dp[nt][e] = p * (dp[nt][e] - delta[qi]);
+				}
+			uint32_t pa[QS / 16][4], da[QS / 16][4];
+			acc_to_a<QS>(pa, st);
+			acc_to_a<QS>(da, dp);
+#pragma unroll
+			for (int kk = 0; kk < QS / 16; kk++)
+#pragma unroll
+				for (int dn = 0; dn < D / 16; dn++) {
+					uint32_t b[4];
+					ldb(b, Ds, S, q0 + kk * 16, dn * 16);
+					mma16816(gv[2 * dn], pa[kk], b[0], b[1]);
+					mma16816(gv[2 * dn + 1], pa[kk], b[2], b[3]);
+					ldb(b, Qs, S, q0 + kk * 16, dn * 16);
+					mma16816(gk[2 * dn], da[kk], b[0], b[1]);
+					mma16816(gk[2 * dn + 1], da[kk], b[2], b[3]);
+				}
+		}
+		if (cs)
+			store_rows_rope<D>(dk + in_base(T, H, D, packed, 1), gk, scale, k0, T, ldi, cs);
+		else
+			store_rows<D>(dk + in_base(T, H, D, packed, 1), gk, scale, k0, T, ldi);
+		store_rows<D>(dv + in_base(T, H, D, packed, 2), gv, 1.0f, k0, T, ldi);
+	}
+
+	// Pass B: warps own 16 queries; dQ over the keys they see.
+	for (int r = 0; r * NW < G; r++) {
+		int grp = zig(r, w, G);
+		if (grp < 0)
+			continue;
+		int q0 = grp * 16;
+		uint32_t qa[D / 16][4], oa[D / 16][4];
+#pragma unroll
+		for (int kk = 0; kk < D / 16; kk++) {
+			lda(qa[kk], Qs, S, q0, kk * 16);
+			lda(oa[kk], Ds, S, q0, kk * 16);
+		}
+		float l2r[2], dr[2];
+#pragma unroll
+		for (int h = 0; h < 2; h++) {
+			l2r[h] = lse2[q0 + gr + 8 * h];
+			dr[h] = delta[q0 + gr + 8 * h];
+		}
+		float gq[D / 8][4] = {};
+		int kend = causal ? q0 + 16 : T;
+		for (int j0 = 0; j0 < kend; j0 += QS) {
+			float s[QS / 8][4] = {}, dp[QS / 8][4] = {};
+#pragma unroll
+			for (int kk = 0; kk < D / 16; kk++)
+#pragma unroll
+				for (int np = 0; np < QS / 16; np++) {
+					uint32_t b[4];
+					ldbt(b, Ks, S, j0 + np * 16, kk * 16);
+					mma16816(s[2 * np], qa[kk], b[0], b[1]);
+					mma16816(s[2 * np + 1], qa[kk], b[2], b[3]);
+					ldbt(b, Vs, S, j0 + np * 16, kk * 16);
+					mma16816(dp[2 * np], oa[kk], b[0], b[1]);
+					mma16816(dp[2 * np + 1], oa[kk], b[2], b[3]);
+				}
+#pragma unroll
+			for (int nt = 0; nt < QS / 8; nt++)
+#pragma unroll
+				for (int e = 0; e < 4; e++) {
+					int key = j0 + nt * 8 + 2 * t + (e & 1), qi = q0 + gr + 8 * (e >> 1);
+					float p = (key < T && (!causal || key <= qi))
+							  ? exp2_ftz(fmaf(s[nt][e], sl2, -l2r[e >> 1])) : 0.0f;
+					dp[nt][e] = p * (dp[nt][e] - dr[e >> 1]);
+				}
+			uint32_t da[QS / 16][4];
+			acc_to_a<QS>(da, dp);
+#pragma unroll
+			for (int kk = 0; kk < QS / 16; kk++)
+#pragma unroll
+				for (int dn = 0; dn < D / 16; dn++) {
+					uint32_t b[4];
+					ldb(b, Ks, S, j0 + kk * 16, dn * 16);
+					mma16816(gq[2 * dn], da[kk], b[0], b[1]);
+					mma16816(gq[2 * dn + 1], da[kk], b[2], b[3]);
+				}
+		}
+		if (cs)
+			store_rows_rope<D>(dq + in_base(T, H, D, packed, 0), gq, scale, q0, T, ldi, cs);
+		else
+			store_rows<D>(dq + in_base(T, H, D, packed, 0), gq, scale, q0, T, ldi);
+	}
+}
+
+int padded_T(int T)
+{
+	return (T + 63) / 64 * 64;
+}
+
+size_t fwd_smem(int D, int Tp)
+{
+	return 3 * (size_t)Tp * (D + 8) * sizeof(bf16);
+}
+
+size_t bwd_smem(int D, int Tp)
+{
+	return 4 * (size_t)Tp * (D + 8) * sizeof(bf16) + 2 * (size_t)Tp * sizeof(float);
+}
+
+bool aligned(const void *p)
+{
+	return p && ((uintptr_t)p & 15) == 0;
+}
+
+}  // namespace
+
+extern "C" int attn_short_applies(int D, int T)
+{
+	return D == 32 && T >= 1 && T <= ATTN_SHORT_T_MAX;
+}
+
+namespace {
+
+int fwd(const bf16 *q, const bf16 *k, const bf16 *v, bf16 *o, float *lse, int B, int H, int T,
+	int D, int causal, float scale, int o_bthd, int packed, const float *cs, void *stream)
+{
+	if (!attn_short_applies(D, T))
+		return ATTN_EHEADDIM;
+	if (B < 1 || H < 1 || !(scale > 0))
+		return ATTN_ESHAPE;
+	if (!aligned(q) || !aligned(k) || !aligned(v) || !aligned(o) || !lse)
+		return ATTN_EALIGN;
+	int Tp = padded_T(T);
+	size_t sm = fwd_smem(D, Tp);
+	if (cudaFuncSetAttribute(fwd_kernel<32>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm))
+		return ATTN_EDEVICE;
+	fwd_kernel<32><<<B * H, NT, sm, (cudaStream_t)stream>>>(q, k, v, o, lse, T, Tp, H, o_bthd != 0,
+								packed, cs, causal, scale);
+	return cudaGetLastError() == cudaSuccess ? ATTN_OK : ATTN_EDEVICE;
+}
+
+int bwd(const bf16 *q, const bf16 *k, const bf16 *v, const bf16 *o, const bf16 *dout,
+	const float *lse, bf16 *dq, bf16 *dk, bf16 *dv, int B, int H, int T, int D, int causal,
+	float scale, int o_bthd, int packed, const float *cs, void *stream)
+{
+	if (!attn_short_applies(D, T))
+		return ATTN_EHEADDIM;
+	if (B < 1 || H < 1 || !(scale > 0))
+		return ATTN_ESHAPE;
+	if (!aligned(q) || !aligned(k) || !aligned(v) || !aligned(o) || !aligned(dout) ||
+	    !aligned(dq) || !aligned(dk) || !aligned(dv) || !lse)
+		return ATTN_EALIGN;
+	int Tp = padded_T(T);
+	size_t sm = bwd_smem(D, Tp);
+	if (cudaFuncSetAttribute(bwd_kernel<32>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm))
+		return ATTN_EDEVICE;
+	bwd_kernel<32><<<B * H, NT, sm, (cudaStream_t)stream>>>(q, k, v, o, dout, lse, dq, dk, dv, T,
+								Tp, H, o_bthd != 0, packed, cs,
+								causal, scale);
+	return cudaGetLastError() == cudaSuccess ? ATTN_OK : ATTN_EDEVICE;
+}
+
+}  // namespace
+
+extern "C" int attn_short_fwd_cuda(const uint16_t *q, const uint16_t *k, const uint16_t *v,
+				   uint16_t *o, float *lse, int B, int H, int T, int D, int causal,
+				   float scale, int o_bthd, void *stream)
+{
+	return fwd((const bf16 *)q, (const bf16 *)k, (const bf16 *)v, (bf16 *)o, lse, B, H, T, D,
+		   causal, scale, o_bthd, 0, NULL, stream);
+}
+
+extern "C" int attn_short_bwd_cuda(const uint16_t *q, const uint16_t *k, const uint16_t *v,
+				   const uint16_t *o, const uint16_t *dout, const float *lse,
+				   uint16_t *dq, uint16_t *dk, uint16_t *dv, int B, int H, int T, int D,
+				   int causal, float scale, int o_bthd, void *stream)
+{
+	return bwd((const bf16 *)q, (const bf16 *)k, (const bf16 *)v, (const bf16 *)o,
+		   (const bf16 *)dout, lse, (bf16 *)dq, (bf16 *)dk, (bf16 *)dv, B, H, T, D, causal,
+		   scale, o_bthd, 0, NULL, stream);
+}
+
+extern "C" int attn_short_qkv_fwd_cuda(const uint16_t *qkv, const float *cs, uint16_t *y,
+				       float *lse, int B, int H, int T, int D, float scale,
+				       void *stream)
+{
+	if (!cs || ((uintptr_t)cs & 15))
+		return ATTN_EALIGN;
+	const bf16 *p = (const bf16 *)qkv;
+	return fwd(p, p, p, (bf16 *)y, lse, B, H, T, D, 1, scale, 1, 1, cs, stream);
+}
+
+extern "C" int attn_short_qkv_bwd_cuda(uint16_t *qkv, const float *cs, const uint16_t *y,
+				       const uint16_t *dy, const float *lse, int B, int H, int T,
+				       int D, float scale, void *stream)
+{
+	if (!cs || ((uintptr_t)cs & 15))
+		return ATTN_EALIGN;
+	bf16 *p = (bf16 *)qkv;
+	return bwd(p, p, p, (const bf16 *)y, (const bf16 *)dy, lse, p, p, p, B, H, T, D, 1, scale, 1,
+		   1, cs, stream);
+}
