@@ -3,10 +3,14 @@
 # on J = 1, 2, 4, 8, 16 cores (make -j J, and J threads to load the counts),
 # beside Hugging Face tokenizers (BpeTrainer, then encode_batch on the same
 # documents, on all cores) in the same call.  One JSON line per
-# measurement: wall seconds per stage (the pipeline's own summary lines) and in
-# all, the speed-up over -j 1 of each stage and in all, whether the output is
-# byte-identical to -j 1's;
+# measurement: wall seconds per stage (the pipeline's own summary lines: plan,
+# counts, tokenizer, shards, manifest; other_s is the rest: make and the
+# scripts around the stages) and in all, the speed-up over -j 1 of each stage
+# and in all, whether the output is byte-identical to -j 1's; load_s, measured
+# apart after the run, is the part of the tokenizer stage that reads and sums
+# the counts files (bpe-learn -j J --from-counts --counts-out, no merges);
 # then HF's train and encode seconds and the ratio to our fastest run.
+#   bench/data-pipeline.sh                 # on the GPU machine: -j 1 2 4 8 16 and HF
 #   BENCH_TEXT   the corpus (default: corpus/gutenberg_train.txt of the shared
 #                data, else BENCH_XZ decompressed into a temporary folder)
 #   BENCH_XZ     its xz file (default .devdata/gutenberg_train.txt.xz; python3's
@@ -57,16 +61,26 @@ for j in $JOBS; do
 	tokens=$(awk -F'\t' '!/^#/ { t += $4 } END { print t }' "$out/manifest.tsv")
 	pieces=$(wc -l < "$out/plan.tsv")
 	total=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", b - a }')
-	counts=$(stage_s counts "$W/j$j.log") tokenizer=$(stage_s tokenizer "$W/j$j.log")
-	shards=$(stage_s shards "$W/j$j.log")
-	[ -n "${total1:-}" ] || { total1=$total counts1=$counts tokenizer1=$tokenizer shards1=$shards; }
+	plan=$(stage_s plan "$W/j$j.log") counts=$(stage_s counts "$W/j$j.log")
+	tokenizer=$(stage_s tokenizer "$W/j$j.log") shards=$(stage_s shards "$W/j$j.log")
+	manifest=$(stage_s manifest "$W/j$j.log")
+	# the tokenizer stage's first part, apart: the counts files read and summed
+	mapfile -t tok_counts < <(ls "$out"/counts/group-*.counts 2> /dev/null || ls "$out"/counts/[0-9]*.counts)
+	l0=$(now)
+	"$BIN/bpe-learn" -j "$j" --special '<|endoftext|>' --from-counts --counts-out "$W/sum.counts" "${tok_counts[@]}"
+	load=$(awk -v a="$l0" -v b="$(now)" 'BEGIN { printf "%.3f", b - a }')
+	rm -f "$W/sum.counts"
+	[ -n "${total1:-}" ] || { total1=$total plan1=$plan counts1=$counts tokenizer1=$tokenizer \
+		shards1=$shards manifest1=$manifest load1=$load; }
 	best=$(awk -v a="${best:-1e9}" -v b="$total" 'BEGIN { print (b < a ? b : a) }')
-	printf '{"bench":"data-pipeline","input":"%s","bytes":%s,"vocab":%s,"pieces":%s,"jobs":%s,"counts_s":%s,"tokenizer_s":%s,"shards_s":%s,"total_s":%s,"other_s":%s,"tokens":%s,"speedup_vs_j1":%s,"counts_speedup":%s,"tokenizer_speedup":%s,"shards_speedup":%s,"identical_to_j1":%s}\n' \
-		"$name" "$bytes" "$VOCAB" "$pieces" "$j" "$counts" "$tokenizer" "$shards" "$total" \
-		"$(awk -v t="$total" -v a="$counts" -v b="$tokenizer" -v c="$shards" 'BEGIN { printf "%.3f", t - a - b - c }')" \
+	printf '{"bench":"data-pipeline","input":"%s","bytes":%s,"vocab":%s,"pieces":%s,"jobs":%s,"plan_s":%s,"counts_s":%s,"tokenizer_s":%s,"load_s":%s,"shards_s":%s,"manifest_s":%s,"total_s":%s,"other_s":%s,"tokens":%s,"speedup_vs_j1":%s,"counts_speedup":%s,"tokenizer_speedup":%s,"load_speedup":%s,"shards_speedup":%s,"manifest_speedup":%s,"identical_to_j1":%s}\n' \
+		"$name" "$bytes" "$VOCAB" "$pieces" "$j" "$plan" "$counts" "$tokenizer" "$load" "$shards" \
+		"$manifest" "$total" \
+		"$(awk -v t="$total" -v p="$plan" -v a="$counts" -v b="$tokenizer" -v c="$shards" -v m="$manifest" \
+			'BEGIN { printf "%.3f", t - p - a - b - c - m }')" \
 		"$tokens" "$(ratio "$total1" "$total")" "$(ratio "$counts1" "$counts")" \
-		"$(ratio "$tokenizer1" "$tokenizer")" "$(ratio "$shards1" "$shards")" \
-		"$([ "$d" = "$d1" ] && echo true || echo false)"
+		"$(ratio "$tokenizer1" "$tokenizer")" "$(ratio "$load1" "$load")" "$(ratio "$shards1" "$shards")" \
+		"$(ratio "$manifest1" "$manifest")" "$([ "$d" = "$d1" ] && echo true || echo false)"
 	rm -rf "$out"
 done
 

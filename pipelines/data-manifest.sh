@@ -39,9 +39,10 @@ all)
 	printf '# lmpipe data manifest, version 2: paths relative to this file; counts and checksums from shards/*/train.manifest\n'
 	printf '# tokenizer\ttok.bpe\t%s\n' "$tok"
 	printf '# path\tsplit\tpiece\ttokens\tdocuments\tbytes\tcrc32c\n'
-	for id in $(sed -n 's/^PIECES := *//p' "$w/plan.mk"); do
-		cat "$w/shards/$id/manifest.tsv"
-	done | tee "$w/.manifest.body"
+	# the pieces' manifests in plan order, read by one cat
+	sed -n 's/^PIECES := *//p' "$w/plan.mk" |
+		awk -v w="$w" '{ for (i = 1; i <= NF; i++) print w "/shards/" $i "/manifest.tsv" }' |
+		xargs -r -d '\n' cat | tee "$w/.manifest.body"
 	awk -F'\t' '{ n[$2]++; t[$2] += $4; d[$2] += $5; b[$2] += $6 }
 		END { for (s in n) printf "# total\t%s\t%d shards\t%d\t%d\t%d\n", s, n[s], t[s], d[s], b[s] }' \
 		"$w/.manifest.body" | sort

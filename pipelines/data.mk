@@ -123,8 +123,9 @@ $(error the inputs cannot be listed (see above))
 endif
 
 $(W)/plan.mk: $(W)/inputs.txt $(W)/params/plan $(INPUT_FILES) $(BIN)/doc-cat
-	$(Q)$(ROOT)/pipelines/data-plan.sh $(W) $(PIECE_BYTES) $(GROUP) --format $(FORMAT) --sep $(SEP) \
-	  --eot '$(SPECIAL)'
+	$(Q)t0=$(NOW); $(ROOT)/pipelines/data-plan.sh $(W) $(PIECE_BYTES) $(GROUP) --format $(FORMAT) \
+	  --sep $(SEP) --eot '$(SPECIAL)' && \
+	  $(call summary,plan,$$(wc -l < $(W)/plan.tsv) pieces of $(words $(INPUT_FILES)) files)
 include $(W)/plan.mk
 
 COUNTS := $(PIECES:%=$(W)/counts/%.counts)
@@ -183,10 +184,10 @@ $(SHARDS) &: $(W)/tok.bpe $(W)/params/shards $(W)/plan.tsv
 endif
 
 $(W)/manifest.tsv: $(SHARDS) $(W)/plan.tsv
-	$(Q)$(ROOT)/pipelines/data-manifest.sh all $(W) > $@.tmp
-	$(Q)awk -F'\t' '!/^#/ { p = "$(W)/" $$1; sub(/-[0-9]+\.lms$$/, "", p); \
-	  if (!seen[p]++) print ($$2 == "val" ? "--val " : "-d ") p }' $@.tmp > $(W)/lm-train.args
-	$(Q)mv $@.tmp $@
+	$(Q)t0=$(NOW); $(ROOT)/pipelines/data-manifest.sh all $(W) > $@.tmp && \
+	  awk -F'\t' '!/^#/ { p = "$(W)/" $$1; sub(/-[0-9]+\.lms$$/, "", p); \
+	  if (!seen[p]++) print ($$2 == "val" ? "--val " : "-d ") p }' $@.tmp > $(W)/lm-train.args && \
+	  mv $@.tmp $@ && $(call summary,manifest,$$(grep -vc '^#' $@) shards)
 	$(Q)awk -F'\t' '/^# total/ { printf "data.mk: total: %s %s, %s tokens, %s documents, %s bytes\n", \
 	  $$2, $$3, $$4, $$5, $$6 }' $@ >&2
 

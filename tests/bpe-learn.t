@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # tests/bpe-learn.t: bpe-learn end to end: thread counts and counting in
 # pieces give the same tokenizer, bad input fails cleanly with no output
-# file, arbitrary bytes work, and a stream much larger than the memory the
-# process may use is learned (streaming).
+# file, arbitrary bytes work, counts files merged on threads are the same
+# bytes at any -j and the counts of the whole text, and a stream much larger
+# than the memory the process may use is learned (streaming).
 . "$(dirname "$0")/lib.sh"
 set -e
 cd "$TMP"
@@ -50,6 +51,40 @@ run bpe-learn --from-counts -v 600 -o other.tok h1.counts
 is "$rc" 1 "counts made with other specials are refused"
 ok $([ ! -e other.tok ]; echo $?) "... and no output file"
 is "$err" "bpe-learn: h1.counts: counted with other special tokens than given (1 in the file)" "... with a message"
+
+# Counts files merged on threads by hash partition (bpe_counts_load_many):
+# five pieces of ~10000 distinct pre-tokens each, enough to spread over
+# every partition; the merged counts are the same bytes at -j 1, 2 and 3,
+# hold what counting the whole text at once does (compared as sorted lists,
+# through a reader written here), and give its tokenizer.
+for s in 1 2 3 4 5; do
+	perl -e 'srand($ARGV[0]); for (1 .. 20000) { print " ", join("", map { chr(97 + int rand 26) } 1 .. 2 + int rand 5);
+		print "\n" if $_ % 12 == 0; print "<|endoftext|>" if $_ % 700 == 0 } print "<|endoftext|>"' $s > many$s.txt
+	bpe-learn -j1 --special "$EOT" --counts-out many$s.counts many$s.txt
+done
+cat many?.txt > many.txt
+bpe-learn -j2 --special "$EOT" --counts-out whole.counts many.txt
+dump_counts() { # the entries of a counts file, "HEX COUNT" a line, sorted
+	perl -e 'local $/; my $b = <STDIN>; my $p = unpack("V", substr($b, 12, 4));
+		my $n = unpack("Q<", substr($b, $p, 8)); $p += 8;
+		for (1 .. $n) { my ($l, $c) = unpack("V Q<", substr($b, $p, 12)); $p += 12;
+			print unpack("H*", substr($b, $p, $l)), " $c\n"; $p += $l }' < "$1" | LC_ALL=C sort
+}
+for j in 1 2 3; do
+	bpe-learn -j$j --special "$EOT" --from-counts --counts-out merged$j.counts many?.counts
+done
+cmp -s merged1.counts merged2.counts && cmp -s merged1.counts merged3.counts
+ok $? "counts merged by partition: the same bytes at -j 1, 2 and 3"
+distinct=$(dump_counts whole.counts | wc -l)
+[ "$distinct" -gt 20000 ] && [ "$(dump_counts merged3.counts)" = "$(dump_counts whole.counts)" ]
+ok $? "... the counts of the whole text, every one of its $distinct pre-tokens"
+rc=0; cmp -s merged1.counts many1.counts || rc=$?
+is "$rc" 1 "... (and not merely the first piece's)"
+bpe-learn -j1 -v 700 --special "$EOT" -o many.tok many.txt
+for j in 1 3; do
+	bpe-learn -j$j -v 700 --special "$EOT" --from-counts -o many$j.tok many?.counts
+	cmp -s many.tok many$j.tok; ok $? "-j $j: the tokenizer of the whole text"
+done
 
 # bad input: message, exit code, no output file
 no_file() { [ ! -e "$1" ] && [ -z "$(ls -A . | grep '\.tmp-' || true)" ]; }

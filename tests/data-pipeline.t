@@ -5,10 +5,14 @@
 # tasks (LAUNCH=parallel on this host), the tokenizer is the one bpe-learn
 # learns from the whole corpus at once, a second run does nothing, a changed
 # parameter redoes only what depends on it, a kill -9 in the middle of either
-# stage and a re-run give the uninterrupted output, and bad input (a missing
-# file, a JSON line without "text", a corrupt xz file) names the file and line,
-# fails its piece, keeps the others' output and accepts nothing partial; an
-# unreadable file (/proc/self/mem, which fails to read even for root) the same.
+# stage and a re-run give the uninterrupted output, progress shows on a
+# terminal (script(1)) and not in a file, SEP=line with a glob of inputs
+# works, and bad input (a missing file, a JSON line without "text", a corrupt
+# xz file, a UTF-16 file) names the file and line, fails its piece, keeps the
+# others' output and accepts nothing partial; an unreadable file
+# (/proc/self/mem, which fails to read even for root) the same; a piece that
+# fails while packing leaves none of its shards, and the re-run repacks it
+# alone.
 . "$(dirname "$0")/lib.sh"
 unset MAKEFLAGS MFLAGS MAKELEVEL  # this make is not a sub-make of the one running the tests
 for p in gzip zstd xz; do
@@ -47,9 +51,11 @@ n=$(grep -vc '^#' ref/manifest.tsv)
 ok $? "shards of several pieces ($n), train and validation"
 [ "$(wc -l < ref/plan.tsv)" -gt 5 ] && grep -q "part1.txt	8192	16384" ref/plan.tsv
 ok $? "the plain file is cut into byte ranges, compressed files are whole"
-grep -q '^data.mk: counts: .* pieces, [0-9]* bytes, [0-9.]* s$' ref.log &&
+grep -q '^data.mk: plan: [0-9]* pieces of 5 files, [0-9.]* s$' ref.log &&
+	grep -q '^data.mk: counts: .* pieces, [0-9]* bytes, [0-9.]* s$' ref.log &&
 	grep -q '^data.mk: tokenizer: vocabulary 400 from [0-9]* counts files, [0-9.]* s$' ref.log &&
-	grep -q '^data.mk: shards: .* pieces, [0-9]* tokens, [0-9]* documents, [0-9]* bytes of shards, [0-9.]* s$' ref.log
+	grep -q '^data.mk: shards: .* pieces, [0-9]* tokens, [0-9]* documents, [0-9]* bytes of shards, [0-9.]* s$' ref.log &&
+	grep -q "^data.mk: manifest: $n shards, [0-9.]* s$" ref.log
 ok $? "a summary line per stage (time, bytes, tokens)" || show ref
 
 # the same tokenizer as one bpe-learn over the whole corpus
@@ -117,6 +123,39 @@ data ref -j2 VAL_FRACTION=0.5
 ok $? "a new VAL_FRACTION redoes the shards, not the tokenizer"
 data ref -j2
 is "$(digest ref)" "$ref" "and back: the first shards again"
+counts_time=$(stat -c %Y.%y ref/counts/000000.counts) tok_time=$(stat -c %Y.%y ref/tok.bpe)
+data ref -j2 VOCAB=300
+[ "$(stat -c %Y.%y ref/counts/000000.counts)" = "$counts_time" ] &&
+	[ "$(stat -c %Y.%y ref/tok.bpe)" != "$tok_time" ] && [ "$(digest ref)" != "$ref" ]
+ok $? "a new VOCAB redoes the tokenizer and the shards, not the counts"
+data ref -j2
+is "$(digest ref)" "$ref" "and back: the first tokenizer and shards again"
+
+# progress on a terminal: the pieces done per stage (script(1) gives make
+# a terminal); none in a file (the logs above)
+if command -v script > /dev/null; then
+	script -qec "make -s -f $MK ${OPTS[*]} W=$TMP/tty -j2" /dev/null > tty.log 2>&1
+	pieces=$(wc -l < tty/plan.tsv)
+	grep -aq "data.mk: counts: $pieces/$pieces pieces" tty.log &&
+		grep -aq "data.mk: shards: $pieces/$pieces pieces" tty.log &&
+		grep -aq 'data.mk: shards: .* bytes of shards, [0-9.]* s' tty.log
+	ok $? "on a terminal: the pieces done per stage, and the summaries" ||
+		tr '\r' '\n' < tty.log | sed 's/^/# /' | tail
+	is "$(cat ref.log j2.log | grep -c ' pieces $')" 0 "into a file: no progress, the summaries only"
+	is "$(digest tty)" "$ref" "... and the same bytes"
+else
+	echo "ok # SKIP script(1) is not installed: no terminal for the progress"
+	echo "ok # SKIP script(1) is not installed"
+	echo "ok # SKIP script(1) is not installed"
+fi
+
+# documents one per line (SEP=line), the inputs a glob
+mkdir lines
+for s in 1 2 3; do perl "$LMPIPE_ROOT/tests/mktext.pl" 300 $s > lines/l$s.txt; done
+cp lines/l1.txt lines/skip.md
+data sl -j2 INPUTS="$TMP/lines/*.txt" SEP=line VOCAB=300 VAL_FRACTION=0
+ok $? "SEP=line, INPUTS a glob" || show sl
+is "$(awk -F'\t' '!/^#/ { d += $5 } END { print d }' sl/manifest.tsv)" 900 "... a document per line of the files it matches"
 
 # kill -9 in the middle of each stage, then a re-run
 mkdir slowbin
@@ -189,6 +228,35 @@ data ub -j2 INPUTS="$TMP/corpus/part1.txt"
 ok $? "without it, the re-run completes" || show ub
 [ ! -e ub/counts/000000.counts.tmp ] && [ -z "$(ls -d ub/shards/*.tmp 2>/dev/null)" ]
 ok $? "... with nothing of the failed piece left"
+
+# a file that declares another encoding (a UTF-16 byte-order mark)
+printf '\377\376a\000b\000' > bad/u16.txt
+data u16 -j2 INPUTS="$TMP/bad/u16.txt $TMP/corpus/part1.txt"
+is "$?" 2 "a UTF-16 file: make fails"
+grep -q "doc-cat: $TMP/bad/u16.txt: UTF-16 or UTF-32 text (byte-order mark FF FE)" u16.log
+ok $? "... naming the file and the encoding" || show u16
+[ "$(ls u16/counts/*.counts | wc -l)" -ge 3 ] && [ ! -e u16/counts/000000.counts ] && [ ! -e u16/tok.bpe ]
+ok $? "... its piece fails, the other file's pieces are counted"
+
+# a piece that fails while packing (a shard-pack that fails for piece 2
+# once its shards are written): none of its shards is kept or accepted
+# later, the other pieces' are
+mkdir failbin
+for p in doc-cat bpe-learn bpe-encode; do ln -s "$LMPIPE_BIN/$p" failbin/$p; done
+printf '#!/bin/sh\n"%s/shard-pack" "$@" || exit\ncase "$*" in *shards/000002.tmp/*) echo "shard-pack: planted failure" >&2; exit 1 ;; esac\n' \
+	"$LMPIPE_BIN" > failbin/shard-pack
+chmod +x failbin/shard-pack
+data sf -j2 BIN="$TMP/failbin"
+is "$?" 2 "a piece fails while packing: make fails"
+n_sf=$(ls sf/shards/*/manifest.tsv | wc -l)
+[ ! -e sf/shards/000002 ] && [ -z "$(ls -d sf/shards/*.tmp 2>/dev/null)" ] && [ ! -e sf/manifest.tsv ] &&
+	[ "$n_sf" -eq $(($(wc -l < sf/plan.tsv) - 1)) ]
+ok $? "... nothing of that piece left, every other piece's shards kept ($n_sf), no manifest" ||
+	ls sf/shards | sed 's/^/# /'
+kept=$(stat -c %Y.%y sf/shards/000001/manifest.tsv)
+data sf -j2; ok $? "the re-run completes" || show sf
+is "$(digest sf)" "$ref" "... with the uninterrupted output"
+is "$(stat -c %Y.%y sf/shards/000001/manifest.tsv)" "$kept" "... without repacking the pieces that were done"
 
 ln -s "$TMP/nowhere.txt" bad/missing.txt
 data mb INPUTS="$TMP/bad/missing.txt $TMP/corpus/part1.txt"

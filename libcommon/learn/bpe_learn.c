@@ -3,17 +3,24 @@
  * Each distinct pre-token ("word") is an array of token ids with a count.
  * Every adjacent pair of ids has an entry with its total count and the list
  * of words it occurs in (a superset: entries may be stale, and are checked).
- * A binary max-heap orders the pairs with a nonzero count by (count, left
- * bytes, right bytes).  A merge rewrites only the words on the merged pair's
- * list, adjusting the counts of the neighbouring pairs and their places in
- * the heap as it goes (one change at a time: repairing several changed keys
- * afterwards, one sift each, can leave the heap out of order).
+ * A merge rewrites only the words on the merged pair's list, adjusting the
+ * counts of the neighbouring pairs as it goes.
+ *
+ * A binary max-heap orders the pairs by (count, left bytes, right bytes),
+ * lazily: each pair with a nonzero count has one heap entry whose key is its
+ * count when it was pushed, at least its count now, since a count only grows
+ * in the merge that creates its pair (every pair whose count grows holds the
+ * new id).  So a merge costs no heap work for the counts it lowers; it pushes
+ * the pairs it created, once each, when it ends.  The top entry is the pair
+ * to merge when its key is its count (every other pair's count is at most
+ * its key); otherwise it goes back with its count as key (or out, at 0).
  *
  * On several threads, a merge whose pair occurs in many words rewrites them
  * in parallel: each thread rewrites its share of the words and sums the
  * changes to the neighbouring pairs in a table of its own (one entry per
  * pair, with the words a new pair occurs in); then the sums are applied to
- * the pairs and the heap one pair at a time.  Counts are sums and the heap's
+ * the pairs one pair at a time.  The first count of every pair is made the
+ * same way, each thread over a run of words.  Counts are sums and the heap's
  * order is total (ties of count and bytes go to the lower ids), so the
  * merges are the same whatever the number of threads. */
 #include "learn/bpe_learn_internal.h"
@@ -26,14 +33,17 @@
 
 enum {
 	NONE = 0xFFFFFFFFu, INITIAL_MAP = 1 << 16, FIRST_OCC_CAP = 4, PREFETCH_AHEAD = 8,
-	PAR_WORDS_PER_THREAD = 4096, /* a merge goes parallel past this many words a thread */
+	/* a merge goes parallel past this many words a thread: a thread's
+	 * share of rewriting costs well over the fork, join and applying its
+	 * table (a few hundred distinct pairs against thousands of words) */
+	PAR_WORDS_PER_THREAD = 1024,
+	PAR_COUNT_WORDS = 4096,      /* the first pair count, likewise */
 	INITIAL_DELTAS = 1 << 10,   /* slots of a thread's table of pair changes */
 };
 
 typedef struct pair {
 	uint32_t a, b;
 	int64_t count;
-	uint32_t heap;   /* position in the heap, or NONE */
 	uint32_t *occ;   /* words it (may) occur in */
 	uint32_t n_occ, cap_occ;
 } pair;
@@ -43,6 +53,12 @@ typedef struct word {
 	uint64_t start, count;
 	uint32_t len, stamp; /* stamp: last merge that rewrote it */
 } word;
+
+/* A heap entry: a pair and its count when it was pushed. */
+typedef struct hent {
+	int64_t count;
+	uint32_t p;
+} hent;
 
 typedef struct learner {
 	/* words */
@@ -59,7 +75,7 @@ typedef struct learner {
 	uint64_t *mkey;
 	uint32_t *mval;
 	size_t mmask;
-	uint32_t *heap;
+	hent *heap;
 	size_t n_heap;
 	uint32_t stamp;  /* merges done, marks the words rewritten */
 	lm_err *e;
@@ -87,12 +103,12 @@ static int tok_cmp(const learner *L, uint32_t x, uint32_t y)
 
 /* ---- the heap ---- */
 
-/* p ranks above q: greater count, then greater (left, right) bytes. */
-static int above(const learner *L, uint32_t p, uint32_t q)
+/* x ranks above y: greater count, then greater (left, right) bytes. */
+static int above(const learner *L, hent hx, hent hy)
 {
-	const pair *x = &L->pairs[p], *y = &L->pairs[q];
-	if (x->count != y->count)
-		return x->count > y->count;
+	if (hx.count != hy.count)
+		return hx.count > hy.count;
+	const pair *x = &L->pairs[hx.p], *y = &L->pairs[hy.p];
 	int r = x->a == y->a ? 0 : tok_cmp(L, x->a, y->a);
 	if (r)
 		return r > 0;
@@ -103,52 +119,62 @@ static int above(const learner *L, uint32_t p, uint32_t q)
 	return x->a != y->a ? x->a < y->a : x->b < y->b;
 }
 
-static void heap_set(learner *L, size_t i, uint32_t p)
-{
-	L->heap[i] = p;
-	L->pairs[p].heap = (uint32_t)i;
-}
-
 static void sift_up(learner *L, size_t i)
 {
-	uint32_t p = L->heap[i];
+	hent h = L->heap[i];
 	while (i > 0) {
 		size_t up = (i - 1) / 2;
-		if (!above(L, p, L->heap[up]))
+		if (!above(L, h, L->heap[up]))
 			break;
-		heap_set(L, i, L->heap[up]);
+		L->heap[i] = L->heap[up];
 		i = up;
 	}
-	heap_set(L, i, p);
+	L->heap[i] = h;
 }
 
 static void sift_down(learner *L, size_t i)
 {
-	uint32_t p = L->heap[i];
+	hent h = L->heap[i];
 	for (;;) {
 		size_t c = 2 * i + 1;
 		if (c >= L->n_heap)
 			break;
 		if (c + 1 < L->n_heap && above(L, L->heap[c + 1], L->heap[c]))
 			c++;
-		if (!above(L, L->heap[c], p))
+		if (!above(L, L->heap[c], h))
 			break;
-		heap_set(L, i, L->heap[c]);
+		L->heap[i] = L->heap[c];
 		i = c;
 	}
-	heap_set(L, i, p);
+	L->heap[i] = h;
 }
 
-static void heap_remove(learner *L, uint32_t p)
+/* Push pair p with its count now (the heap has room: at most one entry a
+ * pair). */
+static void heap_push(learner *L, uint32_t p)
 {
-	size_t i = L->pairs[p].heap;
-	L->pairs[p].heap = NONE;
-	uint32_t last = L->heap[--L->n_heap];
-	if (i == L->n_heap)
-		return;
-	heap_set(L, i, last);
-	sift_up(L, i);
-	sift_down(L, L->pairs[last].heap);
+	L->heap[L->n_heap] = (hent){ L->pairs[p].count, p };
+	sift_up(L, L->n_heap++);
+}
+
+/* The pair to merge next, out of the heap; NONE when no pair is left. */
+static uint32_t heap_take(learner *L)
+{
+	while (L->n_heap > 0) {
+		hent top = L->heap[0];
+		int64_t now = L->pairs[top.p].count;
+		if (now == top.count || now <= 0) {
+			L->heap[0] = L->heap[--L->n_heap];
+			if (L->n_heap > 0)
+				sift_down(L, 0);
+			if (now > 0)
+				return top.p;
+			continue;
+		}
+		L->heap[0].count = now; /* lower than its key: back in its place */
+		sift_down(L, 0);
+	}
+	return NONE;
 }
 
 /* ---- pairs ---- */
@@ -209,7 +235,7 @@ static uint32_t pair_get(learner *L, uint32_t a, uint32_t b)
 		pair *np = xrealloc(L, L->pairs, cap * sizeof *np);
 		if (np)
 			L->pairs = np;
-		uint32_t *h = xrealloc(L, L->heap, cap * sizeof *h);
+		hent *h = xrealloc(L, L->heap, cap * sizeof *h);
 		if (h)
 			L->heap = h;
 		if (!np || !h)
@@ -217,7 +243,7 @@ static uint32_t pair_get(learner *L, uint32_t a, uint32_t b)
 		L->cap_pairs = cap;
 	}
 	uint32_t p = (uint32_t)L->n_pairs++;
-	L->pairs[p] = (pair){ a, b, 0, NONE, NULL, 0, 0 };
+	L->pairs[p] = (pair){ a, b, 0, NULL, 0, 0 };
 	L->mkey[j] = k;
 	L->mval[j] = p + 1;
 	if (L->n_pairs * 2 > L->mmask + 1 && map_grow(L))
@@ -241,35 +267,21 @@ static int occ_add(learner *L, pair *x, uint32_t w)
 	return 0;
 }
 
-/* Add f to pair (a, b), which occurs in word w.  in_heap: keep its place
- * in the heap (not while the heap is being built). */
-static int pair_add(learner *L, uint32_t a, uint32_t b, int64_t f, uint32_t w, int in_heap)
+/* Add f to pair (a, b), which occurs in word w. */
+static int pair_add(learner *L, uint32_t a, uint32_t b, int64_t f, uint32_t w)
 {
 	uint32_t p = pair_get(L, a, b);
 	if (p == NONE)
 		return -1;
 	pair *x = &L->pairs[p];
 	x->count += f;
-	if (in_heap) {
-		if (x->heap == NONE)
-			heap_set(L, L->n_heap++, p);
-		sift_up(L, x->heap);
-	}
 	return occ_add(L, x, w);
 }
 
-/* Take f from pair (a, b), which exists; out of the heap at count 0. */
+/* Take f from pair (a, b), which exists (its heap key stays: see above). */
 static void pair_sub(learner *L, uint32_t a, uint32_t b, int64_t f)
 {
-	uint32_t p = pair_get(L, a, b);
-	pair *x = &L->pairs[p];
-	x->count -= f;
-	if (x->heap == NONE)
-		return;
-	if (x->count <= 0)
-		heap_remove(L, p);
-	else
-		sift_down(L, x->heap);
+	L->pairs[pair_get(L, a, b)].count -= f;
 }
 
 /* ---- setup ---- */
@@ -330,24 +342,7 @@ static int setup(learner *L, const bpe_counts *c, const bpe_specials *sp, uint32
 	}
 	L->toff[L->n_tok] = off;
 	bpe_counts_each(c, add_word, L);
-	if (check_pair_total(L))
-		return -1;
-
-	for (size_t w = 0; w < L->n_words; w++) {
-		const word *wd = &L->words[w];
-		const uint32_t *sy = L->sym + wd->start;
-		for (uint32_t i = 0; i + 1 < wd->len; i++)
-			if (pair_add(L, sy[i], sy[i + 1], (int64_t)wd->count, (uint32_t)w, 0))
-				return -1;
-	}
-	if (L->failed)
-		return -1;
-	for (size_t p = 0; p < L->n_pairs; p++)
-		if (L->pairs[p].count > 0)
-			heap_set(L, L->n_heap++, (uint32_t)p);
-	for (size_t i = L->n_heap / 2; i-- > 0;)
-		sift_down(L, i);
-	return 0;
+	return check_pair_total(L);
 }
 
 /* ---- merging ---- */
@@ -363,12 +358,12 @@ static int merge_word(learner *L, uint32_t w, uint32_t a, uint32_t b, uint32_t c
 		if (i + 1 < n && s[i] == a && s[i + 1] == b) {
 			if (o > 0) {
 				pair_sub(L, s[o - 1], a, f);
-				if (pair_add(L, s[o - 1], c, f, w, 1))
+				if (pair_add(L, s[o - 1], c, f, w))
 					return -1;
 			}
 			if (i + 2 < n) {
 				pair_sub(L, b, s[i + 2], f);
-				if (pair_add(L, c, s[i + 2], f, w, 1))
+				if (pair_add(L, c, s[i + 2], f, w))
 					return -1;
 			}
 			s[o++] = c;
@@ -509,9 +504,8 @@ static void merge_word_deltas(learner *L, uint32_t w, uint32_t a, uint32_t b, ui
 	wd->len = o;
 }
 
-/* Apply a thread's summed changes to the pairs and the heap, one pair at a
- * time (top, the pair being merged, stays out of the heap), and empty T. */
-static int deltas_apply(learner *L, deltas *T, uint32_t top)
+/* Apply a thread's summed changes to the pairs, and empty T. */
+static int deltas_apply(learner *L, deltas *T)
 {
 	for (size_t i = 0; i < T->n; i++) {
 		delta *d = &T->d[i];
@@ -524,16 +518,6 @@ static int deltas_apply(learner *L, deltas *T, uint32_t top)
 		for (uint32_t k = 0; k < d->n_occ; k++)
 			if (occ_add(L, x, d->occ[k]))
 				return -1;
-		if (p == top || d->f == 0)
-			continue;
-		if (x->count > 0) {
-			if (x->heap == NONE)
-				heap_set(L, L->n_heap++, p);
-			sift_up(L, x->heap);
-			sift_down(L, x->heap);
-		} else if (x->heap != NONE) {
-			heap_remove(L, p);
-		}
 	}
 	T->n = 0;
 	return 0;
@@ -541,7 +525,7 @@ static int deltas_apply(learner *L, deltas *T, uint32_t top)
 
 /* Rewrite the words of occ on k threads, then apply their changes. */
 static int merge_words_par(learner *L, const uint32_t *occ, uint32_t n_occ, uint32_t a,
-			   uint32_t b, uint32_t c, uint32_t top, deltas *tds, int k)
+			   uint32_t b, uint32_t c, deltas *tds, int k)
 {
 	uint32_t stamp = L->stamp;
 #pragma omp parallel for schedule(dynamic, PAR_WORDS_PER_THREAD) num_threads(k)
@@ -557,9 +541,64 @@ static int merge_words_par(learner *L, const uint32_t *occ, uint32_t n_occ, uint
 			L->failed = 1;
 			return lm_seterr(L->e, "out of memory (pair changes of a merge)");
 		}
-		if (deltas_apply(L, &tds[t], top))
+		if (deltas_apply(L, &tds[t]))
 			return -1;
 	}
+	return 0;
+}
+
+/* The pairs of every word, counted, then the heap.  On k > 1 threads each
+ * thread sums the pairs of its run of words into its table of changes, and
+ * the tables are applied in word order (so each pair lists its words in
+ * increasing order, as one thread would); the tables are then emptied. */
+static int count_pairs(learner *L, deltas *tds, int threads)
+{
+	int k = threads;
+	if ((size_t)k * PAR_COUNT_WORDS > L->n_words)
+		k = (int)(L->n_words / PAR_COUNT_WORDS);
+	if (k > 1) {
+#pragma omp parallel num_threads(k)
+		{
+			int t = omp_get_thread_num();
+			size_t lo = L->n_words * (size_t)t / (size_t)k,
+			       hi = L->n_words * (size_t)(t + 1) / (size_t)k;
+			for (size_t w = lo; w < hi; w++) {
+				const word *wd = &L->words[w];
+				const uint32_t *sy = L->sym + wd->start;
+				for (uint32_t i = 0; i + 1 < wd->len; i++)
+					deltas_add(&tds[t], pair_key(sy[i], sy[i + 1]),
+						   (int64_t)wd->count, (uint32_t)w);
+			}
+		}
+		for (int t = 0; t < k; t++) {
+			if (tds[t].failed) {
+				L->failed = 1;
+				return lm_seterr(L->e, "out of memory (pair counts)");
+			}
+			if (deltas_apply(L, &tds[t]))
+				return -1;
+			/* emptied, and small again for the merges' changes */
+			deltas_free(&tds[t]);
+			memset(&tds[t], 0, sizeof tds[t]);
+			if (deltas_grow_index(&tds[t]))
+				return lm_seterr(L->e, "out of memory");
+		}
+	} else {
+		for (size_t w = 0; w < L->n_words; w++) {
+			const word *wd = &L->words[w];
+			const uint32_t *sy = L->sym + wd->start;
+			for (uint32_t i = 0; i + 1 < wd->len; i++)
+				if (pair_add(L, sy[i], sy[i + 1], (int64_t)wd->count, (uint32_t)w))
+					return -1;
+		}
+	}
+	if (L->failed)
+		return -1;
+	for (size_t p = 0; p < L->n_pairs; p++)
+		if (L->pairs[p].count > 0)
+			L->heap[L->n_heap++] = (hent){ L->pairs[p].count, (uint32_t)p };
+	for (size_t i = L->n_heap / 2; i-- > 0;)
+		sift_down(L, i);
 	return 0;
 }
 
@@ -584,11 +623,13 @@ static int run_merges(learner *L, uint32_t vocab, bpe_merge *merges, uint32_t *n
 		      int threads, deltas *tds, bpe_progress_fn progress, void *arg)
 {
 	*n_merges = 0;
-	while (L->n_tok < vocab && L->n_heap > 0) {
-		uint32_t top = L->heap[0];
+	while (L->n_tok < vocab) {
+		uint32_t top = heap_take(L);
+		if (top == NONE)
+			break;
+		size_t first_new = L->n_pairs; /* the pairs this merge creates, from here */
 		pair *x = &L->pairs[top];
 		uint32_t a = x->a, b = x->b, c = L->n_tok;
-		heap_remove(L, top);
 		if (add_token(L, a, b))
 			return -1;
 		merges[(*n_merges)++] = (bpe_merge){ a, b, c };
@@ -600,7 +641,7 @@ static int run_merges(learner *L, uint32_t vocab, bpe_merge *merges, uint32_t *n
 		if (k > threads)
 			k = threads;
 		if (k > 1) {
-			if (merge_words_par(L, occ, n_occ, a, b, c, top, tds, k)) {
+			if (merge_words_par(L, occ, n_occ, a, b, c, tds, k)) {
 				free(occ);
 				return -1;
 			}
@@ -623,6 +664,9 @@ static int run_merges(learner *L, uint32_t vocab, bpe_merge *merges, uint32_t *n
 		}
 		free(occ);
 		L->pairs[top].count = 0; /* every occurrence is merged */
+		for (size_t p = first_new; p < L->n_pairs; p++)
+			if (L->pairs[p].count > 0)
+				heap_push(L, (uint32_t)p);
 		if (progress)
 			progress(*n_merges, arg);
 	}
@@ -695,7 +739,7 @@ int bpe_learn_threads(const bpe_counts *c, uint32_t vocab_size, const bpe_specia
 	int rc = -1;
 	if (fail)
 		lm_seterr(e, "out of memory");
-	else if (!setup(&L, c, sp, vocab) &&
+	else if (!setup(&L, c, sp, vocab) && !count_pairs(&L, tds, threads) &&
 		 !run_merges(&L, vocab, merges, &n_merges, threads, tds, progress, progress_arg))
 		rc = 0;
 	for (int i = 0; tds && i < threads; i++)

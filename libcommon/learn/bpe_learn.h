@@ -53,8 +53,11 @@ void bpe_counts_each(const bpe_counts *c,
  * file's specials equal sp. */
 int bpe_counts_save(const bpe_counts *c, const bpe_specials *sp, const char *path, lm_err *e);
 int bpe_counts_load(bpe_counts *c, const bpe_specials *sp, const char *path, lm_err *e);
-/* Load n counts files into c on up to `threads` threads (pretoken_load.c);
- * an error names the first bad file in the order given. */
+/* Load n counts files into c on up to `threads` threads (pretoken_load.c),
+ * merged by hash partition: c's entries come out in an order that depends on
+ * what c held and the files in order, never on `threads`.  Each file is read
+ * whole into memory, a batch of `threads` files at a time.  An error names
+ * the first bad file in the order given. */
 int bpe_counts_load_many(bpe_counts *c, const bpe_specials *sp, const char *const *paths,
 			 int n, int threads, lm_err *e);
 

@@ -25,5 +25,16 @@ struct bpe_counts {
 uint64_t bpe_hash(const uint8_t *s, size_t n);
 int bpe_counts_add_hashed(bpe_counts *c, const uint8_t *s, size_t n, uint64_t h, uint64_t k,
 			  lm_err *e);
+/* Build c's hash index anew for its entries (c->ent[0 .. c->n), distinct),
+ * on up to threads threads (pretoken_table.c). */
+int bpe_counts_reindex(bpe_counts *c, int threads, lm_err *e);
+
+/* Called for each entry of a counts file, in file order; nonzero stops. */
+typedef int (*bpe_counts_visit)(const uint8_t *s, uint32_t len, uint64_t count, void *arg,
+				lm_err *e);
+/* Parse the counts file b[0 .. n) (name for messages), checking it all
+ * (pretoken_file.c); fn sees the entries before the trailer is checked. */
+int bpe_counts_parse(const uint8_t *b, size_t n, const char *name, const bpe_specials *sp,
+		     bpe_counts_visit fn, void *arg, lm_err *e);
 
 #endif

@@ -9,7 +9,9 @@
  *   trailer  u64 FNV-1a hash of the body
  * A reader skips header bytes past what it knows (header length), refuses a
  * newer version, another pre-tokenizer, other special tokens, a bad hash or
- * anything after the trailer. */
+ * anything after the trailer.  It reads the whole file into memory and
+ * parses it there (bpe_counts_parse), so a length field can claim no more
+ * than the bytes that follow it. */
 #include "learn/bpe_learn_internal.h"
 
 #include <stdlib.h>
@@ -19,7 +21,7 @@
 #include "base/io.h"
 
 static const char MAGIC[8] = { 'L', 'M', 'B', 'P', 'E', 'C', 'N', 'T' };
-enum { VERSION = 1, PRETOK_NAME = 16, MAX_SPECIAL_LEN = 1 << 20, READ_CHUNK = 1 << 16 };
+enum { VERSION = 1, PRETOK_NAME = 16, MAX_SPECIAL_LEN = 1 << 20 };
 static const char PRETOK[PRETOK_NAME] = "gpt2";
 static const uint64_t FNV_OFFSET = 0xCBF29CE484222325ull, FNV_PRIME = 0x100000001B3ull;
 
@@ -87,52 +89,31 @@ int bpe_counts_save(const bpe_counts *c, const bpe_specials *sp, const char *pat
 	return atomic_commit(&af, e);
 }
 
+/* A counts file in memory, read front to back. */
 typedef struct rd {
-	FILE *fp;
+	const uint8_t *b;
+	size_t n, pos;
 	const char *name;
-	uint64_t h, pos;
 	lm_err *e;
 } rd;
 
-static int get(rd *r, void *p, size_t n)
+static int truncated(const rd *r)
 {
-	if (n && fread(p, 1, n, r->fp) != n)
-		return lm_seterr(r->e, "%s: truncated at byte %llu", r->name,
-				 (unsigned long long)r->pos);
-	const uint8_t *b = p;
-	for (size_t i = 0; i < n; i++)
-		r->h = (r->h ^ b[i]) * FNV_PRIME;
-	r->pos += n;
-	return 0;
+	return lm_seterr(r->e, "%s: truncated at byte %llu", r->name, (unsigned long long)r->pos);
 }
 
-/* Read n bytes into *buf (capacity *cap), growing it only as the bytes
- * arrive, READ_CHUNK at a time: a length field cannot make the reader
- * allocate more than the file holds. */
-static int get_grow(rd *r, uint8_t **buf, size_t *cap, size_t n)
+static int get(rd *r, void *p, size_t n)
 {
-	for (size_t have = 0; have < n;) {
-		size_t want = n - have < READ_CHUNK ? n - have : READ_CHUNK;
-		if (have + want > *cap) {
-			size_t c = *cap ? *cap : READ_CHUNK;
-			while (c < have + want)
-				c *= 2;
-			uint8_t *nb = realloc(*buf, c);
-			if (!nb)
-				return lm_seterr(r->e, "%s: entry of %zu bytes: out of memory", r->name, n);
-			*buf = nb;
-			*cap = c;
-		}
-		if (get(r, *buf + have, want))
-			return -1;
-		have += want;
-	}
+	if (n > r->n - r->pos)
+		return truncated(r);
+	memcpy(p, r->b + r->pos, n);
+	r->pos += n;
 	return 0;
 }
 
 static int get_u32(rd *r, uint32_t *v)
 {
-	uint8_t b[4];
+	uint8_t b[4] = { 0 };
 	if (get(r, b, 4))
 		return -1;
 	*v = (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
@@ -164,85 +145,88 @@ static int read_header(rd *r, const bpe_specials *sp)
 	if (memcmp(pre, PRETOK, sizeof pre))
 		return lm_seterr(r->e, "%s: pre-tokenizer '%.16s' is not gpt2", r->name, pre);
 	int same = n_sp == sp->n;
-	uint8_t *buf = NULL;
 	for (uint32_t i = 0; i < n_sp; i++) {
 		uint32_t len;
 		if (get_u32(r, &len))
-			goto fail;
-		if (len > MAX_SPECIAL_LEN) {
-			lm_seterr(r->e, "%s: bad special token length %u", r->name, len);
-			goto fail;
-		}
-		uint8_t *nb = realloc(buf, len + 1);
-		if (!nb) {
-			lm_seterr(r->e, "out of memory");
-			goto fail;
-		}
-		buf = nb;
-		if (get(r, buf, len))
-			goto fail;
-		same = same && sp->len[i] == len && !memcmp(sp->s[i], buf, len);
+			return -1;
+		if (len > MAX_SPECIAL_LEN)
+			return lm_seterr(r->e, "%s: bad special token length %u", r->name, len);
+		if (len > r->n - r->pos)
+			return truncated(r);
+		same = same && sp->len[i] == len && !memcmp(sp->s[i], r->b + r->pos, len);
+		r->pos += len;
 	}
-	free(buf);
 	if (!same)
 		return lm_seterr(r->e, "%s: counted with other special tokens than given (%u in the file)",
 				 r->name, n_sp);
 	if (hlen < r->pos)
 		return lm_seterr(r->e, "%s: bad header length %u", r->name, hlen);
-	for (uint8_t skip; r->pos < hlen;) /* fields of a later minor revision */
-		if (get(r, &skip, 1))
-			return -1;
+	if (hlen > r->n) { /* fields of a later minor revision, cut short */
+		r->pos = r->n;
+		return truncated(r);
+	}
+	r->pos = hlen; /* skip fields of a later minor revision */
 	return 0;
-fail:
-	free(buf);
-	return -1;
 }
 
-static int read_body(rd *r, bpe_counts *c)
+static uint64_t fnv(const uint8_t *b, size_t n)
 {
-	uint64_t n, h, want;
-	uint8_t *buf = NULL;
-	size_t cap = 0;
-	r->h = FNV_OFFSET;
+	uint64_t h = FNV_OFFSET;
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ b[i]) * FNV_PRIME;
+	return h;
+}
+
+static int read_body(rd *r, bpe_counts_visit fn, void *arg)
+{
+	uint64_t n, want;
+	size_t body = r->pos;
 	if (get_u64(r, &n))
 		return -1;
 	for (uint64_t i = 0; i < n; i++) {
 		uint32_t len;
 		uint64_t k;
 		if (get_u32(r, &len) || get_u64(r, &k))
-			goto fail;
-		if (len == 0 || k == 0) {
-			lm_seterr(r->e, "%s: bad entry %llu at byte %llu", r->name,
-				  (unsigned long long)i, (unsigned long long)r->pos);
-			goto fail;
-		}
-		if (get_grow(r, &buf, &cap, len) || bpe_counts_add(c, buf, len, k, r->e))
-			goto fail;
+			return -1;
+		if (len == 0 || k == 0)
+			return lm_seterr(r->e, "%s: bad entry %llu at byte %llu", r->name,
+					 (unsigned long long)i, (unsigned long long)r->pos);
+		if (len > r->n - r->pos)
+			return truncated(r);
+		if (fn(r->b + r->pos, len, k, arg, r->e))
+			return -1;
+		r->pos += len;
 	}
-	free(buf);
-	h = r->h;
+	uint64_t h = fnv(r->b + body, r->pos - body);
 	if (get_u64(r, &want))
 		return -1;
 	if (h != want)
 		return lm_seterr(r->e, "%s: checksum mismatch (corrupt file)", r->name);
-	if (fgetc(r->fp) != EOF)
+	if (r->pos != r->n)
 		return lm_seterr(r->e, "%s: data after the end at byte %llu", r->name,
 				 (unsigned long long)r->pos);
 	return 0;
-fail:
-	free(buf);
-	return -1;
+}
+
+int bpe_counts_parse(const uint8_t *b, size_t n, const char *name, const bpe_specials *sp,
+		     bpe_counts_visit fn, void *arg, lm_err *e)
+{
+	rd r = { b, n, 0, name, e };
+	return read_header(&r, sp) || read_body(&r, fn, arg) ? -1 : 0;
+}
+
+static int add_entry(const uint8_t *s, uint32_t len, uint64_t k, void *arg, lm_err *e)
+{
+	return bpe_counts_add(arg, s, len, k, e);
 }
 
 int bpe_counts_load(bpe_counts *c, const bpe_specials *sp, const char *path, lm_err *e)
 {
-	FILE *fp = io_open_read(path, e);
-	if (!fp)
+	uint8_t *b;
+	size_t n;
+	if (io_read_file(path, &b, &n, e))
 		return -1;
-	rd r = { fp, io_name(path), 0, 0, e };
-	int rc = read_header(&r, sp) || read_body(&r, c) ? -1 : 0;
-	if (rc == 0 && ferror(fp))
-		rc = lm_seterr(e, "%s: read error", r.name);
-	io_close_read(fp);
+	int rc = bpe_counts_parse(b, n, io_name(path), sp, add_entry, c, e);
+	free(b);
 	return rc;
 }

@@ -3,6 +3,7 @@
  * whose bytes live back to back in one arena. */
 #include "learn/bpe_learn_internal.h"
 
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -102,6 +103,33 @@ int bpe_counts_add_hashed(bpe_counts *c, const uint8_t *s, size_t n, uint64_t h,
 	c->slot[j] = (uint32_t)++c->n;
 	if (c->n * 100 > (c->mask + 1) * MAX_LOAD_PCT)
 		return grow_index(c, e);
+	return 0;
+}
+
+int bpe_counts_reindex(bpe_counts *c, int threads, lm_err *e)
+{
+	size_t n = INITIAL_SLOTS;
+	while (c->n * 100 > n * MAX_LOAD_PCT)
+		n *= 2;
+	uint32_t *slot = calloc(n, sizeof *slot);
+	if (!slot)
+		return lm_seterr(e, "out of memory (pre-token table of %zu entries)", c->n);
+	size_t mask = n - 1;
+	/* The entries are distinct, so each claims the first free slot from its
+	 * hash; which of two colliding entries gets which slot may vary, and
+	 * no lookup depends on it. */
+#pragma omp parallel for schedule(static) num_threads(threads > 0 ? threads : 1)
+	for (size_t i = 0; i < c->n; i++) {
+		for (size_t j = c->ent[i].hash & mask;; j = (j + 1) & mask) {
+			uint32_t free_ = 0;
+			if (__atomic_compare_exchange_n(&slot[j], &free_, (uint32_t)i + 1, 0,
+							__ATOMIC_RELAXED, __ATOMIC_RELAXED))
+				break;
+		}
+	}
+	free(c->slot);
+	c->slot = slot;
+	c->mask = mask;
 	return 0;
 }
 
