@@ -19,11 +19,31 @@ const char *lm_progname = "lmpipe";
  * message about the same failed write. */
 static int dying;
 
+/* The whole line in one write, so that processes sharing stderr (the
+ * ranks of a data-parallel run under mpirun) do not interleave their
+ * messages; a line longer than the buffer goes out in pieces. */
+enum { MSG_MAX = 4096 };
+
 static void vmsg(const char *fmt, va_list ap)
 {
 	int saved = errno;
 	size_t n = strlen(fmt);
 	fflush(stdout);
+	char line[MSG_MAX];
+	va_list aq;
+	va_copy(aq, ap);
+	int a = snprintf(line, sizeof line, "%s: ", lm_progname);
+	int b = a >= 0 && a < MSG_MAX ? vsnprintf(line + a, sizeof line - (size_t)a, fmt, aq) : -1;
+	va_end(aq);
+	size_t used = b >= 0 ? (size_t)a + (size_t)b : sizeof line;
+	if (used < sizeof line && n > 0 && fmt[n - 1] == ':')
+		used += (size_t)snprintf(line + used, sizeof line - used, " %s", strerror(saved));
+	if (used + 1 < sizeof line) {
+		line[used] = '\n';
+		line[used + 1] = '\0';
+		fputs(line, stderr);
+		return;
+	}
 	fprintf(stderr, "%s: ", lm_progname);
 	vfprintf(stderr, fmt, ap);
 	if (n > 0 && fmt[n - 1] == ':')
