@@ -167,9 +167,11 @@ int reference_tokens(const rlu_opts *o, const model_config *cfg, lm_backend *be,
 int rlu_check_finite(rlu_par *par, const stats *st, double gnorm, lm_err *e);
 
 /* The end of a batch: the gradient norm into st, then AdamW on m with the
- * step clipped to o->clip_grad; -1 (no step) when the loss or the norm is
- * not finite (rlu_check_finite). */
-int policy_step(const rlu_opts *o, rlu_par *par, model *m, optim *opt, stats *st, lm_err *e);
+ * step clipped to o->clip_grad, waited for; the batch's time since t0 (its
+ * forward and backward passes) and the step's time added to st; -1 (no
+ * step) when the loss or the norm is not finite (rlu_check_finite). */
+int policy_step(const rlu_opts *o, rlu_par *par, model *m, optim *opt, stats *st, double t0,
+		lm_err *e);
 
 /* SFT and the GRPO family: the epochs of batch steps on the policy m. */
 int pg_train(const rlu_opts *o, rlu_par *par, model *m, optim *opt, seqs *v, stats *st,

@@ -117,12 +117,7 @@ int pg_train(const rlu_opts *o, rlu_par *par, model *m, optim *opt, seqs *v, sta
 			}
 			if (rc || (rc = take_stats(&d, st, e)) || (rc = rlu_par_grads(par, NULL, e)))
 				break;
-			double t1 = lm_now();
-			rc = policy_step(o, par, m, opt, st, e);
-			if (rc == 0)
-				rc = m->be->sync(m->be, e);
-			st->t_fb += t1 - t0;
-			st->t_opt += lm_now() - t1;
+			rc = policy_step(o, par, m, opt, st, t0, e);
 		}
 	progress_end(&pr, done, NULL);
 	rl_dev_free(&d);

@@ -5,6 +5,7 @@
 
 #include <math.h>
 
+#include "cli/progress.h"
 #include "model/optimizer.h"
 
 int rlu_check_finite(rlu_par *par, const stats *st, double gnorm, lm_err *e)
@@ -19,13 +20,18 @@ int rlu_check_finite(rlu_par *par, const stats *st, double gnorm, lm_err *e)
 	return 0;
 }
 
-int policy_step(const rlu_opts *o, rlu_par *par, model *m, optim *opt, stats *st, lm_err *e)
+int policy_step(const rlu_opts *o, rlu_par *par, model *m, optim *opt, stats *st, double t0,
+		lm_err *e)
 {
+	double t1 = lm_now();
 	double gn = optim_grad_norm(m);
 	if (rlu_check_finite(par, st, gn, e))
 		return -1;
 	st->gnorm_sum += gn;
 	st->steps++;
 	optim_step(opt, m, o->lr, clip_factor(gn, o->clip_grad));
-	return 0;
+	int rc = m->be->sync(m->be, e);
+	st->t_fb += t1 - t0;
+	st->t_opt += lm_now() - t1;
+	return rc;
 }
