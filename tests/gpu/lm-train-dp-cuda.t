@@ -73,7 +73,7 @@ for v in "--gpus 1" "--gpus 1 --zero 1" "--gpus 1 --zero 2" "--zero 1" "--zero 2
 	next=$(rate "big-plain$i.jsonl")
 	base=$(( (prev + next) / 2 ))
 	prev=$next
-	perl -e 'printf "# %s: %.0f tokens/s against %.0f plain: %+.2f %% (the issue: at most 2 %%)\n", @ARGV[0..2], 100 * ($ARGV[1] / $ARGV[2] - 1)' "$v" "$r" "$base"
+	perl -e 'printf "# %s: %.0f tokens/s against %.0f plain: %+.2f %% (the issue: at most 2 %%)\n", @ARGV[0..2], 100 * ($ARGV[1] / $ARGV[2] - 1)' -- "$v" "$r" "$base"
 	perl -e 'exit($ARGV[0] >= 0.95 * $ARGV[1] ? 0 : 1)' "$r" "$base"
 	ok $? "$v: tokens/s within 5 % of plain training ($r against $base)"
 done
