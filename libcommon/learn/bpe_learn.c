@@ -715,6 +715,13 @@ int bpe_learn_threads(const bpe_counts *c, uint32_t vocab_size, const bpe_specia
 		      int threads, bpe_progress_fn progress, void *progress_arg,
 		      bpe_tokenizer *t, lm_err *e)
 {
+	return bpe_learn_timed(c, vocab_size, sp, threads, progress, progress_arg, NULL, t, e);
+}
+
+int bpe_learn_timed(const bpe_counts *c, uint32_t vocab_size, const bpe_specials *sp,
+		    int threads, bpe_progress_fn progress, void *progress_arg,
+		    bpe_learn_times *times, bpe_tokenizer *t, lm_err *e)
+{
 	memset(t, 0, sizeof *t);
 	if (bpe_specials_check(sp, e))
 		return -1;
@@ -739,9 +746,19 @@ int bpe_learn_threads(const bpe_counts *c, uint32_t vocab_size, const bpe_specia
 	int rc = -1;
 	if (fail)
 		lm_seterr(e, "out of memory");
-	else if (!setup(&L, c, sp, vocab) && !count_pairs(&L, tds, threads) &&
-		 !run_merges(&L, vocab, merges, &n_merges, threads, tds, progress, progress_arg))
-		rc = 0;
+	else {
+		double t0 = omp_get_wtime();
+		rc = setup(&L, c, sp, vocab) ? -1 : 0;
+		double t1 = omp_get_wtime();
+		if (!rc)
+			rc = count_pairs(&L, tds, threads) ? -1 : 0;
+		double t2 = omp_get_wtime();
+		if (!rc)
+			rc = run_merges(&L, vocab, merges, &n_merges, threads, tds, progress,
+					progress_arg) ? -1 : 0;
+		if (times)
+			*times = (bpe_learn_times){ t1 - t0, t2 - t1, omp_get_wtime() - t2 };
+	}
 	for (int i = 0; tds && i < threads; i++)
 		deltas_free(&tds[i]);
 	free(tds);
