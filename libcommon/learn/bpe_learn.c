@@ -18,9 +18,13 @@
  * On several threads, a merge whose pair occurs in many words rewrites them
  * in parallel: each thread rewrites its share of the words and sums the
  * changes to the neighbouring pairs in a table of its own (one entry per
- * pair, with the words a new pair occurs in); then the sums are applied to
- * the pairs one pair at a time.  The first count of every pair is made the
- * same way, each thread over a run of words.  Counts are sums and the heap's
+ * pair, with the words a new pair occurs in).  Then each thread applies the
+ * falls of its table (the pairs without the new id, which exist and only
+ * lose occurrences) by atomic adds, while the map of pairs is only read;
+ * the pairs with the new id, created by this merge, are made and counted
+ * after the join, one table after another.  The first count of every pair
+ * is made the same way, each thread over a run of words (and applied after
+ * the join).  Counts are sums and the heap's
  * order is total (ties of count and bytes go to the lower ids), so the
  * merges are the same whatever the number of threads. */
 #include "learn/bpe_learn_internal.h"
@@ -33,10 +37,12 @@
 
 enum {
 	NONE = 0xFFFFFFFFu, INITIAL_MAP = 1 << 16, FIRST_OCC_CAP = 4, PREFETCH_AHEAD = 8,
-	/* a merge goes parallel past this many words a thread: a thread's
-	 * share of rewriting costs well over the fork, join and applying its
-	 * table (a few hundred distinct pairs against thousands of words) */
-	PAR_WORDS_PER_THREAD = 1024,
+	/* a merge goes parallel past this many words a thread (LMPIPE_BPE_PAR_WORDS
+	 * sets it): a thread's share of rewriting costs well over the fork and
+	 * join; its table's falls are applied on the thread, its new pairs
+	 * (a few dozen) after the join */
+	PAR_WORDS_PER_THREAD = 256,
+	PAR_CHUNK_WORDS = 64,        /* words a thread takes at a time */
 	PAR_COUNT_WORDS = 4096,      /* the first pair count, likewise */
 	INITIAL_DELTAS = 1 << 10,   /* slots of a thread's table of pair changes */
 };
@@ -78,6 +84,7 @@ typedef struct learner {
 	hent *heap;
 	size_t n_heap;
 	uint32_t stamp;  /* merges done, marks the words rewritten */
+	uint32_t par_words; /* a merge goes parallel past this many words a thread */
 	lm_err *e;
 	int failed;
 } learner;
@@ -523,25 +530,115 @@ static int deltas_apply(learner *L, deltas *T)
 	return 0;
 }
 
-/* Rewrite the words of occ on k threads, then apply their changes. */
+/* Index of pair (a, b), NONE when absent; reads the map only, so threads may
+ * call it together while no pair is created. */
+static uint32_t pair_find(const learner *L, uint32_t a, uint32_t b)
+{
+	uint64_t k = pair_key(a, b);
+	for (size_t j = key_slot(k, L->mmask); L->mval[j]; j = (j + 1) & L->mmask)
+		if (L->mkey[j] == k)
+			return L->mval[j] - 1;
+	return NONE;
+}
+
+static int holds(uint64_t key, uint32_t c)
+{
+	return (uint32_t)(key >> 32) == c || (uint32_t)key == c;
+}
+
+/* The falls of T (the pairs without c, which existed before the merge and
+ * only lose occurrences), applied to their counts atomically, on the
+ * calling thread, beside the other threads' tables; their slots cleared. */
+static void deltas_fall(learner *L, deltas *T, uint32_t c)
+{
+	for (size_t i = 0; i < T->n && !T->failed; i++) {
+		delta *d = &T->d[i];
+		if (holds(d->key, c))
+			continue;
+		T->slot[d->slot] = 0;
+		uint32_t p = pair_find(L, (uint32_t)(d->key >> 32), (uint32_t)d->key);
+		if (p == NONE) /* a pair seen in a word is in the map */
+			T->failed = 1;
+		else
+			__atomic_fetch_add(&L->pairs[p].count, d->f, __ATOMIC_RELAXED);
+	}
+}
+
+/* Append the words w[0 .. n) (no two alike in a row) to x's list. */
+static int occ_append(learner *L, pair *x, const uint32_t *w, uint32_t n)
+{
+	if (n && x->n_occ && x->occ[x->n_occ - 1] == w[0]) {
+		w++;
+		n--;
+	}
+	if (!n)
+		return 0;
+	if ((uint64_t)x->n_occ + n > UINT32_MAX)
+		return lm_seterr(L->e, "pair list too long");
+	if (x->n_occ + n > x->cap_occ) {
+		uint32_t cap = x->cap_occ ? x->cap_occ : FIRST_OCC_CAP;
+		while (cap < x->n_occ + n)
+			cap = cap > UINT32_MAX / 2 ? UINT32_MAX : cap * 2;
+		uint32_t *o = xrealloc(L, x->occ, (size_t)cap * sizeof *o);
+		if (!o)
+			return -1;
+		x->occ = o;
+		x->cap_occ = cap;
+	}
+	memcpy(x->occ + x->n_occ, w, (size_t)n * sizeof *w);
+	x->n_occ += n;
+	return 0;
+}
+
+/* The rest of T after deltas_fall: the pairs that hold c, created by this
+ * merge, with the words they occur in; then T is empty. */
+static int deltas_rise(learner *L, deltas *T, uint32_t c)
+{
+	for (size_t i = 0; i < T->n; i++) {
+		delta *d = &T->d[i];
+		if (!holds(d->key, c))
+			continue;
+		T->slot[d->slot] = 0;
+		uint32_t p = pair_get(L, (uint32_t)(d->key >> 32), (uint32_t)d->key);
+		if (p == NONE)
+			return -1;
+		pair *x = &L->pairs[p];
+		x->count += d->f;
+		if (occ_append(L, x, d->occ, d->n_occ))
+			return -1;
+	}
+	T->n = 0;
+	return 0;
+}
+
+/* Rewrite the words of occ on k threads; each thread then applies the falls
+ * of its table (no pair is created until all are done), and the pairs with
+ * c are created and counted one table after another.  Counts are sums, so
+ * neither the order of the words nor that of the tables changes them. */
 static int merge_words_par(learner *L, const uint32_t *occ, uint32_t n_occ, uint32_t a,
 			   uint32_t b, uint32_t c, deltas *tds, int k)
 {
 	uint32_t stamp = L->stamp;
-#pragma omp parallel for schedule(dynamic, PAR_WORDS_PER_THREAD) num_threads(k)
-	for (uint32_t i = 0; i < n_occ; i++) {
-		uint32_t w = occ[i];
-		/* a word listed twice is rewritten once, by whichever thread is first */
-		if (__atomic_exchange_n(&L->words[w].stamp, stamp, __ATOMIC_RELAXED) == stamp)
-			continue;
-		merge_word_deltas(L, w, a, b, c, &tds[omp_get_thread_num()]);
+#pragma omp parallel num_threads(k)
+	{
+		deltas *T = &tds[omp_get_thread_num()];
+#pragma omp for schedule(dynamic, PAR_CHUNK_WORDS)
+		for (uint32_t i = 0; i < n_occ; i++) {
+			uint32_t w = occ[i];
+			/* a word listed twice is rewritten once, by whichever thread is first */
+			if (__atomic_exchange_n(&L->words[w].stamp, stamp, __ATOMIC_RELAXED) == stamp)
+				continue;
+			merge_word_deltas(L, w, a, b, c, T);
+		}
+		/* (the loop's barrier: every word is rewritten) */
+		deltas_fall(L, T, c);
 	}
 	for (int t = 0; t < k; t++) {
 		if (tds[t].failed) {
 			L->failed = 1;
 			return lm_seterr(L->e, "out of memory (pair changes of a merge)");
 		}
-		if (deltas_apply(L, &tds[t]))
+		if (deltas_rise(L, &tds[t], c))
 			return -1;
 	}
 	return 0;
@@ -637,7 +734,7 @@ static int run_merges(learner *L, uint32_t vocab, bpe_merge *merges, uint32_t *n
 		uint32_t *occ = x->occ, n_occ = x->n_occ;
 		x->occ = NULL;
 		x->n_occ = x->cap_occ = 0;
-		int k = (int)(n_occ / PAR_WORDS_PER_THREAD);
+		int k = (int)(n_occ / L->par_words);
 		if (k > threads)
 			k = threads;
 		if (k > 1) {
@@ -735,6 +832,9 @@ int bpe_learn_timed(const bpe_counts *c, uint32_t vocab_size, const bpe_specials
 	learner L;
 	memset(&L, 0, sizeof L);
 	L.e = e;
+	const char *pw = getenv("LMPIPE_BPE_PAR_WORDS");
+	L.par_words = pw && atol(pw) > 0 && atol(pw) < (long)UINT32_MAX ? (uint32_t)atol(pw)
+								     : PAR_WORDS_PER_THREAD;
 	bpe_merge *merges = malloc(((size_t)vocab - 256 - sp->n + 1) * sizeof *merges);
 	if (threads < 1)
 		threads = 1;
