@@ -6,7 +6,7 @@
  * A merge rewrites only the words on the merged pair's list, adjusting the
  * counts of the neighbouring pairs as it goes.
  *
- * A binary max-heap orders the pairs by (count, left bytes, right bytes),
+ * A 4-ary max-heap orders the pairs by (count, left bytes, right bytes),
  * lazily: each pair with a nonzero count has one heap entry whose key is its
  * count when it was pushed, at least its count now, since a count only grows
  * in the merge that creates its pair (every pair whose count grows holds the
@@ -43,6 +43,9 @@ enum {
 	 * (a few dozen) after the join */
 	PAR_WORDS_PER_THREAD = 256,
 	PAR_CHUNK_WORDS = 64,        /* words a thread takes at a time */
+	/* children of a heap node: a 4-ary heap has half the levels of a
+	 * binary one, and a node's children share a cache line or two */
+	HEAP_ARITY = 4,
 	PAR_COUNT_WORDS = 4096,      /* the first pair count, likewise */
 	INITIAL_DELTAS = 1 << 10,   /* slots of a thread's table of pair changes */
 };
@@ -130,7 +133,7 @@ static void sift_up(learner *L, size_t i)
 {
 	hent h = L->heap[i];
 	while (i > 0) {
-		size_t up = (i - 1) / 2;
+		size_t up = (i - 1) / HEAP_ARITY;
 		if (!above(L, h, L->heap[up]))
 			break;
 		L->heap[i] = L->heap[up];
@@ -143,11 +146,13 @@ static void sift_down(learner *L, size_t i)
 {
 	hent h = L->heap[i];
 	for (;;) {
-		size_t c = 2 * i + 1;
-		if (c >= L->n_heap)
+		size_t first = HEAP_ARITY * i + 1, c = first;
+		if (first >= L->n_heap)
 			break;
-		if (c + 1 < L->n_heap && above(L, L->heap[c + 1], L->heap[c]))
-			c++;
+		size_t end = first + HEAP_ARITY < L->n_heap ? first + HEAP_ARITY : L->n_heap;
+		for (size_t k = first + 1; k < end; k++)
+			if (above(L, L->heap[k], L->heap[c]))
+				c = k;
 		if (!above(L, L->heap[c], h))
 			break;
 		L->heap[i] = L->heap[c];
@@ -694,7 +699,7 @@ static int count_pairs(learner *L, deltas *tds, int threads)
 	for (size_t p = 0; p < L->n_pairs; p++)
 		if (L->pairs[p].count > 0)
 			L->heap[L->n_heap++] = (hent){ L->pairs[p].count, (uint32_t)p };
-	for (size_t i = L->n_heap / 2; i-- > 0;)
+	for (size_t i = (L->n_heap + HEAP_ARITY - 2) / HEAP_ARITY; i-- > 0;)
 		sift_down(L, i);
 	return 0;
 }
