@@ -41,7 +41,7 @@ enum {
 	 * sets it): a thread's share of rewriting costs well over the fork and
 	 * join; its table's falls are applied on the thread, its new pairs
 	 * (a few dozen) after the join */
-	PAR_WORDS_PER_THREAD = 256,
+	PAR_WORDS_PER_THREAD = 128,
 	PAR_CHUNK_WORDS = 64,        /* words a thread takes at a time */
 	/* children of a heap node: a 4-ary heap has half the levels of a
 	 * binary one, and a node's children share a cache line or two */
@@ -279,6 +279,32 @@ static int occ_add(learner *L, pair *x, uint32_t w)
 	return 0;
 }
 
+/* Append the words w[0 .. n) (no two alike in a row) to x's list. */
+static int occ_append(learner *L, pair *x, const uint32_t *w, uint32_t n)
+{
+	if (n && x->n_occ && x->occ[x->n_occ - 1] == w[0]) {
+		w++;
+		n--;
+	}
+	if (!n)
+		return 0;
+	if ((uint64_t)x->n_occ + n > UINT32_MAX)
+		return lm_seterr(L->e, "pair list too long");
+	if (x->n_occ + n > x->cap_occ) {
+		uint32_t cap = x->cap_occ ? x->cap_occ : FIRST_OCC_CAP;
+		while (cap < x->n_occ + n)
+			cap = cap > UINT32_MAX / 2 ? UINT32_MAX : cap * 2;
+		uint32_t *o = xrealloc(L, x->occ, (size_t)cap * sizeof *o);
+		if (!o)
+			return -1;
+		x->occ = o;
+		x->cap_occ = cap;
+	}
+	memcpy(x->occ + x->n_occ, w, (size_t)n * sizeof *w);
+	x->n_occ += n;
+	return 0;
+}
+
 /* Add f to pair (a, b), which occurs in word w. */
 static int pair_add(learner *L, uint32_t a, uint32_t b, int64_t f, uint32_t w)
 {
@@ -437,49 +463,60 @@ static int deltas_grow_index(deltas *T)
 	return 0;
 }
 
-/* Add f to pair key's change; w (NONE: none) is a word it was added in. */
-static void deltas_add(deltas *T, uint64_t key, int64_t f, uint32_t w)
+/* The change of pair key in T, made (zero) when absent; NULL on failure. */
+static delta *deltas_at(deltas *T, uint64_t key)
 {
 	if (T->failed)
-		return;
+		return NULL;
 	size_t j = key_slot(key, T->mask);
 	uint32_t v;
 	while ((v = T->slot[j]) && T->d[v - 1].key != key)
 		j = (j + 1) & T->mask;
-	delta *d;
-	if (v) {
-		d = &T->d[v - 1];
-	} else {
-		if (T->n == T->cap) {
-			size_t cap = T->cap ? T->cap * 2 : INITIAL_DELTAS;
-			delta *nd = realloc(T->d, cap * sizeof *nd);
-			if (!nd) {
-				T->failed = 1;
-				return;
-			}
-			T->d = nd;
-			T->cap = cap;
-		}
-		if (T->n == T->made) /* a fresh entry, no occ buffer yet */
-			T->d[T->made++] = (delta){ 0 };
-		d = &T->d[T->n];
-		d->key = key;
-		d->f = 0;
-		d->n_occ = 0;
-		d->slot = (uint32_t)j;
-		T->slot[j] = (uint32_t)++T->n;
-		if (T->n * 2 > T->mask + 1 && deltas_grow_index(T)) {
+	if (v)
+		return &T->d[v - 1];
+	if (T->n == T->cap) {
+		size_t cap = T->cap ? T->cap * 2 : INITIAL_DELTAS;
+		delta *nd = realloc(T->d, cap * sizeof *nd);
+		if (!nd) {
 			T->failed = 1;
-			return;
+			return NULL;
 		}
-		d = &T->d[T->n - 1];
+		T->d = nd;
+		T->cap = cap;
 	}
-	d->f += f;
-	if (w == NONE || (d->n_occ && d->occ[d->n_occ - 1] == w))
+	if (T->n == T->made) /* a fresh entry, no occ buffer yet */
+		T->d[T->made++] = (delta){ 0 };
+	delta *d = &T->d[T->n];
+	d->key = key;
+	d->f = 0;
+	d->n_occ = 0;
+	d->slot = (uint32_t)j;
+	T->slot[j] = (uint32_t)++T->n;
+	if (T->n * 2 > T->mask + 1 && deltas_grow_index(T)) {
+		T->failed = 1;
+		return NULL;
+	}
+	return &T->d[T->n - 1];
+}
+
+/* Append the words w[0 .. n) (no two alike in a row) to d's list. */
+static void delta_occ(deltas *T, delta *d, const uint32_t *w, uint32_t n)
+{
+	if (n && d->n_occ && d->occ[d->n_occ - 1] == w[0]) {
+		w++;
+		n--;
+	}
+	if (!n)
 		return;
-	if (d->n_occ == d->cap_occ) {
-		uint32_t cap = d->cap_occ ? d->cap_occ * 2 : FIRST_OCC_CAP;
-		uint32_t *o = realloc(d->occ, cap * sizeof *o);
+	if ((uint64_t)d->n_occ + n > UINT32_MAX / 2) {
+		T->failed = 1;
+		return;
+	}
+	if (d->n_occ + n > d->cap_occ) {
+		uint32_t cap = d->cap_occ ? d->cap_occ : FIRST_OCC_CAP;
+		while (cap < d->n_occ + n)
+			cap *= 2;
+		uint32_t *o = realloc(d->occ, (size_t)cap * sizeof *o);
 		if (!o) {
 			T->failed = 1;
 			return;
@@ -487,7 +524,19 @@ static void deltas_add(deltas *T, uint64_t key, int64_t f, uint32_t w)
 		d->occ = o;
 		d->cap_occ = cap;
 	}
-	d->occ[d->n_occ++] = w;
+	memcpy(d->occ + d->n_occ, w, (size_t)n * sizeof *w);
+	d->n_occ += n;
+}
+
+/* Add f to pair key's change; w (NONE: none) is a word it was added in. */
+static void deltas_add(deltas *T, uint64_t key, int64_t f, uint32_t w)
+{
+	delta *d = deltas_at(T, key);
+	if (!d)
+		return;
+	d->f += f;
+	if (w != NONE)
+		delta_occ(T, d, &w, 1);
 }
 
 /* merge_word, with the pair changes summed into T instead of applied. */
@@ -527,9 +576,8 @@ static int deltas_apply(learner *L, deltas *T)
 			return -1;
 		pair *x = &L->pairs[p];
 		x->count += d->f;
-		for (uint32_t k = 0; k < d->n_occ; k++)
-			if (occ_add(L, x, d->occ[k]))
-				return -1;
+		if (occ_append(L, x, d->occ, d->n_occ))
+			return -1;
 	}
 	T->n = 0;
 	return 0;
@@ -553,14 +601,13 @@ static int holds(uint64_t key, uint32_t c)
 
 /* The falls of T (the pairs without c, which existed before the merge and
  * only lose occurrences), applied to their counts atomically, on the
- * calling thread, beside the other threads' tables; their slots cleared. */
+ * calling thread, beside the other threads' tables. */
 static void deltas_fall(learner *L, deltas *T, uint32_t c)
 {
 	for (size_t i = 0; i < T->n && !T->failed; i++) {
 		delta *d = &T->d[i];
 		if (holds(d->key, c))
 			continue;
-		T->slot[d->slot] = 0;
 		uint32_t p = pair_find(L, (uint32_t)(d->key >> 32), (uint32_t)d->key);
 		if (p == NONE) /* a pair seen in a word is in the map */
 			T->failed = 1;
@@ -569,30 +616,23 @@ static void deltas_fall(learner *L, deltas *T, uint32_t c)
 	}
 }
 
-/* Append the words w[0 .. n) (no two alike in a row) to x's list. */
-static int occ_append(learner *L, pair *x, const uint32_t *w, uint32_t n)
+/* The pairs of src that hold c added into dst (words in order: dst's, then
+ * src's), then src emptied: a small table to a small table, in cache, so
+ * that the pair map is searched once a new pair, not once a thread. */
+static void deltas_fold(deltas *dst, deltas *src, uint32_t c)
 {
-	if (n && x->n_occ && x->occ[x->n_occ - 1] == w[0]) {
-		w++;
-		n--;
+	for (size_t i = 0; i < src->n; i++) {
+		delta *s = &src->d[i];
+		src->slot[s->slot] = 0;
+		if (!holds(s->key, c))
+			continue;
+		delta *d = deltas_at(dst, s->key);
+		if (!d)
+			return;
+		d->f += s->f;
+		delta_occ(dst, d, s->occ, s->n_occ);
 	}
-	if (!n)
-		return 0;
-	if ((uint64_t)x->n_occ + n > UINT32_MAX)
-		return lm_seterr(L->e, "pair list too long");
-	if (x->n_occ + n > x->cap_occ) {
-		uint32_t cap = x->cap_occ ? x->cap_occ : FIRST_OCC_CAP;
-		while (cap < x->n_occ + n)
-			cap = cap > UINT32_MAX / 2 ? UINT32_MAX : cap * 2;
-		uint32_t *o = xrealloc(L, x->occ, (size_t)cap * sizeof *o);
-		if (!o)
-			return -1;
-		x->occ = o;
-		x->cap_occ = cap;
-	}
-	memcpy(x->occ + x->n_occ, w, (size_t)n * sizeof *w);
-	x->n_occ += n;
-	return 0;
+	src->n = 0;
 }
 
 /* The rest of T after deltas_fall: the pairs that hold c, created by this
@@ -601,9 +641,9 @@ static int deltas_rise(learner *L, deltas *T, uint32_t c)
 {
 	for (size_t i = 0; i < T->n; i++) {
 		delta *d = &T->d[i];
+		T->slot[d->slot] = 0;
 		if (!holds(d->key, c))
 			continue;
-		T->slot[d->slot] = 0;
 		uint32_t p = pair_get(L, (uint32_t)(d->key >> 32), (uint32_t)d->key);
 		if (p == NONE)
 			return -1;
@@ -617,9 +657,10 @@ static int deltas_rise(learner *L, deltas *T, uint32_t c)
 }
 
 /* Rewrite the words of occ on k threads; each thread then applies the falls
- * of its table (no pair is created until all are done), and the pairs with
- * c are created and counted one table after another.  Counts are sums, so
- * neither the order of the words nor that of the tables changes them. */
+ * of its table (no pair is created until all are done); after the join the
+ * pairs with c are folded into the first table, then created and counted.
+ * Counts are sums, so neither the order of the words nor that of the
+ * tables changes them. */
 static int merge_words_par(learner *L, const uint32_t *occ, uint32_t n_occ, uint32_t a,
 			   uint32_t b, uint32_t c, deltas *tds, int k)
 {
@@ -638,15 +679,15 @@ static int merge_words_par(learner *L, const uint32_t *occ, uint32_t n_occ, uint
 		/* (the loop's barrier: every word is rewritten) */
 		deltas_fall(L, T, c);
 	}
+	for (int t = 1; t < k && !tds[t].failed; t++)
+		deltas_fold(&tds[0], &tds[t], c);
 	for (int t = 0; t < k; t++) {
 		if (tds[t].failed) {
 			L->failed = 1;
 			return lm_seterr(L->e, "out of memory (pair changes of a merge)");
 		}
-		if (deltas_rise(L, &tds[t], c))
-			return -1;
 	}
-	return 0;
+	return deltas_rise(L, &tds[0], c);
 }
 
 /* The pairs of every word, counted, then the heap.  On k > 1 threads each
