@@ -30,6 +30,7 @@
 #include "dist/ddp.h"
 #include "model/backend.h"
 #include "model/ckpt.h"
+#include "model/train_graph.h"
 
 enum { NAME_MAX_LEN = 64, EXTRA_LEN = 96, GROUPS_LEN = 2048 };
 
@@ -51,6 +52,9 @@ typedef struct trainer {
 	int stop;                    /* the ranks agreed to stop (a signal) */
 	int agreed_fail;             /* the failure is every rank's (a stop) */
 	train_windows wd;            /* --dump-windows */
+	int graphed;                 /* steps recorded and replayed (train_graph.h) */
+	int warm;                    /* a step ran in this process: a recording may be made */
+	train_graph tg;
 } trainer;
 
 static int open_reader(shard_reader **r, const char *const *paths, size_t n, sr_mode mode,
@@ -153,21 +157,33 @@ static int step(trainer *t, double sched, double *loss, double *gnorm, lm_err *e
 {
 	const train_config *tc = t->tc;
 	long long count = 0;
-	model_zero_grad(&t->m);
-	model_loss_reset(&t->m);
+	if (!t->graphed) {
+		model_zero_grad(&t->m);
+		model_loss_reset(&t->m);
+	}
 	for (int a = 0; a < tc->accum; a++) {
 		if (sr_next(t->data, t->win, e) < 0)
 			return -1;
 		split_windows(t, t->B);
 		float scale = 1.0f / (float)((long long)t->B * t->T * tc->accum * tc->world);
-		ddp_sync(t->dp, a == tc->accum - 1);
-		if (model_forward_loss(&t->m, t->ids, t->tgt, t->B, t->T, scale, 1, e) ||
-		    model_backward(&t->m, scale, e))
+		int last = a == tc->accum - 1;
+		ddp_sync(t->dp, last && !t->graphed);
+		if (model_stage(&t->m, t->ids, t->tgt, t->B, t->T, e))
 			return -1;
+		if (t->graphed) {
+			/* one rank, no ZeRO: the optimizer is in the last recording */
+			if (last)
+				optim_stage_scheduled(&t->o, &t->m, sched);
+			if (train_graph_micro(&t->tg, &t->m, &t->o, scale, a == 0, last, t->warm, e))
+				return lm_err_prefix(e, "step %lld", t->st.step + 1);
+		} else if (model_forward_loss_staged(&t->m, scale, 1, e) ||
+			   model_backward(&t->m, scale, e)) {
+			return -1;
+		}
 		count += model_count(&t->m);
 	}
-	if (ddp_finish(t->dp, e) || ddp_step(t->dp, &t->o, sched, e) ||
-	    ddp_settle(t->dp, "the step's collectives", e))
+	if (!t->graphed && (ddp_finish(t->dp, e) || ddp_step(t->dp, &t->o, sched, e) ||
+			    ddp_settle(t->dp, "the step's collectives", e)))
 		return lm_err_prefix(e, "step %lld", t->st.step + 1);
 	lm_scalars s;
 	if (model_read_scalars(&t->m, &s, e))
@@ -228,6 +244,7 @@ static int loop(trainer *t, long long steps, lm_err *e)
 			return -1;
 		if (!isfinite(loss) || !isfinite(gnorm))
 			return stop_nonfinite(t, loss, gnorm, e);
+		t->warm = 1;
 		t->st.step++;
 		t->st.tokens += per_step;
 		double now = lm_now(), tps = per_step / (now - ts);
@@ -345,6 +362,7 @@ static void trainer_free(trainer *t)
 	free(t->tgt);
 	ddp_free(t->dp);
 	if (t->m.be) {
+		train_graph_free(&t->tg, t->m.be);
 		optim_free(&t->o, &t->m);
 		model_free(&t->m);
 	}
@@ -431,6 +449,9 @@ int train_run(const train_config *tc0, lm_err *e)
 	rng_seed(&t.st.rng, c.seed);
 	if (setup_model(&t, be, rp, e) || (c.profile && prof_attach(be, e)))
 		goto out;
+	/* the profile times each op, which a replayed recording hides; the
+	 * collectives and ZeRO's sharded step stay unrecorded */
+	t.graphed = c.world == 1 && !c.zero && !c.profile && train_graph_usable(be);
 	if (rp) {
 		snprintf(t.last_ckpt, sizeof t.last_ckpt, "%s", rp);
 		t.saved_step = t.st.step;
@@ -509,8 +530,9 @@ int train_run(const train_config *tc0, lm_err *e)
 			snprintf(groups, sizeof groups, "[]");
 		fprintf(t.log, "{\"device\":\"%s\",\"backend\":\"%s\",\"parameters\":%zu,"
 			"\"optimizer\":\"%s\",\"schedule\":\"%s\",\"groups\":%s,\"world\":%d,"
-			"\"zero\":%d}\n", be->name, what, t.m.n_params, optim_kind_names[t.o.cfg.kind],
-			lr_schedule_names[t.o.cfg.schedule], groups, c.world, c.zero);
+			"\"zero\":%d,\"graph\":%s}\n", be->name, what, t.m.n_params,
+			optim_kind_names[t.o.cfg.kind], lr_schedule_names[t.o.cfg.schedule], groups, c.world,
+			c.zero, t.graphed ? "true" : "false");
 	}
 	rc = loop(&t, c.steps, e);
 out:
