@@ -28,6 +28,7 @@
  * order is total (ties of count and bytes go to the lower ids), so the
  * merges are the same whatever the number of threads. */
 #include "learn/bpe_learn_internal.h"
+#include "learn/bpe_merge_internal.h"
 
 #include <omp.h>
 #include <stdlib.h>
@@ -36,71 +37,17 @@
 #include "base/checked.h"
 
 enum {
-	NONE = 0xFFFFFFFFu, INITIAL_MAP = 1 << 16, FIRST_OCC_CAP = 4, PREFETCH_AHEAD = 8,
+	PREFETCH_AHEAD = 8,
 	/* a merge goes parallel past this many words a thread (LMPIPE_BPE_PAR_WORDS
 	 * sets it): a thread's share of rewriting costs well over the fork and
 	 * join; its table's falls are applied on the thread, its new pairs
 	 * (a few dozen) after the join */
 	PAR_WORDS_PER_THREAD = 128,
-	PAR_CHUNK_WORDS = 64,        /* words a thread takes at a time */
+	PAR_COUNT_WORDS = 4096,      /* the first pair count, likewise */
 	/* children of a heap node: a 4-ary heap has half the levels of a
 	 * binary one, and a node's children share a cache line or two */
 	HEAP_ARITY = 4,
-	PAR_COUNT_WORDS = 4096,      /* the first pair count, likewise */
-	INITIAL_DELTAS = 1 << 10,   /* slots of a thread's table of pair changes */
 };
-
-typedef struct pair {
-	uint32_t a, b;
-	int64_t count;
-	uint32_t *occ;   /* words it (may) occur in */
-	uint32_t n_occ, cap_occ;
-} pair;
-
-/* A distinct pre-token: its ids are sym[start .. start + len). */
-typedef struct word {
-	uint64_t start, count;
-	uint32_t len, stamp; /* stamp: last merge that rewrote it */
-} word;
-
-/* A heap entry: a pair and its count when it was pushed. */
-typedef struct hent {
-	int64_t count;
-	uint32_t p;
-} hent;
-
-typedef struct learner {
-	/* words */
-	uint32_t *sym;      /* all words' ids back to back */
-	word *words;
-	size_t n_words, n_sym;
-	/* tokens */
-	uint8_t *tbytes;
-	uint64_t *toff;     /* token id's bytes: tbytes[toff[id] .. toff[id + 1]) */
-	uint32_t n_tok;
-	/* pairs: map from (a << 32 | b) to index + 1 */
-	pair *pairs;
-	size_t n_pairs, cap_pairs;
-	uint64_t *mkey;
-	uint32_t *mval;
-	size_t mmask;
-	hent *heap;
-	size_t n_heap;
-	uint32_t stamp;  /* merges done, marks the words rewritten */
-	uint32_t par_words; /* a merge goes parallel past this many words a thread */
-	lm_err *e;
-	int failed;
-} learner;
-
-static void *xrealloc(learner *L, void *p, size_t n)
-{
-	void *q = realloc(p, n ? n : 1);
-	if (!q && !L->failed) {
-		L->failed = 1;
-		lm_seterr(L->e, "out of memory (%zu bytes)", n);
-	}
-	return q;
-}
 
 /* ---- tokens ---- */
 
@@ -191,135 +138,21 @@ static uint32_t heap_take(learner *L)
 
 /* ---- pairs ---- */
 
-static uint64_t pair_key(uint32_t a, uint32_t b)
-{
-	return (uint64_t)a << 32 | b;
-}
-
-static const uint64_t KEY_MUL = 0x7FB5D329728EA185ull; /* an odd constant that mixes well */
-
-static size_t key_slot(uint64_t k, size_t mask)
-{
-	k ^= k >> 31;
-	k *= KEY_MUL;
-	k ^= k >> 27;
-	return (size_t)k & mask;
-}
-
-static int map_grow(learner *L)
-{
-	size_t n = L->mmask ? (L->mmask + 1) * 2 : INITIAL_MAP;
-	uint64_t *key = malloc(n * sizeof *key);
-	uint32_t *val = calloc(n, sizeof *val);
-	if (!key || !val) {
-		free(key);
-		free(val);
-		L->failed = 1;
-		return lm_seterr(L->e, "out of memory (pair table of %zu entries)", n);
-	}
-	for (size_t i = 0; i < L->n_pairs; i++) {
-		uint64_t k = pair_key(L->pairs[i].a, L->pairs[i].b);
-		size_t j = key_slot(k, n - 1);
-		while (val[j])
-			j = (j + 1) & (n - 1);
-		key[j] = k;
-		val[j] = (uint32_t)i + 1;
-	}
-	free(L->mkey);
-	free(L->mval);
-	L->mkey = key;
-	L->mval = val;
-	L->mmask = n - 1;
-	return 0;
-}
-
-/* Index of pair (a, b), created with count 0 when absent; NONE on error. */
-static uint32_t pair_get(learner *L, uint32_t a, uint32_t b)
-{
-	uint64_t k = pair_key(a, b);
-	size_t j = key_slot(k, L->mmask);
-	for (uint32_t v; (v = L->mval[j]); j = (j + 1) & L->mmask)
-		if (L->mkey[j] == k)
-			return v - 1;
-	if (L->n_pairs == L->cap_pairs) {
-		/* the heap never holds more than every pair */
-		size_t cap = L->cap_pairs ? L->cap_pairs * 2 : INITIAL_MAP;
-		pair *np = xrealloc(L, L->pairs, cap * sizeof *np);
-		if (np)
-			L->pairs = np;
-		hent *h = xrealloc(L, L->heap, cap * sizeof *h);
-		if (h)
-			L->heap = h;
-		if (!np || !h)
-			return NONE;
-		L->cap_pairs = cap;
-	}
-	uint32_t p = (uint32_t)L->n_pairs++;
-	L->pairs[p] = (pair){ a, b, 0, NULL, 0, 0 };
-	L->mkey[j] = k;
-	L->mval[j] = p + 1;
-	if (L->n_pairs * 2 > L->mmask + 1 && map_grow(L))
-		return NONE;
-	return p;
-}
-
-static int occ_add(learner *L, pair *x, uint32_t w)
-{
-	if (x->n_occ && x->occ[x->n_occ - 1] == w)
-		return 0;
-	if (x->n_occ == x->cap_occ) {
-		uint32_t cap = x->cap_occ ? x->cap_occ * 2 : FIRST_OCC_CAP;
-		uint32_t *o = xrealloc(L, x->occ, cap * sizeof *o);
-		if (!o)
-			return -1;
-		x->occ = o;
-		x->cap_occ = cap;
-	}
-	x->occ[x->n_occ++] = w;
-	return 0;
-}
-
-/* Append the words w[0 .. n) (no two alike in a row) to x's list. */
-static int occ_append(learner *L, pair *x, const uint32_t *w, uint32_t n)
-{
-	if (n && x->n_occ && x->occ[x->n_occ - 1] == w[0]) {
-		w++;
-		n--;
-	}
-	if (!n)
-		return 0;
-	if ((uint64_t)x->n_occ + n > UINT32_MAX)
-		return lm_seterr(L->e, "pair list too long");
-	if (x->n_occ + n > x->cap_occ) {
-		uint32_t cap = x->cap_occ ? x->cap_occ : FIRST_OCC_CAP;
-		while (cap < x->n_occ + n)
-			cap = cap > UINT32_MAX / 2 ? UINT32_MAX : cap * 2;
-		uint32_t *o = xrealloc(L, x->occ, (size_t)cap * sizeof *o);
-		if (!o)
-			return -1;
-		x->occ = o;
-		x->cap_occ = cap;
-	}
-	memcpy(x->occ + x->n_occ, w, (size_t)n * sizeof *w);
-	x->n_occ += n;
-	return 0;
-}
-
 /* Add f to pair (a, b), which occurs in word w. */
 static int pair_add(learner *L, uint32_t a, uint32_t b, int64_t f, uint32_t w)
 {
-	uint32_t p = pair_get(L, a, b);
+	uint32_t p = bpe_pair_get(L, a, b);
 	if (p == NONE)
 		return -1;
 	pair *x = &L->pairs[p];
 	x->count += f;
-	return occ_add(L, x, w);
+	return bpe_occ_add(L, x, w);
 }
 
 /* Take f from pair (a, b), which exists (its heap key stays: see above). */
 static void pair_sub(learner *L, uint32_t a, uint32_t b, int64_t f)
 {
-	L->pairs[pair_get(L, a, b)].count -= f;
+	L->pairs[bpe_pair_get(L, a, b)].count -= f;
 }
 
 /* ---- setup ---- */
@@ -365,7 +198,7 @@ static int setup(learner *L, const bpe_counts *c, const bpe_specials *sp, uint32
 		tcap += sp->len[i];
 	L->tbytes = malloc(tcap);
 	if (!L->sym || !L->words || !L->toff ||
-	    !L->tbytes || map_grow(L))
+	    !L->tbytes || bpe_map_grow(L))
 		return L->failed ? -1 : lm_seterr(L->e, "out of memory");
 	/* specials, then the 256 bytes */
 	uint64_t off = 0;
@@ -414,282 +247,6 @@ static int merge_word(learner *L, uint32_t w, uint32_t a, uint32_t b, uint32_t c
 	return 0;
 }
 
-/* ---- merging on threads ---- */
-
-/* One pair's net change in the merge in progress, as one thread saw it, with
- * the words it was added in (new pairs only). */
-typedef struct delta {
-	uint64_t key;
-	int64_t f;
-	uint32_t *occ;
-	uint32_t n_occ, cap_occ;
-	uint32_t slot;   /* its slot in the thread's index, cleared for the next merge */
-} delta;
-
-/* A thread's table of pair changes: an open-addressing index over deltas
- * (their occ buffers are kept for the next merges). */
-typedef struct deltas {
-	uint32_t *slot;  /* delta index + 1, 0 empty */
-	size_t mask;
-	delta *d;
-	size_t n, cap, made;
-	int failed;
-} deltas;
-
-static void deltas_free(deltas *T)
-{
-	for (size_t i = 0; i < T->made; i++)
-		free(T->d[i].occ);
-	free(T->d);
-	free(T->slot);
-}
-
-static int deltas_grow_index(deltas *T)
-{
-	size_t n = T->mask ? (T->mask + 1) * 2 : INITIAL_DELTAS;
-	uint32_t *slot = calloc(n, sizeof *slot);
-	if (!slot)
-		return -1;
-	for (size_t i = 0; i < T->n; i++) {
-		size_t j = key_slot(T->d[i].key, n - 1);
-		while (slot[j])
-			j = (j + 1) & (n - 1);
-		slot[j] = (uint32_t)i + 1;
-		T->d[i].slot = (uint32_t)j;
-	}
-	free(T->slot);
-	T->slot = slot;
-	T->mask = n - 1;
-	return 0;
-}
-
-/* The change of pair key in T, made (zero) when absent; NULL on failure. */
-static delta *deltas_at(deltas *T, uint64_t key)
-{
-	if (T->failed)
-		return NULL;
-	size_t j = key_slot(key, T->mask);
-	uint32_t v;
-	while ((v = T->slot[j]) && T->d[v - 1].key != key)
-		j = (j + 1) & T->mask;
-	if (v)
-		return &T->d[v - 1];
-	if (T->n == T->cap) {
-		size_t cap = T->cap ? T->cap * 2 : INITIAL_DELTAS;
-		delta *nd = realloc(T->d, cap * sizeof *nd);
-		if (!nd) {
-			T->failed = 1;
-			return NULL;
-		}
-		T->d = nd;
-		T->cap = cap;
-	}
-	if (T->n == T->made) /* a fresh entry, no occ buffer yet */
-		T->d[T->made++] = (delta){ 0 };
-	delta *d = &T->d[T->n];
-	d->key = key;
-	d->f = 0;
-	d->n_occ = 0;
-	d->slot = (uint32_t)j;
-	T->slot[j] = (uint32_t)++T->n;
-	if (T->n * 2 > T->mask + 1 && deltas_grow_index(T)) {
-		T->failed = 1;
-		return NULL;
-	}
-	return &T->d[T->n - 1];
-}
-
-/* Append the words w[0 .. n) (no two alike in a row) to d's list. */
-static void delta_occ(deltas *T, delta *d, const uint32_t *w, uint32_t n)
-{
-	if (n && d->n_occ && d->occ[d->n_occ - 1] == w[0]) {
-		w++;
-		n--;
-	}
-	if (!n)
-		return;
-	if ((uint64_t)d->n_occ + n > UINT32_MAX / 2) {
-		T->failed = 1;
-		return;
-	}
-	if (d->n_occ + n > d->cap_occ) {
-		uint32_t cap = d->cap_occ ? d->cap_occ : FIRST_OCC_CAP;
-		while (cap < d->n_occ + n)
-			cap *= 2;
-		uint32_t *o = realloc(d->occ, (size_t)cap * sizeof *o);
-		if (!o) {
-			T->failed = 1;
-			return;
-		}
-		d->occ = o;
-		d->cap_occ = cap;
-	}
-	memcpy(d->occ + d->n_occ, w, (size_t)n * sizeof *w);
-	d->n_occ += n;
-}
-
-/* Add f to pair key's change; w (NONE: none) is a word it was added in. */
-static void deltas_add(deltas *T, uint64_t key, int64_t f, uint32_t w)
-{
-	delta *d = deltas_at(T, key);
-	if (!d)
-		return;
-	d->f += f;
-	if (w != NONE)
-		delta_occ(T, d, &w, 1);
-}
-
-/* merge_word, with the pair changes summed into T instead of applied. */
-static void merge_word_deltas(learner *L, uint32_t w, uint32_t a, uint32_t b, uint32_t c,
-			      deltas *T)
-{
-	word *wd = &L->words[w];
-	uint32_t *s = L->sym + wd->start, n = wd->len, o = 0;
-	int64_t f = (int64_t)wd->count;
-	for (uint32_t i = 0; i < n;) {
-		if (i + 1 < n && s[i] == a && s[i + 1] == b) {
-			if (o > 0) {
-				deltas_add(T, pair_key(s[o - 1], a), -f, NONE);
-				deltas_add(T, pair_key(s[o - 1], c), f, w);
-			}
-			if (i + 2 < n) {
-				deltas_add(T, pair_key(b, s[i + 2]), -f, NONE);
-				deltas_add(T, pair_key(c, s[i + 2]), f, w);
-			}
-			s[o++] = c;
-			i += 2;
-		} else {
-			s[o++] = s[i++];
-		}
-	}
-	wd->len = o;
-}
-
-/* Apply a thread's summed changes to the pairs, and empty T. */
-static int deltas_apply(learner *L, deltas *T)
-{
-	for (size_t i = 0; i < T->n; i++) {
-		delta *d = &T->d[i];
-		T->slot[d->slot] = 0;
-		uint32_t p = pair_get(L, (uint32_t)(d->key >> 32), (uint32_t)d->key);
-		if (p == NONE)
-			return -1;
-		pair *x = &L->pairs[p];
-		x->count += d->f;
-		if (occ_append(L, x, d->occ, d->n_occ))
-			return -1;
-	}
-	T->n = 0;
-	return 0;
-}
-
-/* Index of pair (a, b), NONE when absent; reads the map only, so threads may
- * call it together while no pair is created. */
-static uint32_t pair_find(const learner *L, uint32_t a, uint32_t b)
-{
-	uint64_t k = pair_key(a, b);
-	for (size_t j = key_slot(k, L->mmask); L->mval[j]; j = (j + 1) & L->mmask)
-		if (L->mkey[j] == k)
-			return L->mval[j] - 1;
-	return NONE;
-}
-
-static int holds(uint64_t key, uint32_t c)
-{
-	return (uint32_t)(key >> 32) == c || (uint32_t)key == c;
-}
-
-/* The falls of T (the pairs without c, which existed before the merge and
- * only lose occurrences), applied to their counts atomically, on the
- * calling thread, beside the other threads' tables. */
-static void deltas_fall(learner *L, deltas *T, uint32_t c)
-{
-	for (size_t i = 0; i < T->n && !T->failed; i++) {
-		delta *d = &T->d[i];
-		if (holds(d->key, c))
-			continue;
-		uint32_t p = pair_find(L, (uint32_t)(d->key >> 32), (uint32_t)d->key);
-		if (p == NONE) /* a pair seen in a word is in the map */
-			T->failed = 1;
-		else
-			__atomic_fetch_add(&L->pairs[p].count, d->f, __ATOMIC_RELAXED);
-	}
-}
-
-/* The pairs of src that hold c added into dst (words in order: dst's, then
- * src's), then src emptied: a small table to a small table, in cache, so
- * that the pair map is searched once a new pair, not once a thread. */
-static void deltas_fold(deltas *dst, deltas *src, uint32_t c)
-{
-	for (size_t i = 0; i < src->n; i++) {
-		delta *s = &src->d[i];
-		src->slot[s->slot] = 0;
-		if (!holds(s->key, c))
-			continue;
-		delta *d = deltas_at(dst, s->key);
-		if (!d)
-			return;
-		d->f += s->f;
-		delta_occ(dst, d, s->occ, s->n_occ);
-	}
-	src->n = 0;
-}
-
-/* The rest of T after deltas_fall: the pairs that hold c, created by this
- * merge, with the words they occur in; then T is empty. */
-static int deltas_rise(learner *L, deltas *T, uint32_t c)
-{
-	for (size_t i = 0; i < T->n; i++) {
-		delta *d = &T->d[i];
-		T->slot[d->slot] = 0;
-		if (!holds(d->key, c))
-			continue;
-		uint32_t p = pair_get(L, (uint32_t)(d->key >> 32), (uint32_t)d->key);
-		if (p == NONE)
-			return -1;
-		pair *x = &L->pairs[p];
-		x->count += d->f;
-		if (occ_append(L, x, d->occ, d->n_occ))
-			return -1;
-	}
-	T->n = 0;
-	return 0;
-}
-
-/* Rewrite the words of occ on k threads; each thread then applies the falls
- * of its table (no pair is created until all are done); after the join the
- * pairs with c are folded into the first table, then created and counted.
- * Counts are sums, so neither the order of the words nor that of the
- * tables changes them. */
-static int merge_words_par(learner *L, const uint32_t *occ, uint32_t n_occ, uint32_t a,
-			   uint32_t b, uint32_t c, deltas *tds, int k)
-{
-	uint32_t stamp = L->stamp;
-#pragma omp parallel num_threads(k)
-	{
-		deltas *T = &tds[omp_get_thread_num()];
-#pragma omp for schedule(dynamic, PAR_CHUNK_WORDS)
-		for (uint32_t i = 0; i < n_occ; i++) {
-			uint32_t w = occ[i];
-			/* a word listed twice is rewritten once, by whichever thread is first */
-			if (__atomic_exchange_n(&L->words[w].stamp, stamp, __ATOMIC_RELAXED) == stamp)
-				continue;
-			merge_word_deltas(L, w, a, b, c, T);
-		}
-		/* (the loop's barrier: every word is rewritten) */
-		deltas_fall(L, T, c);
-	}
-	for (int t = 1; t < k && !tds[t].failed; t++)
-		deltas_fold(&tds[0], &tds[t], c);
-	for (int t = 0; t < k; t++) {
-		if (tds[t].failed) {
-			L->failed = 1;
-			return lm_seterr(L->e, "out of memory (pair changes of a merge)");
-		}
-	}
-	return deltas_rise(L, &tds[0], c);
-}
-
 /* The pairs of every word, counted, then the heap.  On k > 1 threads each
  * thread sums the pairs of its run of words into its table of changes, and
  * the tables are applied in word order (so each pair lists its words in
@@ -709,7 +266,7 @@ static int count_pairs(learner *L, deltas *tds, int threads)
 				const word *wd = &L->words[w];
 				const uint32_t *sy = L->sym + wd->start;
 				for (uint32_t i = 0; i + 1 < wd->len; i++)
-					deltas_add(&tds[t], pair_key(sy[i], sy[i + 1]),
+					bpe_deltas_add(&tds[t], pair_key(sy[i], sy[i + 1]),
 						   (int64_t)wd->count, (uint32_t)w);
 			}
 		}
@@ -718,12 +275,12 @@ static int count_pairs(learner *L, deltas *tds, int threads)
 				L->failed = 1;
 				return lm_seterr(L->e, "out of memory (pair counts)");
 			}
-			if (deltas_apply(L, &tds[t]))
+			if (bpe_deltas_apply(L, &tds[t]))
 				return -1;
 			/* emptied, and small again for the merges' changes */
-			deltas_free(&tds[t]);
+			bpe_deltas_free(&tds[t]);
 			memset(&tds[t], 0, sizeof tds[t]);
-			if (deltas_grow_index(&tds[t]))
+			if (bpe_deltas_grow_index(&tds[t]))
 				return lm_seterr(L->e, "out of memory");
 		}
 	} else {
@@ -750,7 +307,7 @@ static int add_token(learner *L, uint32_t a, uint32_t b)
 {
 	uint64_t na = L->toff[a + 1] - L->toff[a], nb = L->toff[b + 1] - L->toff[b];
 	uint64_t end = L->toff[L->n_tok];
-	uint8_t *t = xrealloc(L, L->tbytes, end + na + nb);
+	uint8_t *t = bpe_xrealloc(L, L->tbytes, end + na + nb);
 	if (!t)
 		return -1;
 	L->tbytes = t;
@@ -784,7 +341,7 @@ static int run_merges(learner *L, uint32_t vocab, bpe_merge *merges, uint32_t *n
 		if (k > threads)
 			k = threads;
 		if (k > 1) {
-			if (merge_words_par(L, occ, n_occ, a, b, c, tds, k)) {
+			if (bpe_merge_words_par(L, occ, n_occ, a, b, c, tds, k)) {
 				free(occ);
 				return -1;
 			}
@@ -887,7 +444,7 @@ int bpe_learn_timed(const bpe_counts *c, uint32_t vocab_size, const bpe_specials
 	deltas *tds = threads > 1 ? calloc((size_t)threads, sizeof *tds) : NULL;
 	int fail = !merges || (threads > 1 && !tds);
 	for (int i = 0; !fail && i < threads && tds; i++)
-		fail = deltas_grow_index(&tds[i]);
+		fail = bpe_deltas_grow_index(&tds[i]);
 	uint32_t n_merges = 0;
 	int rc = -1;
 	if (fail)
@@ -906,7 +463,7 @@ int bpe_learn_timed(const bpe_counts *c, uint32_t vocab_size, const bpe_specials
 			*times = (bpe_learn_times){ t1 - t0, t2 - t1, omp_get_wtime() - t2 };
 	}
 	for (int i = 0; tds && i < threads; i++)
-		deltas_free(&tds[i]);
+		bpe_deltas_free(&tds[i]);
 	free(tds);
 	if (rc == 0) {
 		t->n_vocab = L.n_tok;
