@@ -149,5 +149,8 @@ int optim_groups_json(const optim *o, char *buf, size_t n);
  * counts the step. */
 int optim_init_range(optim *o, const optim_config *c, model *m, size_t lo, size_t hi, lm_err *e);
 void optim_step_range(optim *o, model *m, const float *grads, double lr, size_t lo, size_t hi);
+/* optim_step_range after optim_stage_clipped or _scheduled: the step at
+ * the staged values (optim_step_staged's counterpart). */
+void optim_step_range_staged(optim *o, model *m, const float *grads, size_t lo, size_t hi);
 
 #endif
