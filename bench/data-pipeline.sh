@@ -6,10 +6,13 @@
 # measurement: wall seconds per stage (the pipeline's own summary lines: plan,
 # counts, tokenizer, shards, manifest; other_s is the rest: make and the
 # scripts around the stages) and in all, the speed-up over -j 1 of each stage
-# and in all, whether the output is byte-identical to -j 1's; load_s, measured
-# apart after the run, is the part of the tokenizer stage that reads and sums
-# the counts files (bpe-learn -j J --from-counts --counts-out, no merges);
-# then HF's train and encode seconds and the ratio to our fastest run.
+# and in all, whether the output is byte-identical to -j 1's; inside the
+# tokenizer stage (bpe-learn's LMPIPE_BPE_TIMES line): load_s reads and sums
+# the counts files, then setup_s, pairs_s (the first count of every pair),
+# merges_s and write_s; after the last -j, the tokenizer alone from its counts
+# at each LMPIPE_BPE_PAR_WORDS of BENCH_PAR_WORDS (one line each, with whether
+# the tokenizer is the same); then HF's train and encode seconds and the ratio
+# to our fastest run.
 #   bench/data-pipeline.sh                 # on the GPU machine: -j 1 2 4 8 16 and HF
 #   BENCH_TEXT   the corpus (default: corpus/gutenberg_train.txt of the shared
 #                data, else BENCH_XZ decompressed into a temporary folder)
@@ -17,12 +20,15 @@
 #                lzma decompresses it where there is no xz program)
 #   BENCH_JOBS   make -j values (default "1 2 4 8 16")
 #   BENCH_VOCAB  (default 10000)   BENCH_PIECE  PIECE_BYTES (default 4Mi)
+#   BENCH_PAR_WORDS  LMPIPE_BPE_PAR_WORDS values for the tokenizer alone
+#                (default "1024 256 128 64 16"; "" for none)
 #   BENCH_HF     0 to leave Hugging Face out (default: run it when importable)
 set -euo pipefail
 ROOT=${LMPIPE_ROOT:-$(cd "$(dirname "$0")/.." && pwd)}
 BIN=${LMPIPE_BIN:-$ROOT/bin}
 DATA=${LMPIPE_DATA:-$ROOT/../shared/data}
 JOBS=${BENCH_JOBS:-1 2 4 8 16}
+PAR_WORDS=${BENCH_PAR_WORDS-1024 256 128 64 16}
 VOCAB=${BENCH_VOCAB:-10000}
 PIECE=${BENCH_PIECE:-4Mi}
 XZ=${BENCH_XZ:-$ROOT/.devdata/gutenberg_train.txt.xz}
@@ -45,6 +51,8 @@ bytes=$(stat -L -c %s "$TEXT")
 
 now() { date +%s.%N; }
 stage_s() { sed -n "s/^data.mk: $1: .*, \([0-9.]*\) s$/\1/p" "$2"; }
+# $(learn_s PART LOG): PART's seconds on the tokenizer's LMPIPE_BPE_TIMES line
+learn_s() { grep '^bpe-learn: times: load' "$2" | tail -1 | sed -n "s/.* $1 \([0-9.]*\) s.*/\1/p"; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 digest() { (cd "$1" && find tok.bpe manifest.tsv shards -type f | LC_ALL=C sort | xargs sha256sum | sha256sum); }
 
@@ -52,7 +60,7 @@ best=""
 for j in $JOBS; do
 	out=$W/j$j
 	t0=$(now)
-	make -s -f "$ROOT/pipelines/data.mk" -j "$j" BIN="$BIN" W="$out" INPUTS="$TEXT" VOCAB="$VOCAB" \
+	LMPIPE_BPE_TIMES=1 make -s -f "$ROOT/pipelines/data.mk" -j "$j" BIN="$BIN" W="$out" INPUTS="$TEXT" VOCAB="$VOCAB" \
 		PIECE_BYTES="$PIECE" THREADS=1 MERGE_THREADS="$j" 2> "$W/j$j.log" ||
 		{ sed 's/^/data-pipeline.sh: /' "$W/j$j.log" >&2; exit 1; }
 	t1=$(now)
@@ -64,24 +72,37 @@ for j in $JOBS; do
 	plan=$(stage_s plan "$W/j$j.log") counts=$(stage_s counts "$W/j$j.log")
 	tokenizer=$(stage_s tokenizer "$W/j$j.log") shards=$(stage_s shards "$W/j$j.log")
 	manifest=$(stage_s manifest "$W/j$j.log")
-	# the tokenizer stage's first part, apart: the counts files read and summed
-	mapfile -t tok_counts < <(ls "$out"/counts/group-*.counts 2> /dev/null || ls "$out"/counts/[0-9]*.counts)
-	l0=$(now)
-	"$BIN/bpe-learn" -j "$j" --special '<|endoftext|>' --from-counts --counts-out "$W/sum.counts" "${tok_counts[@]}"
-	load=$(awk -v a="$l0" -v b="$(now)" 'BEGIN { printf "%.3f", b - a }')
-	rm -f "$W/sum.counts"
+	load=$(learn_s load "$W/j$j.log") setup=$(learn_s setup "$W/j$j.log")
+	pairs=$(learn_s pairs "$W/j$j.log") merges=$(learn_s merges "$W/j$j.log")
+	write=$(learn_s write "$W/j$j.log")
 	[ -n "${total1:-}" ] || { total1=$total plan1=$plan counts1=$counts tokenizer1=$tokenizer \
-		shards1=$shards manifest1=$manifest load1=$load; }
+		shards1=$shards manifest1=$manifest load1=$load merges1=$merges; }
 	best=$(awk -v a="${best:-1e9}" -v b="$total" 'BEGIN { print (b < a ? b : a) }')
-	printf '{"bench":"data-pipeline","input":"%s","bytes":%s,"vocab":%s,"pieces":%s,"jobs":%s,"plan_s":%s,"counts_s":%s,"tokenizer_s":%s,"load_s":%s,"shards_s":%s,"manifest_s":%s,"total_s":%s,"other_s":%s,"tokens":%s,"speedup_vs_j1":%s,"counts_speedup":%s,"tokenizer_speedup":%s,"load_speedup":%s,"shards_speedup":%s,"manifest_speedup":%s,"identical_to_j1":%s}\n' \
-		"$name" "$bytes" "$VOCAB" "$pieces" "$j" "$plan" "$counts" "$tokenizer" "$load" "$shards" \
+	printf '{"bench":"data-pipeline","input":"%s","bytes":%s,"vocab":%s,"pieces":%s,"jobs":%s,"plan_s":%s,"counts_s":%s,"tokenizer_s":%s,"load_s":%s,"setup_s":%s,"pairs_s":%s,"merges_s":%s,"write_s":%s,"shards_s":%s,"manifest_s":%s,"total_s":%s,"other_s":%s,"tokens":%s,"speedup_vs_j1":%s,"counts_speedup":%s,"tokenizer_speedup":%s,"load_speedup":%s,"merges_speedup":%s,"shards_speedup":%s,"manifest_speedup":%s,"identical_to_j1":%s}\n' \
+		"$name" "$bytes" "$VOCAB" "$pieces" "$j" "$plan" "$counts" "$tokenizer" "$load" "$setup" \
+		"$pairs" "$merges" "$write" "$shards" \
 		"$manifest" "$total" \
 		"$(awk -v t="$total" -v p="$plan" -v a="$counts" -v b="$tokenizer" -v c="$shards" -v m="$manifest" \
 			'BEGIN { printf "%.3f", t - p - a - b - c - m }')" \
 		"$tokens" "$(ratio "$total1" "$total")" "$(ratio "$counts1" "$counts")" \
-		"$(ratio "$tokenizer1" "$tokenizer")" "$(ratio "$load1" "$load")" "$(ratio "$shards1" "$shards")" \
+		"$(ratio "$tokenizer1" "$tokenizer")" "$(ratio "$load1" "$load")" "$(ratio "$merges1" "$merges")" \
+		"$(ratio "$shards1" "$shards")" \
 		"$(ratio "$manifest1" "$manifest")" "$([ "$d" = "$d1" ] && echo true || echo false)"
-	rm -rf "$out"
+	[ -z "${last:-}" ] || rm -rf "$last"
+	last=$out
+done
+
+# the tokenizer alone from the last run's counts, at each merge threshold
+mapfile -t tok_counts < <(ls "$last"/counts/group-*.counts 2> /dev/null || ls "$last"/counts/[0-9]*.counts)
+for pw in $PAR_WORDS; do
+	t0=$(now)
+	LMPIPE_BPE_PAR_WORDS=$pw LMPIPE_BPE_TIMES=1 "$BIN/bpe-learn" -j "$j" --special '<|endoftext|>' \
+		--from-counts -v "$VOCAB" -o "$W/pw.bpe" "${tok_counts[@]}" 2> "$W/pw.log"
+	total=$(awk -v a="$t0" -v b="$(now)" 'BEGIN { printf "%.3f", b - a }')
+	printf '{"bench":"data-pipeline-merges","jobs":%s,"par_words":%s,"total_s":%s,"load_s":%s,"pairs_s":%s,"merges_s":%s,"write_s":%s,"identical":%s}\n' \
+		"$j" "$pw" "$total" "$(learn_s load "$W/pw.log")" "$(learn_s pairs "$W/pw.log")" \
+		"$(learn_s merges "$W/pw.log")" "$(learn_s write "$W/pw.log")" \
+		"$(cmp -s "$W/pw.bpe" "$last/tok.bpe" && echo true || echo false)"
 done
 
 if [ "${BENCH_HF:-1}" != 0 ] && python3 -c 'import tokenizers' 2> /dev/null; then

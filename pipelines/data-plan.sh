@@ -24,7 +24,7 @@ i=0
 	for ((k = 0; k < n; k++)); do printf ' %06d' "$k"; done
 	printf '\n'
 	while IFS=$'\t' read -r path start end; do
-		id=$(printf '%06d' "$i")
+		printf -v id '%06d' "$i" # (no subshell a piece)
 		range="$start:${end/#-/}"
 		desc="$path $range"
 		old=

@@ -132,10 +132,11 @@ COUNTS := $(PIECES:%=$(W)/counts/%.counts)
 SHARDS := $(PIECES:%=$(W)/shards/%/manifest.tsv)
 # the tokenizer's counts: the pieces', or, past GROUP pieces, their groups' sums
 TOK_COUNTS := $(if $(GROUPS),$(GROUPS:%=$(W)/counts/group-%.counts),$(COUNTS))
-NOW = $$(date +%s.%N)
+# the time in seconds with 6 decimals, from bash's clock (no process started)
+NOW = $${EPOCHREALTIME:-$$(date +%s.%6N)}
 # $(call summary,STAGE,TEXT): one line per stage on stderr, with its time since t0
-summary = { [ -t 2 ] && printf '\r\033[K'; printf 'data.mk: %s: %s, %s s\n' $1 "$2" \
-  $$(awk -v a=$$t0 -v b=$$(date +%s.%N) 'BEGIN { printf "%.3f", b - a }'); } >&2
+summary = { [ -t 2 ] && printf '\r\033[K'; t1=$(NOW); t1=$${t1/[.,]/}; t0=$${t0/[.,]/}; \
+  printf 'data.mk: %s: %s, %d.%03d s\n' $1 "$2" $$(((t1 - t0) / 1000000)) $$(((t1 - t0) / 1000 % 1000)); } >&2
 IN_BYTES = $$(stat -L -c %s $(INPUT_FILES) | awk '{ b += $$1 } END { print b }')
 
 # $(call launch,STAGE): build the task-STAGE targets: here, or by the engine.

@@ -1,5 +1,6 @@
 /* bpe-learn: learn a byte-level BPE vocabulary from text (man 1 bpe-learn). */
 #include <errno.h>
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -106,19 +107,26 @@ int main(int argc, char **argv)
 		die(EXIT_USAGE, "--vocab-size %lld is below 256 bytes + %zu special tokens",
 		    vocab_size, sp.n);
 
+	/* LMPIPE_BPE_TIMES: where the time goes, one line on stderr at the end */
+	int show_times = getenv("LMPIPE_BPE_TIMES") != NULL;
+	double t_start = omp_get_wtime();
+	bpe_learn_times lt = { 0, 0, 0 };
 	bpe_counts *c = bpe_counts_new(&e);
 	if (!c)
 		die_err(&e);
 	count_inputs(c, &sp, files, n_files);
+	double t_read = omp_get_wtime();
 	if (counts_out && bpe_counts_save(c, &sp, counts_out, &e))
 		die_err(&e);
+	double t_learn = omp_get_wtime();
 
 	if (output || gpt2_out) {
 		bpe_tokenizer t;
 		progress_start(&bar, show_progress, "learning", "merges",
 			       (uint64_t)vocab_size - 256 - sp.n);
 		int n_threads = threads ? (int)threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
-		if (bpe_learn_threads(c, (uint32_t)vocab_size, &sp, n_threads, on_progress, NULL, &t, &e))
+		t_learn = omp_get_wtime();
+		if (bpe_learn_timed(c, (uint32_t)vocab_size, &sp, n_threads, on_progress, NULL, &lt, &t, &e))
 			die_err(&e);
 		progress_end(&bar, t.n_merges, NULL);
 		if (t.n_vocab < vocab_size)
@@ -129,6 +137,11 @@ int main(int argc, char **argv)
 			die_err(&e);
 		bpe_free(&t);
 	}
+	if (show_times)
+		warnmsg("times: %s %.3f s, counts-out %.3f s, setup %.3f s, pairs %.3f s, merges %.3f s, "
+			"write %.3f s", from_counts ? "load" : "count", t_read - t_start, t_learn - t_read,
+			lt.setup_s, lt.pairs_s, lt.merges_s,
+			omp_get_wtime() - t_learn - lt.setup_s - lt.pairs_s - lt.merges_s);
 	bpe_counts_free(c);
 	free(len);
 	free(files);

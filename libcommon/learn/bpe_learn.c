@@ -6,7 +6,7 @@
  * A merge rewrites only the words on the merged pair's list, adjusting the
  * counts of the neighbouring pairs as it goes.
  *
- * A binary max-heap orders the pairs by (count, left bytes, right bytes),
+ * A 4-ary max-heap orders the pairs by (count, left bytes, right bytes),
  * lazily: each pair with a nonzero count has one heap entry whose key is its
  * count when it was pushed, at least its count now, since a count only grows
  * in the merge that creates its pair (every pair whose count grows holds the
@@ -18,12 +18,17 @@
  * On several threads, a merge whose pair occurs in many words rewrites them
  * in parallel: each thread rewrites its share of the words and sums the
  * changes to the neighbouring pairs in a table of its own (one entry per
- * pair, with the words a new pair occurs in); then the sums are applied to
- * the pairs one pair at a time.  The first count of every pair is made the
- * same way, each thread over a run of words.  Counts are sums and the heap's
+ * pair, with the words a new pair occurs in).  Then each thread applies the
+ * falls of its table (the pairs without the new id, which exist and only
+ * lose occurrences) by atomic adds, while the map of pairs is only read;
+ * the pairs with the new id, created by this merge, are made and counted
+ * after the join, one table after another.  The first count of every pair
+ * is made the same way, each thread over a run of words (and applied after
+ * the join).  Counts are sums and the heap's
  * order is total (ties of count and bytes go to the lower ids), so the
  * merges are the same whatever the number of threads. */
 #include "learn/bpe_learn_internal.h"
+#include "learn/bpe_merge_internal.h"
 
 #include <omp.h>
 #include <stdlib.h>
@@ -32,65 +37,17 @@
 #include "base/checked.h"
 
 enum {
-	NONE = 0xFFFFFFFFu, INITIAL_MAP = 1 << 16, FIRST_OCC_CAP = 4, PREFETCH_AHEAD = 8,
-	/* a merge goes parallel past this many words a thread: a thread's
-	 * share of rewriting costs well over the fork, join and applying its
-	 * table (a few hundred distinct pairs against thousands of words) */
-	PAR_WORDS_PER_THREAD = 1024,
+	PREFETCH_AHEAD = 8,
+	/* a merge goes parallel past this many words a thread (LMPIPE_BPE_PAR_WORDS
+	 * sets it): a thread's share of rewriting costs well over the fork and
+	 * join; its table's falls are applied on the thread, its new pairs
+	 * (a few dozen) after the join */
+	PAR_WORDS_PER_THREAD = 128,
 	PAR_COUNT_WORDS = 4096,      /* the first pair count, likewise */
-	INITIAL_DELTAS = 1 << 10,   /* slots of a thread's table of pair changes */
+	/* children of a heap node: a 4-ary heap has half the levels of a
+	 * binary one, and a node's children share a cache line or two */
+	HEAP_ARITY = 4,
 };
-
-typedef struct pair {
-	uint32_t a, b;
-	int64_t count;
-	uint32_t *occ;   /* words it (may) occur in */
-	uint32_t n_occ, cap_occ;
-} pair;
-
-/* A distinct pre-token: its ids are sym[start .. start + len). */
-typedef struct word {
-	uint64_t start, count;
-	uint32_t len, stamp; /* stamp: last merge that rewrote it */
-} word;
-
-/* A heap entry: a pair and its count when it was pushed. */
-typedef struct hent {
-	int64_t count;
-	uint32_t p;
-} hent;
-
-typedef struct learner {
-	/* words */
-	uint32_t *sym;      /* all words' ids back to back */
-	word *words;
-	size_t n_words, n_sym;
-	/* tokens */
-	uint8_t *tbytes;
-	uint64_t *toff;     /* token id's bytes: tbytes[toff[id] .. toff[id + 1]) */
-	uint32_t n_tok;
-	/* pairs: map from (a << 32 | b) to index + 1 */
-	pair *pairs;
-	size_t n_pairs, cap_pairs;
-	uint64_t *mkey;
-	uint32_t *mval;
-	size_t mmask;
-	hent *heap;
-	size_t n_heap;
-	uint32_t stamp;  /* merges done, marks the words rewritten */
-	lm_err *e;
-	int failed;
-} learner;
-
-static void *xrealloc(learner *L, void *p, size_t n)
-{
-	void *q = realloc(p, n ? n : 1);
-	if (!q && !L->failed) {
-		L->failed = 1;
-		lm_seterr(L->e, "out of memory (%zu bytes)", n);
-	}
-	return q;
-}
 
 /* ---- tokens ---- */
 
@@ -123,7 +80,7 @@ static void sift_up(learner *L, size_t i)
 {
 	hent h = L->heap[i];
 	while (i > 0) {
-		size_t up = (i - 1) / 2;
+		size_t up = (i - 1) / HEAP_ARITY;
 		if (!above(L, h, L->heap[up]))
 			break;
 		L->heap[i] = L->heap[up];
@@ -136,11 +93,13 @@ static void sift_down(learner *L, size_t i)
 {
 	hent h = L->heap[i];
 	for (;;) {
-		size_t c = 2 * i + 1;
-		if (c >= L->n_heap)
+		size_t first = HEAP_ARITY * i + 1, c = first;
+		if (first >= L->n_heap)
 			break;
-		if (c + 1 < L->n_heap && above(L, L->heap[c + 1], L->heap[c]))
-			c++;
+		size_t end = first + HEAP_ARITY < L->n_heap ? first + HEAP_ARITY : L->n_heap;
+		for (size_t k = first + 1; k < end; k++)
+			if (above(L, L->heap[k], L->heap[c]))
+				c = k;
 		if (!above(L, L->heap[c], h))
 			break;
 		L->heap[i] = L->heap[c];
@@ -179,109 +138,21 @@ static uint32_t heap_take(learner *L)
 
 /* ---- pairs ---- */
 
-static uint64_t pair_key(uint32_t a, uint32_t b)
-{
-	return (uint64_t)a << 32 | b;
-}
-
-static const uint64_t KEY_MUL = 0x7FB5D329728EA185ull; /* an odd constant that mixes well */
-
-static size_t key_slot(uint64_t k, size_t mask)
-{
-	k ^= k >> 31;
-	k *= KEY_MUL;
-	k ^= k >> 27;
-	return (size_t)k & mask;
-}
-
-static int map_grow(learner *L)
-{
-	size_t n = L->mmask ? (L->mmask + 1) * 2 : INITIAL_MAP;
-	uint64_t *key = malloc(n * sizeof *key);
-	uint32_t *val = calloc(n, sizeof *val);
-	if (!key || !val) {
-		free(key);
-		free(val);
-		L->failed = 1;
-		return lm_seterr(L->e, "out of memory (pair table of %zu entries)", n);
-	}
-	for (size_t i = 0; i < L->n_pairs; i++) {
-		uint64_t k = pair_key(L->pairs[i].a, L->pairs[i].b);
-		size_t j = key_slot(k, n - 1);
-		while (val[j])
-			j = (j + 1) & (n - 1);
-		key[j] = k;
-		val[j] = (uint32_t)i + 1;
-	}
-	free(L->mkey);
-	free(L->mval);
-	L->mkey = key;
-	L->mval = val;
-	L->mmask = n - 1;
-	return 0;
-}
-
-/* Index of pair (a, b), created with count 0 when absent; NONE on error. */
-static uint32_t pair_get(learner *L, uint32_t a, uint32_t b)
-{
-	uint64_t k = pair_key(a, b);
-	size_t j = key_slot(k, L->mmask);
-	for (uint32_t v; (v = L->mval[j]); j = (j + 1) & L->mmask)
-		if (L->mkey[j] == k)
-			return v - 1;
-	if (L->n_pairs == L->cap_pairs) {
-		/* the heap never holds more than every pair */
-		size_t cap = L->cap_pairs ? L->cap_pairs * 2 : INITIAL_MAP;
-		pair *np = xrealloc(L, L->pairs, cap * sizeof *np);
-		if (np)
-			L->pairs = np;
-		hent *h = xrealloc(L, L->heap, cap * sizeof *h);
-		if (h)
-			L->heap = h;
-		if (!np || !h)
-			return NONE;
-		L->cap_pairs = cap;
-	}
-	uint32_t p = (uint32_t)L->n_pairs++;
-	L->pairs[p] = (pair){ a, b, 0, NULL, 0, 0 };
-	L->mkey[j] = k;
-	L->mval[j] = p + 1;
-	if (L->n_pairs * 2 > L->mmask + 1 && map_grow(L))
-		return NONE;
-	return p;
-}
-
-static int occ_add(learner *L, pair *x, uint32_t w)
-{
-	if (x->n_occ && x->occ[x->n_occ - 1] == w)
-		return 0;
-	if (x->n_occ == x->cap_occ) {
-		uint32_t cap = x->cap_occ ? x->cap_occ * 2 : FIRST_OCC_CAP;
-		uint32_t *o = xrealloc(L, x->occ, cap * sizeof *o);
-		if (!o)
-			return -1;
-		x->occ = o;
-		x->cap_occ = cap;
-	}
-	x->occ[x->n_occ++] = w;
-	return 0;
-}
-
 /* Add f to pair (a, b), which occurs in word w. */
 static int pair_add(learner *L, uint32_t a, uint32_t b, int64_t f, uint32_t w)
 {
-	uint32_t p = pair_get(L, a, b);
+	uint32_t p = bpe_pair_get(L, a, b);
 	if (p == NONE)
 		return -1;
 	pair *x = &L->pairs[p];
 	x->count += f;
-	return occ_add(L, x, w);
+	return bpe_occ_add(L, x, w);
 }
 
 /* Take f from pair (a, b), which exists (its heap key stays: see above). */
 static void pair_sub(learner *L, uint32_t a, uint32_t b, int64_t f)
 {
-	L->pairs[pair_get(L, a, b)].count -= f;
+	L->pairs[bpe_pair_get(L, a, b)].count -= f;
 }
 
 /* ---- setup ---- */
@@ -327,7 +198,7 @@ static int setup(learner *L, const bpe_counts *c, const bpe_specials *sp, uint32
 		tcap += sp->len[i];
 	L->tbytes = malloc(tcap);
 	if (!L->sym || !L->words || !L->toff ||
-	    !L->tbytes || map_grow(L))
+	    !L->tbytes || bpe_map_grow(L))
 		return L->failed ? -1 : lm_seterr(L->e, "out of memory");
 	/* specials, then the 256 bytes */
 	uint64_t off = 0;
@@ -376,177 +247,6 @@ static int merge_word(learner *L, uint32_t w, uint32_t a, uint32_t b, uint32_t c
 	return 0;
 }
 
-/* ---- merging on threads ---- */
-
-/* One pair's net change in the merge in progress, as one thread saw it, with
- * the words it was added in (new pairs only). */
-typedef struct delta {
-	uint64_t key;
-	int64_t f;
-	uint32_t *occ;
-	uint32_t n_occ, cap_occ;
-	uint32_t slot;   /* its slot in the thread's index, cleared for the next merge */
-} delta;
-
-/* A thread's table of pair changes: an open-addressing index over deltas
- * (their occ buffers are kept for the next merges). */
-typedef struct deltas {
-	uint32_t *slot;  /* delta index + 1, 0 empty */
-	size_t mask;
-	delta *d;
-	size_t n, cap, made;
-	int failed;
-} deltas;
-
-static void deltas_free(deltas *T)
-{
-	for (size_t i = 0; i < T->made; i++)
-		free(T->d[i].occ);
-	free(T->d);
-	free(T->slot);
-}
-
-static int deltas_grow_index(deltas *T)
-{
-	size_t n = T->mask ? (T->mask + 1) * 2 : INITIAL_DELTAS;
-	uint32_t *slot = calloc(n, sizeof *slot);
-	if (!slot)
-		return -1;
-	for (size_t i = 0; i < T->n; i++) {
-		size_t j = key_slot(T->d[i].key, n - 1);
-		while (slot[j])
-			j = (j + 1) & (n - 1);
-		slot[j] = (uint32_t)i + 1;
-		T->d[i].slot = (uint32_t)j;
-	}
-	free(T->slot);
-	T->slot = slot;
-	T->mask = n - 1;
-	return 0;
-}
-
-/* Add f to pair key's change; w (NONE: none) is a word it was added in. */
-static void deltas_add(deltas *T, uint64_t key, int64_t f, uint32_t w)
-{
-	if (T->failed)
-		return;
-	size_t j = key_slot(key, T->mask);
-	uint32_t v;
-	while ((v = T->slot[j]) && T->d[v - 1].key != key)
-		j = (j + 1) & T->mask;
-	delta *d;
-	if (v) {
-		d = &T->d[v - 1];
-	} else {
-		if (T->n == T->cap) {
-			size_t cap = T->cap ? T->cap * 2 : INITIAL_DELTAS;
-			delta *nd = realloc(T->d, cap * sizeof *nd);
-			if (!nd) {
-				T->failed = 1;
-				return;
-			}
-			T->d = nd;
-			T->cap = cap;
-		}
-		if (T->n == T->made) /* a fresh entry, no occ buffer yet */
-			T->d[T->made++] = (delta){ 0 };
-		d = &T->d[T->n];
-		d->key = key;
-		d->f = 0;
-		d->n_occ = 0;
-		d->slot = (uint32_t)j;
-		T->slot[j] = (uint32_t)++T->n;
-		if (T->n * 2 > T->mask + 1 && deltas_grow_index(T)) {
-			T->failed = 1;
-			return;
-		}
-		d = &T->d[T->n - 1];
-	}
-	d->f += f;
-	if (w == NONE || (d->n_occ && d->occ[d->n_occ - 1] == w))
-		return;
-	if (d->n_occ == d->cap_occ) {
-		uint32_t cap = d->cap_occ ? d->cap_occ * 2 : FIRST_OCC_CAP;
-		uint32_t *o = realloc(d->occ, cap * sizeof *o);
-		if (!o) {
-			T->failed = 1;
-			return;
-		}
-		d->occ = o;
-		d->cap_occ = cap;
-	}
-	d->occ[d->n_occ++] = w;
-}
-
-/* merge_word, with the pair changes summed into T instead of applied. */
-static void merge_word_deltas(learner *L, uint32_t w, uint32_t a, uint32_t b, uint32_t c,
-			      deltas *T)
-{
-	word *wd = &L->words[w];
-	uint32_t *s = L->sym + wd->start, n = wd->len, o = 0;
-	int64_t f = (int64_t)wd->count;
-	for (uint32_t i = 0; i < n;) {
-		if (i + 1 < n && s[i] == a && s[i + 1] == b) {
-			if (o > 0) {
-				deltas_add(T, pair_key(s[o - 1], a), -f, NONE);
-				deltas_add(T, pair_key(s[o - 1], c), f, w);
-			}
-			if (i + 2 < n) {
-				deltas_add(T, pair_key(b, s[i + 2]), -f, NONE);
-				deltas_add(T, pair_key(c, s[i + 2]), f, w);
-			}
-			s[o++] = c;
-			i += 2;
-		} else {
-			s[o++] = s[i++];
-		}
-	}
-	wd->len = o;
-}
-
-/* Apply a thread's summed changes to the pairs, and empty T. */
-static int deltas_apply(learner *L, deltas *T)
-{
-	for (size_t i = 0; i < T->n; i++) {
-		delta *d = &T->d[i];
-		T->slot[d->slot] = 0;
-		uint32_t p = pair_get(L, (uint32_t)(d->key >> 32), (uint32_t)d->key);
-		if (p == NONE)
-			return -1;
-		pair *x = &L->pairs[p];
-		x->count += d->f;
-		for (uint32_t k = 0; k < d->n_occ; k++)
-			if (occ_add(L, x, d->occ[k]))
-				return -1;
-	}
-	T->n = 0;
-	return 0;
-}
-
-/* Rewrite the words of occ on k threads, then apply their changes. */
-static int merge_words_par(learner *L, const uint32_t *occ, uint32_t n_occ, uint32_t a,
-			   uint32_t b, uint32_t c, deltas *tds, int k)
-{
-	uint32_t stamp = L->stamp;
-#pragma omp parallel for schedule(dynamic, PAR_WORDS_PER_THREAD) num_threads(k)
-	for (uint32_t i = 0; i < n_occ; i++) {
-		uint32_t w = occ[i];
-		/* a word listed twice is rewritten once, by whichever thread is first */
-		if (__atomic_exchange_n(&L->words[w].stamp, stamp, __ATOMIC_RELAXED) == stamp)
-			continue;
-		merge_word_deltas(L, w, a, b, c, &tds[omp_get_thread_num()]);
-	}
-	for (int t = 0; t < k; t++) {
-		if (tds[t].failed) {
-			L->failed = 1;
-			return lm_seterr(L->e, "out of memory (pair changes of a merge)");
-		}
-		if (deltas_apply(L, &tds[t]))
-			return -1;
-	}
-	return 0;
-}
-
 /* The pairs of every word, counted, then the heap.  On k > 1 threads each
  * thread sums the pairs of its run of words into its table of changes, and
  * the tables are applied in word order (so each pair lists its words in
@@ -566,7 +266,7 @@ static int count_pairs(learner *L, deltas *tds, int threads)
 				const word *wd = &L->words[w];
 				const uint32_t *sy = L->sym + wd->start;
 				for (uint32_t i = 0; i + 1 < wd->len; i++)
-					deltas_add(&tds[t], pair_key(sy[i], sy[i + 1]),
+					bpe_deltas_add(&tds[t], pair_key(sy[i], sy[i + 1]),
 						   (int64_t)wd->count, (uint32_t)w);
 			}
 		}
@@ -575,12 +275,12 @@ static int count_pairs(learner *L, deltas *tds, int threads)
 				L->failed = 1;
 				return lm_seterr(L->e, "out of memory (pair counts)");
 			}
-			if (deltas_apply(L, &tds[t]))
+			if (bpe_deltas_apply(L, &tds[t]))
 				return -1;
 			/* emptied, and small again for the merges' changes */
-			deltas_free(&tds[t]);
+			bpe_deltas_free(&tds[t]);
 			memset(&tds[t], 0, sizeof tds[t]);
-			if (deltas_grow_index(&tds[t]))
+			if (bpe_deltas_grow_index(&tds[t]))
 				return lm_seterr(L->e, "out of memory");
 		}
 	} else {
@@ -597,7 +297,7 @@ static int count_pairs(learner *L, deltas *tds, int threads)
 	for (size_t p = 0; p < L->n_pairs; p++)
 		if (L->pairs[p].count > 0)
 			L->heap[L->n_heap++] = (hent){ L->pairs[p].count, (uint32_t)p };
-	for (size_t i = L->n_heap / 2; i-- > 0;)
+	for (size_t i = (L->n_heap + HEAP_ARITY - 2) / HEAP_ARITY; i-- > 0;)
 		sift_down(L, i);
 	return 0;
 }
@@ -607,7 +307,7 @@ static int add_token(learner *L, uint32_t a, uint32_t b)
 {
 	uint64_t na = L->toff[a + 1] - L->toff[a], nb = L->toff[b + 1] - L->toff[b];
 	uint64_t end = L->toff[L->n_tok];
-	uint8_t *t = xrealloc(L, L->tbytes, end + na + nb);
+	uint8_t *t = bpe_xrealloc(L, L->tbytes, end + na + nb);
 	if (!t)
 		return -1;
 	L->tbytes = t;
@@ -637,11 +337,11 @@ static int run_merges(learner *L, uint32_t vocab, bpe_merge *merges, uint32_t *n
 		uint32_t *occ = x->occ, n_occ = x->n_occ;
 		x->occ = NULL;
 		x->n_occ = x->cap_occ = 0;
-		int k = (int)(n_occ / PAR_WORDS_PER_THREAD);
+		int k = (int)(n_occ / L->par_words);
 		if (k > threads)
 			k = threads;
 		if (k > 1) {
-			if (merge_words_par(L, occ, n_occ, a, b, c, tds, k)) {
+			if (bpe_merge_words_par(L, occ, n_occ, a, b, c, tds, k)) {
 				free(occ);
 				return -1;
 			}
@@ -715,6 +415,13 @@ int bpe_learn_threads(const bpe_counts *c, uint32_t vocab_size, const bpe_specia
 		      int threads, bpe_progress_fn progress, void *progress_arg,
 		      bpe_tokenizer *t, lm_err *e)
 {
+	return bpe_learn_timed(c, vocab_size, sp, threads, progress, progress_arg, NULL, t, e);
+}
+
+int bpe_learn_timed(const bpe_counts *c, uint32_t vocab_size, const bpe_specials *sp,
+		    int threads, bpe_progress_fn progress, void *progress_arg,
+		    bpe_learn_times *times, bpe_tokenizer *t, lm_err *e)
+{
 	memset(t, 0, sizeof *t);
 	if (bpe_specials_check(sp, e))
 		return -1;
@@ -728,22 +435,35 @@ int bpe_learn_threads(const bpe_counts *c, uint32_t vocab_size, const bpe_specia
 	learner L;
 	memset(&L, 0, sizeof L);
 	L.e = e;
+	const char *pw = getenv("LMPIPE_BPE_PAR_WORDS");
+	L.par_words = pw && atol(pw) > 0 && atol(pw) < (long)UINT32_MAX ? (uint32_t)atol(pw)
+								     : PAR_WORDS_PER_THREAD;
 	bpe_merge *merges = malloc(((size_t)vocab - 256 - sp->n + 1) * sizeof *merges);
 	if (threads < 1)
 		threads = 1;
 	deltas *tds = threads > 1 ? calloc((size_t)threads, sizeof *tds) : NULL;
 	int fail = !merges || (threads > 1 && !tds);
 	for (int i = 0; !fail && i < threads && tds; i++)
-		fail = deltas_grow_index(&tds[i]);
+		fail = bpe_deltas_grow_index(&tds[i]);
 	uint32_t n_merges = 0;
 	int rc = -1;
 	if (fail)
 		lm_seterr(e, "out of memory");
-	else if (!setup(&L, c, sp, vocab) && !count_pairs(&L, tds, threads) &&
-		 !run_merges(&L, vocab, merges, &n_merges, threads, tds, progress, progress_arg))
-		rc = 0;
+	else {
+		double t0 = omp_get_wtime();
+		rc = setup(&L, c, sp, vocab) ? -1 : 0;
+		double t1 = omp_get_wtime();
+		if (!rc)
+			rc = count_pairs(&L, tds, threads) ? -1 : 0;
+		double t2 = omp_get_wtime();
+		if (!rc)
+			rc = run_merges(&L, vocab, merges, &n_merges, threads, tds, progress,
+					progress_arg) ? -1 : 0;
+		if (times)
+			*times = (bpe_learn_times){ t1 - t0, t2 - t1, omp_get_wtime() - t2 };
+	}
 	for (int i = 0; tds && i < threads; i++)
-		deltas_free(&tds[i]);
+		bpe_deltas_free(&tds[i]);
 	free(tds);
 	if (rc == 0) {
 		t->n_vocab = L.n_tok;

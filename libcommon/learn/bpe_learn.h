@@ -90,6 +90,15 @@ int bpe_learn(const bpe_counts *c, uint32_t vocab_size, const bpe_specials *sp,
 int bpe_learn_threads(const bpe_counts *c, uint32_t vocab_size, const bpe_specials *sp,
 		      int threads, bpe_progress_fn progress, void *progress_arg,
 		      bpe_tokenizer *t, lm_err *e);
+/* Where bpe_learn_threads spends its time, in wall seconds: the words made
+ * from the counts, the first count of every pair (and the heap), the merges. */
+typedef struct bpe_learn_times {
+	double setup_s, pairs_s, merges_s;
+} bpe_learn_times;
+/* bpe_learn_threads, filling *times (when not NULL). */
+int bpe_learn_timed(const bpe_counts *c, uint32_t vocab_size, const bpe_specials *sp,
+		    int threads, bpe_progress_fn progress, void *progress_arg,
+		    bpe_learn_times *times, bpe_tokenizer *t, lm_err *e);
 
 /* Check specials: none empty, none a single byte (each byte is a token
  * already, and token byte strings are unique), none repeated.  A usage

@@ -507,6 +507,20 @@ static void threads_same(void)
 		ok(same, "%d threads: the same %u merges as 1 thread", threads[k], t1.n_merges);
 		tok_free(&t);
 	}
+	/* every merge of two words or more on threads (LMPIPE_BPE_PAR_WORDS=1),
+	 * the pairs created by a merge from several threads' tables */
+	setenv("LMPIPE_BPE_PAR_WORDS", "1", 1);
+	for (int k = 0; k < 3; k++) {
+		bpe_tokenizer t;
+		ok(bpe_learn_threads(c, 2000, &sp, threads[k], NULL, NULL, &t, &e) == 0,
+		   "every merge parallel: learn vocab 2000, %d threads", threads[k]);
+		int same = t.n_merges == t1.n_merges && t.n_vocab == t1.n_vocab &&
+			   !memcmp(t.merges, t1.merges, t.n_merges * sizeof *t.merges);
+		ok(same, "every merge parallel, %d threads: the same %u merges as 1 thread",
+		   threads[k], t1.n_merges);
+		tok_free(&t);
+	}
+	unsetenv("LMPIPE_BPE_PAR_WORDS");
 	tok_free(&t1);
 	bpe_counts_free(c);
 }

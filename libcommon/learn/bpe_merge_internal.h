@@ -1,0 +1,124 @@
+/* bpe_merge_internal.h: the merge learner's tables, shared by bpe_learn.c (the
+ * learner, its heap, the merges one after another), bpe_pairs.c (the pair
+ * map and lists) and bpe_merge_par.c (a merge's words rewritten on
+ * threads); not for programs. */
+#ifndef LMPIPE_BPE_MERGE_INTERNAL_H
+#define LMPIPE_BPE_MERGE_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/err.h"
+
+enum {
+	NONE = 0xFFFFFFFFu,
+	INITIAL_MAP = 1 << 16,      /* slots of the first pair map */
+	FIRST_OCC_CAP = 4,          /* a pair's first list of words */
+	INITIAL_DELTAS = 1 << 10,   /* slots of a thread's table of pair changes */
+	PAR_CHUNK_WORDS = 64,       /* words a thread takes at a time in a parallel merge */
+};
+
+/* A pair of adjacent ids, its count over the words, and its words. */
+typedef struct pair {
+	uint32_t a, b;
+	int64_t count;
+	uint32_t *occ;   /* words it (may) occur in */
+	uint32_t n_occ, cap_occ;
+} pair;
+
+/* A distinct pre-token: its ids are sym[start .. start + len). */
+typedef struct word {
+	uint64_t start, count;
+	uint32_t len, stamp; /* stamp: last merge that rewrote it */
+} word;
+
+/* A heap entry: a pair and its count when it was pushed. */
+typedef struct hent {
+	int64_t count;
+	uint32_t p;
+} hent;
+
+typedef struct learner {
+	/* words */
+	uint32_t *sym;      /* all words' ids back to back */
+	word *words;
+	size_t n_words, n_sym;
+	/* tokens */
+	uint8_t *tbytes;
+	uint64_t *toff;     /* token id's bytes: tbytes[toff[id] .. toff[id + 1]) */
+	uint32_t n_tok;
+	/* pairs: map from (a << 32 | b) to index + 1 */
+	pair *pairs;
+	size_t n_pairs, cap_pairs;
+	uint64_t *mkey;
+	uint32_t *mval;
+	size_t mmask;
+	hent *heap;
+	size_t n_heap;
+	uint32_t stamp;  /* merges done, marks the words rewritten */
+	uint32_t par_words; /* a merge goes parallel past this many words a thread */
+	lm_err *e;
+	int failed;
+} learner;
+
+/* One pair's net change in the merge in progress, as one thread saw it, with
+ * the words it was added in (new pairs only). */
+typedef struct delta {
+	uint64_t key;
+	int64_t f;
+	uint32_t *occ;
+	uint32_t n_occ, cap_occ;
+	uint32_t slot;   /* its slot in the thread's index, cleared for the next merge */
+} delta;
+
+/* A thread's table of pair changes: an open-addressing index over deltas
+ * (their occ buffers are kept for the next merges). */
+typedef struct deltas {
+	uint32_t *slot;  /* delta index + 1, 0 empty */
+	size_t mask;
+	delta *d;
+	size_t n, cap, made;
+	int failed;
+} deltas;
+
+static inline uint64_t pair_key(uint32_t a, uint32_t b)
+{
+	return (uint64_t)a << 32 | b;
+}
+
+static const uint64_t KEY_MUL = 0x7FB5D329728EA185ull; /* an odd constant that mixes well */
+
+static inline size_t key_slot(uint64_t k, size_t mask)
+{
+	k ^= k >> 31;
+	k *= KEY_MUL;
+	k ^= k >> 27;
+	return (size_t)k & mask;
+}
+
+/* in bpe_pairs.c */
+/* realloc, or NULL with L's error set (once) */
+void *bpe_xrealloc(learner *L, void *p, size_t n);
+/* Make the pair map anew, twice as large (or INITIAL_MAP slots). */
+int bpe_map_grow(learner *L);
+/* Index of pair (a, b), created with count 0 when absent; NONE on error. */
+uint32_t bpe_pair_get(learner *L, uint32_t a, uint32_t b);
+/* Add word w to x's list (unless it is the last one already). */
+int bpe_occ_add(learner *L, pair *x, uint32_t w);
+/* Append the words w[0 .. n) (no two alike in a row) to x's list. */
+int bpe_occ_append(learner *L, pair *x, const uint32_t *w, uint32_t n);
+
+/* in bpe_merge_par.c */
+void bpe_deltas_free(deltas *T);
+/* Make T's index (anew, twice as large, or INITIAL_DELTAS slots). */
+int bpe_deltas_grow_index(deltas *T);
+/* Add f to pair key's change; w (NONE: none) is a word it was added in. */
+void bpe_deltas_add(deltas *T, uint64_t key, int64_t f, uint32_t w);
+/* Apply T's summed changes to the pairs, and empty T. */
+int bpe_deltas_apply(learner *L, deltas *T);
+/* Rewrite the words occ[0 .. n_occ) of the merge (a, b) -> c on k threads
+ * (one table of changes each, tds[0 .. k)), their pair counts changed. */
+int bpe_merge_words_par(learner *L, const uint32_t *occ, uint32_t n_occ, uint32_t a,
+			uint32_t b, uint32_t c, deltas *tds, int k);
+
+#endif

@@ -1,0 +1,117 @@
+/* bpe_pairs.c: the merge learner's pairs (bpe_merge_internal.h): the map from
+ * (left id, right id) to a pair, and each pair's list of the words it may
+ * occur in; used by the merges one after another (bpe_learn.c) and on
+ * threads (bpe_merge_par.c). */
+#include "learn/bpe_merge_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void *bpe_xrealloc(learner *L, void *p, size_t n)
+{
+	void *q = realloc(p, n ? n : 1);
+	if (!q && !L->failed) {
+		L->failed = 1;
+		lm_seterr(L->e, "out of memory (%zu bytes)", n);
+	}
+	return q;
+}
+
+int bpe_map_grow(learner *L)
+{
+	size_t n = L->mmask ? (L->mmask + 1) * 2 : INITIAL_MAP;
+	uint64_t *key = malloc(n * sizeof *key);
+	uint32_t *val = calloc(n, sizeof *val);
+	if (!key || !val) {
+		free(key);
+		free(val);
+		L->failed = 1;
+		return lm_seterr(L->e, "out of memory (pair table of %zu entries)", n);
+	}
+	for (size_t i = 0; i < L->n_pairs; i++) {
+		uint64_t k = pair_key(L->pairs[i].a, L->pairs[i].b);
+		size_t j = key_slot(k, n - 1);
+		while (val[j])
+			j = (j + 1) & (n - 1);
+		key[j] = k;
+		val[j] = (uint32_t)i + 1;
+	}
+	free(L->mkey);
+	free(L->mval);
+	L->mkey = key;
+	L->mval = val;
+	L->mmask = n - 1;
+	return 0;
+}
+
+/* Index of pair (a, b), created with count 0 when absent; NONE on error. */
+uint32_t bpe_pair_get(learner *L, uint32_t a, uint32_t b)
+{
+	uint64_t k = pair_key(a, b);
+	size_t j = key_slot(k, L->mmask);
+	for (uint32_t v; (v = L->mval[j]); j = (j + 1) & L->mmask)
+		if (L->mkey[j] == k)
+			return v - 1;
+	if (L->n_pairs == L->cap_pairs) {
+		/* the heap never holds more than every pair */
+		size_t cap = L->cap_pairs ? L->cap_pairs * 2 : INITIAL_MAP;
+		pair *np = bpe_xrealloc(L, L->pairs, cap * sizeof *np);
+		if (np)
+			L->pairs = np;
+		hent *h = bpe_xrealloc(L, L->heap, cap * sizeof *h);
+		if (h)
+			L->heap = h;
+		if (!np || !h)
+			return NONE;
+		L->cap_pairs = cap;
+	}
+	uint32_t p = (uint32_t)L->n_pairs++;
+	L->pairs[p] = (pair){ a, b, 0, NULL, 0, 0 };
+	L->mkey[j] = k;
+	L->mval[j] = p + 1;
+	if (L->n_pairs * 2 > L->mmask + 1 && bpe_map_grow(L))
+		return NONE;
+	return p;
+}
+
+int bpe_occ_add(learner *L, pair *x, uint32_t w)
+{
+	if (x->n_occ && x->occ[x->n_occ - 1] == w)
+		return 0;
+	if (x->n_occ == x->cap_occ) {
+		uint32_t cap = x->cap_occ ? x->cap_occ * 2 : FIRST_OCC_CAP;
+		uint32_t *o = bpe_xrealloc(L, x->occ, cap * sizeof *o);
+		if (!o)
+			return -1;
+		x->occ = o;
+		x->cap_occ = cap;
+	}
+	x->occ[x->n_occ++] = w;
+	return 0;
+}
+
+/* Append the words w[0 .. n) (no two alike in a row) to x's list. */
+int bpe_occ_append(learner *L, pair *x, const uint32_t *w, uint32_t n)
+{
+	if (n && x->n_occ && x->occ[x->n_occ - 1] == w[0]) {
+		w++;
+		n--;
+	}
+	if (!n)
+		return 0;
+	if ((uint64_t)x->n_occ + n > UINT32_MAX)
+		return lm_seterr(L->e, "pair list too long");
+	if (x->n_occ + n > x->cap_occ) {
+		uint32_t cap = x->cap_occ ? x->cap_occ : FIRST_OCC_CAP;
+		while (cap < x->n_occ + n)
+			cap = cap > UINT32_MAX / 2 ? UINT32_MAX : cap * 2;
+		uint32_t *o = bpe_xrealloc(L, x->occ, (size_t)cap * sizeof *o);
+		if (!o)
+			return -1;
+		x->occ = o;
+		x->cap_occ = cap;
+	}
+	memcpy(x->occ + x->n_occ, w, (size_t)n * sizeof *w);
+	x->n_occ += n;
+	return 0;
+}
