@@ -9,6 +9,8 @@
 #   VARIANT=wgmma bench/attention.sh   a kernel variant the default build
 #     leaves out (wgmma or mma, kernels/cuda/variants/) instead of the default:
 #     builds BUILD/libattn_variants.a (make attention-variants) if missing
+#   ATTN_DETERMINISTIC=1 bench/attention.sh   the backward of lm-train
+#     --deterministic (a fixed-order dq) instead of the default one
 set -eu
 ROOT=${LMPIPE_ROOT:-$(cd "$(dirname "$0")/.." && pwd)}
 BUILD=${LMPIPE_BUILD:-$ROOT/build}

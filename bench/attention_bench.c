@@ -5,7 +5,9 @@
  * Built with -DATTN_VARIANTS and linked with libattn_variants.a (make
  * attention-variants; bench/attention.sh VARIANT=...), it runs the kernel
  * variant that the environment's ATTN_VARIANT names (wgmma or mma,
- * kernels/cuda/variants/attention_variants.h) instead of the default.
+ * kernels/cuda/variants/attention_variants.h) instead of the default;
+ * otherwise ATTN_DETERMINISTIC=1 times the deterministic backward
+ * (attn_bwd_det_cuda, lm-train --deterministic) instead of the default.
  *
  * Draws random bf16 inputs of [B, H, T, D] (default B = 16384 / T,
  * H = 2048 / D: 16K tokens, model width 2048), runs forward and backward
@@ -171,13 +173,21 @@ static void pick_variant(void)
 
 #define FWD(...) attn_fwd_cuda_variant(variant, __VA_ARGS__)
 #define BWD(...) attn_bwd_cuda_variant(variant, __VA_ARGS__)
+#define BWD_WS(...) attn_bwd_cuda_workspace(__VA_ARGS__)
 #else
+static int det;  /* ATTN_DETERMINISTIC=1: the backward of --deterministic */
+
 static void pick_variant(void)
 {
+	const char *want = getenv("ATTN_DETERMINISTIC");
+	det = want && !strcmp(want, "1");
+	if (det)
+		impl = "lmpipe-det";
 }
 
 #define FWD(...) attn_fwd_cuda(__VA_ARGS__)
-#define BWD(...) attn_bwd_cuda(__VA_ARGS__)
+#define BWD(...) (det ? attn_bwd_det_cuda : attn_bwd_cuda)(__VA_ARGS__)
+#define BWD_WS(...) (det ? attn_bwd_det_cuda_workspace : attn_bwd_cuda_workspace)(__VA_ARGS__)
 #endif
 
 static int cmp(const void *a, const void *b)
@@ -215,7 +225,7 @@ int main(int argc, char **argv)
 	}
 	p.lse = malloc(nl * sizeof *p.lse);
 	CK(cudaMalloc((void **)&dlse, nl * sizeof *dlse));
-	CK(cudaMalloc(&ws, attn_bwd_cuda_workspace(p.B, p.H, p.T, p.D)));
+	CK(cudaMalloc(&ws, BWD_WS(p.B, p.H, p.T, p.D)));
 	cudaEvent_t e0, e1;
 	CK(cudaEventCreate(&e0));
 	CK(cudaEventCreate(&e1));

@@ -23,7 +23,17 @@ typedef struct adamw_hparams {
 	float lr, beta1, beta2, eps, weight_decay;
 	long long t;
 	float grad_scale;
+	/* NULL, or memory beside the parameters (the device's for CUDA) holding
+	 * this step's {lr, 1 - beta1^t, 1 - beta2^t} as doubles, read in place
+	 * of lr and t when the step runs: a recorded CUDA graph replays the
+	 * same launches with the values of each new step.  The result is the
+	 * same bits as with lr and t given. */
+	const double *dev;
 } adamw_hparams;
+
+enum { ADAMW_DEV_LR = 0, ADAMW_DEV_BC1 = 1, ADAMW_DEV_BC2 = 2, ADAMW_DEV_N = 3 };
+/* The three values of dev for lr and t, as the step computes them. */
+void adamw_dev_values(double out[ADAMW_DEV_N], double lr, float beta1, float beta2, long long t);
 
 void adamw_step_cpu(float *p, const float *g, float *m, float *v, size_t n,
 		    const adamw_hparams *h);

@@ -53,6 +53,18 @@ int attn_bwd_cuda(const uint16_t *q, const uint16_t *k, const uint16_t *v, const
 		  const uint16_t *dout, const float *lse, uint16_t *dq, uint16_t *dk, uint16_t *dv,
 		  int B, int H, int T, int D, int causal, float scale, void *workspace,
 		  void *stream);
+/* The same backward pass, bit-identical from run to run (lm-train
+ * --deterministic): the thread blocks of 128 keys each store their part
+ * of dq in a slice of the workspace of their own, and a second pass adds
+ * the slices in key order (the default adds them as the blocks finish, in
+ * an order the GPU's scheduling decides).  Its workspace,
+ * attn_bwd_det_cuda_workspace(B, H, T, D) bytes, holds ceil(T / 128)
+ * fp32 copies of dq: about 4 ceil(T / 128) B H T D bytes. */
+size_t attn_bwd_det_cuda_workspace(int B, int H, int T, int D);
+int attn_bwd_det_cuda(const uint16_t *q, const uint16_t *k, const uint16_t *v, const uint16_t *o,
+		      const uint16_t *dout, const float *lse, uint16_t *dq, uint16_t *dk,
+		      uint16_t *dv, int B, int H, int T, int D, int causal, float scale,
+		      void *workspace, void *stream);
 
 /* The CUDA kernels for short sequences (kernels/cuda/attention_short.cu):
  * the same contract as attn_fwd_cuda and attn_bwd_cuda (no workspace), for

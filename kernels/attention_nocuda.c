@@ -21,4 +21,17 @@ int attn_bwd_cuda(const uint16_t *q, const uint16_t *k, const uint16_t *v, const
 {
 	return ATTN_ENOCUDA;
 }
+
+size_t attn_bwd_det_cuda_workspace(int B, int H, int T, int D)
+{
+	return 0;
+}
+
+int attn_bwd_det_cuda(const uint16_t *q, const uint16_t *k, const uint16_t *v, const uint16_t *o,
+		      const uint16_t *dout, const float *lse, uint16_t *dq, uint16_t *dk,
+		      uint16_t *dv, int B, int H, int T, int D, int causal, float scale,
+		      void *workspace, void *stream)
+{
+	return ATTN_ENOCUDA;
+}
 #endif

@@ -39,7 +39,14 @@ typedef struct muon_hparams {
 	float lr, momentum, weight_decay;
 	int nesterov, ns_steps;
 	muon_scale scale;
+	/* NULL, or memory beside the parameters (the device's for CUDA) holding
+	 * this step's {lr, momentum} as doubles, read in place of lr and
+	 * momentum (as adamw_hparams's dev: a recorded step replayed with new
+	 * values gives the same bits as one given them). */
+	const double *dev;
 } muon_hparams;
+
+enum { MUON_DEV_LR = 0, MUON_DEV_MOMENTUM = 1, MUON_DEV_N = 2 };
 
 /* The update's lr multiplier for a rows x cols matrix. */
 double muon_adjust(muon_scale s, int rows, int cols);

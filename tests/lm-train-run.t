@@ -54,7 +54,7 @@ ok $? "the uninterrupted run"
 lm-train $M -d d -n $STEPS -o int -b 8 --log int.jsonl 2> int.err &
 pid=$!
 i=0
-while [ "$(grep -c '"step"' int.jsonl 2>/dev/null || echo 0)" -lt 5 ] && [ $i -lt 600 ]; do
+while [ "$(cat int.jsonl 2>/dev/null | grep -c '"step"')" -lt 5 ] && [ $i -lt 600 ]; do
 	sleep 0.05; i=$((i + 1))
 done
 kill -INT $pid
@@ -74,7 +74,7 @@ ok $? "interrupted at step $N and resumed: the final checkpoint equals the unint
 lm-train $M -d d -n 100000 -o term --log term.jsonl 2> term.err &
 pid=$!
 i=0
-while [ "$(grep -c '"step"' term.jsonl 2>/dev/null || echo 0)" -lt 2 ] && [ $i -lt 600 ]; do
+while [ "$(cat term.jsonl 2>/dev/null | grep -c '"step"')" -lt 2 ] && [ $i -lt 600 ]; do
 	sleep 0.05; i=$((i + 1))
 done
 kill -TERM $pid

@@ -37,7 +37,7 @@ if [ "${LMPIPE_SANITIZE:-0}" = 1 ]; then N=1000; fi
 setsid ./pre $N > make1.out 2>&1 &
 pgid=$!
 i=0
-while [ "$(grep -c '"step"' "$W/train.jsonl" 2>/dev/null || echo 0)" -lt 5 ] && [ $i -lt 1200 ]; do
+while [ "$(cat "$W/train.jsonl" 2>/dev/null | grep -c '"step"')" -lt 5 ] && [ $i -lt 1200 ]; do
 	sleep 0.05; i=$((i + 1))
 done
 perl -e 'kill "INT", -$ARGV[0]' $pgid # the whole process group, as Ctrl-C

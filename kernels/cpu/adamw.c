@@ -3,14 +3,26 @@
 #include "kernels/adamw.h"
 
 #include <math.h>
+#include <string.h>
+
+void adamw_dev_values(double out[ADAMW_DEV_N], double lr, float beta1, float beta2, long long t)
+{
+	out[ADAMW_DEV_LR] = lr;
+	out[ADAMW_DEV_BC1] = 1.0 - pow(beta1, (double)t);
+	out[ADAMW_DEV_BC2] = 1.0 - pow(beta2, (double)t);
+}
 
 void adamw_step_cpu(float *p, const float *g, float *m, float *v, size_t n,
 		    const adamw_hparams *h)
 {
-	double bc1 = 1.0 - pow(h->beta1, (double)h->t);
-	double bc2 = 1.0 - pow(h->beta2, (double)h->t);
-	float step = (float)(h->lr / bc1), rbc2 = (float)(1.0 / sqrt(bc2));
-	float decay = 1.0f - h->lr * h->weight_decay;
+	double dv[ADAMW_DEV_N];
+	if (h->dev)
+		memcpy(dv, h->dev, sizeof dv);
+	else
+		adamw_dev_values(dv, h->lr, h->beta1, h->beta2, h->t);
+	float lr = (float)dv[ADAMW_DEV_LR];
+	float step = (float)(lr / dv[ADAMW_DEV_BC1]), rbc2 = (float)(1.0 / sqrt(dv[ADAMW_DEV_BC2]));
+	float decay = 1.0f - lr * h->weight_decay;
 	float b1 = h->beta1, b2 = h->beta2, s = h->grad_scale, eps = h->eps;
 #pragma omp parallel for schedule(static)
 	for (size_t i = 0; i < n; i++) {

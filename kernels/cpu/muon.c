@@ -87,9 +87,10 @@ void muon_step_cpu(float *p, const float *g, float *buf, const size_t *offs, int
 		   int cols, const muon_hparams *h, float grad_scale, float *ws)
 {
 	size_t n = (size_t)rows * cols, per = per_matrix(rows, cols);
-	float mu = h->momentum, w = 1.0f - mu;
-	float decay = 1.0f - h->lr * h->weight_decay;
-	float step = (float)(h->lr * muon_adjust(h->scale, rows, cols));
+	float lr = h->dev ? (float)h->dev[MUON_DEV_LR] : h->lr;
+	float mu = h->dev ? (float)h->dev[MUON_DEV_MOMENTUM] : h->momentum, w = 1.0f - mu;
+	float decay = 1.0f - lr * h->weight_decay;
+	float step = (float)(lr * muon_adjust(h->scale, rows, cols));
 #pragma omp parallel for schedule(dynamic, 1)
 	for (int i = 0; i < count; i++) {
 		float *pi = p + offs[i], *bi = buf + offs[i], *wi = ws + (size_t)i * per;

@@ -43,11 +43,20 @@ __global__ void clip_kernel(float *scale, const double *sumsq, double max_norm)
 	*scale = (float)(max_norm <= 0 || !(norm > max_norm) ? 1.0 : max_norm / (norm + ADAMW_CLIP_EPS));
 }
 
+// The step's constants from dev (adamw.h) when given, computed as the
+// host computes them (no contraction into fused multiply-adds), so that
+// the two give the same bits.
 __global__ void step_kernel(float *p, const float *g, float *m, float *v, bf16 *p_act, size_t n,
 			    float b1, float b2, float eps, float step, float rbc2, float decay,
-			    const float *grad_scale)
+			    const float *grad_scale, const double *dev, float wd)
 {
 	float s = *grad_scale;
+	if (dev) {
+		float lr = (float)dev[ADAMW_DEV_LR];
+		step = (float)__ddiv_rn((double)lr, dev[ADAMW_DEV_BC1]);
+		rbc2 = (float)__ddiv_rn(1.0, __dsqrt_rn(dev[ADAMW_DEV_BC2]));
+		decay = __fsub_rn(1.0f, __fmul_rn(lr, wd));
+	}
 	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
 	     i += (size_t)gridDim.x * blockDim.x) {
 		float gi = g[i] * s;
@@ -84,11 +93,16 @@ extern "C" int clip_scale_cuda(float *scale, const double *sumsq, double max_nor
 extern "C" int adamw_step_cuda(float *p, const float *g, float *m, float *v, uint16_t *p_act,
 			       size_t n, const adamw_hparams *h, const float *grad_scale, void *stream)
 {
-	double bc1 = 1.0 - pow(h->beta1, (double)h->t);
-	double bc2 = 1.0 - pow(h->beta2, (double)h->t);
-	float step = (float)(h->lr / bc1), rbc2 = (float)(1.0 / sqrt(bc2));
-	float decay = 1.0f - h->lr * h->weight_decay;
+	float step = 0, rbc2 = 0, decay = 0;
+	if (!h->dev) {
+		double dv[ADAMW_DEV_N];
+		adamw_dev_values(dv, h->lr, h->beta1, h->beta2, h->t);
+		step = (float)(h->lr / dv[ADAMW_DEV_BC1]);
+		rbc2 = (float)(1.0 / sqrt(dv[ADAMW_DEV_BC2]));
+		decay = 1.0f - h->lr * h->weight_decay;
+	}
 	step_kernel<<<grid_for(n), BLOCK, 0, (cudaStream_t)stream>>>(
-		p, g, m, v, (bf16 *)p_act, n, h->beta1, h->beta2, h->eps, step, rbc2, decay, grad_scale);
+		p, g, m, v, (bf16 *)p_act, n, h->beta1, h->beta2, h->eps, step, rbc2, decay, grad_scale,
+		h->dev, h->weight_decay);
 	return launched();
 }

@@ -12,6 +12,12 @@
 // wgmma one whose key warpgroups also compute dQ, and an mma.sync one)
 // are out of the default build, in variants/attention_bwd_fa2.cu, which
 // runs them between this file's steps (1) and (3).
+//
+// The deterministic version (attn_bwd_det_cuda, --deterministic): step (2)
+// stores each key block's dQ partial in a slice of its own instead of
+// adding it (attention_bwd.cuh, DQ_KEYS), and step (3) sums the slices in
+// key-block order before it converts, so no sum depends on which block
+// finishes first.  dK and dV are sums within one block either way.
 #include "attention_bwd.cuh"
 #include "attention_cuda.cuh"
 #include "kernels/attention.h"
@@ -47,6 +53,26 @@ __global__ void delta_kernel(const bf16 *__restrict__ o, const bf16 *__restrict_
 		delta[row] = s;
 }
 
+// Float4 number i of the tiled workspace (attention_bwd.cuh) holds v: its
+// two bf16 pairs into dq [BH, T, D], the rows below T.  tiles_row, tiles_head:
+// tiles across a row and in a head.
+__device__ __forceinline__ void store_tile_f4(bf16 *out, float4 v, size_t i, int T, int D,
+					      int tiles_row, int tiles_head)
+{
+	const size_t tile = i / (DQ_TILE / 4);
+	const int within = (int)(i % (DQ_TILE / 4)), j = within / 128, thr = within % 128;
+	const size_t bh = tile / tiles_head;
+	const int th = (int)(tile % tiles_head), mt = th / tiles_row, ct = th % tiles_row;
+	const int lane = thr % 32;
+	const int row = mt * DQ_ROWS + thr / 32 * 16 + lane / 4;
+	const int col = ct * DQ_COLS + j * 8 + 2 * (lane % 4);
+	bf16 *o = out + (bh * T + row) * D + col;
+	if (row < T)
+		*reinterpret_cast<uint32_t *>(o) = pack_bf16(v.x, v.y);
+	if (row + 8 < T)
+		*reinterpret_cast<uint32_t *>(o + 8 * D) = pack_bf16(v.z, v.w);
+}
+
 // dq = bf16(workspace), the workspace in attention_bwd.cuh's tiles: one
 // float4 of a tile per thread, two bf16 pairs out.
 __global__ void convert_tiles_kernel(const float4 *__restrict__ in, bf16 *__restrict__ out,
@@ -55,21 +81,64 @@ __global__ void convert_tiles_kernel(const float4 *__restrict__ in, bf16 *__rest
 	const int tiles_row = D / DQ_COLS, tiles_head = dq_rows_padded(T) / DQ_ROWS * tiles_row;
 	const size_t n = BH * tiles_head * (DQ_TILE / 4);
 	size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+	for (; i < n; i += (size_t)gridDim.x * blockDim.x)
+		store_tile_f4(out, in[i], i, T, D, tiles_row, tiles_head);
+}
+
+// The deterministic dq: the sum of the key blocks' slices of partials
+// (attention_bwd.cuh, DQ_KEYS), slice 0 first, each float4 of a tile over
+// the slices that wrote its query tile (dq_blocks_for), then as above.
+__global__ void sum_convert_tiles_kernel(const float4 *__restrict__ in, bf16 *__restrict__ out,
+					 size_t BH, int T, int D, int causal)
+{
+	const int tiles_row = D / DQ_COLS, tiles_head = dq_rows_padded(T) / DQ_ROWS * tiles_row;
+	const size_t n = BH * tiles_head * (DQ_TILE / 4);  // float4s in a slice
+	size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
 	for (; i < n; i += (size_t)gridDim.x * blockDim.x) {
-		const size_t tile = i / (DQ_TILE / 4);
-		const int within = (int)(i % (DQ_TILE / 4)), j = within / 128, thr = within % 128;
-		const size_t bh = tile / tiles_head;
-		const int th = (int)(tile % tiles_head), mt = th / tiles_row, ct = th % tiles_row;
-		const int lane = thr % 32;
-		const int row = mt * DQ_ROWS + thr / 32 * 16 + lane / 4;
-		const int col = ct * DQ_COLS + j * 8 + 2 * (lane % 4);
-		const float4 v = in[i];
-		bf16 *o = out + (bh * T + row) * D + col;
-		if (row < T)
-			*reinterpret_cast<uint32_t *>(o) = pack_bf16(v.x, v.y);
-		if (row + 8 < T)
-			*reinterpret_cast<uint32_t *>(o + 8 * D) = pack_bf16(v.z, v.w);
+		const int mt = (int)(i / (DQ_TILE / 4) % tiles_head) / tiles_row;
+		const int nb = dq_blocks_for(mt, T, causal);
+		float4 s = in[i];
+		for (int kb = 1; kb < nb; kb++) {
+			const float4 p = in[(size_t)kb * n + i];
+			s.x += p.x, s.y += p.y, s.z += p.z, s.w += p.w;
+		}
+		store_tile_f4(out, s, i, T, D, tiles_row, tiles_head);
 	}
+}
+
+// Blocks of CONVERT_THREADS for n float4s, at most 65536 (they stride).
+unsigned convert_grid(size_t n)
+{
+	size_t blocks = (n / 4 + CONVERT_THREADS - 1) / CONVERT_THREADS;
+	return (unsigned)(blocks < 65536 ? blocks : 65536);
+}
+
+// Check the arguments, set *acc to the start of the workspace and *delta
+// after its acc_floats, zero the first (zero set) and compute delta.
+int begin(const uint16_t *q, const uint16_t *k, const uint16_t *v, const uint16_t *o,
+	  const uint16_t *dout, const float *lse, uint16_t *dq, uint16_t *dk, uint16_t *dv, int B,
+	  int H, int T, int D, float scale, void *workspace, size_t acc_floats, int zero,
+	  cudaStream_t st, float **acc, float **delta)
+{
+	const void *ptrs[] = {q, k, v, o, dout, dq, dk, dv, workspace};
+	int rc = attn_cuda_check(B, H, T, D, ptrs, 9, lse);
+	if (rc)
+		return rc;
+	if (!(scale > 0 && scale < INFINITY))
+		return ATTN_ESHAPE;
+	const size_t rows = (size_t)B * H * T;
+	*acc = (float *)workspace, *delta = *acc + acc_floats;
+	if (zero && cudaMemsetAsync(*acc, 0, acc_floats * sizeof(float), st))
+		return ATTN_EDEVICE;
+	delta_kernel<<<(unsigned)((rows + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK), 32 * ROWS_PER_BLOCK,
+		       0, st>>>((const bf16 *)o, (const bf16 *)dout, *delta, rows, D);
+	return cudaGetLastError() ? ATTN_EDEVICE : ATTN_OK;
+}
+
+// Floats of one slice of dQ accumulators: every head's padded rows.
+size_t dq_floats(int B, int H, int T, int D)
+{
+	return (size_t)B * H * dq_rows_padded(T) * D;
 }
 
 }  // namespace
@@ -78,8 +147,14 @@ extern "C" size_t attn_bwd_cuda_workspace(int B, int H, int T, int D)
 {
 	if (B <= 0 || H <= 0 || T <= 0 || D <= 0)
 		return 0;
-	size_t BH = (size_t)B * H;
-	return (BH * dq_rows_padded(T) * D + BH * T) * sizeof(float);
+	return (dq_floats(B, H, T, D) + (size_t)B * H * T) * sizeof(float);
+}
+
+extern "C" size_t attn_bwd_det_cuda_workspace(int B, int H, int T, int D)
+{
+	if (B <= 0 || H <= 0 || T <= 0 || D <= 0)
+		return 0;
+	return ((size_t)dq_key_blocks(T) * dq_floats(B, H, T, D) + (size_t)B * H * T) * sizeof(float);
 }
 
 int attn_bwd_begin(const uint16_t *q, const uint16_t *k, const uint16_t *v, const uint16_t *o,
@@ -87,29 +162,15 @@ int attn_bwd_begin(const uint16_t *q, const uint16_t *k, const uint16_t *v, cons
 		   int B, int H, int T, int D, float scale, void *workspace, cudaStream_t st,
 		   float **dqacc, float **delta)
 {
-	const void *ptrs[] = {q, k, v, o, dout, dq, dk, dv, workspace};
-	int rc = attn_cuda_check(B, H, T, D, ptrs, 9, lse);
-	if (rc)
-		return rc;
-	if (!(scale > 0 && scale < INFINITY))
-		return ATTN_ESHAPE;
-	const size_t BH = (size_t)B * H, rows = BH * T, n = BH * dq_rows_padded(T) * D;
-	*dqacc = (float *)workspace, *delta = *dqacc + n;
-	if (cudaMemsetAsync(*dqacc, 0, n * sizeof(float), st))
-		return ATTN_EDEVICE;
-	delta_kernel<<<(unsigned)((rows + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK), 32 * ROWS_PER_BLOCK,
-		       0, st>>>((const bf16 *)o, (const bf16 *)dout, *delta, rows, D);
-	return cudaGetLastError() ? ATTN_EDEVICE : ATTN_OK;
+	return begin(q, k, v, o, dout, lse, dq, dk, dv, B, H, T, D, scale, workspace,
+		     dq_floats(B, H, T, D), 1, st, dqacc, delta);
 }
 
 int attn_bwd_convert_tiles(const float *dqacc, uint16_t *dq, int B, int H, int T, int D,
 			   cudaStream_t st)
 {
-	const size_t BH = (size_t)B * H, n = BH * dq_rows_padded(T) * D;
-	size_t blocks = (n / 4 + CONVERT_THREADS - 1) / CONVERT_THREADS;
-	unsigned grid = (unsigned)(blocks < 65536 ? blocks : 65536);
-	convert_tiles_kernel<<<grid, CONVERT_THREADS, 0, st>>>((const float4 *)dqacc, (bf16 *)dq,
-							       BH, T, D);
+	convert_tiles_kernel<<<convert_grid(dq_floats(B, H, T, D)), CONVERT_THREADS, 0, st>>>(
+		(const float4 *)dqacc, (bf16 *)dq, (size_t)B * H, T, D);
 	return cudaGetLastError() == cudaSuccess ? ATTN_OK : ATTN_EDEVICE;
 }
 
@@ -124,8 +185,30 @@ extern "C" int attn_bwd_cuda(const uint16_t *q, const uint16_t *k, const uint16_
 				&dqacc, &delta);
 	if (rc == ATTN_OK)
 		rc = attn_bwd_ws(q, k, v, dout, lse, delta, dqacc, dk, dv, B * H, T, D, causal, scale,
-				 st);
+				 0, st);
 	if (rc == ATTN_OK)
 		rc = attn_bwd_convert_tiles(dqacc, dq, B, H, T, D, st);
+	return rc;
+}
+
+extern "C" int attn_bwd_det_cuda(const uint16_t *q, const uint16_t *k, const uint16_t *v,
+				 const uint16_t *o, const uint16_t *dout, const float *lse,
+				 uint16_t *dq, uint16_t *dk, uint16_t *dv, int B, int H, int T, int D,
+				 int causal, float scale, void *workspace, void *stream)
+{
+	cudaStream_t st = (cudaStream_t)stream;
+	float *part, *delta;
+	const size_t slice = dq_floats(B > 0 ? B : 1, H > 0 ? H : 1, T > 0 ? T : 1, D > 0 ? D : 1);
+	// every slice's tiles that the sum reads are written: nothing to zero
+	int rc = begin(q, k, v, o, dout, lse, dq, dk, dv, B, H, T, D, scale, workspace,
+		       (size_t)dq_key_blocks(T > 0 ? T : 1) * slice, 0, st, &part, &delta);
+	if (rc == ATTN_OK)
+		rc = attn_bwd_ws(q, k, v, dout, lse, delta, part, dk, dv, B * H, T, D, causal, scale,
+				 1, st);
+	if (rc == ATTN_OK) {
+		sum_convert_tiles_kernel<<<convert_grid(slice), CONVERT_THREADS, 0, st>>>(
+			(const float4 *)part, (bf16 *)dq, (size_t)B * H, T, D, causal ? 1 : 0);
+		rc = cudaGetLastError() == cudaSuccess ? ATTN_OK : ATTN_EDEVICE;
+	}
 	return rc;
 }

@@ -3,7 +3,8 @@
 // variants/attention_bwd_fa2.cu: warpgroups that each also compute dQ pieces): the dQ workspace's
 // tiled layout, the loads of a query step, the warpgroup MMA shapes and
 // one warpgroup's step over its 64 keys (S^T, dP^T, P^T, dS^T, and the dV
-// and dK products issued), and the bulk reduction of a dQ piece.
+// and dK products issued), and the bulk reduction of a dQ piece (or its
+// copy into the deterministic path's partials).
 #ifndef LMPIPE_ATTENTION_BWD_CUH
 #define LMPIPE_ATTENTION_BWD_CUH
 
@@ -42,6 +43,28 @@ constexpr int DQ_ROWS = 64, DQ_COLS = 64, DQ_TILE = DQ_ROWS * DQ_COLS;
 __host__ __device__ constexpr int dq_rows_padded(int T)
 {
 	return (T + DQ_ROWS - 1) / DQ_ROWS * DQ_ROWS;
+}
+
+// The deterministic dQ (attn_bwd_det_cuda): the key blocks of DQ_KEYS keys
+// (attention_bwd_ws.cu's BN) each store their dQ partial, instead of adding
+// it, into a workspace of dq_key_blocks(T) slices, slice kb holding block
+// kb's partials of every head in the tiled layout above; a second pass
+// sums the slices in block order.  When causal, block kb writes only the
+// query tiles from kb DQ_KEYS / DQ_ROWS on (its first query step; the
+// queries before it see none of its keys), so the sum reads slice kb only
+// for tiles whose last row reaches key kb DQ_KEYS: dq_blocks_for(mt)
+// slices for query tile mt.
+constexpr int DQ_KEYS = 2 * BWG_KEYS;
+
+__host__ __device__ constexpr int dq_key_blocks(int T)
+{
+	return (T + DQ_KEYS - 1) / DQ_KEYS;
+}
+
+__host__ __device__ constexpr int dq_blocks_for(int mt, int T, int causal)
+{
+	const int all = dq_key_blocks(T), upto = (mt * DQ_ROWS + DQ_ROWS - 1) / DQ_KEYS + 1;
+	return causal && upto < all ? upto : all;
 }
 
 // Q and dO rows m0.. as slab tiles, and their lse and delta (0 past T),
@@ -264,14 +287,18 @@ __device__ __forceinline__ void dq_tile_write(float *tile, const float (*c)[4], 
 
 // Once the warpgroup's threads have all written the tile (named barrier
 // `bar`), thread 0 adds it to dst (a workspace tile) by one bulk
-// reduction.  The tile may be written again after that thread's
-// bulk_wait_read().
+// reduction, or with STORE (the deterministic partials) copies it there.
+// The tile may be written again after that thread's bulk_wait_read().
+template <bool STORE = false>
 __device__ __forceinline__ void dq_tile_reduce(float *dst, float *tile, int wtid, int bar)
 {
 	fence_proxy_async();
 	named_bar_sync(bar, BWG_THREADS);
 	if (wtid == 0) {
-		bulk_reduce_add_f32(dst, tile, DQ_TILE * sizeof(float));
+		if constexpr (STORE)
+			bulk_store(dst, tile, DQ_TILE * sizeof(float));
+		else
+			bulk_reduce_add_f32(dst, tile, DQ_TILE * sizeof(float));
 		bulk_commit();
 	}
 }

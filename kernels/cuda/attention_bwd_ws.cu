@@ -16,6 +16,11 @@
 // Named barriers: KEYS, the key warpgroups at the top of a step; FULL[b]
 // (key warpgroups arrive, the dQ warpgroup waits) and EMPTY[b] (the other
 // way round) for dS buffer b; DQ, the dQ warpgroup's own.
+//
+// DET (--deterministic): the same kernel, but each piece is copied (not
+// added) into the block's own slice of the workspace (attention_bwd.cuh,
+// DQ_KEYS), with query steps of DQ_ROWS rows whatever BWS*_BM says, so
+// that a slice holds exactly the tiles of the default layout.
 #include "attention_bwd.cuh"
 #include "attention_cuda.cuh"
 #include "kernels/attention.h"
@@ -68,8 +73,9 @@ struct WsCfg {
 };
 
 // The dQ warpgroup: for each query step, once dS^T buffer j % 2 is full,
-// dQ piece by piece into the workspace (rows of this head from 0).
-template <int D, int BM, int NWG>
+// dQ piece by piece into the workspace (rows of this head from 0), added
+// or (DET) stored.
+template <int D, int BM, int NWG, bool DET>
 __device__ void dq_role(const bf16 *sK, const bf16 *sdS, float *sDq, float *dqacc, int mfirst,
 			int nsteps)
 {
@@ -99,15 +105,15 @@ __device__ void dq_role(const bf16 *sK, const bf16 *sdS, float *sDq, float *dqac
 			if (p == P - 1 && j + 2 < nsteps)
 				named_bar_arrive(BAR_EMPTY + buf, NT);  // read: step j + 2 may write it
 			const size_t mt = (m0 + rb * DQ_ROWS) / DQ_ROWS;
-			dq_tile_reduce(dqacc + (mt * (D / DQ_COLS) + c0 / DQ_COLS) * DQ_TILE,
-				       sDq + p * DQ_TILE, wtid, BAR_DQ);
+			dq_tile_reduce<DET>(dqacc + (mt * (D / DQ_COLS) + c0 / DQ_COLS) * DQ_TILE,
+					    sDq + p * DQ_TILE, wtid, BAR_DQ);
 		}
 	}
 	if (wtid == 0)
 		bulk_wait_done();
 }
 
-template <int D, int BM, int NWG>
+template <int D, int BM, int NWG, bool DET>
 __global__ void __launch_bounds__(WsCfg<D, BM, NWG>::NT, 1)
 bwd_ws_kernel(const bf16 *__restrict__ q, const bf16 *__restrict__ k, const bf16 *__restrict__ v,
 	      const bf16 *__restrict__ dout, const float *__restrict__ lse,
@@ -119,6 +125,7 @@ bwd_ws_kernel(const bf16 *__restrict__ q, const bf16 *__restrict__ k, const bf16
 #else
 	using C = WsCfg<D, BM, NWG>;
 	constexpr int BN = C::BN, KT = C::KT, NT = C::NT;
+	static_assert(!DET || (BM == DQ_ROWS && BN == DQ_KEYS), "the partials' layout");
 	extern __shared__ unsigned char smem_raw[];
 	uintptr_t base = ((uintptr_t)smem_raw + SW_ATOM_BYTES - 1) & ~(uintptr_t)(SW_ATOM_BYTES - 1);
 	bf16 *sK = reinterpret_cast<bf16 *>(base);
@@ -136,8 +143,10 @@ bwd_ws_kernel(const bf16 *__restrict__ q, const bf16 *__restrict__ k, const bf16
 	const int wg = threadIdx.x / BWG_THREADS;
 	if (wg == NWG) {
 		regs_dealloc<DQ_REGS>();
-		dq_role<D, BM, NWG>(sK, sdS, sDq, dqacc + (size_t)bh * dq_rows_padded(T) * D, mfirst,
-				    nmb - mfirst);
+		// DET: slice blockIdx.y of gridDim.x heads
+		const size_t head = DET ? (size_t)blockIdx.y * gridDim.x + bh : (size_t)bh;
+		dq_role<D, BM, NWG, DET>(sK, sdS, sDq, dqacc + head * dq_rows_padded(T) * D, mfirst,
+					 nmb - mfirst);
 		return;
 	}
 	regs_alloc<C::KEY_REGS>();
@@ -194,13 +203,13 @@ bwd_ws_kernel(const bf16 *__restrict__ q, const bf16 *__restrict__ k, const bf16
 #endif
 }
 
-template <int D, int BM, int NWG>
+template <int D, int BM, int NWG, bool DET = false>
 int launch(const uint16_t *q, const uint16_t *k, const uint16_t *v, const uint16_t *dout,
 	   const float *lse, const float *delta, float *dqacc, uint16_t *dk, uint16_t *dv, int BH,
 	   int T, int causal, float scale, cudaStream_t st)
 {
 	using C = WsCfg<D, BM, NWG>;
-	auto kern = bwd_ws_kernel<D, BM, NWG>;
+	auto kern = bwd_ws_kernel<D, BM, NWG, DET>;
 	if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)C::SMEM))
 		return ATTN_EDEVICE;
 	dim3 grid(BH, (T + C::BN - 1) / C::BN);
@@ -214,8 +223,14 @@ int launch(const uint16_t *q, const uint16_t *k, const uint16_t *v, const uint16
 
 int attn_bwd_ws(const uint16_t *q, const uint16_t *k, const uint16_t *v, const uint16_t *dout,
 		const float *lse, const float *delta, float *dqacc, uint16_t *dk, uint16_t *dv,
-		int BH, int T, int D, int causal, float scale, cudaStream_t st)
+		int BH, int T, int D, int causal, float scale, int det, cudaStream_t st)
 {
+	if (det && D == 64)
+		return launch<64, DQ_ROWS, 2, true>(q, k, v, dout, lse, delta, dqacc, dk, dv, BH, T,
+						    causal, scale, st);
+	if (det)
+		return launch<128, DQ_ROWS, 2, true>(q, k, v, dout, lse, delta, dqacc, dk, dv, BH, T,
+						     causal, scale, st);
 	if (D == 64)
 		return launch<64, BWS64_BM, 2>(q, k, v, dout, lse, delta, dqacc, dk, dv, BH, T,
 					      causal, scale, st);

@@ -30,10 +30,12 @@ int attn_fwd_ws(const uint16_t *q, const uint16_t *k, const uint16_t *v, uint16_
 
 // The backward's key blocks with a warpgroup of their own for dQ
 // (attention_bwd_ws.cu), arguments checked: dqacc is the zeroed workspace
-// in attention_bwd.cuh's tiles, delta the row sums dout.o.
+// in attention_bwd.cuh's tiles, delta the row sums dout.o; with det set,
+// dqacc is the deterministic path's slices of partials instead (one per
+// key block, attention_bwd.cuh's DQ_KEYS), written, not added to.
 int attn_bwd_ws(const uint16_t *q, const uint16_t *k, const uint16_t *v, const uint16_t *dout,
 		const float *lse, const float *delta, float *dqacc, uint16_t *dk, uint16_t *dv,
-		int BH, int T, int D, int causal, float scale, cudaStream_t st);
+		int BH, int T, int D, int causal, float scale, int det, cudaStream_t st);
 
 // The backward's steps around its key blocks (attention_bwd.cu), for
 // attn_bwd_cuda and the variants (variants/attention_bwd_fa2.cu): check the

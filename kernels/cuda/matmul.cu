@@ -8,7 +8,8 @@
 // plan (descriptors, layouts, the algorithm) is made once per distinct
 // product and kept.  The algorithm is the fastest, timed on the product's
 // own operands, of the heuristic's first candidates (what torch.compile's
-// max-autotune does for its matmuls); LMPIPE_MATMUL_AUTOTUNE=0 or
+// max-autotune does for its matmuls; LMPIPE_MATMUL_AUTOTUNE=N times N
+// of them instead of eight); LMPIPE_MATMUL_AUTOTUNE=0 or
 // matmul_cuda_set_autotune(0) takes the heuristic's first, which does not
 // depend on timing noise.  Deterministic (the flag matmul_cuda_follow binds,
 // read at each product): the heuristic's first, never timed, and it may
@@ -23,7 +24,7 @@
 
 namespace {
 
-enum { WORKSPACE = 32 << 20, MAX_PLANS = 64, CANDIDATES = 8, TUNE_RUNS = 3 };
+enum { WORKSPACE = 32 << 20, MAX_PLANS = 64, CANDIDATES = 8, MAX_CANDIDATES = 64, TUNE_RUNS = 3 };
 
 struct key {
 	int ta, tb, m, n, k, lda, ldb, ldc, cf32, beta, det;
@@ -45,7 +46,8 @@ struct matmul_cuda {
 	void *ws;
 	plan plans[MAX_PLANS];
 	int evict;                 // the slot a new plan takes when all are used
-	int autotune;              // time the heuristic's candidates for each new plan
+	int autotune;              // time this many of the heuristic's candidates for each new
+	                           // plan (0 or 1: take its first)
 	const int *det;            // the deterministic flag (NULL: off)
 };
 
@@ -166,10 +168,10 @@ plan *get_plan(matmul_cuda *mc, const key &k, const tune_args *tune)
 		cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
 						     &schemes, sizeof schemes);
 	}
-	cublasLtMatmulHeuristicResult_t cand[CANDIDATES];
+	cublasLtMatmulHeuristicResult_t cand[MAX_CANDIDATES];
 	cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(mc->h, p->desc, p->a, p->b, p->c, p->c, pref,
-							  mc->autotune && !k.det ? CANDIDATES : 1, cand,
-							  &got);
+							  mc->autotune > 1 && !k.det ? mc->autotune : 1,
+							  cand, &got);
 	cublasLtMatmulPreferenceDestroy(pref);
 	if (s != CUBLAS_STATUS_SUCCESS || got < 1) {
 		destroy_plan(p);
@@ -189,7 +191,7 @@ int gemm(matmul_cuda *mc, int ta, int tb, int m, int n, int k, const void *A, in
 	int det = mc->det && *mc->det;
 	key kk = { ta, tb, m, n, k, lda, ldb, ldc, cf32, beta != 0.0f, det };
 	tune_args t = { A, B, C, D, beta };
-	plan *p = get_plan(mc, kk, mc->autotune && !det ? &t : nullptr);
+	plan *p = get_plan(mc, kk, mc->autotune > 1 && !det ? &t : nullptr);
 	if (!p)
 		return -1;
 	float alpha = 1.0f;
@@ -207,7 +209,12 @@ extern "C" matmul_cuda *matmul_cuda_new(void *stream)
 		return nullptr;
 	mc->st = (cudaStream_t)stream;
 	const char *at = getenv("LMPIPE_MATMUL_AUTOTUNE");
-	mc->autotune = !(at && !strcmp(at, "0"));
+	// unset: CANDIDATES; a number: that many (at most MAX_CANDIDATES)
+	mc->autotune = at && *at ? atoi(at) : CANDIDATES;
+	if (mc->autotune < 0)
+		mc->autotune = 0;
+	if (mc->autotune > MAX_CANDIDATES)
+		mc->autotune = MAX_CANDIDATES;
 	if (cublasLtCreate(&mc->h) != CUBLAS_STATUS_SUCCESS) {
 		free(mc);
 		return nullptr;
@@ -222,7 +229,7 @@ extern "C" matmul_cuda *matmul_cuda_new(void *stream)
 
 extern "C" void matmul_cuda_set_autotune(matmul_cuda *mc, int on)
 {
-	mc->autotune = on;
+	mc->autotune = on ? CANDIDATES : 0;
 }
 
 extern "C" void matmul_cuda_follow(matmul_cuda *mc, const int *deterministic)

@@ -78,12 +78,14 @@ __device__ __forceinline__ float lerp(float a, float b, float w)
 }
 
 __global__ void prep_kernel(bf16 *x, float *part, const float *g, float *buf, const size_t *offs,
-			    dims d, float mu, int nesterov, const float *grad_scale)
+			    dims d, float mu, int nesterov, const float *grad_scale, const double *dev)
 {
 	__shared__ double sh[RED_THREADS];
 	int i = blockIdx.y;
 	size_t o = offs[i];
-	float s = *grad_scale, w = 1.0f - mu;
+	if (dev)
+		mu = (float)dev[MUON_DEV_MOMENTUM];
+	float s = *grad_scale, w = __fsub_rn(1.0f, mu);
 	bf16 *xi = x + (size_t)i * d.n;
 	double ss = 0;
 	for (size_t j = blockIdx.x * (size_t)blockDim.x + threadIdx.x; j < d.n;
@@ -120,9 +122,16 @@ __global__ void scale_kernel(bf16 *x, const float *part, size_t n)
 		xi[j] = to_bf16(__bfloat162float(xi[j]) / norm);
 }
 
+// decay and step from dev (muon.h) when given, as the host computes them
+// (no fused multiply-adds), for the same bits.
 __global__ void apply_kernel(float *p, bf16 *p_act, const bf16 *x, const size_t *offs, dims d,
-			     float decay, float step)
+			     float decay, float step, const double *dev, float wd, double adjust)
 {
+	if (dev) {
+		float lr = (float)dev[MUON_DEV_LR];
+		decay = __fsub_rn(1.0f, __fmul_rn(lr, wd));
+		step = (float)__dmul_rn((double)lr, adjust);
+	}
 	int i = blockIdx.y;
 	size_t o = offs[i];
 	const bf16 *xi = x + (size_t)i * d.n;
@@ -196,7 +205,7 @@ extern "C" int muon_step_cuda(muon_cuda *mc, float *p, const float *g, float *bu
 	unsigned per = grid_for(d.n), cap = GRID_MAX / count ? GRID_MAX / count : 1;
 	dim3 norm_grid(NORM_BLOCKS, count), grid(per < cap ? per : cap, count);
 	prep_kernel<<<norm_grid, RED_THREADS, 0, st>>>(w.x, w.part, g, buf, offs, d, h->momentum,
-							h->nesterov, grad_scale);
+							h->nesterov, grad_scale, h->dev);
 	scale_kernel<<<grid, BLOCK, 0, st>>>(w.x, w.part, d.n);
 	if (launched())
 		return -1;
@@ -218,8 +227,10 @@ extern "C" int muon_step_cuda(muon_cuda *mc, float *p, const float *g, float *bu
 		x = y;
 		y = t;
 	}
+	double adjust = muon_adjust(h->scale, rows, cols);
 	float decay = 1.0f - h->lr * h->weight_decay;
-	float step = (float)(h->lr * muon_adjust(h->scale, rows, cols));
-	apply_kernel<<<grid, BLOCK, 0, st>>>(p, (bf16 *)p_act, x, offs, d, decay, step);
+	float step = (float)(h->lr * adjust);
+	apply_kernel<<<grid, BLOCK, 0, st>>>(p, (bf16 *)p_act, x, offs, d, decay, step, h->dev,
+					     h->weight_decay, adjust);
 	return launched();
 }

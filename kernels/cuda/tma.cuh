@@ -3,7 +3,8 @@
 // arrive, wait on a phase), bulk tensor copies global -> shared through a
 // tensor map (TMA), completing on an mbarrier, and setmaxnreg to move
 // registers from the producer warpgroup to the consumers; bulk reductions
-// shared -> global (fp32 adds done by the copy engine, in bulk groups).
+// shared -> global (fp32 adds done by the copy engine, in bulk groups),
+// and bulk copies the same way.
 // Host side:
 // tma_map_3d builds the tensor map of a [n2][n1][n0] bf16 array whose boxes
 // land in shared memory in the 128-byte swizzled layout wgmma reads
@@ -88,6 +89,15 @@ __device__ __forceinline__ void regs_alloc(void)
 __device__ __forceinline__ void bulk_reduce_add_f32(float *dst, const float *src, uint32_t bytes)
 {
 	asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n"
+		     ::"l"(dst), "r"((uint32_t)__cvta_generic_to_shared(src)), "r"(bytes)
+		     : "memory");
+}
+
+// dst[0 .. bytes/4) = src[...]: the same as bulk_reduce_add_f32 (one
+// thread, after the fence and barrier; in bulk groups), a plain copy.
+__device__ __forceinline__ void bulk_store(float *dst, const float *src, uint32_t bytes)
+{
+	asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n"
 		     ::"l"(dst), "r"((uint32_t)__cvta_generic_to_shared(src)), "r"(bytes)
 		     : "memory");
 }

@@ -30,6 +30,7 @@
 #include "dist/ddp.h"
 #include "model/backend.h"
 #include "model/ckpt.h"
+#include "model/train_graph.h"
 
 enum { NAME_MAX_LEN = 64, EXTRA_LEN = 96, GROUPS_LEN = 2048 };
 
@@ -51,6 +52,10 @@ typedef struct trainer {
 	int stop;                    /* the ranks agreed to stop (a signal) */
 	int agreed_fail;             /* the failure is every rank's (a stop) */
 	train_windows wd;            /* --dump-windows */
+	int graphed;                 /* steps recorded and replayed (train_graph.h) */
+	int warm;                    /* a step ran in this process: a recording may be made */
+	int mb_first, mb_last;       /* the micro-batch micro_batch() queues */
+	train_graph tg;
 } trainer;
 
 static int open_reader(shard_reader **r, const char *const *paths, size_t n, sr_mode mode,
@@ -145,6 +150,26 @@ static int interrupted(trainer *t, long long steps, lm_err *e)
 	return -1;
 }
 
+/* The device work of one micro-batch (t->mb_first, t->mb_last say which),
+ * its batch and, for the last, the optimizer's values staged: with the
+ * first, the gradients and the loss sum zeroed; forward and backward; with
+ * the last, the gradients' sums and the step.  Run as it is, or recorded
+ * and replayed (train_graph.h) at a world of one, where it holds no
+ * collective and no wait for the device. */
+static int micro_batch(void *arg, lm_err *e)
+{
+	trainer *t = arg;
+	float scale = 1.0f / (float)((long long)t->B * t->T * t->tc->accum * t->tc->world);
+	if (t->mb_first) {
+		model_zero_grad(&t->m);
+		model_loss_reset(&t->m);
+	}
+	ddp_sync(t->dp, t->mb_last);
+	if (model_forward_loss_staged(&t->m, scale, 1, e) || model_backward(&t->m, scale, e))
+		return -1;
+	return t->mb_last && (ddp_finish(t->dp, e) || ddp_step_staged(t->dp, &t->o, e)) ? -1 : 0;
+}
+
 /* One optimizer step: accum micro-batches, then clipping and the
  * optimizer at sched times each group's peak lr, all queued on the
  * backend; the loss and the gradient norm are read once, at the end.
@@ -153,21 +178,24 @@ static int step(trainer *t, double sched, double *loss, double *gnorm, lm_err *e
 {
 	const train_config *tc = t->tc;
 	long long count = 0;
-	model_zero_grad(&t->m);
-	model_loss_reset(&t->m);
 	for (int a = 0; a < tc->accum; a++) {
 		if (sr_next(t->data, t->win, e) < 0)
 			return -1;
 		split_windows(t, t->B);
-		float scale = 1.0f / (float)((long long)t->B * t->T * tc->accum * tc->world);
-		ddp_sync(t->dp, a == tc->accum - 1);
-		if (model_forward_loss(&t->m, t->ids, t->tgt, t->B, t->T, scale, 1, e) ||
-		    model_backward(&t->m, scale, e))
+		if (model_stage(&t->m, t->ids, t->tgt, t->B, t->T, e))
 			return -1;
+		t->mb_first = a == 0;
+		t->mb_last = a == tc->accum - 1;
+		if (t->mb_last)
+			optim_stage_scheduled(&t->o, &t->m, sched);
+		int rc = t->graphed ? train_graph_run(&t->tg, t->m.be, t->mb_first | t->mb_last << 1,
+						      t->warm, micro_batch, t, e)
+				    : micro_batch(t, e);
+		if (rc)
+			return lm_err_prefix(e, "step %lld", t->st.step + 1);
 		count += model_count(&t->m);
 	}
-	if (ddp_finish(t->dp, e) || ddp_step(t->dp, &t->o, sched, e) ||
-	    ddp_settle(t->dp, "the step's collectives", e))
+	if (ddp_settle(t->dp, "the step's collectives", e))
 		return lm_err_prefix(e, "step %lld", t->st.step + 1);
 	lm_scalars s;
 	if (model_read_scalars(&t->m, &s, e))
@@ -228,6 +256,7 @@ static int loop(trainer *t, long long steps, lm_err *e)
 			return -1;
 		if (!isfinite(loss) || !isfinite(gnorm))
 			return stop_nonfinite(t, loss, gnorm, e);
+		t->warm = 1;
 		t->st.step++;
 		t->st.tokens += per_step;
 		double now = lm_now(), tps = per_step / (now - ts);
@@ -345,6 +374,7 @@ static void trainer_free(trainer *t)
 	free(t->tgt);
 	ddp_free(t->dp);
 	if (t->m.be) {
+		train_graph_free(&t->tg, t->m.be);
 		optim_free(&t->o, &t->m);
 		model_free(&t->m);
 	}
@@ -431,6 +461,9 @@ int train_run(const train_config *tc0, lm_err *e)
 	rng_seed(&t.st.rng, c.seed);
 	if (setup_model(&t, be, rp, e) || (c.profile && prof_attach(be, e)))
 		goto out;
+	/* the profile times each op, which a replayed recording hides; with
+	 * several ranks the collectives wait on the host */
+	t.graphed = c.world == 1 && !c.profile && train_graph_usable(be);
 	if (rp) {
 		snprintf(t.last_ckpt, sizeof t.last_ckpt, "%s", rp);
 		t.saved_step = t.st.step;
@@ -509,8 +542,9 @@ int train_run(const train_config *tc0, lm_err *e)
 			snprintf(groups, sizeof groups, "[]");
 		fprintf(t.log, "{\"device\":\"%s\",\"backend\":\"%s\",\"parameters\":%zu,"
 			"\"optimizer\":\"%s\",\"schedule\":\"%s\",\"groups\":%s,\"world\":%d,"
-			"\"zero\":%d}\n", be->name, what, t.m.n_params, optim_kind_names[t.o.cfg.kind],
-			lr_schedule_names[t.o.cfg.schedule], groups, c.world, c.zero);
+			"\"zero\":%d,\"graph\":%s}\n", be->name, what, t.m.n_params,
+			optim_kind_names[t.o.cfg.kind], lr_schedule_names[t.o.cfg.schedule], groups, c.world,
+			c.zero, t.graphed ? "true" : "false");
 	}
 	rc = loop(&t, c.steps, e);
 out:

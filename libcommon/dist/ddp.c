@@ -160,11 +160,17 @@ int ddp_finish(ddp *d, lm_err *e)
 
 int ddp_step(ddp *d, optim *o, double factor, lm_err *e)
 {
+	optim_stage_scheduled(o, d->m, factor);
+	return ddp_step_staged(d, o, e);
+}
+
+int ddp_step_staged(ddp *d, optim *o, lm_err *e)
+{
 	model *m = d->m;
 	lm_backend *be = m->be;
 	if (!d->zero) {
 		optim_clip(o, m);
-		optim_step_scheduled(o, m, factor);
+		optim_step_staged(o, m);
 		return 0;
 	}
 	size_t lo, hi;
@@ -176,7 +182,7 @@ int ddp_step(ddp *d, optim *o, double factor, lm_err *e)
 		 * gathering, their act copy no refresh (the step writes it) */
 		be->sumsq(be, &m->sc->sumsq, g, hi - lo);
 		be->clip_scale(be, &m->sc->grad_scale, &m->sc->sumsq, o->cfg.clip);
-		optim_step_range(o, m, g, o->cfg.lr_max * factor, lo, hi);
+		optim_step_range_staged(o, m, g, lo, hi);
 		return 0;
 	}
 	double s = 0;
@@ -190,7 +196,7 @@ int ddp_step(ddp *d, optim *o, double factor, lm_err *e)
 		return -1;
 	be->upload(be, &m->sc->sumsq, &s, sizeof s);
 	be->clip_scale(be, &m->sc->grad_scale, &m->sc->sumsq, o->cfg.clip);
-	optim_step_range(o, m, g, o->cfg.lr_max * factor, lo, hi);
+	optim_step_range_staged(o, m, g, lo, hi);
 	lm_comm_req *r;
 	if (d->c->gather_start(d->c, m->params, m->params + lo, 0, d->n, d->part, -1, &r, e))
 		return -1;

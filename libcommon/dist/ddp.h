@@ -76,6 +76,11 @@ int ddp_finish(ddp *d, lm_err *e);
  * the gather of the weights.  m->sc->sumsq holds the global sum of
  * squares afterwards. */
 int ddp_step(ddp *d, optim *o, double factor, lm_err *e);
+/* ddp_step after optim_stage_scheduled: the step at the staged values.
+ * At a world of one everything from ddp_sync to here is device work
+ * alone (no collective, no wait for the device), which a recording of the
+ * step (model/train_graph.h) may hold. */
+int ddp_step_staged(ddp *d, optim *o, lm_err *e);
 
 /* Before the host waits for the device (model_read_scalars): the queued
  * collectives done within the timeout, so that a dead rank fails the run

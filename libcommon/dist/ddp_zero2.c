@@ -36,6 +36,7 @@ typedef struct z2_range {
 	size_t a, b;             /* [a, b) of the flat buffer */
 	size_t *part;            /* world + 1: the partition cut to the range, from 0 */
 	int buf;
+	int zeroed;              /* direct (below): zeroed in this backward pass */
 } z2_range;
 
 typedef struct z2_buf {
@@ -52,6 +53,10 @@ struct zero2 {
 	int n_bufs;
 	float *shard;            /* part[rank] .. part[rank + 1] */
 	int next;                /* the range the backward pass writes now */
+	/* A world of one: the shard is the whole buffer, so each range's
+	 * gradients are written into it in place; no range buffer, no copy,
+	 * no sum (what is left of ZeRO-2 with nothing to shard). */
+	int direct;
 };
 
 /* The ranges, as the hook of ddp.c cuts them. */
@@ -104,6 +109,10 @@ int z2_init(ddp *d, lm_err *e)
 	d->z2 = z;
 	assign_buffers(z, d->m->cfg.tie_embeddings);
 	int W = d->c->world;
+	z->direct = W == 1;
+	if (z->direct)
+		for (int i = 0; i < z->n_bufs; i++)
+			z->b[i].cap = 0;
 	for (int k = 0; k < z->n_ranges; k++) {
 		z2_range *r = &z->r[k];
 		if (!(r->part = malloc(((size_t)W + 1) * sizeof *r->part)))
@@ -117,10 +126,10 @@ int z2_init(ddp *d, lm_err *e)
 	z->shard = be->alloc(be, (hi > lo ? hi - lo : 1) * sizeof(float));
 	for (int i = 0; i < z->n_bufs && z->shard; i++) {
 		z->b[i].range = -1;
-		if (!(z->b[i].p = be->alloc(be, z->b[i].cap * sizeof(float))))
+		if (!z->direct && !(z->b[i].p = be->alloc(be, z->b[i].cap * sizeof(float))))
 			break;
 	}
-	if (!z->shard || !z->b[z->n_bufs - 1].p) {
+	if (!z->shard || (!z->direct && !z->b[z->n_bufs - 1].p)) {
 		lm_err why;
 		be->sync(be, &why);
 		return lm_seterr(e, "%s, for the gradient shard and range buffers (ZeRO-2)", why.msg);
@@ -128,7 +137,8 @@ int z2_init(ddp *d, lm_err *e)
 	/* every gradient points somewhere from the start, so that a step
 	 * failed half-way never writes through a stale pointer */
 	for (int k = 0; k < z->n_ranges; k++)
-		model_grads_at(d->m, z->r[k].a, z->r[k].b, z->b[z->r[k].buf].p);
+		model_grads_at(d->m, z->r[k].a, z->r[k].b,
+			       z->direct ? z->shard + z->r[k].a : z->b[z->r[k].buf].p);
 	return 0;
 }
 
@@ -193,6 +203,12 @@ static void take(ddp *d, int k)
 {
 	zero2 *z = d->z2;
 	const z2_range *r = &z->r[k];
+	if (z->direct) {
+		if (!z->r[k].zeroed)
+			d->m->be->zero(d->m->be, z->shard + r->a, (r->b - r->a) * sizeof(float));
+		z->r[k].zeroed = 1;
+		return;
+	}
 	z2_buf *b = &z->b[r->buf];
 	if (b->range == k)
 		return;
@@ -207,6 +223,8 @@ void z2_sync(ddp *d)
 {
 	zero2 *z = d->z2;
 	z->next = 0;
+	for (int k = 0; k < z->n_ranges; k++)
+		z->r[k].zeroed = 0;
 	take(d, 0);
 	if (d->m->cfg.tie_embeddings)
 		take(d, z->n_ranges - 1);
@@ -222,7 +240,8 @@ void z2_ready(ddp *d, int layer)
 		return;
 	const z2_range *r = &z->r[z->next];
 	z2_buf *b = &z->b[r->buf];
-	ddp_start_sums(d, &b->reqs, b->p, 0, r->b - r->a, r->part);
+	if (!z->direct)
+		ddp_start_sums(d, &b->reqs, b->p, 0, r->b - r->a, r->part);
 	if (++z->next < z->n_ranges)
 		take(d, z->next);
 }

@@ -81,7 +81,8 @@ struct lm_backend {
 	/* 1: every op gives the same bits run to run on the same device
 	 * (lm-train --deterministic), choosing slower kernels where the fast
 	 * ones sum with floating-point atomics or split reductions by
-	 * scheduling; set by whoever opened the backend, before the first op.
+	 * scheduling; set by whoever opened the backend, before the first op
+	 * and before attn_workspace (whose size depends on it).
 	 * The CPU backend is deterministic either way. */
 	int deterministic;
 

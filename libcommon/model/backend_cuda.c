@@ -402,6 +402,15 @@ static void cu_heads_split(lm_backend *be, void *dO, const void *dy, int B, int 
 	check(be, heads_split_cuda(dO, dy, B, T, H, D, ST(be)), "heads split");
 }
 
+/* The backward kernel's workspace (--deterministic: the larger one of its
+ * fixed-order dq, kernels/attention.h), rounded up to 256 bytes. */
+static size_t bwd_kernel_ws(lm_backend *be, int B, int H, int T, int Dp)
+{
+	size_t ws = be->deterministic ? attn_bwd_det_cuda_workspace(B, H, T, Dp)
+				      : attn_bwd_cuda_workspace(B, H, T, Dp);
+	return (ws + 255) / 256 * 256;
+}
+
 /* The backward kernel's workspace, then (for a padded head dimension) the
  * padded q, k, v, o, dout, dq, dk, dv. */
 static size_t cu_attn_workspace(lm_backend *be, int B, int H, int T, int D)
@@ -411,17 +420,24 @@ static size_t cu_attn_workspace(lm_backend *be, int B, int H, int T, int D)
 	int Dp = attn_padded_dim(D);
 	if (!Dp)
 		return 0;
-	size_t ws = attn_bwd_cuda_workspace(B, H, T, Dp);
-	ws = (ws + 255) / 256 * 256;
+	size_t ws = bwd_kernel_ws(be, B, H, T, Dp);
 	if (Dp != D)
 		ws += ATTN_PADDED_BUFS * (size_t)B * H * T * Dp * sizeof(uint16_t);
 	return ws;
 }
 
-static uint16_t *padded(void *ws, int B, int H, int T, int Dp, int i)
+static uint16_t *padded(lm_backend *be, void *ws, int B, int H, int T, int Dp, int i)
 {
-	size_t head = (attn_bwd_cuda_workspace(B, H, T, Dp) + 255) / 256 * 256;
-	return (uint16_t *)((char *)ws + head) + (size_t)i * B * H * T * Dp;
+	return (uint16_t *)((char *)ws + bwd_kernel_ws(be, B, H, T, Dp)) + (size_t)i * B * H * T * Dp;
+}
+
+/* The flash backward, in a fixed order with --deterministic. */
+static int flash_bwd(lm_backend *be, const void *q, const void *k, const void *v, const void *o,
+		     const void *dout, const float *lse, void *dq, void *dk, void *dv, int B, int H,
+		     int T, int D, int causal, float scale, void *ws)
+{
+	return (be->deterministic ? attn_bwd_det_cuda : attn_bwd_cuda)(
+		q, k, v, o, dout, lse, dq, dk, dv, B, H, T, D, causal, scale, ws, ST(be));
 }
 
 static int attn_arg_error(lm_backend *be, int D, size_t ws_bytes, size_t need)
@@ -456,8 +472,8 @@ static void cu_attn_fwd(lm_backend *be, const void *q, const void *k, const void
 		rc = attn_fwd_cuda(q, k, v, o, lse, B, H, T, D, causal, scale, ST(be));
 	} else {
 		size_t rows = (size_t)B * H * T;
-		uint16_t *pq = padded(ws, B, H, T, Dp, 0), *pk = padded(ws, B, H, T, Dp, 1);
-		uint16_t *pv = padded(ws, B, H, T, Dp, 2), *po = padded(ws, B, H, T, Dp, 3);
+		uint16_t *pq = padded(be, ws, B, H, T, Dp, 0), *pk = padded(be, ws, B, H, T, Dp, 1);
+		uint16_t *pv = padded(be, ws, B, H, T, Dp, 2), *po = padded(be, ws, B, H, T, Dp, 3);
 		rc = rows_pad_cuda(pq, Dp, q, D, rows, ST(be)) || rows_pad_cuda(pk, Dp, k, D, rows, ST(be)) ||
 		     rows_pad_cuda(pv, Dp, v, D, rows, ST(be)) ||
 		     attn_fwd_cuda(pq, pk, pv, po, lse, B, H, T, Dp, causal, scale, ST(be)) ||
@@ -483,19 +499,18 @@ static void cu_attn_bwd(lm_backend *be, const void *q, const void *k, const void
 		return;
 	int Dp = attn_padded_dim(D);
 	if (Dp == D) {
-		rc = attn_bwd_cuda(q, k, v, o, dout, lse, dq, dk, dv, B, H, T, D, causal, scale, ws,
-				   ST(be));
+		rc = flash_bwd(be, q, k, v, o, dout, lse, dq, dk, dv, B, H, T, D, causal, scale, ws);
 	} else {
 		size_t rows = (size_t)B * H * T;
 		uint16_t *p[ATTN_PADDED_BUFS];
 		for (int i = 0; i < ATTN_PADDED_BUFS; i++)
-			p[i] = padded(ws, B, H, T, Dp, i);
+			p[i] = padded(be, ws, B, H, T, Dp, i);
 		void *st = ST(be);
 		rc = rows_pad_cuda(p[0], Dp, q, D, rows, st) || rows_pad_cuda(p[1], Dp, k, D, rows, st) ||
 		     rows_pad_cuda(p[2], Dp, v, D, rows, st) || rows_pad_cuda(p[3], Dp, o, D, rows, st) ||
 		     rows_pad_cuda(p[4], Dp, dout, D, rows, st) ||
-		     attn_bwd_cuda(p[0], p[1], p[2], p[3], p[4], lse, p[5], p[6], p[7], B, H, T, Dp,
-				   causal, scale, ws, st) ||
+		     flash_bwd(be, p[0], p[1], p[2], p[3], p[4], lse, p[5], p[6], p[7], B, H, T, Dp,
+			       causal, scale, ws) ||
 		     rows_pad_cuda(dq, D, p[5], Dp, rows, st) || rows_pad_cuda(dk, D, p[6], Dp, rows, st) ||
 		     rows_pad_cuda(dv, D, p[7], Dp, rows, st);
 	}

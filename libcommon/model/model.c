@@ -742,16 +742,28 @@ int model_forward(model *m, const int32_t *ids, const int32_t *targets, int B, i
 	return 0;
 }
 
+int model_stage(model *m, const int32_t *ids, const int32_t *targets, int B, int T, lm_err *e)
+{
+	if (!targets)
+		return lm_seterr(e, "model_forward_loss needs targets");
+	return forward_prep(m, ids, targets, B, T, e);
+}
+
 int model_forward_loss(model *m, const int32_t *ids, const int32_t *targets, int B, int T,
 		       float grad_scale, int grad, lm_err *e)
 {
+	if (model_stage(m, ids, targets, B, T, e))
+		return -1;
+	return model_forward_loss_staged(m, grad_scale, grad, e);
+}
+
+int model_forward_loss_staged(model *m, float grad_scale, int grad, lm_err *e)
+{
 	lm_backend *be = m->be;
 	struct model_acts *a = m->a;
+	int B = m->B, T = m->T;
 	int N = B * T, C = m->cfg.d_model, V = m->cfg.vocab;
-	if (!targets)
-		return lm_seterr(e, "model_forward_loss needs targets");
-	if (forward_prep(m, ids, targets, B, T, e))
-		return -1;
+	(void)e;
 	forward_blocks(m);
 	lm_logit_opts lo;
 	const char *what = grad ? "head+xent fwd+bwd" : "head+xent";

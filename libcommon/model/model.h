@@ -194,6 +194,14 @@ int model_forward(model *m, const int32_t *ids, const int32_t *targets, int B, i
 int model_forward_loss(model *m, const int32_t *ids, const int32_t *targets, int B, int T,
 		       float grad_scale, int grad, lm_err *e);
 
+/* model_forward_loss in two halves, for a step recorded once and replayed
+ * (a CUDA graph): model_stage checks the batch, counts its targets and
+ * uploads ids and targets into the model's buffers; then
+ * model_forward_loss_staged queues the rest, the same launches whatever
+ * the batch. */
+int model_stage(model *m, const int32_t *ids, const int32_t *targets, int B, int T, lm_err *e);
+int model_forward_loss_staged(model *m, float grad_scale, int grad, lm_err *e);
+
 /* What the loss of model_backward_ex is, per token t of the last forward:
  * scale * weights[t] * CE_t (weights NULL: all 1), plus the terms whose
  * gradients are dentropy ([B*T], d loss / d H_t of the entropy of the

@@ -86,9 +86,10 @@ int optim_init(optim *o, const optim_config *c, model *m, lm_err *e)
 	lm_backend *be = m->be;
 	o->m = be->alloc(be, m->n_params * sizeof(float));
 	o->v = o->m ? be->alloc(be, m->n_params * sizeof(float)) : NULL;
+	o->dv = o->v ? be->alloc(be, OPTIM_DEV_N * sizeof *o->dv) : NULL;
 	o->n_tensors = model_tensors(&m->cfg, &o->tensors);
 	o->is_muon = o->n_tensors > 0 ? calloc((size_t)o->n_tensors, 1) : NULL;
-	if (!o->m || !o->v || o->n_tensors < 0 || !o->is_muon) {
+	if (!o->m || !o->v || !o->dv || o->n_tensors < 0 || !o->is_muon) {
 		lm_err why;
 		if (be->sync(be, &why))
 			snprintf(why.msg, sizeof why.msg, "out of memory");
@@ -115,6 +116,8 @@ void optim_free(optim *o, model *m)
 		be->release(be, o->m);
 	if (o->v)
 		be->release(be, o->v);
+	if (o->dv)
+		be->release(be, o->dv);
 	for (int s = 0; s < o->n_sets; s++)
 		if (o->sets[s].offs)
 			be->release(be, o->sets[s].offs);
@@ -148,16 +151,16 @@ double optim_grad_norm(const model *m)
 	return sqrt(s.sumsq);
 }
 
-/* The Muon group at lr, one batched call per shape. */
-static void muon_step(optim *o, model *m, double lr, long long t)
+/* The Muon group at the staged lr and momentum, one batched call per
+ * shape. */
+static void muon_step(optim *o, model *m)
 {
 	lm_backend *be = m->be;
 	const muon_config *c = &o->cfg.muon;
 	void *p_act = m->wact == m->params ? NULL : m->wact;
 	muon_hparams h = {
-		.lr = (float)lr, .momentum = (float)optim_muon_momentum(c, t),
 		.weight_decay = (float)c->weight_decay, .nesterov = 1, .ns_steps = c->ns_steps,
-		.scale = (muon_scale)c->scale,
+		.scale = (muon_scale)c->scale, .dev = o->dv + ADAMW_DEV_N,
 	};
 	for (int s = 0; s < o->n_sets; s++) {
 		const optim_muon_set *set = &o->sets[s];
@@ -170,14 +173,14 @@ static void muon_step(optim *o, model *m, double lr, long long t)
 }
 
 /* AdamW tensors are contiguous in buffer order: step each maximal run of
- * them with the same decay flag in one call. */
-static void adamw_steps(optim *o, model *m, double lr)
+ * them with the same decay flag in one call, at the staged lr and t. */
+static void adamw_steps(optim *o, model *m)
 {
 	lm_backend *be = m->be;
 	size_t esize = lm_dtype_size(be->act);
 	adamw_hparams h = {
-		.lr = (float)lr, .beta1 = (float)o->cfg.beta1, .beta2 = (float)o->cfg.beta2,
-		.eps = (float)o->cfg.eps, .t = o->t,
+		.beta1 = (float)o->cfg.beta1, .beta2 = (float)o->cfg.beta2, .eps = (float)o->cfg.eps,
+		.dev = o->dv,
 	};
 	for (int i = 0; i < o->n_tensors;) {
 		if (o->is_muon[i]) {
@@ -198,20 +201,45 @@ static void adamw_steps(optim *o, model *m, double lr)
 	}
 }
 
-void optim_step_scheduled(optim *o, model *m, double factor)
+/* The step's values into o->dv (AdamW's lr and bias corrections at the
+ * new count, Muon's lr and its momentum at the old one), the step counted. */
+static void stage(optim *o, model *m, double adam_lr, double muon_lr)
 {
 	long long t = o->t++;
+	double v[OPTIM_DEV_N];
+	adamw_dev_values(v, adam_lr, (float)o->cfg.beta1, (float)o->cfg.beta2, o->t);
+	v[ADAMW_DEV_N + MUON_DEV_LR] = muon_lr;
+	v[ADAMW_DEV_N + MUON_DEV_MOMENTUM] = optim_muon_momentum(&o->cfg.muon, t);
+	m->be->upload(m->be, o->dv, v, sizeof v);
+}
+
+void optim_stage_scheduled(optim *o, model *m, double factor)
+{
+	stage(o, m, o->cfg.lr_max * factor, o->cfg.muon.lr * factor);
+}
+
+void optim_stage_clipped(optim *o, model *m, double lr)
+{
+	stage(o, m, lr, o->cfg.lr_max > 0 ? o->cfg.muon.lr * lr / o->cfg.lr_max : 0);
+}
+
+void optim_step_staged(optim *o, model *m)
+{
 	if (o->n_sets)
-		muon_step(o, m, o->cfg.muon.lr * factor, t);
-	adamw_steps(o, m, o->cfg.lr_max * factor);
+		muon_step(o, m);
+	adamw_steps(o, m);
+}
+
+void optim_step_scheduled(optim *o, model *m, double factor)
+{
+	optim_stage_scheduled(o, m, factor);
+	optim_step_staged(o, m);
 }
 
 void optim_step_clipped(optim *o, model *m, double lr)
 {
-	long long t = o->t++;
-	if (o->n_sets)
-		muon_step(o, m, o->cfg.lr_max > 0 ? o->cfg.muon.lr * lr / o->cfg.lr_max : 0, t);
-	adamw_steps(o, m, lr);
+	optim_stage_clipped(o, m, lr);
+	optim_step_staged(o, m);
 }
 
 void optim_step(optim *o, model *m, double lr, double grad_scale)

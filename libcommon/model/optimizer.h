@@ -74,7 +74,11 @@ typedef struct optim {
 	optim_muon_set *sets;        /* the Muon group by shape */
 	int n_sets;
 	void *muon_ws;               /* the Muon step's workspace (backend memory) */
+	double *dv;                  /* backend memory: the staged step's values (OPTIM_DEV_N) */
 } optim;
+
+/* o->dv: AdamW's values (kernels/adamw.h's dev), then Muon's. */
+enum { OPTIM_DEV_N = ADAMW_DEV_N + MUON_DEV_N };
 
 /* CS336 get_lr_cosine_schedule: t < warmup: t/warmup * max; warmup <= t <=
  * cycle: min + (1 + cos(pi (t - warmup) / (cycle - warmup))) / 2 * (max -
@@ -118,6 +122,16 @@ void optim_clip(optim *o, model *m);
 void optim_step_clipped(optim *o, model *m, double lr);
 void optim_step_scheduled(optim *o, model *m, double factor);
 
+/* The steps above in two halves, for a step recorded once and replayed
+ * (a CUDA graph): optim_stage_* counts the step and uploads its values
+ * (learning rates, AdamW's bias corrections, Muon's momentum) to o->dv;
+ * optim_step_staged queues the step itself, which reads them there, so
+ * its launches are the same every step.  optim_step_clipped is
+ * optim_stage_clipped then optim_step_staged, and likewise scheduled. */
+void optim_stage_clipped(optim *o, model *m, double lr);
+void optim_stage_scheduled(optim *o, model *m, double factor);
+void optim_step_staged(optim *o, model *m);
+
 /* The groups in words (one line each, for the start of a run) and as a
  * JSON array of objects (name, tensors, parameters, lr, weight_decay and
  * the group's own hyper-parameters); 0, or -1 if buf is too small. */
@@ -135,5 +149,8 @@ int optim_groups_json(const optim *o, char *buf, size_t n);
  * counts the step. */
 int optim_init_range(optim *o, const optim_config *c, model *m, size_t lo, size_t hi, lm_err *e);
 void optim_step_range(optim *o, model *m, const float *grads, double lr, size_t lo, size_t hi);
+/* optim_step_range after optim_stage_clipped or _scheduled: the step at
+ * the staged values (optim_step_staged's counterpart). */
+void optim_step_range_staged(optim *o, model *m, const float *grads, size_t lo, size_t hi);
 
 #endif

@@ -26,9 +26,10 @@ int optim_init_range(optim *o, const optim_config *c, model *m, size_t lo, size_
 	size_t n = hi > lo ? hi - lo : 1;
 	o->m = be->alloc(be, n * sizeof(float));
 	o->v = o->m ? be->alloc(be, n * sizeof(float)) : NULL;
+	o->dv = o->v ? be->alloc(be, OPTIM_DEV_N * sizeof *o->dv) : NULL;
 	o->n_tensors = model_tensors(&m->cfg, &o->tensors);
 	o->is_muon = o->n_tensors > 0 ? calloc((size_t)o->n_tensors, 1) : NULL;
-	if (!o->m || !o->v || o->n_tensors < 0 || !o->is_muon) {
+	if (!o->m || !o->v || !o->dv || o->n_tensors < 0 || !o->is_muon) {
 		lm_err why;
 		if (be->sync(be, &why))
 			snprintf(why.msg, sizeof why.msg, "out of memory");
@@ -42,12 +43,17 @@ int optim_init_range(optim *o, const optim_config *c, model *m, size_t lo, size_
 
 void optim_step_range(optim *o, model *m, const float *grads, double lr, size_t lo, size_t hi)
 {
+	optim_stage_clipped(o, m, lr);
+	optim_step_range_staged(o, m, grads, lo, hi);
+}
+
+void optim_step_range_staged(optim *o, model *m, const float *grads, size_t lo, size_t hi)
+{
 	lm_backend *be = m->be;
 	size_t esize = lm_dtype_size(be->act);
-	o->t++;
 	adamw_hparams h = {
-		.lr = (float)lr, .beta1 = (float)o->cfg.beta1, .beta2 = (float)o->cfg.beta2,
-		.eps = (float)o->cfg.eps, .t = o->t,
+		.beta1 = (float)o->cfg.beta1, .beta2 = (float)o->cfg.beta2, .eps = (float)o->cfg.eps,
+		.dev = o->dv,
 	};
 	/* one call per run of adjacent tensors with the same decay flag, as
 	 * optim_step's adamw_steps: the buffer holds the tensors in order */

@@ -6,10 +6,11 @@
 # are byte-identical and their logs' losses, gradient norms and validation
 # losses equal bit for bit; the same with --accum 2.  Then (informational,
 # not a failure) whether two runs without the flag differ, which says
-# whether the flag is needed at all on this GPU.  Last, the same pair at
-# head dimension 64 (the flash kernels), marked TODO: the flash backward's
-# dQ is summed with atomics even with --deterministic (lm-train(1),
-# DETERMINISM) until its kernel takes the flag.  Needs a GPU.
+# whether the flag is needed at all on this GPU.  Last, the same pair on
+# the flash kernels, whose backward sums dq per key block in a fixed order
+# under the flag (lm-train(1), DETERMINISM): head dimension 64 at T = 128;
+# a gpt2s-like shape (head dimension 64, T = 1024: eight key blocks); and
+# grouped-query attention at head dimension 128, T = 1024.  Needs a GPU.
 . "$(dirname "$0")/../lib.sh"
 
 if ! nvidia-smi -L >/dev/null 2>&1; then echo "1..0 # SKIP no GPU"; exit 0; fi
@@ -28,19 +29,13 @@ train() { # train DIR [OPTION]...: 30 steps on CUDA, the log in DIR.jsonl
 }
 # the log without its timings and device line
 strip() { grep -v '"device"\|peak_device' "$1" | sed 's/,"tokens_per_s[^}]*//'; }
-# check STATUS NAME [TODO]: ok, or a TAP TODO (reported, not a failure)
-check() {
-	if [ -z "${3:-}" ]; then ok "$1" "$2"; return; fi
-	_tap_n=$((_tap_n + 1))
-	if [ "$1" -eq 0 ]; then echo "ok $_tap_n - $2 # TODO $3"; else echo "not ok $_tap_n - $2 # TODO $3"; fi
-}
-same_runs() { # same_runs A B WHAT [TODO]
+same_runs() { # same_runs A B WHAT
 	cmp -s "$1/step-00000030.safetensors" "$2/step-00000030.safetensors"
-	check $? "$3: the two runs' checkpoints are byte-identical" "${4:-}"
+	ok $? "$3: the two runs' checkpoints are byte-identical"
 	strip "$1.jsonl" > "$1.txt"
 	strip "$2.jsonl" > "$2.txt"
 	cmp -s "$1.txt" "$2.txt"
-	check $? "$3: their logs' losses, gradient norms and validation losses are bit-identical ($(wc -l < "$1.txt") lines)" "${4:-}"
+	ok $? "$3: their logs' losses, gradient norms and validation losses are bit-identical ($(wc -l < "$1.txt") lines)"
 }
 for a in a b; do
 	run train "det-$a" --deterministic
@@ -73,5 +68,17 @@ for a in a b; do
 	run train "d64-$a" --deterministic --heads 2
 	is "$rc" 0 "--deterministic at head dimension 64, run $a ($err)"
 done
-same_runs d64-a d64-b "--deterministic, head dimension 64" "the flash backward's dQ sums with atomics"
+same_runs d64-a d64-b "--deterministic, head dimension 64"
+# gpt2s's heads (D = 64) at its context, a small model
+for a in a b; do
+	run train "g2s-$a" --deterministic --context 1024 --d-model 256 --heads 4 --d-ff 688 -b 4
+	is "$rc" 0 "--deterministic at D = 64, T = 1024, run $a ($err)"
+done
+same_runs g2s-a g2s-b "--deterministic, D = 64, T = 1024"
+for a in a b; do
+	run train "gqa-$a" --deterministic --context 1024 --d-model 256 --heads 2 --kv-heads 1 \
+		--d-ff 688 -b 4
+	is "$rc" 0 "--deterministic with GQA at D = 128, T = 1024, run $a ($err)"
+done
+same_runs gqa-a gqa-b "--deterministic, GQA (2 heads, 1 kv head), D = 128, T = 1024"
 done_testing

@@ -12,7 +12,8 @@
 #include "gpu_harness.h"
 #include "kernels/attention.h"
 
-/* Shapes: B, H, T, D, causal. */
+/* Shapes: B, H, T, D, causal, and 1 for the deterministic backward
+ * (attn_bwd_det_cuda; its own table entry, ATTN_DET_OP). */
 static const int attn_shapes[][GPU_MAX_DIMS] = {
 	{1, 1, 1, 64, 0},    {1, 1, 1, 128, 1},   {2, 3, 17, 64, 1},  {2, 3, 17, 128, 0},
 	{1, 2, 64, 64, 1},   {1, 2, 129, 64, 0},  {1, 2, 129, 128, 1}, {2, 1, 200, 64, 1},
@@ -27,6 +28,16 @@ static const int attn_shapes[][GPU_MAX_DIMS] = {
 	{1, 2, 511, 32, 1},  {1, 3, 512, 32, 0},
 };
 
+/* The deterministic backward: T = 1024 (gpt2s), odd T past a key block
+ * (129: a second block of one key; 2049), T < 64, T not a multiple of 64,
+ * causal and full. */
+static const int attn_det_shapes[][GPU_MAX_DIMS] = {
+	{1, 1, 1, 64, 1, 1},     {2, 3, 17, 128, 1, 1},  {1, 2, 129, 64, 1, 1},
+	{1, 2, 129, 128, 0, 1},  {2, 2, 1024, 64, 1, 1}, {1, 2, 1024, 128, 1, 1},
+	{1, 2, 1000, 64, 0, 1},  {1, 1, 2049, 64, 1, 1}, {1, 1, 2049, 128, 1, 1},
+	{1, 2, 2047, 128, 0, 1}, {2, 6, 333, 64, 1, 1},
+};
+
 /* bf16 rounding of o and of P before P V bounds the forward error near
  * 2^-8; the backward adds dS and the dq atomics in fp32. */
 static const gpu_tol attn_tols[] = {
@@ -36,7 +47,8 @@ static const gpu_tol attn_tols[] = {
 
 static void attn_describe(const int *s, char *buf, size_t len)
 {
-	snprintf(buf, len, "B%d H%d T%d D%d %s", s[0], s[1], s[2], s[3], s[4] ? "causal" : "full");
+	snprintf(buf, len, "B%d H%d T%d D%d %s%s", s[0], s[1], s[2], s[3], s[4] ? "causal" : "full",
+		 s[5] ? ", deterministic backward" : "");
 }
 
 /* Device copies of the inputs and outputs of one attention problem. */
@@ -53,10 +65,30 @@ static void attn_dev_free(attn_dev *d)
 		cudaFree(p[i]);
 }
 
+/* The backward pass into d's dq, dk, dv: the short kernels where they
+ * apply, else the flash kernels, det: the deterministic ones. */
+static int attn_dev_bwd(attn_dev *d, int B, int H, int T, int D, int causal, float scale, int det)
+{
+	if (attn_short_applies(D, T))
+		return attn_short_bwd_cuda(d->q, d->k, d->v, d->o, d->dout, d->lse, d->dq, d->dk, d->dv,
+					   B, H, T, D, causal, scale, 0, NULL);
+	return (det ? attn_bwd_det_cuda : attn_bwd_cuda)(d->q, d->k, d->v, d->o, d->dout, d->lse,
+							  d->dq, d->dk, d->dv, B, H, T, D, causal,
+							  scale, d->ws, NULL);
+}
+
+/* Workspace bytes for either backward pass. */
+static size_t attn_dev_ws(int B, int H, int T, int D)
+{
+	size_t a = attn_bwd_cuda_workspace(B, H, T, D), b = attn_bwd_det_cuda_workspace(B, H, T, D);
+	return a > b ? a : b;
+}
+
 /* Upload the bf16 inputs h[0..3] (q, k, v, dout), allocate the outputs
- * poisoned, run forward then backward.  NULL, or what failed. */
+ * (and the workspace) poisoned, run forward then backward (det: the
+ * deterministic one).  NULL, or what failed. */
 static const char *attn_dev_run(attn_dev *d, uint16_t *const h[4], int B, int H, int T, int D,
-				int causal, float scale)
+				int causal, float scale, int det)
 {
 	size_t n = (size_t)B * H * T * D, nl = (size_t)B * H * T, bytes = n * sizeof(uint16_t);
 	uint16_t **in[] = {&d->q, &d->k, &d->v, &d->dout};
@@ -68,17 +100,14 @@ static const char *attn_dev_run(attn_dev *d, uint16_t *const h[4], int B, int H,
 	if (!(d->o = gpu_poisoned(bytes)) || !(d->dq = gpu_poisoned(bytes)) ||
 	    !(d->dk = gpu_poisoned(bytes)) || !(d->dv = gpu_poisoned(bytes)) ||
 	    !(d->lse = gpu_poisoned(nl * sizeof(float))) ||
-	    !(d->ws = gpu_poisoned(attn_bwd_cuda_workspace(B, H, T, D))))
+	    !(d->ws = gpu_poisoned(attn_dev_ws(B, H, T, D))))
 		return "cudaMalloc";
 	int sh = attn_short_applies(D, T);
 	int rc = sh ? attn_short_fwd_cuda(d->q, d->k, d->v, d->o, d->lse, B, H, T, D, causal, scale, 0, NULL)
 		    : attn_fwd_cuda(d->q, d->k, d->v, d->o, d->lse, B, H, T, D, causal, scale, NULL);
 	if (rc)
 		return attn_strerror(rc);
-	rc = sh ? attn_short_bwd_cuda(d->q, d->k, d->v, d->o, d->dout, d->lse, d->dq, d->dk, d->dv, B, H,
-				      T, D, causal, scale, 0, NULL)
-		: attn_bwd_cuda(d->q, d->k, d->v, d->o, d->dout, d->lse, d->dq, d->dk, d->dv, B, H, T, D,
-				causal, scale, d->ws, NULL);
+	rc = attn_dev_bwd(d, B, H, T, D, causal, scale, det);
 	if (rc)
 		return attn_strerror(rc);
 	if (cudaDeviceSynchronize() != cudaSuccess)
@@ -106,7 +135,7 @@ static const char *attn_run(const int *s, uint64_t seed, gpu_err *err)
 	attn_bwd_cpu(f[0], f[1], f[2], ref[0], f[3], ref[1], ref[2], ref[3], ref[4], B, H, T, D,
 		     causal, scale);
 	attn_dev d;
-	const char *fail = attn_dev_run(&d, h, B, H, T, D, causal, scale);
+	const char *fail = attn_dev_run(&d, h, B, H, T, D, causal, scale, s[5]);
 	uint16_t *outs[] = {d.o, NULL, d.dq, d.dk, d.dv};
 	for (int i = 0; !fail && i < 5; i++) {
 		if (i == 1) {
@@ -146,7 +175,7 @@ static void attn_repeatable(void)
 		gpu_rand_bf16(h[i], f, n, 1, &seed);
 	}
 	attn_dev d;
-	const char *fail = attn_dev_run(&d, h, B, H, T, D, 1, 0.1f);
+	const char *fail = attn_dev_run(&d, h, B, H, T, D, 1, 0.1f, 0);
 	if (!fail && cudaMemcpy(a, d.o, n * 2, cudaMemcpyDeviceToHost) == cudaSuccess &&
 	    attn_fwd_cuda(d.q, d.k, d.v, d.o, d.lse, B, H, T, D, 1, 0.1f, NULL) == 0 &&
 	    cudaMemcpy(b, d.o, n * 2, cudaMemcpyDeviceToHost) == cudaSuccess)
@@ -175,7 +204,7 @@ static void attn_short_repeatable(void)
 		gpu_rand_bf16(h[i], f, n, 1, &seed);
 	}
 	attn_dev d;
-	const char *fail = attn_dev_run(&d, h, B, H, T, D, 1, 0.2f);
+	const char *fail = attn_dev_run(&d, h, B, H, T, D, 1, 0.2f, 0);
 	uint16_t *g[3] = {d.dq, d.dk, d.dv};
 	int good = !fail;
 	for (int i = 0; good && i < 3; i++)
@@ -222,6 +251,51 @@ static void attn_short_repeatable(void)
 	free(f);
 }
 
+/* The deterministic backward (attn_bwd_det_cuda) on the same inputs three
+ * times, the workspace NaN-poisoned before each run: dq, dk and dv the
+ * same bits every time (the default's dq may differ in its last bits: its
+ * blocks add as they finish), dk and dv the default kernel's bits. */
+static void attn_det_repeatable(int B, int H, int T, int D, int causal)
+{
+	size_t n = (size_t)B * H * T * D, ws = attn_dev_ws(B, H, T, D);
+	uint64_t seed = 1234 + T;
+	float scale = 1 / sqrtf((float)D);
+	uint16_t *h[4], *a = malloc(3 * n * 2), *b = malloc(3 * n * 2);
+	float *f = malloc(n * sizeof *f);
+	for (int i = 0; i < 4; i++) {
+		h[i] = malloc(n * sizeof **h);
+		gpu_rand_bf16(h[i], f, n, i ? 1 : 2, &seed);
+	}
+	attn_dev d;
+	const char *fail = attn_dev_run(&d, h, B, H, T, D, causal, scale, 1);
+	uint16_t *g[3] = {d.dq, d.dk, d.dv};
+	int good = !fail, same = 1;
+	for (int i = 0; good && i < 3; i++)
+		good = cudaMemcpy(a + i * n, g[i], n * 2, cudaMemcpyDeviceToHost) == cudaSuccess;
+	for (int r = 0; good && r < 3; r++) {
+		int det = r < 2;
+		good = cudaMemset(d.ws, GPU_NAN_BYTE, ws) == cudaSuccess &&
+		       attn_dev_bwd(&d, B, H, T, D, causal, scale, det) == 0 &&
+		       cudaDeviceSynchronize() == cudaSuccess;
+		for (int i = 0; good && i < 3; i++)
+			good = cudaMemcpy(b + i * n, g[i], n * 2, cudaMemcpyDeviceToHost) == cudaSuccess;
+		/* runs 0 and 1: all three; run 2 (the default): dk and dv */
+		if (good)
+			same = same && !memcmp(a + (det ? 0 : n), b + (det ? 0 : n), (det ? 3 : 2) * n * 2);
+	}
+	if (good)
+		ok(same, "deterministic attention backward B%d H%d T%d D%d %s: the same dq, dk, dv "
+		   "three times, and the default's dk, dv", B, H, T, D, causal ? "causal" : "full");
+	else
+		ok(0, "deterministic attention backward repeat runs: %s", fail ? fail : "CUDA error");
+	attn_dev_free(&d);
+	for (int i = 0; i < 4; i++)
+		free(h[i]);
+	free(a);
+	free(b);
+	free(f);
+}
+
 /* Unsupported head dimensions, empty shapes and misaligned pointers are
  * refused with their codes, before anything runs. */
 static void attn_bad_input(void)
@@ -244,6 +318,12 @@ static void attn_bad_input(void)
 	       "fwd misaligned q refused");
 	is_int(attn_bwd_cuda(p, p, p, p, p, l, p, p, p, 1, 1, 4, 64, 0, 1, NULL, NULL), ATTN_EALIGN,
 	       "bwd without workspace refused");
+	is_int(attn_bwd_det_cuda(p, p, p, p, p, l, p, p, p, 1, 1, 4, 96, 1, 1, ws, NULL), ATTN_EHEADDIM,
+	       "deterministic bwd D=96 refused");
+	is_int(attn_bwd_det_cuda(p, p, p, p, p, l, p, p, p, 1, 1, 4, 64, 1, 1, NULL, NULL), ATTN_EALIGN,
+	       "deterministic bwd without workspace refused");
+	is_int(attn_bwd_det_cuda(p, p, p, p, p, l, p, p, p, 1, 1, 0, 64, 1, 1, ws, NULL), ATTN_ESHAPE,
+	       "deterministic bwd T=0 refused");
 	cudaFree(p);
 	cudaFree(l);
 	cudaFree(ws);
@@ -287,7 +367,7 @@ static void attn_cs336(void)
 		ref_fwd(x[0], x[1], x[2], ref[0], lse, B, 1, T, D, causal, scale);
 		ref_bwd(x[0], x[1], x[2], x[3], ref[1], ref[2], ref[3], B, 1, T, D, causal, scale);
 		attn_dev d;
-		const char *fail = attn_dev_run(&d, h, B, 1, T, D, causal, (float)scale);
+		const char *fail = attn_dev_run(&d, h, B, 1, T, D, causal, (float)scale, 0);
 		uint16_t *outs[] = {d.o, d.dq, d.dk, d.dv};
 		const char *onames[] = {"o", "dq", "dk", "dv"};
 		for (int i = 0; i < 4; i++) {
@@ -322,5 +402,8 @@ static void attn_cs336(void)
 
 #define ATTN_OP { "attention", attn_shapes, (int)(sizeof attn_shapes / sizeof *attn_shapes), \
 		  attn_tols, (int)(sizeof attn_tols / sizeof *attn_tols), attn_describe, attn_run }
+#define ATTN_DET_OP { "attention", attn_det_shapes,                                           \
+		      (int)(sizeof attn_det_shapes / sizeof *attn_det_shapes), attn_tols,          \
+		      (int)(sizeof attn_tols / sizeof *attn_tols), attn_describe, attn_run }
 
 #endif

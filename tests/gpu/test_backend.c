@@ -284,6 +284,73 @@ static void test_attention(int B, int H, int T, int D)
 	release_all(&cpu), release_all(&gpu);
 }
 
+/* --deterministic's attention backward (the flash kernels' dq summed per
+ * key block in a fixed order, kernels/attention.h attn_bwd_det_cuda):
+ * against the CPU as above, the same bits in two runs with the workspace
+ * NaN-poisoned before each (a partial read but not written shows), and
+ * the default's dk and dv bits (the kernels differ only in dq). */
+static void test_attention_det(int B, int H, int T, int D)
+{
+	char what[112];
+	size_t n = (size_t)B * H * T * D;
+	float *q = rnd(n, 1), *k = rnd(n, 1), *v = rnd(n, 1), *dout = rnd(n, 1);
+	float scale = 1.0f / sqrtf((float)D);
+	BOTH(q, q, n, 1);
+	BOTH(k, k, n, 1);
+	BOTH(v, v, n, 1);
+	BOTH(dd, dout, n, 1);
+	OUT(o, n, 1);
+	OUT(lse, (size_t)B * H * T, 0);
+	OUT(dq, n, 1);
+	OUT(dk, n, 1);
+	OUT(dv, n, 1);
+	void *g2[3] = { put(&gpu, NULL, n, 1), put(&gpu, NULL, n, 1), put(&gpu, NULL, n, 1) };
+	void *g0[3] = { put(&gpu, NULL, n, 1), put(&gpu, NULL, n, 1), put(&gpu, NULL, n, 1) };
+	gpu.be->deterministic = 1;
+	size_t wc_b = cpu.be->attn_workspace(cpu.be, B, H, T, D);
+	size_t wg_b = gpu.be->attn_workspace(gpu.be, B, H, T, D);
+	void *wsc = cpu.be->alloc(cpu.be, wc_b + 1), *wsg = gpu.be->alloc(gpu.be, wg_b + 1);
+	cpu.be->attn_fwd(cpu.be, qc, kc, vc, oc, lsec, B, H, T, D, 1, scale, wsc, wc_b);
+	gpu.be->attn_fwd(gpu.be, qg, kg, vg, og, lseg, B, H, T, D, 1, scale, wsg, wg_b);
+	cpu.be->attn_bwd(cpu.be, qc, kc, vc, oc, ddc, lsec, dqc, dkc, dvc, B, H, T, D, 1, scale, wsc,
+			 wc_b);
+	void *outs[2][3] = { { dqg, dkg, dvg }, { g2[0], g2[1], g2[2] } };
+	int poisoned = 1;
+	for (int r = 0; r < 2; r++) {
+		poisoned = poisoned && !gpu.be->sync(gpu.be, NULL) &&
+			   cudaMemset(wsg, GPU_NAN_BYTE, wg_b) == cudaSuccess &&
+			   cudaDeviceSynchronize() == cudaSuccess;
+		gpu.be->attn_bwd(gpu.be, qg, kg, vg, og, ddg, lseg, outs[r][0], outs[r][1], outs[r][2], B,
+				 H, T, D, 1, scale, wsg, wg_b);
+	}
+	gpu.be->deterministic = 0;
+	gpu.be->attn_bwd(gpu.be, qg, kg, vg, og, ddg, lseg, g0[0], g0[1], g0[2], B, H, T, D, 1, scale,
+			 wsg, wg_b);
+	ok(poisoned, "deterministic attention B=%d H=%d T=%d D=%d: workspace poisoned", B, H, T, D);
+	const char *names[3] = { "dq", "dk", "dv" };
+	void *cref[3] = { dqc, dkc, dvc };
+	lm_err e;
+	int failed = gpu.be->sync(gpu.be, &e);
+	for (int i = 0; i < 3; i++) {
+		snprintf(what, sizeof what, "deterministic attention backward B=%d H=%d T=%d D=%d: %s", B,
+			 H, T, D, names[i]);
+		compare(what, outs[0][i], cref[i], n, 1, 2 * TOL_ACT);
+		if (failed) {
+			ok(0, "%s: %s", what, e.msg);
+			continue;
+		}
+		float *a = get(&gpu, outs[0][i], n, 1), *b = get(&gpu, outs[1][i], n, 1);
+		float *c = get(&gpu, g0[i], n, 1);
+		ok(!memcmp(a, b, n * sizeof *a), "%s: the same bits twice", what);
+		if (i)
+			ok(!memcmp(a, c, n * sizeof *a), "%s: the default kernel's bits", what);
+		free(a), free(b), free(c);
+	}
+	cpu.be->release(cpu.be, wsc), gpu.be->release(gpu.be, wsg);
+	free(q), free(k), free(v), free(dout);
+	release_all(&cpu), release_all(&gpu);
+}
+
 /* --deterministic's embedding backward (sorted positions, no atomics):
  * the same bits twice, and the CPU's bits (both sum each token's rows in
  * position order, then add once), on ids that repeat heavily. */
@@ -692,6 +759,11 @@ int main(void)
 	test_attention(1, 2, 129, 64);
 	test_attention(2, 2, 200, 128);
 	test_attention(1, 2, 1, 32);
+	test_attention_det(1, 2, 1024, 64);   /* gpt2s's heads; 8 key blocks */
+	test_attention_det(1, 2, 2049, 128);  /* odd T: a last key block of one key */
+	test_attention_det(2, 3, 300, 48);    /* padded to 64 */
+	test_attention_det(1, 2, 1000, 32);   /* past the short kernels: padded to 64 */
+	test_attention_det(1, 1, 1, 64);
 	test_attn_qkv(2, 17, 3, 32);
 	test_attn_qkv(3, 256, 4, 32);
 	test_attn_qkv(1, 1, 2, 32);

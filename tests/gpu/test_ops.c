@@ -6,6 +6,7 @@
 
 static const gpu_op ops[] = {
 	ATTN_OP,
+	ATTN_DET_OP,
 };
 
 int main(void)
@@ -15,6 +16,10 @@ int main(void)
 	gpu_run_ops(ops, (int)(sizeof ops / sizeof *ops), SEED);
 	attn_repeatable();
 	attn_short_repeatable();
+	attn_det_repeatable(2, 3, 1024, 64, 1);
+	attn_det_repeatable(1, 2, 2049, 128, 1);
+	attn_det_repeatable(1, 2, 1000, 64, 0);
+	attn_det_repeatable(1, 4, 333, 128, 1);
 	attn_bad_input();
 	attn_cs336();
 	return done_testing();
