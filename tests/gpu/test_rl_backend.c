@@ -344,6 +344,16 @@ typedef struct ppo_in {
 
 static const rl_ppo_tok_args PPO_ARGS = { 0.1f, 0.1f, 0.2f, 0.5, 0.01 };
 
+/* A return this far from the value: between 0.6 and 1 either way, so that
+ * the plain and the clipped squared errors of old values 0.4 or 0.5 from
+ * the value (clipped to 0.2 from it) differ by 0.2 or more, on whichever
+ * side: near a tie the backends' values (bf16 apart, in the device step)
+ * would pick different branches, one of which has no gradient. */
+static float ret_offset(size_t i, float u)
+{
+	return ((i / 9) % 2 ? 1.0f : -1.0f) * (0.6f + 0.4f * fabsf(u));
+}
+
 static void ppo_make(ppo_in *x, int B, int T, int C)
 {
 	tok_make(&x->t, B, T);
@@ -364,7 +374,7 @@ static void ppo_make(ppo_in *x, int B, int T, int C)
 		x->t.old[i] = lp + 0.3f * (float)((int)(i % 3) - 1);
 		x->old_v[i] = (float)v + 0.4f * (float)((int)(i % 3) - 1);
 		x->adv[i] = gpu_rand(&seed);
-		x->ret[i] = (float)v + gpu_rand(&seed);
+		x->ret[i] = (float)v + ret_offset(i, gpu_rand(&seed));
 	}
 }
 
@@ -497,12 +507,13 @@ static void test_ppo_dev_step(model_config c, int B, int T)
 	ok(!rc && !rg && ve.rel <= 2e-2, "ppo device step d=%d: values rel %.3g (tol 2e-2)%s%s",
 	   C, ve.rel, rg ? ": " : "", rg ? e.msg : "");
 	/* old log-probs and values clearly inside or outside the clip ranges
-	 * (as test_dev_step's), so that both backends clip the same tokens */
+	 * (as test_dev_step's), returns clear of the value losses' ties, so that
+ * both backends clip the same tokens */
 	for (size_t i = 0; i < N; i++) {
 		old[i] = lp[i] + 0.3f * (float)((int)(i % 3) - 1);
 		old_v[i] = vc[i] + 0.5f * (float)((int)((i / 3) % 3) - 1);
 		adv[i] = gpu_rand(&seed);
-		ret[i] = vc[i] + 2.0f * gpu_rand(&seed);
+		ret[i] = vc[i] + ret_offset(i, gpu_rand(&seed));
 	}
 	for (int b = 0; b < B; b++)
 		rs[b] = 1.0 / (T * (double)B);
