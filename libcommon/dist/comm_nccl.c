@@ -211,6 +211,10 @@ static int nccl_host_gather(lm_comm *c, const void *mine, void *all, size_t byte
 			    const char *what, lm_err *e)
 {
 	nccl_impl *m = IMPL(c);
+	if (c->world == 1) { /* one rank's values are the gathering: no NCCL call, no wait */
+		memmove(all, mine, bytes);
+		return 0;
+	}
 	if (settle(c, what, e))
 		return -1;
 	if (m->host)
@@ -238,6 +242,9 @@ static int nccl_host_gather(lm_comm *c, const void *mine, void *all, size_t byte
 static int nccl_host_sum(lm_comm *c, double *x, int n, const char *what, lm_err *e)
 {
 	nccl_impl *m = IMPL(c);
+	if (c->world == 1)   /* the sum over one rank: its own values (a gather, a wait for
+			      * the device and a poll each step, measured 3 % of a small step) */
+		return 0;
 	if (m->host)
 		return settle(c, what, e) ? -1 : m->host->host_sum(m->host, x, n, what, e);
 	double *all = malloc((size_t)c->world * n * sizeof *all);

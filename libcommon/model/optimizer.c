@@ -1,7 +1,7 @@
 /* optimizer.c: the parameter groups (AdamW, and Muon on the blocks'
  * matrices batched by shape) over the model's parameter buffer, and
  * gradient clipping (see optimizer.h; the schedules are in schedule.c). */
-#include "model/optimizer.h"
+#include "model/optimizer_internal.h"
 
 #include "model/profile.h"
 
@@ -75,7 +75,8 @@ static int muon_groups(optim *o, model *m, lm_err *e)
 	return 0;
 }
 
-int optim_init(optim *o, const optim_config *c, model *m, lm_err *e)
+int optim_state_init(optim *o, const optim_config *c, model *m, size_t n, const char *what,
+		     lm_err *e)
 {
 	memset(o, 0, sizeof *o);
 	o->cfg = *c;
@@ -84,8 +85,8 @@ int optim_init(optim *o, const optim_config *c, model *m, lm_err *e)
 	if (optim_config_check(&o->cfg, e))
 		return -1;
 	lm_backend *be = m->be;
-	o->m = be->alloc(be, m->n_params * sizeof(float));
-	o->v = o->m ? be->alloc(be, m->n_params * sizeof(float)) : NULL;
+	o->m = be->alloc(be, n * sizeof(float));
+	o->v = o->m ? be->alloc(be, n * sizeof(float)) : NULL;
 	o->dv = o->v ? be->alloc(be, OPTIM_DEV_N * sizeof *o->dv) : NULL;
 	o->n_tensors = model_tensors(&m->cfg, &o->tensors);
 	o->is_muon = o->n_tensors > 0 ? calloc((size_t)o->n_tensors, 1) : NULL;
@@ -94,19 +95,29 @@ int optim_init(optim *o, const optim_config *c, model *m, lm_err *e)
 		if (be->sync(be, &why))
 			snprintf(why.msg, sizeof why.msg, "out of memory");
 		optim_free(o, m);
-		return lm_seterr(e, "%s, for the optimizer state", why.msg);
+		return lm_seterr(e, "%s, for %s", why.msg, what);
 	}
-	if (c->kind == OPTIM_MUON && muon_groups(o, m, e)) {
-		optim_free(o, m);
-		return -1;
-	}
-	be->zero(be, o->m, m->n_params * sizeof(float));
-	be->zero(be, o->v, m->n_params * sizeof(float));
+	be->zero(be, o->m, n * sizeof(float));
+	be->zero(be, o->v, n * sizeof(float));
 	if (be->sync(be, e)) {
 		optim_free(o, m);
-		return lm_err_prefix(e, "the optimizer state");
+		return lm_err_prefix(e, "%s", what);
 	}
 	return 0;
+}
+
+int optim_init(optim *o, const optim_config *c, model *m, lm_err *e)
+{
+	if (optim_state_init(o, c, m, m->n_params, "the optimizer state", e))
+		return -1;
+	if (c->kind != OPTIM_MUON)
+		return 0;
+	int rc = muon_groups(o, m, e);
+	if (!rc && m->be->sync(m->be, e))
+		rc = lm_err_prefix(e, "the Muon group's state");
+	if (rc)
+		optim_free(o, m);
+	return rc;
 }
 
 void optim_free(optim *o, model *m)

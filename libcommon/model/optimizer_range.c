@@ -2,7 +2,7 @@
  * for that part alone (the ZeRO shards of data parallel training; see
  * optimizer.h).  Each element's update is the one optim_step_clipped
  * makes, so the shards together step exactly as one whole-buffer step. */
-#include "model/optimizer.h"
+#include "model/optimizer_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,31 +14,12 @@
 int optim_init_range(optim *o, const optim_config *c, model *m, size_t lo, size_t hi, lm_err *e)
 {
 	memset(o, 0, sizeof *o);
-	o->cfg = *c;
-	if (!o->cfg.muon.ns_steps)
-		o->cfg.muon.ns_steps = MUON_NS_STEPS;
-	if (optim_config_check(&o->cfg, e))
+	if (optim_config_check(c, e))
 		return -1;
 	if (c->kind != OPTIM_ADAMW)
 		return lm_usage_err(e, "the optimizer state can be sharded (ZeRO) for AdamW only: Muon "
 				    "orthogonalises whole matrices; give --zero 0 with Muon");
-	lm_backend *be = m->be;
-	size_t n = hi > lo ? hi - lo : 1;
-	o->m = be->alloc(be, n * sizeof(float));
-	o->v = o->m ? be->alloc(be, n * sizeof(float)) : NULL;
-	o->dv = o->v ? be->alloc(be, OPTIM_DEV_N * sizeof *o->dv) : NULL;
-	o->n_tensors = model_tensors(&m->cfg, &o->tensors);
-	o->is_muon = o->n_tensors > 0 ? calloc((size_t)o->n_tensors, 1) : NULL;
-	if (!o->m || !o->v || !o->dv || o->n_tensors < 0 || !o->is_muon) {
-		lm_err why;
-		if (be->sync(be, &why))
-			snprintf(why.msg, sizeof why.msg, "out of memory");
-		optim_free(o, m);
-		return lm_seterr(e, "%s, for the optimizer state's shard", why.msg);
-	}
-	be->zero(be, o->m, n * sizeof(float));
-	be->zero(be, o->v, n * sizeof(float));
-	return be->sync(be, e);
+	return optim_state_init(o, c, m, hi > lo ? hi - lo : 1, "the optimizer state's shard", e);
 }
 
 void optim_step_range(optim *o, model *m, const float *grads, double lr, size_t lo, size_t hi)

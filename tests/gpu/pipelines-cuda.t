@@ -4,20 +4,21 @@
 # pipelines/align.mk with DEVICE=cuda on its model: every artefact is made,
 # the training log says cuda, and every lm-train, lm-sample and rl-update
 # command the pipelines ran was given --device cuda (what make demo
-# DEMO_DEVICE=cuda runs, at demo size).  Needs a GPU and gnuplot.
+# DEMO_DEVICE=cuda runs, at demo size).  Needs a GPU; without gnuplot the
+# plots are left out (their targets named instead of the default ones).
 . "$(dirname "$0")/../lib.sh"
 
 if ! nvidia-smi -L >/dev/null 2>&1; then echo "1..0 # SKIP no GPU"; exit 0; fi
-if ! command -v gnuplot >/dev/null 2>&1; then
-	echo "1..0 # SKIP gnuplot is not installed (apt-get install gnuplot-nox)"; exit 0
-fi
+plots=1
+command -v gnuplot >/dev/null 2>&1 || plots=0
 cd "$TMP" || exit 1
 W=$TMP/w
 mkdir -p "$W"
 perl "$LMPIPE_ROOT/tests/mktext.pl" 1500 2 | awk '{ print } NR % 10 == 0 { print "<|endoftext|>" }' > "$W/corpus.txt"
 make -f "$LMPIPE_ROOT/pipelines/pretrain.mk" BIN="$LMPIPE_BIN" W="$W" DEVICE=cuda VOCAB=300 VAL_DOCS=10 \
 	MODEL_OPTS="--vocab 300 --context 192 --d-model 64 --layers 2 --heads 2 --d-ff 160" \
-	STEPS=40 BATCH=8 EVAL_EVERY=20 WARMUP=4 SAMPLE_OPTS="--max-tokens 8" > make1.out 2>&1
+	STEPS=40 BATCH=8 EVAL_EVERY=20 WARMUP=4 SAMPLE_OPTS="--max-tokens 8" \
+	$([ $plots = 1 ] || echo "$W/samples.txt") > make1.out 2>&1
 ok $? "pretrain.mk DEVICE=cuda runs" || sed 's/^/# /' make1.out | tail -20
 shard-pack -t "$W"/data/train-*.lms > /dev/null 2>&1
 ok $? "the shards verify"
@@ -29,11 +30,16 @@ grep -q '"val_loss"' "$W/train.jsonl"
 ok $? "with validation losses"
 [ "$(grep -c . "$W/samples.txt")" -ge 1 ]
 ok $? "samples were written"
-is "$(head -c 4 "$W/loss.png" | od -An -c | tr -d ' ')" "211PNG" "loss.png is a PNG"
+if [ $plots = 1 ]; then
+	is "$(head -c 4 "$W/loss.png" | od -An -c | tr -d ' ')" "211PNG" "loss.png is a PNG"
+else
+	echo "ok $((_tap_n += 1)) # SKIP loss.png: gnuplot is not installed"
+fi
 
 printf 'Q: {question}\nA: <think>' > tmpl
 make -f "$LMPIPE_ROOT/pipelines/align.mk" BIN="$LMPIPE_BIN" W="$W" DEVICE=cuda TEMPLATE="$TMP/tmpl" \
-	N_TRAIN=6 N_TEST=3 PROMPTS=2 G=2 ROUNDS=2 MAX_TOKENS=6 SFT_BATCH=3 GRPO_BATCH=4 > make2.out 2>&1
+	N_TRAIN=6 N_TEST=3 PROMPTS=2 G=2 ROUNDS=2 MAX_TOKENS=6 SFT_BATCH=3 GRPO_BATCH=4 \
+	$([ $plots = 1 ] || echo "$W/align/report.txt") > make2.out 2>&1
 ok $? "align.mk DEVICE=cuda runs" || sed 's/^/# /' make2.out | tail -20
 A=$W/align
 [ -L "$A/round-2/latest" ] && [ -s "$A/round-2/metrics.json" ] && [ -s "$A/report.txt" ]
