@@ -125,17 +125,19 @@ int read_seqs(const rlu_opts *o, seqs *v, FILE *in, const char *name, int vocab,
 	      lm_err *e)
 {
 	jsonl_reader jr;
+	jsonl_batch b;
 	jsonl_init(&jr, in, name);
-	json_t *obj;
-	int rc;
-	while ((rc = jsonl_next(&jr, JSON_ALLOW_NUL, &obj, e)) == JSONL_OK) {
-		rc = read_record(o, v, obj, vocab, ctx, name, jr.lineno, e);
-		json_decref(obj);
-		if (rc)
-			break;
-	}
+	jsonl_batch_init(&b);
+	int rc, bad = 0;
+	/* the records parsed on threads a batch at a time, taken in order */
+	do {
+		rc = jsonl_next_batch(&jr, JSON_ALLOW_NUL, &b, JSONL_BATCH, e);
+		for (size_t i = 0; !bad && i < b.n; i++)
+			bad = read_record(o, v, b.obj[i], vocab, ctx, name, b.lineno[i], e) != 0;
+	} while (!bad && rc == JSONL_OK);
+	jsonl_batch_free(&b);
 	jsonl_free(&jr);
-	if (rc != JSONL_END)
+	if (bad || rc != JSONL_END)
 		return -1;
 	if (v->n == 0)
 		return lm_seterr(e, "%s: no records", name);

@@ -59,4 +59,31 @@ int jsonl_read_line(jsonl_reader *r, lm_err *e);
  * error. */
 int jsonl_next(jsonl_reader *r, size_t flags, json_t **obj, lm_err *e);
 
+/* Many records at once: up to max lines read as jsonl_next reads them,
+ * then parsed on OpenMP threads (jansson's parser is most of the time a
+ * large input takes), returned in line order.  Lines per batch by
+ * default: */
+enum { JSONL_BATCH = 256 };
+
+typedef struct jsonl_batch {
+	size_t n;               /* objects of this batch, in line order */
+	json_t **obj;           /* [n]: the batch's, released by the next call or jsonl_batch_free */
+	unsigned long *lineno;  /* [n]: their line numbers */
+	char *text;             /* the lines, each NUL-terminated */
+	size_t *off, *len;      /* [n]: line i at text + off[i], len[i] bytes */
+	json_error_t *err;      /* [n]: the parser's messages */
+	size_t cap, text_cap;
+} jsonl_batch;
+
+void jsonl_batch_init(jsonl_batch *b);
+void jsonl_batch_free(jsonl_batch *b);
+
+/* The next objects, the previous batch's released: b->n objects, all the
+ * records before the first problem, and what came after them: JSONL_OK
+ * (max objects, more may follow), JSONL_END, JSONL_BAD (the message that
+ * jsonl_next gives for the first bad line, which r->lineno, r->bad_json
+ * and r->err then describe), or -1 on a read error.  After anything but
+ * JSONL_OK the reader may stand beyond the bad line: stop there. */
+int jsonl_next_batch(jsonl_reader *r, size_t flags, jsonl_batch *b, size_t max, lm_err *e);
+
 #endif

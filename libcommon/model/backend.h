@@ -37,6 +37,7 @@
 #include "base/err.h"
 #include "kernels/adamw.h"
 #include "kernels/muon.h"
+#include "kernels/rl_ppo_tok.h"
 #include "kernels/rl_tok.h"
 #include "kernels/decode.h"
 #include "kernels/sample.h"
@@ -268,6 +269,20 @@ struct lm_backend {
 	void (*rl_tok_dpo)(lm_backend *be, float *w, double *stats, double *ws, const float *ce,
 			   const int32_t *targets, const double *ref, double beta, double npairs,
 			   int B, int T);
+	/* rl-update's PPO loss (kernels/rl_ppo_tok.h): the value head on the
+	 * final hidden states (act [N, C]), the weights w, the entropies'
+	 * gradient dent, the values' gradient dvalue (fp32 [B*T] each) and the
+	 * hidden states' gradient dhidden (fp32 [B*T, C]); the head's gradient
+	 * hgrad [C + 1] and the statistics (RL_PPO_N doubles) accumulate; ws:
+	 * rl_ppo_workspace(B, T, C) bytes.  ppo_value: the values alone. */
+	void (*ppo_value)(lm_backend *be, float *values, const void *hidden, const float *head,
+			  int N, int C);
+	void (*ppo_tok)(lm_backend *be, float *w, float *dent, float *dvalue, float *dhidden,
+			float *hgrad, double *stats, double *ws, const float *ce,
+			const int32_t *targets, const void *hidden, const float *head,
+			const float *ent, const float *old, const float *adv, const float *old_v,
+			const float *ret, const double *row_scale, int B, int T, int C,
+			rl_ppo_tok_args a);
 	/* *sumsq = sum g^2 (double accumulation, a device scalar). */
 	void (*sumsq)(lm_backend *be, double *sumsq, const float *g, size_t n);
 	/* *scale = clip_factor(sqrt(*sumsq), max_norm) (optimizer.h). */

@@ -29,6 +29,7 @@
 #include "kernels/rope.h"
 #include "kernels/swiglu.h"
 #include "kernels/entropy.h"
+#include "kernels/rl_ppo_tok.h"
 #include "kernels/rl_tok.h"
 #include "kernels/xent.h"
 
@@ -426,6 +427,23 @@ static void cpu_rl_tok_dpo(lm_backend *be, float *w, double *stats, double *ws, 
 	rl_tok_dpo_cpu(w, stats, ws, ce, targets, ref, beta, npairs, B, T);
 }
 
+static void cpu_ppo_value(lm_backend *be, float *values, const void *hidden, const float *head,
+			  int N, int C)
+{
+	rl_ppo_value_cpu(values, hidden, head, N, C);
+}
+
+static void cpu_ppo_tok(lm_backend *be, float *w, float *dent, float *dvalue, float *dhidden,
+			float *hgrad, double *stats, double *ws, const float *ce,
+			const int32_t *targets, const void *hidden, const float *head,
+			const float *ent, const float *old, const float *adv, const float *old_v,
+			const float *ret, const double *row_scale, int B, int T, int C,
+			rl_ppo_tok_args a)
+{
+	rl_ppo_tok_cpu(w, dent, dvalue, dhidden, hgrad, stats, ws, ce, targets, hidden, head, ent,
+		       old, adv, old_v, ret, row_scale, B, T, C, a);
+}
+
 static void cpu_sumsq(lm_backend *be, double *out, const float *g, size_t n)
 {
 	*out = sumsq_cpu(g, n);
@@ -540,6 +558,8 @@ static const lm_backend cpu_table = {
 	.entropy_bwd = cpu_entropy_bwd,
 	.rl_tok_pg = cpu_rl_tok_pg,
 	.rl_tok_dpo = cpu_rl_tok_dpo,
+	.ppo_value = cpu_ppo_value,
+	.ppo_tok = cpu_ppo_tok,
 	.sumsq = cpu_sumsq,
 	.clip_scale = cpu_clip_scale,
 	.adamw_step = cpu_adamw_step,

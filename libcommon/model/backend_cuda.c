@@ -30,6 +30,7 @@
 #include "kernels/sample.h"
 #include "kernels/swiglu.h"
 #include "kernels/entropy.h"
+#include "kernels/rl_ppo_tok.h"
 #include "kernels/rl_tok.h"
 #include "kernels/xent.h"
 
@@ -605,6 +606,24 @@ static void cu_rl_tok_dpo(lm_backend *be, float *w, double *stats, double *ws, c
 	      "DPO loss");
 }
 
+static void cu_ppo_value(lm_backend *be, float *values, const void *hidden, const float *head,
+			 int N, int C)
+{
+	check(be, rl_ppo_value_cuda(values, hidden, head, N, C, ST(be)), "PPO value head");
+}
+
+static void cu_ppo_tok(lm_backend *be, float *w, float *dent, float *dvalue, float *dhidden,
+		       float *hgrad, double *stats, double *ws, const float *ce,
+		       const int32_t *targets, const void *hidden, const float *head,
+		       const float *ent, const float *old, const float *adv, const float *old_v,
+		       const float *ret, const double *row_scale, int B, int T, int C,
+		       rl_ppo_tok_args a)
+{
+	check(be, rl_ppo_tok_cuda(w, dent, dvalue, dhidden, hgrad, stats, ws, ce, targets, hidden,
+				  head, ent, old, adv, old_v, ret, row_scale, B, T, C, a, ST(be)),
+	      "PPO loss");
+}
+
 /* Rows of each of head_xent's chunks: as many as CUDA_HEAD_CHUNK holds (at
  * least HEAD_MIN_ROWS), then evened out over the chunks N needs. */
 static int head_rows(int N, int V)
@@ -936,6 +955,8 @@ static const lm_backend cuda_table = {
 	.entropy_bwd = cu_entropy_bwd,
 	.rl_tok_pg = cu_rl_tok_pg,
 	.rl_tok_dpo = cu_rl_tok_dpo,
+	.ppo_value = cu_ppo_value,
+	.ppo_tok = cu_ppo_tok,
 	.sumsq = cu_sumsq,
 	.clip_scale = cu_clip_scale,
 	.adamw_step = cu_adamw_step,

@@ -56,7 +56,8 @@ static void put_config(meta_buf *b, const model_config *c)
 	put(b, "norm_eps", "%.17g", model_norm_eps(c));
 }
 
-/* The model's named tensors over a host copy of the parameters. */
+/* The model's named tensors over a copy of the parameters (host memory,
+ * or the backend's for sft_write_ex's fetch). */
 static sft_tensor *model_entries(const model *m, const float *host, size_t extra, size_t *n,
 				 model_tensor **tt)
 {
@@ -76,6 +77,24 @@ static sft_tensor *model_entries(const model *m, const float *host, size_t extra
 	}
 	*n = nt;
 	return t;
+}
+
+/* sft_write_ex's source: the first n_dev tensors in the backend's memory,
+ * the rest (the caller's extras) in host memory. */
+typedef struct fetch_src {
+	lm_backend *be;
+	size_t n_dev;
+} fetch_src;
+
+static int fetch(void *arg, size_t i, void *dst, const void *src, size_t n, lm_err *e)
+{
+	const fetch_src *f = arg;
+	if (i >= f->n_dev) {
+		memcpy(dst, src, n);
+		return 0;
+	}
+	f->be->download(f->be, dst, src, n);
+	return f->be->sync(f->be, e);
 }
 
 static float *download(const model *m, const float *dev)
@@ -116,32 +135,29 @@ int ckpt_save_extra(const char *path, const model *m, const optim *o, const trai
 		put(&b, "adamw_t", "%lld", o->t);
 		put(&b, "optimizer", "%s", optim_kind_names[o->cfg.kind]);
 	}
-	float *p = download(m, m->params);
-	float *mm = o ? download(m, o->m) : NULL, *vv = o ? download(m, o->v) : NULL;
+	/* the tensors straight from the backend's memory, a chunk at a time */
 	model_tensor *tt = NULL;
 	size_t n = 0;
-	sft_tensor *t = p && (!o || (mm && vv)) ? model_entries(m, p, 2 + n_extra, &n, &tt) : NULL;
+	sft_tensor *t = model_entries(m, m->params, 2 + n_extra, &n, &tt);
 	int rc = -1;
 	if (!t) {
 		lm_seterr(e, "%s: out of memory", path);
 	} else {
 		if (o) {
-			sft_tensor om = { "optimizer.m", SFT_F32, 1, { (int64_t)m->n_params }, mm,
+			sft_tensor om = { "optimizer.m", SFT_F32, 1, { (int64_t)m->n_params }, o->m,
 					  m->n_params * sizeof(float) };
 			t[n++] = om;
 			om.name = "optimizer.v";
-			om.data = vv;
+			om.data = o->v;
 			t[n++] = om;
 		}
+		fetch_src src = { m->be, n };
 		for (size_t i = 0; i < n_extra; i++)
 			t[n++] = extra[i];
-		rc = sft_write(path, t, n, b.kv, b.n, e);
+		rc = sft_write_ex(path, t, n, b.kv, b.n, fetch, &src, e);
 	}
 	free(t);
 	free(tt);
-	free(p);
-	free(mm);
-	free(vv);
 	return rc;
 }
 

@@ -828,7 +828,8 @@ int model_backward_ex(model *m, const model_grad_in *g, lm_err *e)
 		lo.z_loss = 0;
 		variant = lo.softcap > 0;
 	}
-	if (a->head_done && (wdev || g->dlogits || g->dhidden || g->dentropy))
+	const float *dent_in = g->dentropy_dev ? g->dentropy_dev : g->dentropy;
+	if (a->head_done && (wdev || g->dlogits || g->dhidden || g->dhidden_dev || dent_in))
 		return lm_seterr(e, "model_backward_ex: weights and extra gradients need model_forward, "
 				 "not model_forward_loss");
 	if (a->head_done)
@@ -836,11 +837,15 @@ int model_backward_ex(model *m, const model_grad_in *g, lm_err *e)
 	if (g->weights && !g->weights_dev)
 		be->upload(be, a->tok_w, g->weights, (size_t)N * sizeof *g->weights);
 	/* the entropy's gradient needs the logits, which xent_bwd overwrites */
-	float *dent = g->dentropy ? tok_ent(m, e) : NULL, *dz = g->dentropy ? extra(m, e) : NULL;
-	if (g->dentropy && (!dent || !dz))
+	const float *dent = g->dentropy_dev;
+	float *dz = dent_in ? extra(m, e) : NULL, *up = g->dentropy && !dent ? tok_ent(m, e) : NULL;
+	if (dent_in && (!dz || (!dent && !up)))
 		return -1;
+	if (up) {
+		be->upload(be, up, g->dentropy, (size_t)N * sizeof *up);
+		dent = up;
+	}
 	if (dent) {
-		be->upload(be, dent, g->dentropy, (size_t)N * sizeof *dent);
 		P_MOVE(m, "entropy backward", 2.0 * N * V * esz(m) + 4.0 * N * V,
 		       be->entropy_bwd(be, dz, a->logits, a->lse_v, dent, N, V));
 	}
@@ -876,7 +881,9 @@ int model_backward_ex(model *m, const model_grad_in *g, lm_err *e)
 			return -1;
 	}
 	p_matmul_bwd(m, "matmul head backward", a->dln, m->dhead, a->logits, a->lnf, m->head_c, N, C, V);
-	if (g->dhidden && add_extra(m, a->dln, g->dhidden, (size_t)N * C, e))
+	if (g->dhidden_dev)
+		be->add_act(be, a->dln, g->dhidden_dev, (size_t)N * C);
+	else if (g->dhidden && add_extra(m, a->dln, g->dhidden, (size_t)N * C, e))
 		return -1;
 blocks:
 	a->head_done = 0;

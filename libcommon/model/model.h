@@ -211,14 +211,14 @@ int model_forward_loss_staged(model *m, float grad_scale, int grad, lm_err *e);
  * Variants: the logits are the soft-capped ones, and dlogits and dentropy
  * are with respect to them (with soft-capping, one of the two at a time);
  * the z-loss's z lse_t^2 joins CE_t only without weights (a weighted,
- * RL, objective gets none).  weights_dev: the weights already in the
- * backend's memory (rl-update computes them there), used instead of
- * weights. */
+ * RL, objective gets none).  weights_dev, dhidden_dev, dentropy_dev: the
+ * same already in the backend's memory (rl-update computes them there),
+ * used instead of weights, dhidden and dentropy. */
 typedef struct model_grad_in {
 	float scale;
 	const float *weights, *dlogits, *dhidden;
 	const float *dentropy;
-	const float *weights_dev;
+	const float *weights_dev, *dhidden_dev, *dentropy_dev;
 } model_grad_in;
 
 /* Backward pass after a forward with targets: ACCUMULATES into m->grads

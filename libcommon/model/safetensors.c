@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <jansson.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -301,8 +302,11 @@ const char *sft_meta(const sft_file *f, const char *key)
 	return json_is_string(v) ? json_string_value(v) : NULL;
 }
 
-static char *make_header(const sft_tensor *t, size_t n, const char *const *meta,
-			 size_t n_meta, size_t *len)
+/* The header of n tensors with checksums crc[i] (the written file's
+ * layout: metadata, then the tensors in order), padded to HEADER_ALIGN;
+ * its length does not depend on the checksums' values. */
+static char *make_header(const sft_tensor *t, size_t n, const uint32_t *crc,
+			 const char *const *meta, size_t n_meta, size_t *len)
 {
 	json_t *root = json_object();
 	size_t off = 0;
@@ -313,7 +317,7 @@ static char *make_header(const sft_tensor *t, size_t n, const char *const *meta,
 		for (size_t i = 0; i < n; i++) {
 			char key[CRC_KEY_MAX], hex[CRC_HEX + 1];
 			snprintf(key, sizeof key, "%s%s", CRC_KEY, t[i].name);
-			snprintf(hex, sizeof hex, "%08" PRIx32, crc32c(0, t[i].data, t[i].nbytes));
+			snprintf(hex, sizeof hex, "%08" PRIx32, crc[i]);
 			json_object_set_new(m, key, json_string(hex));
 		}
 		json_object_set_new(root, "__metadata__", m);
@@ -344,29 +348,167 @@ static char *make_header(const sft_tensor *t, size_t n, const char *const *meta,
 	return h;
 }
 
-int sft_write(const char *path, const sft_tensor *t, size_t n,
-	      const char *const *meta, size_t n_meta, lm_err *e)
+/* Bytes of a tensor taken (fetched, checksummed, written) at a time, and
+ * of written data after which the kernel is asked to start writing it
+ * out, so that the final fsync has less left to wait for. */
+enum { WRITE_CHUNK = 8 << 20, WRITEBACK_EVERY = 64 << 20 };
+
+static void start_writeback(FILE *fp, size_t from, size_t to)
 {
-	size_t hlen;
-	char *h = make_header(t, n, meta, n_meta, &hlen);
+#ifdef SYNC_FILE_RANGE_WRITE
+	sync_file_range(fileno(fp), (off_t)from, (off_t)(to - from), SYNC_FILE_RANGE_WRITE);
+#else
+	(void)fp, (void)from, (void)to;
+#endif
+}
+
+/* One chunk of the data: tensor i's bytes [off, off + len). */
+typedef struct chunk {
+	size_t i, off, len;
+	const char *at;           /* where its bytes are, once taken */
+} chunk;
+
+/* The chunk after c (c->i == n: none yet), skipping empty tensors: 0 at
+ * the end. */
+static int next_chunk(const sft_tensor *t, size_t n, chunk *c)
+{
+	size_t i = c->i, off = c->off + c->len;
+	if (i == n)
+		i = 0, off = 0;
+	while (i < n && off >= t[i].nbytes)
+		i++, off = 0;
+	if (i >= n)
+		return 0;
+	c->i = i;
+	c->off = off;
+	c->len = t[i].nbytes - off < WRITE_CHUNK ? t[i].nbytes - off : WRITE_CHUNK;
+	return 1;
+}
+
+/* Take chunk c (through buf when fetch copies it from elsewhere) and add
+ * it to its tensor's checksum. */
+static int take(const sft_tensor *t, chunk *c, uint32_t *crc, sft_fetch_fn fetch, void *arg,
+		char *buf, const char *path, lm_err *e)
+{
+	c->at = (const char *)t[c->i].data + c->off;
+	if (fetch) {
+		if (fetch(arg, c->i, buf, c->at, c->len, e))
+			return lm_err_prefix(e, "%s: tensor '%s'", path, t[c->i].name);
+		c->at = buf;
+	}
+	crc[c->i] = crc32c(c->off ? crc[c->i] : 0, c->at, c->len);
+	return 0;
+}
+
+/* The tensors' bytes after the header (at bytes of the file), each
+ * checksummed on the way into crc[i]: while one thread writes a chunk,
+ * the calling thread (the one a device's copies must come from) takes the
+ * next into the other of the two buffers. */
+static int write_data(FILE *fp, const char *path, const sft_tensor *t, size_t n, uint32_t *crc,
+		      sft_fetch_fn fetch, void *arg, char *bufs[2], size_t at, lm_err *e)
+{
+	for (size_t i = 0; i < n; i++)
+		crc[i] = 0;
+	chunk cur = { .i = n }, next;
+	if (!next_chunk(t, n, &cur))
+		return 0;
+	if (take(t, &cur, crc, fetch, arg, bufs[0], path, e))
+		return -1;
+	size_t pushed = at;
+	lm_err we = { .msg = "" };
+	for (int slot = 1;; slot ^= 1) {
+		next = cur;
+		int more = next_chunk(t, n, &next), werr = 0, terr = 0;
+#pragma omp parallel num_threads(2) if (more)
+		{
+			int me = omp_get_thread_num(), nt = omp_get_num_threads();
+			if (me == nt - 1)
+				werr = io_write_all(fp, cur.at, cur.len, path, &we);
+			if (me == 0 && more)
+				terr = take(t, &next, crc, fetch, arg, bufs[slot], path, e);
+		}
+		if (werr) {
+			*e = we;
+			return -1;
+		}
+		if (terr)
+			return -1;
+		at += cur.len;
+		if (at - pushed >= WRITEBACK_EVERY) {
+			start_writeback(fp, pushed, at);
+			pushed = at;
+		}
+		if (!more)
+			return 0;
+		cur = next;
+	}
+}
+
+/* The header with the checksums over its placeholder (of the same length). */
+static int write_header(FILE *fp, const char *path, const sft_tensor *t, size_t n,
+			const uint32_t *crc, const char *const *meta, size_t n_meta, size_t hlen,
+			lm_err *e)
+{
+	size_t len;
+	char *h = make_header(t, n, crc, meta, n_meta, &len);
 	if (!h)
 		return lm_seterr(e, "%s: out of memory for the header", path);
+	int rc = 0;
+	if (len != hlen)
+		rc = lm_seterr(e, "%s: the header changed length (%zu, then %zu bytes)", path, hlen, len);
+	else if (fflush(fp) || pwrite(fileno(fp), h, len, HEADER_LEN_BYTES) != (ssize_t)len)
+		rc = lm_seterr(e, "%s: write error:", path);
+	free(h);
+	return rc;
+}
+
+int sft_write_ex(const char *path, const sft_tensor *t, size_t n, const char *const *meta,
+		 size_t n_meta, sft_fetch_fn fetch, void *arg, lm_err *e)
+{
+	size_t hlen, biggest = 0;
+	for (size_t i = 0; i < n; i++)
+		biggest = t[i].nbytes > biggest ? t[i].nbytes : biggest;
+	size_t buflen = biggest < WRITE_CHUNK ? biggest : WRITE_CHUNK;
+	uint32_t *crc = calloc(n ? n : 1, sizeof *crc);
+	char *bufs[2] = { NULL, NULL };
+	if (fetch) {
+		bufs[0] = malloc(buflen ? buflen : 1);
+		bufs[1] = malloc(buflen ? buflen : 1);
+	}
+	/* the checksums are known once the data is written: a placeholder
+	 * header first, the real one over it at the end */
+	char *h = crc && (!fetch || (bufs[0] && bufs[1])) ? make_header(t, n, crc, meta, n_meta, &hlen)
+							  : NULL;
+	if (!h) {
+		free(crc);
+		free(bufs[0]);
+		free(bufs[1]);
+		return lm_seterr(e, "%s: out of memory for the header", path);
+	}
 	unsigned char lenbuf[HEADER_LEN_BYTES];
 	for (int i = 0; i < HEADER_LEN_BYTES; i++)
 		lenbuf[i] = (unsigned char)((uint64_t)hlen >> (8 * i));
 	atomic_file af;
-	if (atomic_open(&af, path, e)) {
-		free(h);
-		return -1;
+	int rc = atomic_open(&af, path, e);
+	if (rc == 0) {
+		rc = io_write_all(af.fp, lenbuf, sizeof lenbuf, path, e) ||
+		     io_write_all(af.fp, h, hlen, path, e) ||
+		     write_data(af.fp, path, t, n, crc, fetch, arg, bufs, HEADER_LEN_BYTES + hlen, e) ||
+		     write_header(af.fp, path, t, n, crc, meta, n_meta, hlen, e) ? -1 : 0;
+		if (rc)
+			atomic_abort(&af);
+		else
+			rc = atomic_commit(&af, e);
 	}
-	int rc = io_write_all(af.fp, lenbuf, sizeof lenbuf, path, e) ||
-		 io_write_all(af.fp, h, hlen, path, e);
-	for (size_t i = 0; !rc && i < n; i++)
-		rc = io_write_all(af.fp, t[i].data, t[i].nbytes, path, e);
 	free(h);
-	if (rc) {
-		atomic_abort(&af);
-		return -1;
-	}
-	return atomic_commit(&af, e);
+	free(crc);
+	free(bufs[0]);
+	free(bufs[1]);
+	return rc;
+}
+
+int sft_write(const char *path, const sft_tensor *t, size_t n,
+	      const char *const *meta, size_t n_meta, lm_err *e)
+{
+	return sft_write_ex(path, t, n, meta, n_meta, NULL, NULL, e);
 }

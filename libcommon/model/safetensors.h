@@ -10,7 +10,9 @@
  * that the tensors, in offset order, each start where the previous ended and
  * together cover the data exactly, as the reference implementation
  * requires), naming the file and tensor in each message.  The writer writes
- * the whole file or nothing (atomic.h), with the header padded by spaces to
+ * the whole file or nothing (atomic.h), the data a chunk at a time (each
+ * tensor's checksum computed on the way, the header written over its
+ * placeholder last), with the header padded by spaces to
  * a multiple of 8 bytes, and the CRC-32C of each tensor's bytes in the
  * metadata under "lmpipe.crc32c.NAME" (8 lowercase hex digits).  A file
  * with such keys must have one for every tensor; a file without any (other
@@ -72,5 +74,18 @@ const char *sft_meta(const sft_file *f, const char *key);
  * (meta[2i], meta[2i+1]). */
 int sft_write(const char *path, const sft_tensor *t, size_t n,
 	      const char *const *meta, size_t n_meta, lm_err *e);
+
+/* Where sft_write_ex takes the tensors' bytes from: fetch(arg, i, dst,
+ * src, n, e) copies the n bytes at src (inside t[i].data, in memory the
+ * caller knows, a device's) into dst (host memory): 0, or -1 with a
+ * message in e. */
+typedef int (*sft_fetch_fn)(void *arg, size_t i, void *dst, const void *src, size_t n,
+			    lm_err *e);
+/* The same file as sft_write, the data taken a chunk at a time through
+ * fetch (NULL: t[i].data is host memory, read in place), checksummed and
+ * written as it comes, the header's checksums written last over a
+ * placeholder of the same length: no copy of the whole data is made. */
+int sft_write_ex(const char *path, const sft_tensor *t, size_t n, const char *const *meta,
+		 size_t n_meta, sft_fetch_fn fetch, void *arg, lm_err *e);
 
 #endif

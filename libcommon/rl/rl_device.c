@@ -8,7 +8,9 @@ void rl_dev_free(rl_dev *d)
 {
 	if (!d->be)
 		return;
-	void *bufs[] = { d->w, d->score, d->old, d->ref, d->row_w, d->stats, d->ws };
+	void *bufs[] = { d->w, d->score, d->old, d->ref, d->row_w, d->stats, d->ws, d->head,
+			 d->hgrad, d->dent, d->dvalue, d->dhidden, d->adv, d->old_v, d->ret,
+			 d->pstats, d->pws };
 	for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
 		if (bufs[i])
 			d->be->release(d->be, bufs[i]);
@@ -91,5 +93,85 @@ int rl_dev_take(rl_dev *d, double out[RL_ST_N], lm_err *e)
 	if (be->sync(be, e))
 		return -1;
 	be->zero(be, d->stats, RL_ST_N * sizeof *d->stats);
+	return 0;
+}
+
+int rl_dev_ppo_init(rl_dev *d, lm_backend *be, int maxB, int maxT, int C, lm_err *e)
+{
+	if (rl_dev_init(d, be, maxB, maxT, e))
+		return -1;
+	size_t n = (size_t)maxB * maxT, h = ((size_t)C + 1) * sizeof(float);
+	d->C = C;
+	d->head = be->alloc(be, h);
+	d->hgrad = be->alloc(be, h);
+	float **tok[] = { &d->dent, &d->dvalue, &d->adv, &d->old_v, &d->ret };
+	int fail = !d->head || !d->hgrad;
+	for (size_t i = 0; i < sizeof tok / sizeof *tok; i++)
+		fail |= !(*tok[i] = be->alloc(be, n * sizeof(float)));
+	d->dhidden = be->alloc(be, n * (size_t)C * sizeof *d->dhidden);
+	d->pstats = be->alloc(be, RL_PPO_N * sizeof *d->pstats);
+	d->pws = be->alloc(be, rl_ppo_workspace(maxB, maxT, C));
+	if (fail || !d->dhidden || !d->pstats || !d->pws) {
+		rl_dev_free(d);
+		if (be->sync(be, e) == 0)
+			lm_seterr(e, "out of memory for the PPO buffers");
+		lm_err_prefix(e, "the loss buffers");
+		return -1;
+	}
+	be->zero(be, d->hgrad, h);
+	be->zero(be, d->pstats, RL_PPO_N * sizeof *d->pstats);
+	return 0;
+}
+
+void rl_dev_set_head(rl_dev *d, const value_head *h)
+{
+	d->be->upload(d->be, d->head, h->w, (size_t)d->C * sizeof *h->w);
+	d->be->upload(d->be, d->head + d->C, h->b, sizeof h->b);
+}
+
+int rl_dev_values(rl_dev *d, const model *m, float *values, lm_err *e)
+{
+	lm_backend *be = d->be;
+	if (fits(d, m, e))
+		return -1;
+	size_t N = (size_t)m->B * m->T;
+	be->ppo_value(be, d->dvalue, model_hidden(m), d->head, (int)N, d->C);
+	be->download(be, values, d->dvalue, N * sizeof *values);
+	return be->sync(be, e);
+}
+
+int rl_dev_ppo(rl_dev *d, model *m, const rl_ppo_rows *r, lm_err *e)
+{
+	lm_backend *be = d->be;
+	if (fits(d, m, e))
+		return -1;
+	int B = m->B, T = m->T;
+	size_t n = (size_t)B * T * sizeof(float);
+	be->upload(be, d->old, r->old, n);
+	be->upload(be, d->adv, r->adv, n);
+	be->upload(be, d->old_v, r->old_v, n);
+	be->upload(be, d->ret, r->ret, n);
+	be->upload(be, d->row_w, r->row_scale, (size_t)B * sizeof *r->row_scale);
+	const float *ent = model_token_entropy(m, e);
+	if (!ent)
+		return -1;
+	be->ppo_tok(be, d->w, d->dent, d->dvalue, d->dhidden, d->hgrad, d->pstats, d->pws,
+		    model_token_ce(m), model_token_targets(m), model_hidden(m), d->head, ent, d->old,
+		    d->adv, d->old_v, d->ret, d->row_w, B, T, d->C, r->a);
+	model_grad_in g = { .scale = 1.0f, .weights_dev = d->w, .dhidden_dev = d->dhidden,
+			    .dentropy_dev = r->a.ent_coef != 0 ? d->dent : NULL };
+	return model_backward_ex(m, &g, e);
+}
+
+int rl_dev_ppo_take(rl_dev *d, double out[RL_PPO_N], value_head *h, lm_err *e)
+{
+	lm_backend *be = d->be;
+	be->download(be, out, d->pstats, RL_PPO_N * sizeof *out);
+	be->download(be, h->gw, d->hgrad, (size_t)d->C * sizeof *h->gw);
+	be->download(be, h->gb, d->hgrad + d->C, sizeof h->gb);
+	if (be->sync(be, e))
+		return -1;
+	be->zero(be, d->pstats, RL_PPO_N * sizeof *d->pstats);
+	be->zero(be, d->hgrad, ((size_t)d->C + 1) * sizeof *d->hgrad);
 	return 0;
 }

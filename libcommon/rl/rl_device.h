@@ -5,7 +5,11 @@
  * cross-entropy left on the device into each token's loss weight, and the
  * weighted backward pass reads those weights where they are.  The
  * statistics of the metrics line stay on the device until rl_dev_take
- * reads them (once per optimizer step): no per-token array comes back. */
+ * reads them (once per optimizer step): no per-token array comes back.
+ * PPO's op (kernels/rl_ppo_tok.h) also runs the value head on the final
+ * hidden states and leaves the hidden states' gradient and the head's
+ * gradient there; rl_dev_ppo_take reads the head's gradient with the
+ * statistics. */
 #ifndef LMPIPE_RL_DEVICE_H
 #define LMPIPE_RL_DEVICE_H
 
@@ -13,12 +17,20 @@
 #include "kernels/rl_tok.h"
 #include "model/backend.h"
 #include "model/model.h"
+#include "rl/value_head.h"
+#include "kernels/rl_ppo_tok.h"
 
 typedef struct rl_dev {
 	lm_backend *be;
 	int maxB, maxT;
 	float *w, *score, *old, *ref;  /* backend memory: [maxB*maxT] and [maxB] */
 	double *row_w, *stats, *ws;    /* [maxB], [RL_ST_N], rl_tok_workspace(maxB) bytes */
+	/* PPO (rl_dev_ppo_init): the value head [C + 1] and its gradient
+	 * [C + 1], the per-token buffers [maxB*maxT] and dhidden [maxB*maxT,
+	 * C], the statistics [RL_PPO_N], rl_ppo_workspace bytes */
+	int C;
+	float *head, *hgrad, *dent, *dvalue, *dhidden, *adv, *old_v, *ret;
+	double *pstats, *pws;
 } rl_dev;
 
 /* Buffers for micro-batches of up to maxB rows of maxT tokens on be, the
@@ -48,5 +60,33 @@ int rl_dev_dpo(rl_dev *d, model *m, const double *ref, double beta, double npair
 /* The statistics since the last call into out (waits for the device, and
  * returns its first error), then zeroed there. */
 int rl_dev_take(rl_dev *d, double out[RL_ST_N], lm_err *e);
+
+/* PPO: the buffers above and those of PPO for hidden states of C floats,
+ * the head's gradient and statistics zeroed. */
+int rl_dev_ppo_init(rl_dev *d, lm_backend *be, int maxB, int maxT, int C, lm_err *e);
+/* The value head's weights h->w, h->b to the device (after each step). */
+void rl_dev_set_head(rl_dev *d, const value_head *h);
+/* After model_forward on m: the head's values of all B*T tokens into
+ * values (host memory; waits). */
+int rl_dev_values(rl_dev *d, const model *m, float *values, lm_err *e);
+
+/* A PPO micro-batch's inputs, host memory, for the model's last forward
+ * shape [B, T]: old, adv, old_v, ret [B*T] at the counted tokens;
+ * row_scale [B]. */
+typedef struct rl_ppo_rows {
+	const float *old, *adv, *old_v, *ret;
+	const double *row_scale;
+	rl_ppo_tok_args a;
+} rl_ppo_rows;
+
+/* After model_forward with targets on m: the tokens' entropies, the PPO
+ * loss op, then model_backward_ex with its weights and gradients
+ * (policy, entropy bonus, value head through the hidden states);
+ * ACCUMULATES into m->grads, the head's gradient and the statistics on
+ * the device. */
+int rl_dev_ppo(rl_dev *d, model *m, const rl_ppo_rows *r, lm_err *e);
+/* The PPO statistics and the head's gradient (into h->gw, h->gb) since
+ * the last call (waits), then zeroed there. */
+int rl_dev_ppo_take(rl_dev *d, double out[RL_PPO_N], value_head *h, lm_err *e);
 
 #endif

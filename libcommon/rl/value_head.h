@@ -4,7 +4,9 @@
  * model with rl_backward_extra.
  *
  * Tiny (d_model + 1 floats), so it lives in host memory with its own AdamW
- * moments (no weight decay).  In a checkpoint it is "value_head.weight"
+ * moments (no weight decay); rl-update copies it to the model's device,
+ * where the PPO loss op (kernels/rl_ppo_tok.h, rl_device.h) runs it, and
+ * takes its gradient back once per optimizer step.  In a checkpoint it is "value_head.weight"
  * [1, d_model] and "value_head.bias" [1], names that model loading and the
  * Hugging Face export ignore.  A checkpoint without them starts the head at
  * w = 0, b = 0: values 0 at first, no randomness. */

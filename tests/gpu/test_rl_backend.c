@@ -10,8 +10,14 @@
  * clip-higher with the KL term, Dr. GRPO's normalisation and DPO on both
  * backends, the CUDA results the same bits on a second run; and the whole
  * device step (rl/rl_device.h: the op, then the weighted backward pass)
- * on a small model, every gradient tensor compared.  Run by `make
- * test-gpu` on a GPU machine. */
+ * on a small model, every gradient tensor compared; then PPO's loss op
+ * (kernels/rl_ppo_tok.h, whose C twin tests/unit/test_rl_ppo_tok.c holds
+ * to rl_ppo_loss and the value head bit for bit) on bf16-exact hidden
+ * states: values, weights, entropy, value and hidden-state gradients, the
+ * head's gradient and the statistics, the CUDA results the same bits on a
+ * second run; and PPO's device step (rl_dev_values, rl_dev_ppo,
+ * rl_dev_ppo_take) on a small model: values, loss, head gradient and every
+ * gradient tensor compared.  Run by `make test-gpu` on a GPU machine. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -325,6 +331,228 @@ static void test_dev_step(model_config c, int B, int T)
 	free(gc), free(gg);
 }
 
+/* PPO's loss op inputs for B rows of T tokens of width C (the layout of
+ * tok_make: counted tokens after a prompt of 2 + b % 3, padding after T -
+ * 2b, row 1 without any); hidden and head bf16-exact, so that both
+ * backends read the same numbers; old log-probs and old values clearly
+ * inside or outside their clip ranges. */
+typedef struct ppo_in {
+	tok_in t;
+	int C;
+	float *hidden, *head, *adv, *old_v, *ret;
+} ppo_in;
+
+static const rl_ppo_tok_args PPO_ARGS = { 0.1f, 0.1f, 0.2f, 0.5, 0.01 };
+
+/* A return this far from the value: between 0.6 and 1 either way, so that
+ * the plain and the clipped squared errors of old values 0.4 or 0.5 from
+ * the value (clipped to 0.2 from it) differ by 0.2 or more, on whichever
+ * side: near a tie the backends' values (bf16 apart, in the device step)
+ * would pick different branches, one of which has no gradient. */
+static float ret_offset(size_t i, float u)
+{
+	return ((i / 9) % 2 ? 1.0f : -1.0f) * (0.6f + 0.4f * fabsf(u));
+}
+
+static void ppo_make(ppo_in *x, int B, int T, int C)
+{
+	tok_make(&x->t, B, T);
+	size_t n = (size_t)B * T;
+	x->C = C;
+	x->hidden = malloc(n * C * sizeof *x->hidden), x->head = malloc((C + 1) * sizeof *x->head);
+	x->adv = malloc(n * sizeof *x->adv), x->old_v = malloc(n * sizeof *x->old_v);
+	x->ret = malloc(n * sizeof *x->ret);
+	for (int j = 0; j <= C; j++)
+		x->head[j] = bf2f(f2bf(0.1f * gpu_rand(&seed)));
+	for (size_t i = 0; i < n; i++) {
+		double v = x->head[C];
+		for (int j = 0; j < C; j++) {
+			x->hidden[i * C + j] = bf2f(f2bf(gpu_rand(&seed)));
+			v += (double)x->head[j] * x->hidden[i * C + j];
+		}
+		float lp = x->t.ce[i] == 0 ? 0.0f : -x->t.ce[i];
+		x->t.old[i] = lp + 0.3f * (float)((int)(i % 3) - 1);
+		x->old_v[i] = (float)v + 0.4f * (float)((int)(i % 3) - 1);
+		x->adv[i] = gpu_rand(&seed);
+		x->ret[i] = (float)v + ret_offset(i, gpu_rand(&seed));
+	}
+}
+
+static void ppo_free(ppo_in *x)
+{
+	tok_free(&x->t);
+	free(x->hidden), free(x->head), free(x->adv), free(x->old_v), free(x->ret);
+}
+
+/* The op's outputs on one backend, host memory. */
+typedef struct ppo_out {
+	float *values, *w, *dent, *dvalue, *dhidden, *hgrad;
+	double st[RL_PPO_N];
+} ppo_out;
+
+static void ppo_run(lm_backend *be, const ppo_in *x, ppo_out *o)
+{
+	int B = x->t.B, T = x->t.T, C = x->C;
+	size_t n = (size_t)B * T;
+	float *ce = put(be, x->t.ce, n, 0), *old = put(be, x->t.old, n, 0);
+	float *ent = put(be, x->t.ent, n, 0), *adv = put(be, x->adv, n, 0);
+	float *old_v = put(be, x->old_v, n, 0), *ret = put(be, x->ret, n, 0);
+	float *head = put(be, x->head, C + 1, 0);
+	void *hid = put(be, x->hidden, n * C, 1);
+	int32_t *tg = be->alloc(be, n * sizeof *tg);
+	double *rs = be->alloc(be, B * sizeof *rs), *stats = be->alloc(be, sizeof o->st);
+	double *ws = be->alloc(be, rl_ppo_workspace(B, T, C));
+	float *vals = be->alloc(be, n * sizeof *vals), *w = be->alloc(be, n * sizeof *w);
+	float *dent = be->alloc(be, n * sizeof *dent), *dv = be->alloc(be, n * sizeof *dv);
+	float *dh = be->alloc(be, n * C * sizeof *dh), *hg = be->alloc(be, (C + 1) * sizeof *hg);
+	be->upload(be, tg, x->t.tg, n * sizeof *tg);
+	be->upload(be, rs, x->t.row_w, B * sizeof *rs);
+	be->zero(be, stats, sizeof o->st);
+	be->zero(be, hg, (C + 1) * sizeof *hg);
+	be->ppo_value(be, vals, hid, head, (int)n, C);
+	be->ppo_tok(be, w, dent, dv, dh, hg, stats, ws, ce, tg, hid, head, ent, old, adv, old_v, ret,
+		    rs, B, T, C, PPO_ARGS);
+	o->values = get(be, vals, n), o->w = get(be, w, n), o->dent = get(be, dent, n);
+	o->dvalue = get(be, dv, n), o->dhidden = get(be, dh, n * C), o->hgrad = get(be, hg, C + 1);
+	be->download(be, o->st, stats, sizeof o->st);
+	void *all[] = { ce, old, ent, adv, old_v, ret, head, hid, tg, rs, stats, ws, vals, w, dent,
+			dv, dh, hg };
+	for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+		be->release(be, all[i]);
+}
+
+static void ppo_out_free(ppo_out *o)
+{
+	free(o->values), free(o->w), free(o->dent), free(o->dvalue), free(o->dhidden), free(o->hgrad);
+}
+
+static void test_ppo_tok(int B, int T, int C)
+{
+	ppo_in x;
+	ppo_make(&x, B, T, C);
+	ppo_out c, g, g2;
+	size_t n = (size_t)B * T;
+	ppo_run(cpu, &x, &c);
+	ppo_run(gpu, &x, &g);
+	ppo_run(gpu, &x, &g2);
+	lm_err e;
+	int rg = gpu->sync(gpu, &e);
+	gpu_err ve = gpu_compare(g.values, c.values, n), we = gpu_compare(g.w, c.w, n);
+	gpu_err de = gpu_compare(g.dent, c.dent, n), dv = gpu_compare(g.dvalue, c.dvalue, n);
+	gpu_err dh = gpu_compare(g.dhidden, c.dhidden, n * C), hg = gpu_compare(g.hgrad, c.hgrad, C + 1);
+	double worst = 0;
+	for (int j = 0; j < RL_PPO_N; j++)
+		worst = fmax(worst, fabs(g.st[j] - c.st[j]) / fmax(fabs(c.st[j]), 1e-12));
+	ok(!rg && ve.max <= 1e-5, "ppo value op B=%d T=%d C=%d: max rel %.3g (tol 1e-5)%s%s", B, T, C,
+	   ve.max, rg ? ": " : "", rg ? e.msg : "");
+	ok(!rg && we.max <= 1e-5 && de.max <= 1e-5 && dv.max <= 1e-4,
+	   "ppo loss op: weights %.3g, entropy gradients %.3g, value gradients %.3g (max rel; tol "
+	   "1e-5, 1e-5, 1e-4)", we.max, de.max, dv.max);
+	ok(!rg && dh.max <= 1e-4 && hg.rel <= 1e-4,
+	   "ppo loss op: hidden gradients max rel %.3g, head gradient rel %.3g (tol 1e-4)", dh.max,
+	   hg.rel);
+	ok(!rg && worst <= 1e-6 && g.st[RL_PPO_TOKENS] == c.st[RL_PPO_TOKENS],
+	   "ppo loss op: statistics rel %.3g (tol 1e-6), loss %.12g vs %.12g, %g tokens", worst,
+	   g.st[RL_PPO_LOSS], c.st[RL_PPO_LOSS], g.st[RL_PPO_TOKENS]);
+	ok(!memcmp(g.w, g2.w, n * sizeof *g.w) && !memcmp(g.dhidden, g2.dhidden, n * C * sizeof(float)) &&
+	   !memcmp(g.hgrad, g2.hgrad, (C + 1) * sizeof(float)) && !memcmp(g.st, g2.st, sizeof g.st),
+	   "ppo loss op: the CUDA run repeats bit for bit");
+	ppo_out_free(&c), ppo_out_free(&g), ppo_out_free(&g2);
+	ppo_free(&x);
+}
+
+/* PPO's device step on both backends: the old values (rl_dev_values),
+ * then rl_dev_ppo with the entropy bonus on a padded micro-batch. */
+static void test_ppo_dev_step(model_config c, int B, int T)
+{
+	lm_err e;
+	model mc, mg;
+	rl_dev dc, dg;
+	value_head hc, hg;
+	lm_rng r;
+	rng_seed(&r, 19);
+	int C = c.d_model;
+	if (model_init(&mc, &c, cpu, B, T, &e) || model_init(&mg, &c, gpu, B, T, &e) ||
+	    rl_dev_ppo_init(&dc, cpu, B, T, C, &e) || rl_dev_ppo_init(&dg, gpu, B, T, C, &e) ||
+	    vh_init(&hc, C, &e) || vh_init(&hg, C, &e)) {
+		ok(0, "ppo device step: init: %s", e.msg);
+		return;
+	}
+	model_init_weights(&mc, &r, &e);
+	float *p = malloc(mc.n_params * sizeof *p);
+	cpu->download(cpu, p, mc.params, mc.n_params * sizeof *p);
+	gpu->upload(gpu, mg.params, p, mc.n_params * sizeof *p);
+	model_params_changed(&mg);
+	for (int j = 0; j < C; j++)
+		hc.w[j] = hg.w[j] = 0.2f * gpu_rand(&seed);
+	hc.b[0] = hg.b[0] = 0.1f;
+	rl_dev_set_head(&dc, &hc);
+	rl_dev_set_head(&dg, &hg);
+	size_t N = (size_t)B * T;
+	int32_t *ids = malloc(N * sizeof *ids), *tg = malloc(N * sizeof *tg);
+	float *lp = malloc(N * sizeof *lp), *old = malloc(N * sizeof *old);
+	float *vc = malloc(N * sizeof *vc), *vg = malloc(N * sizeof *vg);
+	float *adv = malloc(N * sizeof *adv), *old_v = malloc(N * sizeof *old_v);
+	float *ret = malloc(N * sizeof *ret);
+	double *rs = malloc(B * sizeof *rs);
+	for (size_t i = 0; i < N; i++) {
+		int row = (int)(i / T), t = (int)(i % T), len = T - 3 * row;
+		ids[i] = t < len ? (int32_t)((i * 7 + 3) % c.vocab) : 0;
+		tg[i] = t >= 3 && t < len ? (int32_t)((i * 5 + 1) % c.vocab) : -1;
+	}
+	int rc = model_forward(&mc, ids, tg, B, T, NULL, &e) || rl_dev_values(&dc, &mc, vc, &e) ||
+		 model_token_logp(&mc, lp, NULL, &e);
+	int rg = model_forward(&mg, ids, tg, B, T, NULL, &e) || rl_dev_values(&dg, &mg, vg, &e);
+	gpu_err ve = gpu_compare(vg, vc, N);
+	ok(!rc && !rg && ve.rel <= 2e-2, "ppo device step d=%d: values rel %.3g (tol 2e-2)%s%s",
+	   C, ve.rel, rg ? ": " : "", rg ? e.msg : "");
+	/* old log-probs and values clearly inside or outside the clip ranges
+	 * (as test_dev_step's), returns clear of the value losses' ties, so that
+ * both backends clip the same tokens */
+	for (size_t i = 0; i < N; i++) {
+		old[i] = lp[i] + 0.3f * (float)((int)(i % 3) - 1);
+		old_v[i] = vc[i] + 0.5f * (float)((int)((i / 3) % 3) - 1);
+		adv[i] = gpu_rand(&seed);
+		ret[i] = vc[i] + ret_offset(i, gpu_rand(&seed));
+	}
+	for (int b = 0; b < B; b++)
+		rs[b] = 1.0 / (T * (double)B);
+	rl_ppo_rows rows = { .old = old, .adv = adv, .old_v = old_v, .ret = ret, .row_scale = rs,
+			     .a = PPO_ARGS };
+	double sc[RL_PPO_N], sg[RL_PPO_N];
+	rc = rc || rl_dev_ppo(&dc, &mc, &rows, &e) || rl_dev_ppo_take(&dc, sc, &hc, &e);
+	rg = rg || model_forward(&mg, ids, tg, B, T, NULL, &e) || rl_dev_ppo(&dg, &mg, &rows, &e) ||
+	     rl_dev_ppo_take(&dg, sg, &hg, &e);
+	float *gc = malloc(mc.n_params * sizeof *gc), *gg = malloc(mc.n_params * sizeof *gg);
+	cpu->download(cpu, gc, mc.grads, mc.n_params * sizeof *gc);
+	gpu->download(gpu, gg, mg.grads, mc.n_params * sizeof *gg);
+	model_tensor *t = NULL;
+	int nt = model_tensors(&c, &t);
+	double worst = 0;
+	const char *worst_name = "";
+	for (int i = 0; i < nt; i++) {
+		gpu_err ge = gpu_compare(gg + t[i].offset, gc + t[i].offset, t[i].numel);
+		if (ge.rel > worst)
+			worst = ge.rel, worst_name = t[i].name;
+	}
+	gpu_err he = gpu_compare(hg.gw, hc.gw, (size_t)C);
+	double dl = fabs(sg[RL_PPO_LOSS] - sc[RL_PPO_LOSS]);
+	ok(!rc && !rg && dl <= 1e-3 + 2e-2 * fabs(sc[RL_PPO_LOSS]) &&
+	   sg[RL_PPO_TOKENS] == sc[RL_PPO_TOKENS],
+	   "ppo device step: loss %.6g vs CPU %.6g, %g tokens (CPU %g)%s%s", sg[RL_PPO_LOSS],
+	   sc[RL_PPO_LOSS], sg[RL_PPO_TOKENS], sc[RL_PPO_TOKENS], rg ? ": " : "", rg ? e.msg : "");
+	ok(!rc && !rg && he.rel <= TOL_GRAD && fabs(hg.gb[0] - hc.gb[0]) <= 2e-2 * fabs(hc.gb[0]) + 1e-6,
+	   "ppo device step: the head's gradient rel %.3g (tol %.3g), bias %.6g vs %.6g", he.rel,
+	   TOL_GRAD, hg.gb[0], hc.gb[0]);
+	ok(!rc && !rg && worst <= TOL_GRAD, "ppo device step: gradients, every tensor within rel %.3g "
+	   "(worst %.3g, %s)", TOL_GRAD, worst, worst_name);
+	rl_dev_free(&dc), rl_dev_free(&dg);
+	vh_free(&hc), vh_free(&hg);
+	model_free(&mc), model_free(&mg);
+	free(t), free(p), free(ids), free(tg), free(lp), free(old), free(vc), free(vg), free(adv);
+	free(old_v), free(ret), free(rs), free(gc), free(gg);
+}
+
 int main(void)
 {
 	gpu_require_device();
@@ -347,6 +575,11 @@ int main(void)
 	test_rl_tok(64, 300);
 	test_dev_step(small, 4, 40);
 	test_dev_step(ts_like, 8, 128);
+	test_ppo_tok(2, 1, 8);
+	test_ppo_tok(6, 37, 64);
+	test_ppo_tok(64, 300, 512);
+	test_ppo_dev_step(small, 4, 40);
+	test_ppo_dev_step(ts_like, 8, 128);
 	cpu->close(cpu);
 	gpu->close(gpu);
 	return done_testing();

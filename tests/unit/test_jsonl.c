@@ -2,7 +2,11 @@
  * array (base/grow.h): line numbers, blank lines, CR LF, a missing final
  * newline, NUL bytes and over-long lines refused with the reader left at
  * the next line, lines across the pieces it reads, a pipe's lines as they
- * come, malformed JSON and non-objects. */
+ * come, malformed JSON and non-objects; and the batched reader
+ * (jsonl_next_batch): the same records in the same order with the same
+ * line numbers across batches, and the first problem in line order
+ * reported with the records before it (a bad line after a NUL byte's line
+ * is not the one named; bad JSON before it is). */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -218,6 +222,74 @@ static void test_bad_json(void)
 	fclose(fp);
 }
 
+/* Every record of text through jsonl_next_batch, max a batch: their "a"
+ * values in order into got (and lines), the count into *n; the final
+ * return code. */
+static int batch_all(const char *text, size_t max, long *got, unsigned long *lines, size_t *n,
+		     lm_err *e)
+{
+	FILE *fp = over(text, strlen(text));
+	jsonl_reader r;
+	jsonl_batch b;
+	jsonl_init(&r, fp, "b.jsonl");
+	jsonl_batch_init(&b);
+	int rc;
+	*n = 0;
+	do {
+		rc = jsonl_next_batch(&r, 0, &b, max, e);
+		for (size_t i = 0; i < b.n; i++, ++*n) {
+			got[*n] = (long)json_integer_value(json_object_get(b.obj[i], "a"));
+			lines[*n] = b.lineno[i];
+		}
+	} while (rc == JSONL_OK);
+	jsonl_batch_free(&b);
+	jsonl_free(&r);
+	fclose(fp);
+	return rc;
+}
+
+static void test_batch(void)
+{
+	enum { N = 700 };
+	static char text[N * 16];
+	static long got[N];
+	static unsigned long lines[N];
+	size_t at = 0, n;
+	for (int i = 0; i < N; i++)
+		at += (size_t)sprintf(text + at, i % 7 == 3 ? "\n{\"a\":%d}  \n" : "{\"a\":%d}\n", i);
+	lm_err e = { 0 };
+	int rc = batch_all(text, JSONL_BATCH, got, lines, &n, &e);
+	int same = n == N;
+	unsigned long line = 0;
+	for (int i = 0; same && i < N; i++) {
+		line += 1 + (i % 7 == 3);
+		same = got[i] == i && lines[i] == line;
+	}
+	is_int(rc, JSONL_END, "batches: the end");
+	ok(same, "batches of %d: %zu of %d records, in order, with their line numbers", JSONL_BATCH, n, N);
+	rc = batch_all("{\"a\":1}\n{\"a\":2}\n{\"a\" 3}\n\x01\n{\"a\":5}\n", 2, got, lines, &n, &e);
+	is_int(rc, JSONL_BAD, "batches: bad JSON is a bad line");
+	ok(n == 2 && got[1] == 2, "... after the %zu records before it", n);
+	is_str(e.msg, "b.jsonl:3: bad JSON: ':' expected near '3' (column 6)", "... named as jsonl_next names it");
+	rc = batch_all("{\"a\":1}\n[2]\n{\"a\" 3}\n", 8, got, lines, &n, &e);
+	is_int(rc, JSONL_BAD, "batches: an array is a bad line");
+	is_str(e.msg, "b.jsonl:2: not a JSON object", "... the first bad line in order is named");
+	ok(n == 1, "... after the one record before it");
+	static const char nul[] = "{\"a\":1}\n{\"a\":2}\n{\"a\":\0}\n{\"a\" 4}\n";
+	FILE *fp = over(nul, sizeof nul - 1);
+	jsonl_reader r;
+	jsonl_batch b;
+	jsonl_init(&r, fp, "z.jsonl");
+	jsonl_batch_init(&b);
+	rc = jsonl_next_batch(&r, 0, &b, 8, &e);
+	is_int(rc, JSONL_BAD, "batches: a NUL byte is a bad line");
+	ok(b.n == 2 && r.lineno == 3, "... after the 2 records before it, at line %lu", r.lineno);
+	is_str(e.msg, "z.jsonl:3: a NUL byte at column 6 (the input must be text)", "... named");
+	jsonl_batch_free(&b);
+	jsonl_free(&r);
+	fclose(fp);
+}
+
 static void test_grow(void)
 {
 	lm_err e = { 0 };
@@ -251,6 +323,7 @@ int main(void)
 	test_pieces();
 	test_pipe();
 	test_bad_json();
+	test_batch();
 	test_grow();
 	return done_testing();
 }
