@@ -21,14 +21,14 @@
 #   BENCH_JOBS   make -j values (default "1 2 4 8 16")
 #   BENCH_VOCAB  (default 10000)   BENCH_PIECE  PIECE_BYTES (default 4Mi)
 #   BENCH_PAR_WORDS  LMPIPE_BPE_PAR_WORDS values for the tokenizer alone
-#                (default "1024 256 128 64 16"; "" for none)
+#                (default "100000 4096 1024 256 64"; "" for none)
 #   BENCH_HF     0 to leave Hugging Face out (default: run it when importable)
 set -euo pipefail
 ROOT=${LMPIPE_ROOT:-$(cd "$(dirname "$0")/.." && pwd)}
 BIN=${LMPIPE_BIN:-$ROOT/bin}
 DATA=${LMPIPE_DATA:-$ROOT/../shared/data}
 JOBS=${BENCH_JOBS:-1 2 4 8 16}
-PAR_WORDS=${BENCH_PAR_WORDS-1024 256 128 64 16}
+PAR_WORDS=${BENCH_PAR_WORDS-100000 4096 1024 256 64}
 VOCAB=${BENCH_VOCAB:-10000}
 PIECE=${BENCH_PIECE:-4Mi}
 XZ=${BENCH_XZ:-$ROOT/.devdata/gutenberg_train.txt.xz}
