@@ -541,12 +541,7 @@ static void test_ppo_dev_step(model_config c, int B, int T)
 	   sg[RL_PPO_TOKENS] == sc[RL_PPO_TOKENS],
 	   "ppo device step: loss %.6g vs CPU %.6g, %g tokens (CPU %g)%s%s", sg[RL_PPO_LOSS],
 	   sc[RL_PPO_LOSS], sg[RL_PPO_TOKENS], sc[RL_PPO_TOKENS], rg ? ": " : "", rg ? e.msg : "");
-	/* the bias's gradient is one sum of the tokens' value-loss gradients
-	 * (916 of them here), so where they partly cancel its relative error
-	 * exceeds the weights': it gets TOL_GRAD like every other gradient, not
-	 * the tighter 2 % it had (on the H200 the bias differed by 4.2 % and
-	 * 2.3 % while the head's weights were within 1.0 % and 1.3 %) */
-	ok(!rc && !rg && he.rel <= TOL_GRAD && fabs(hg.gb[0] - hc.gb[0]) <= TOL_GRAD * fabs(hc.gb[0]) + 1e-6,
+	ok(!rc && !rg && he.rel <= TOL_GRAD && fabs(hg.gb[0] - hc.gb[0]) <= 2e-2 * fabs(hc.gb[0]) + 1e-6,
 	   "ppo device step: the head's gradient rel %.3g (tol %.3g), bias %.6g vs %.6g", he.rel,
 	   TOL_GRAD, hg.gb[0], hc.gb[0]);
 	ok(!rc && !rg && worst <= TOL_GRAD, "ppo device step: gradients, every tensor within rel %.3g "
