@@ -139,12 +139,17 @@ static void merge_word_deltas(learner *L, uint32_t w, uint32_t a, uint32_t b, ui
 	wd->len = o;
 }
 
-/* Apply a thread's summed changes to the pairs, and empty T. */
-int bpe_deltas_apply(learner *L, deltas *T)
+static int holds(uint64_t key, uint32_t c);
+
+/* Apply T's summed changes to the pairs (with only set, those of the pairs
+ * that hold c), and empty T. */
+static int apply(learner *L, deltas *T, int only, uint32_t c)
 {
 	for (size_t i = 0; i < T->n; i++) {
 		delta *d = &T->d[i];
 		T->slot[d->slot] = 0;
+		if (only && !holds(d->key, c))
+			continue;
 		uint32_t p = bpe_pair_get(L, (uint32_t)(d->key >> 32), (uint32_t)d->key);
 		if (p == NONE)
 			return -1;
@@ -155,6 +160,12 @@ int bpe_deltas_apply(learner *L, deltas *T)
 	}
 	T->n = 0;
 	return 0;
+}
+
+/* Apply a thread's summed changes to the pairs, and empty T. */
+int bpe_deltas_apply(learner *L, deltas *T)
+{
+	return apply(L, T, 0, 0);
 }
 
 /* Index of pair (a, b), NONE when absent; reads the map only, so threads may
@@ -213,21 +224,7 @@ static void deltas_fold(deltas *dst, deltas *src, uint32_t c)
  * merge, with the words they occur in; then T is empty. */
 static int deltas_rise(learner *L, deltas *T, uint32_t c)
 {
-	for (size_t i = 0; i < T->n; i++) {
-		delta *d = &T->d[i];
-		T->slot[d->slot] = 0;
-		if (!holds(d->key, c))
-			continue;
-		uint32_t p = bpe_pair_get(L, (uint32_t)(d->key >> 32), (uint32_t)d->key);
-		if (p == NONE)
-			return -1;
-		pair *x = &L->pairs[p];
-		x->count += d->f;
-		if (bpe_occ_append(L, x, d->occ, d->n_occ))
-			return -1;
-	}
-	T->n = 0;
-	return 0;
+	return apply(L, T, 1, c);
 }
 
 /* Rewrite the words of occ on k threads; each thread then applies the falls
