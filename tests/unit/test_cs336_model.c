@@ -156,7 +156,7 @@ static void test_adamw(const sft_file *in)
 	}
 	float w[OUT * IN], g[OUT * IN], m[OUT * IN] = { 0 }, v[OUT * IN] = { 0 };
 	memcpy(w, w0, sizeof w);
-	adamw_hparams h = { 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, 0, 1.0f };
+	adamw_hparams h = { 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, 0, 1.0f, NULL };
 	for (int s = 0; s < STEPS; s++) {
 		const float *x = xs + s * IN;
 		float y[OUT] = { x[0] + x[1], -x[2] };
