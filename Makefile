@@ -6,6 +6,7 @@
 #   make test            the CPU test suite (TAP, run by prove)
 #   make test SANITIZE=1 the same suite built with ASan + UBSan (in build-san/)
 #   make test-gpu        CUDA ops against their CPU twins (on a GPU machine)
+#   make sanitize-gpu    compute-sanitizer memcheck and racecheck on those tests
 #   make fuzz FUZZ_SECONDS=N  each libFuzzer harness of fuzz/ for N seconds
 #                        (clang with libFuzzer; skipped without it)
 #   make attention-variants  the CUDA attention kernels the default build leaves
@@ -95,7 +96,7 @@ OBJ = $(patsubst %.c,$(B)/%.o,$(LIB_SRC) $(KCPU_SRC) $(TOOL_SRC) $(UNIT_SRC) $(G
         $(wildcard fuzz/*.c)) \
       $(patsubst %.cu,$(B)/%.cu.o,$(KCUDA_SRC) $(VARIANT_SRC))
 
-.PHONY: all test test-gpu install clean unicode demo fuzz attention-variants
+.PHONY: all test test-gpu sanitize-gpu install clean unicode demo fuzz attention-variants
 .SECONDARY:
 
 all: $(PROGRAMS)
@@ -155,6 +156,11 @@ test: $(PROGRAMS) $(UNIT_TESTS) $(FUZZ_REPLAY)
 test-gpu: $(PROGRAMS) $(GPU_TESTS)
 	@test "$(CUDA)" = 1 || { echo "test-gpu needs a CUDA build (nvcc not found or CUDA=0)"; exit 2; }
 	$(TEST_ENV) prove --exec '' $(PROVEFLAGS) $(GPU_TESTS) $(sort $(wildcard tests/gpu/*.t))
+
+# compute-sanitizer memcheck and racecheck on the GPU unit tests (minutes)
+sanitize-gpu: $(GPU_TESTS)
+	@test "$(CUDA)" = 1 || { echo "sanitize-gpu needs a CUDA build (nvcc not found or CUDA=0)"; exit 2; }
+	LMPIPE_BUILD=$(B) sh tests/gpu/sanitize.sh
 
 # ---- fuzzing: libFuzzer with ASan + UBSan, everything built by clang in
 # build-fuzz/.  Corpora grow in build-fuzz/corpus/NAME from seeds that the

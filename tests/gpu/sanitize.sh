@@ -1,0 +1,33 @@
+#!/bin/sh
+# tests/gpu/sanitize.sh: compute-sanitizer's memcheck and racecheck on the
+# GPU unit tests (issue 15: clean on the test shapes), each run's whole
+# report kept in DIR (default build/sanitize, or $OUT/sanitize where the
+# device machine's run collects files), then one line per tool and test:
+# its summary and, for every reported hazard or error, the kernels it
+# names, counted.  Slow (racecheck takes minutes on test_backend):
+# not part of make test-gpu; `make sanitize-gpu` or run it directly.
+#   TESTS="test_ops test_backend ..."  TOOLS="memcheck racecheck"
+#   LMPIPE_BUILD (default build) holds tests/gpu/.
+set -u
+B=${LMPIPE_BUILD:-build}
+DIR=${1:-${OUT:+$OUT/sanitize}}
+DIR=${DIR:-$B/sanitize}
+TESTS=${TESTS:-test_ops test_backend test_decode test_muon test_rl_backend}
+TOOLS=${TOOLS:-memcheck racecheck}
+command -v compute-sanitizer >/dev/null 2>&1 || { echo "sanitize.sh: no compute-sanitizer" >&2; exit 2; }
+mkdir -p "$DIR" || exit 1
+fail=0
+for tool in $TOOLS; do
+	for t in $TESTS; do
+		log=$DIR/$tool-$t.log
+		compute-sanitizer --tool "$tool" --print-limit 1000 "$B/tests/gpu/$t" > "$log" 2>&1
+		rc=$?
+		summary=$(grep -E "(ERROR|RACECHECK) SUMMARY" "$log" | tail -1 | sed 's/^=* *//')
+		checks=$(grep -c '^ok\|^not ok' "$log")
+		kernels=$(grep -oE "in (void )?[A-Za-z_:<>0-9, ]+\(" "$log" | sed 's/^in //; s/($//' | sort | uniq -c |
+			sort -rn | head -5 | awk '{ c = $1; $1 = ""; sub(/^ /, ""); printf "%s%s x%d", n++ ? "; " : "", $0, c }')
+		echo "{\"tool\":\"$tool\",\"test\":\"$t\",\"rc\":$rc,\"checks\":$checks,\"summary\":\"$summary\",\"kernels\":\"$kernels\",\"log\":\"$log\"}"
+		[ "$rc" -eq 0 ] || fail=1
+	done
+done
+exit $fail
