@@ -207,6 +207,9 @@ TASK_PIECES := $(PIECES)
 else
 TASK_PIECES := $(foreach i,$(shell seq $$(($(TASK) + 1)) $(N) $(words $(PIECES))),$(word $(i),$(PIECES)))
 endif
+# built largest first (make starts prerequisites in order): with -j, no job
+# slot is left with a long piece when the others are done
+TASK_PIECES := $(filter $(TASK_PIECES),$(or $(PIECES_BY_SIZE),$(PIECES)))
 task-counts: $(TASK_PIECES:%=$(W)/counts/%.counts)
 task-shards: $(TASK_PIECES:%=$(W)/shards/%/manifest.tsv)
 endif

@@ -51,6 +51,18 @@ n=$(grep -vc '^#' ref/manifest.tsv)
 ok $? "shards of several pieces ($n), train and validation"
 [ "$(wc -l < ref/plan.tsv)" -gt 5 ] && grep -q "part1.txt	8192	16384" ref/plan.tsv
 ok $? "the plain file is cut into byte ranges, compressed files are whole"
+# make -j starts the largest pieces first: plan.mk's PIECES_BY_SIZE is the
+# pieces by the bytes of their documents (plan.tsv's 4th column), which add
+# up to the plain file's size over its ranges
+want=$(awk -F'\t' '{ printf "%d %06d\n", $4, NR - 1 }' ref/plan.tsv | LC_ALL=C sort -k1,1nr -k2,2 |
+	awk '{ printf " %s", $2 }')
+got=$(sed -n 's/^PIECES_BY_SIZE :=//p' ref/plan.mk)
+sum=$(awk -F'\t' '$1 ~ /part1.txt$/ { b += $4 } END { print b }' ref/plan.tsv)
+[ -n "$got" ] && [ "$got" = "$want" ] && [ "$got" != "$(sed -n 's/^PIECES :=//p' ref/plan.mk)" ] &&
+	[ "$sum" = "$(stat -c %s corpus/part1.txt)" ]
+ok $? "the pieces are made largest first (by their documents' bytes: $sum of part1.txt)"
+order=$(cd ref/counts && ls -1tr [0-9]*.counts | sed 's/\.counts$//' | tr '\n' ' ')
+is "$order" "${got# } " "make -j 1 counted them in that order"
 grep -q '^data.mk: plan: [0-9]* pieces of 5 files, [0-9.]* s$' ref.log &&
 	grep -q '^data.mk: counts: .* pieces, [0-9]* bytes, [0-9.]* s$' ref.log &&
 	grep -q '^data.mk: tokenizer: vocabulary 400 from [0-9]* counts files, [0-9.]* s$' ref.log &&
