@@ -37,8 +37,8 @@ i=0
 		[ -f "$w/pieces/$id.desc" ] && IFS= read -r old < "$w/pieces/$id.desc"
 		[ "$old" = "$desc" ] || printf '%s\n' "$desc" > "$w/pieces/$id.desc"
 		printf 'FILE_%s := %s\nRANGE_%s := %s\n' "$id" "$path" "$id" "$range"
-		printf '%s/counts/%s.counts %s/shards/%s/manifest.tsv: %s %s/pieces/%s.desc\n' \
-			"$w" "$id" "$w" "$id" "$path" "$w" "$id"
+		printf '%s/counts/%s.counts %s/pre/%s.pre %s/shards/%s/manifest.tsv: %s %s/pieces/%s.desc\n' \
+			"$w" "$id" "$w" "$id" "$w" "$id" "$path" "$w" "$id"
 		i=$((i + 1))
 	done < "$tmp"
 	if [ "$n" -gt "$group" ]; then
