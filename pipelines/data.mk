@@ -31,9 +31,10 @@
 # the sequence of its distinct pre-tokens (W/pre, man 5 lmpipe-pretok, about
 # the size of the text) beside their counts (the same bytes as bpe-learn
 # --counts-out's), and the shards task encodes each distinct pre-token once
-# and packs: the same ids as bpe-encode on the text.  PRE=0 reads the text
-# again in the shards stage instead (bpe-learn counts, bpe-encode encodes;
-# no W/pre); tests/data-pipeline.t checks that both give the same bytes.  A
+# and packs: the same ids as bpe-encode on the text.  PRE=0 (the default
+# when THREADS > 1: pre-tokens are made on one thread) reads the text again
+# in the shards stage instead (bpe-learn counts, bpe-encode encodes; no
+# W/pre); tests/data-pipeline.t checks that both give the same bytes.  A
 # change of VOCAB redoes neither counts nor pre-tokens.
 #
 # Why pieces and not tasks as the unit of output: outputs per task would change
@@ -77,7 +78,9 @@ SSHLOGIN ?= :
 PARALLEL_JOBS ?= 1
 SLURM_POLL ?= 1
 V      ?= 0
-PRE    ?= 1
+# (one thread a piece: with THREADS > 1, for few large pieces, the text is
+# counted and encoded on threads instead)
+PRE    ?= $(if $(filter 1,$(THREADS)),1,0)
 
 DOCS   = $(BIN)/doc-cat --format $(FORMAT) --sep $(SEP) --field $(FIELD) --eot '$(SPECIAL)'
 LEARN  = $(BIN)/bpe-learn --special '$(SPECIAL)'

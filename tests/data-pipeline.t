@@ -122,6 +122,9 @@ data p0 -j2 PRE=0; ok $? "PRE=0 runs" || show p0
 is "$(digest p0)" "$ref" "PRE=0 (the shards stage encodes the text): byte-identical"
 [ ! -e p0/pre ] && cmp -s p0/counts/000003.counts ref/counts/000003.counts
 ok $? "... without W/pre, and with the same counts files (bpe-learn's)"
+data t2 -j1 THREADS=2; ok $? "THREADS=2 runs" || show t2
+[ ! -e t2/pre ] && [ "$(digest t2)" = "$ref" ]
+ok $? "THREADS=2: PRE=0 by default (threads a piece), byte-identical"
 if command -v parallel > /dev/null; then
 	for n in 1 3; do
 		data par$n -j1 LAUNCH=parallel N=$n; ok $? "LAUNCH=parallel N=$n runs" || show par$n
