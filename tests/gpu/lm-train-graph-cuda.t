@@ -11,7 +11,8 @@
 # world of one (their sharded step and range buffers inside the
 # recording), and a resumed run (its tensors against the uninterrupted
 # run's: the metadata differs).  The logs must say which runs were
-# recorded.  Needs a GPU.
+# recorded.  Last, an evaluation between recorded steps that grows the LM
+# head's chunk buffer.  Needs a GPU.
 . "$(dirname "$0")/../lib.sh"
 
 if ! nvidia-smi -L >/dev/null 2>&1; then echo "1..0 # SKIP no GPU"; exit 0; fi
@@ -67,4 +68,17 @@ strip adamw-eager.jsonl | grep -v val_loss > a.txt
 strip res-graph.jsonl | grep -v val_loss > b.txt
 cmp -s a.txt b.txt
 ok $? "... and every step's loss and gradient norm"
+
+# An evaluation between recorded steps whose batch needs more rows of the
+# LM head's chunk than a training step's: with V = 10000 a training
+# batch of 128 x 256 rows is cut into three chunks of 10923, the 48
+# validation windows are one chunk of 12288, so the chunk's buffer grows
+# after the recording, which must keep replaying into the buffer it was
+# recorded with (before: "step 4: an illegal memory access").
+head -c 12400 text.txt | perl "$LMPIPE_ROOT/tests/bytes2tok.pl" | shard-pack -o ev
+run lm-train --device cuda --vocab 10000 --context 256 --d-model 64 --layers 1 --heads 2 \
+	--d-ff 128 -b 128 -n 6 --lr 1e-3 -d d --val ev --eval-every 3 -o grow --log grow.jsonl
+is "$rc" 0 "an evaluation that grows the head's buffer between recorded steps ($err)"
+grep -q '"graph":true' grow.jsonl && [ "$(grep -c '"val_loss"' grow.jsonl)" -eq 2 ]
+ok $? "... recorded, and both evaluations logged"
 done_testing
