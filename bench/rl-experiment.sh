@@ -10,7 +10,8 @@
 # rollouts' mean reward per round, and the time of each part; writes
 # W/results.jsonl (one line per stage and method) and W/results.txt.
 #
-#   bench/rl-experiment.sh              MODE=short on DEVICE=cuda: about 8 min on one H200
+#   bench/rl-experiment.sh              MODE=short on DEVICE=cuda: about 2.5 min on one H200
+#                                       (bench/rl-experiment-notes.md has its results)
 #   MODE=full bench/rl-experiment.sh    the whole corpus, longer runs
 #   MODE=smoke DEVICE=cpu bench/rl-experiment.sh   tiny sizes, the plumbing on a CPU
 #   bench/rl-experiment.sh slice [MB]   here, beside ../shared: write
@@ -62,8 +63,8 @@ short)
 	: "${MB_TEXT:=30}" "${MATH:=60000}" "${VOCAB:=10000}" "${MODEL:=ts}" "${CONTEXT:=256}"
 	: "${MODEL_OPTS:=--vocab $VOCAB --context $CONTEXT}"
 	: "${STEPS:=5000}" "${BATCH:=128}" "${LR:=2e-3}" "${WARMUP:=200}" "${VAL_DOCS:=50}" "${EVAL_EVERY:=1000}"
-	: "${DIGITS:=3}" "${N_TRAIN:=4000}" "${N_TEST:=500}" "${SFT_EPOCHS:=2}" "${SFT_BATCH:=32}"
-	: "${ROUNDS:=5}" "${PROMPTS:=256}" "${G:=8}" "${GRPO_BATCH:=256}" "${MAX_TOKENS:=40}" "${THREADS:=0}" ;;
+	: "${DIGITS:=2}" "${N_TRAIN:=8000}" "${N_TEST:=500}" "${SFT_EPOCHS:=3}" "${SFT_BATCH:=32}"
+	: "${ROUNDS:=8}" "${PROMPTS:=256}" "${G:=8}" "${GRPO_BATCH:=256}" "${MAX_TOKENS:=40}" "${THREADS:=0}" ;;
 full)
 	: "${MB_TEXT:=0}" "${MATH:=400000}" "${VOCAB:=10000}" "${MODEL:=ts}" "${CONTEXT:=256}"
 	: "${MODEL_OPTS:=--vocab $VOCAB --context $CONTEXT}"
