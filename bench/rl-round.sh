@@ -17,7 +17,8 @@
 #
 #   DEVICE=cuda  PROMPTS=256  G=8  NEW=256  MB=64 (rl-update --micro-batch)
 #   MODEL=ts  CTX=512  STEPS=20  DIGITS=3  REPEAT=2  CK=  TOK= (with CK)
-#   BATCH= lm-sample --batch (default: its own)
+#   BATCH= lm-sample --batch (default: 512 on cuda, align.mk's ROLLOUT_BATCH;
+#          else lm-sample's own)
 #   UPDATE_OPTS= more rl-update options (--profile: its per-op table on stderr)
 #
 #   bench/rl-round.sh                       (on the GPU machine, after make)
@@ -35,7 +36,7 @@ CTX=${CTX:-512}
 STEPS=${STEPS:-20}
 DIGITS=${DIGITS:-3}
 REPEAT=${REPEAT:-2}
-BATCH=${BATCH:-}
+BATCH=${BATCH-$([ "$DEVICE" = cuda ] && echo 512)}
 UPDATE_OPTS=${UPDATE_OPTS:-}
 CK=${CK:-}
 TOK=${TOK:-}
