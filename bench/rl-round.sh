@@ -36,7 +36,7 @@ CTX=${CTX:-512}
 STEPS=${STEPS:-20}
 DIGITS=${DIGITS:-3}
 REPEAT=${REPEAT:-2}
-BATCH=${BATCH-$([ "$DEVICE" = cuda ] && echo 512)}
+BATCH=${BATCH-$([ "$DEVICE" = cuda ] && echo 512 || :)}
 UPDATE_OPTS=${UPDATE_OPTS:-}
 CK=${CK:-}
 TOK=${TOK:-}
