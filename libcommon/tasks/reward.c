@@ -1,21 +1,19 @@
 /* reward.c: the built-in reward functions, the length penalty and the
  * read-score-write pass over a rollout file (see reward.h). */
-#include "tasks/reward.h"
+#include "tasks/reward_internal.h"
 
 #include <jansson.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/grow.h"
-#include "base/jsonl.h"
 #include "base/order.h"
 #include "tasks/answer.h"
 #include "tasks/grade.h"
 
 enum { SHORTEST_DIGITS_MAX = 17, NUM_BUF = 32 };
 
-static const char *const OUT_KEYS[] = { "reward", "format_reward", "answer_reward" };
+const char *const reward_out_keys[REWARD_OUT_KEYS] = { "reward", "format_reward", "answer_reward" };
 
 static void trim(const char **s, size_t *n)
 {
@@ -81,92 +79,16 @@ void reward_format_double(double x, char *buf, size_t n)
 	}
 }
 
-typedef struct rollout {
-	char *line;       /* the input line without its newline */
-	size_t len;
-	unsigned long lineno;
-	json_t *obj;
-	reward_scores s;
-	double length;    /* tokens (completion_ids) or bytes of the completion */
-	char *group;      /* the "group" value as compact JSON, or NULL */
-} rollout;
-
-typedef struct batch {
-	rollout *r;
-	size_t n, cap;
-} batch;
-
-static void batch_free(batch *b)
+int score_one(const reward_cfg *c, rollout *r, const char *name, lm_err *e)
 {
-	for (size_t i = 0; i < b->n; i++) {
-		free(b->r[i].line);
-		free(b->r[i].group);
-		json_decref(b->r[i].obj);
-	}
-	free(b->r);
-}
-
-static int read_all(FILE *in, const char *name, batch *b, lm_err *e)
-{
-	jsonl_reader jr;
-	jsonl_init(&jr, in, name);
-	json_t *o;
-	int rc;
-	while ((rc = jsonl_next(&jr, JSON_ALLOW_NUL, &o, e)) == JSONL_OK) {
-		if (lm_grow((void **)&b->r, &b->cap, b->n + 1, sizeof *b->r, e)) {
-			json_decref(o);
-			rc = -1;
-			break;
-		}
-		rollout *r = &b->r[b->n];
-		memset(r, 0, sizeof *r);
-		r->obj = o;
-		r->lineno = jr.lineno;
-		r->len = jr.len;
-		r->line = malloc(jr.len + 1);
-		b->n++;
-		if (r->line)
-			memcpy(r->line, jr.line, jr.len + 1);
-		json_t *g = json_object_get(o, "group");
-		if (g)
-			r->group = json_dumps(g, JSON_COMPACT | JSON_ENCODE_ANY);
-		if (!r->line || (g && !r->group)) {
-			rc = lm_seterr(e, "out of memory");
-			break;
-		}
-	}
-	jsonl_free(&jr);
-	return rc == JSONL_END ? 0 : -1;
-}
-
-/* The reference answer as text: a string, or a number written as JSON. */
-static char *answer_text(json_t *v)
-{
-	if (json_is_string(v))
-		return strdup(json_string_value(v));
-	if (json_is_number(v))
-		return json_dumps(v, JSON_ENCODE_ANY);
-	return NULL;
-}
-
-static int score_builtin(const reward_cfg *c, batch *b, const char *name, lm_err *e)
-{
-	for (size_t i = 0; i < b->n; i++) {
-		rollout *r = &b->r[i];
-		json_t *comp = json_object_get(r->obj, c->completion_key);
-		if (!json_is_string(comp))
-			return lm_seterr(e, "%s:%lu: no string field '%s'", name, r->lineno, c->completion_key);
-		json_t *av = json_object_get(r->obj, c->answer_key);
-		char *ref = av ? answer_text(av) : NULL;
-		if (!ref && !c->format_only)
-			return lm_seterr(e, "%s:%lu: no string or number field '%s' (the reference answer)",
-					 name, r->lineno, c->answer_key);
-		int rc = reward_score(c->kind, json_string_value(comp), json_string_length(comp),
-				      ref ? ref : "", ref ? strlen(ref) : 0, &r->s, e);
-		free(ref);
-		if (rc)
-			return lm_err_prefix(e, "%s:%lu", name, r->lineno);
-	}
+	if (!r->comp)
+		return lm_seterr(e, "%s:%lu: no string field '%s'", name, r->lineno, c->completion_key);
+	if (!r->ref && !c->format_only)
+		return lm_seterr(e, "%s:%lu: no string or number field '%s' (the reference answer)",
+				 name, r->lineno, c->answer_key);
+	if (reward_score(c->kind, r->comp, r->comp_len, r->ref ? r->ref : "",
+			 r->ref ? strlen(r->ref) : 0, &r->s, e))
+		return lm_err_prefix(e, "%s:%lu", name, r->lineno);
 	return 0;
 }
 
@@ -210,12 +132,10 @@ static int length_penalty(const reward_cfg *c, batch *b, const char *name, lm_er
 		if (!r->group)
 			return lm_seterr(e, "%s:%lu: no 'group' field (the length penalty compares "
 					 "the responses of a group)", name, r->lineno);
-		json_t *ids = json_object_get(r->obj, "completion_ids");
-		json_t *comp = json_object_get(r->obj, c->completion_key);
-		if (json_is_array(ids))
-			r->length = (double)json_array_size(ids);
-		else if (json_is_string(comp))
-			r->length = (double)json_string_length(comp);
+		if (r->n_ids >= 0)
+			r->length = (double)r->n_ids;
+		else if (r->comp)
+			r->length = (double)r->comp_len;
 		else
 			return lm_seterr(e, "%s:%lu: no 'completion_ids' nor '%s' to measure the length",
 					 name, r->lineno, c->completion_key);
@@ -252,22 +172,22 @@ static int write_one(FILE *out, rollout *r, const char *out_name, lm_err *e)
 	const char *text = r->line;
 	size_t len = r->len;
 	char *redone = NULL;
-	int had = 0;
-	for (int k = 0; k < 3; k++)
-		had |= json_object_del(r->obj, OUT_KEYS[k]) == 0;
-	if (had) {
+	int empty = r->empty;
+	if (r->had) {
 		/* scored before: the old fields go, the rest is written anew (the
 		 * input bytes are kept only when nothing has to be removed) */
+		for (int k = 0; k < REWARD_OUT_KEYS; k++)
+			json_object_del(r->obj, reward_out_keys[k]);
 		if (!(redone = json_dumps(r->obj, JSON_COMPACT)))
 			return lm_seterr(e, "out of memory");
 		text = redone;
 		len = strlen(redone);
+		empty = json_object_size(r->obj) == 0;
 	}
 	size_t close = len;
 	while (close > 0 && text[close - 1] != '}')
 		close--;
 	close--;
-	int empty = json_object_size(r->obj) == 0;
 	char num[3][NUM_BUF];
 	for (int k = 0; k < 3; k++)
 		reward_format_double(v[k], num[k], sizeof num[k]);
@@ -282,9 +202,13 @@ int reward_run(const reward_cfg *c, FILE *in, const char *in_name, FILE *out,
 	       const char *out_name, reward_summary *sum, lm_err *e)
 {
 	batch b = { 0 };
-	int rc = read_all(in, in_name, &b, e);
-	if (rc == 0)
-		rc = c->kind == REWARD_CMD ? score_cmd(c, &b, in_name, e) : score_builtin(c, &b, in_name, e);
+	int builtin = c->kind != REWARD_CMD;
+	int rc = read_rollouts(c, in, in_name, &b, builtin, e);
+	for (size_t i = 0; rc == 0 && builtin && i < b.n; i++)
+		if (b.r[i].bad)
+			rc = rollout_report(&b.r[i], e);
+	if (rc == 0 && !builtin)
+		rc = score_cmd(c, &b, in_name, e);
 	for (size_t i = 0; rc == 0 && c->format_only && i < b.n; i++)
 		b.r[i].s.reward = b.r[i].s.format;
 	if (rc == 0 && c->length_weight > 0)
