@@ -2,6 +2,7 @@
  * its top-level members without building any value (see json_skim.h). */
 #include "base/json_skim.h"
 
+#include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -343,4 +344,54 @@ int json_skim_string(const char *val, size_t len, char **out, size_t *n, lm_err 
 	*out = o;
 	*n = k;
 	return 0;
+}
+
+int json_skim_item(const char *val, size_t len, size_t *at, size_t *el, size_t *el_len)
+{
+	size_t i = *at ? *at : 1; /* after '[' or the last element's ',' */
+	while (i < len && (val[i] == ' ' || val[i] == '\t' || val[i] == '\n' || val[i] == '\r'))
+		i++;
+	if (i >= len || val[i] == ']')
+		return 0;
+	size_t start = i, end = i;
+	int depth = 0;
+	for (; i < len; i++) {
+		char c = val[i];
+		if (c == '"') {
+			for (i++; i < len && val[i] != '"'; i++)
+				i += val[i] == '\\';
+		} else if (c == '[' || c == '{') {
+			depth++;
+		} else if ((c == ']' || c == '}') && depth > 0) {
+			depth--;
+		} else if (depth == 0 && (c == ',' || c == ']')) {
+			break;
+		}
+		if (c != ' ' && c != '\t' && c != '\n' && c != '\r')
+			end = i + 1;
+	}
+	*el = start;
+	*el_len = end - start;
+	*at = i < len && val[i] == ',' ? i + 1 : len;
+	return 1;
+}
+
+char *json_skim_dump(const char *val, size_t len)
+{
+	size_t i = len && val[0] == '-';
+	int plain = i < len && (val[i] != '0' || len == 1);
+	for (size_t k = i; plain && k < len; k++)
+		plain = val[k] >= '0' && val[k] <= '9';
+	if (plain) {
+		char *s = malloc(len + 1);
+		if (s) {
+			memcpy(s, val, len);
+			s[len] = '\0';
+		}
+		return s;
+	}
+	json_t *v = json_loadb(val, len, JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL);
+	char *s = v ? json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
+	json_decref(v);
+	return s;
 }

@@ -49,4 +49,14 @@ const json_member *json_skim_get(const json_skim *s, const char *text, const cha
  * 0, or -1 out of memory. */
 int json_skim_string(const char *val, size_t len, char **out, size_t *n, lm_err *e);
 
+/* The elements of an array value that json_skim_object accepted (its
+ * text, brackets included), one a call: *at starts at 0; 1 with the next
+ * element's text at val + *el, *el_len bytes, or 0 after the last. */
+int json_skim_item(const char *val, size_t len, size_t *at, size_t *el, size_t *el_len);
+
+/* A value that json_skim_object accepted, written as jansson writes it
+ * alone (json_dumps with JSON_COMPACT | JSON_ENCODE_ANY; an integer is its
+ * own text unless it is -0): malloc'd, the caller's, NULL out of memory. */
+char *json_skim_dump(const char *val, size_t len);
+
 #endif

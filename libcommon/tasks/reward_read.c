@@ -109,29 +109,6 @@ static int fields_json(const reward_cfg *c, rollout *r, json_t *o, lm_err *e)
 	return 0;
 }
 
-/* A value's JSON text parsed alone and written back by jansson (flags of
- * json_dumps), or NULL. */
-static char *redump(const char *text, size_t len, size_t flags)
-{
-	json_t *v = json_loadb(text, len, JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL);
-	char *s = v ? json_dumps(v, flags) : NULL;
-	json_decref(v);
-	return s;
-}
-
-/* An integer as jansson writes it: digits without a leading zero, a minus
- * before any but zero (the skimmer bounds the digits). */
-static int canonical_int(const char *s, size_t n)
-{
-	size_t i = s[0] == '-';
-	if (i == n || s[i] == '0')
-		return n == 1; /* "0", not "-0" */
-	for (; i < n; i++)
-		if (s[i] < '0' || s[i] > '9')
-			return 0;
-	return 1;
-}
-
 static int fields_skim(const reward_cfg *c, rollout *r, const json_skim *s, lm_err *e)
 {
 	const char *t = r->line;
@@ -146,22 +123,12 @@ static int fields_skim(const reward_cfg *c, rollout *r, const json_skim *s, lm_e
 		if (json_skim_string(t + m->val, m->val_len, &r->ref, &n, e))
 			return -1;
 	} else if (m && (t[m->val] == '-' || (t[m->val] >= '0' && t[m->val] <= '9'))) {
-		r->ref = redump(t + m->val, m->val_len, JSON_ENCODE_ANY);
+		r->ref = json_skim_dump(t + m->val, m->val_len); /* a number: the same either way */
 	}
 	m = json_skim_get(s, t, "completion_ids");
 	r->n_ids = m && t[m->val] == '[' ? (long long)m->items : -1;
-	if ((m = json_skim_get(s, t, "group"))) {
-		if (canonical_int(t + m->val, m->val_len)) {
-			if ((r->group = malloc(m->val_len + 1))) {
-				memcpy(r->group, t + m->val, m->val_len);
-				r->group[m->val_len] = '\0';
-			}
-		} else {
-			r->group = redump(t + m->val, m->val_len, JSON_COMPACT | JSON_ENCODE_ANY);
-		}
-		if (!r->group)
-			return lm_seterr(e, "out of memory");
-	}
+	if ((m = json_skim_get(s, t, "group")) && !(r->group = json_skim_dump(t + m->val, m->val_len)))
+		return lm_seterr(e, "out of memory");
 	return 0;
 }
 

@@ -2,7 +2,8 @@
  * jansson, its reference: every text the skimmer accepts, jansson must
  * accept as an object with the same members (the last of repeated keys),
  * the same values, string values decoded to the same bytes and arrays of
- * the same length.  Crafted cases at each edge that jansson draws (number
+ * the same length, elements (json_skim_item) and compact text
+ * (json_skim_dump).  Crafted cases at each edge that jansson draws (number
  * sizes, surrogates, UTF-8, control characters, depth, NUL in keys), texts
  * that must be skimmed (or the check would pass by declining everything),
  * and many random mutations of lm-sample records. */
@@ -55,6 +56,25 @@ static const char *differs(const char *text, size_t len, int *skimmed)
 			why = "an array's length is not jansson's";
 		else if (!json_is_array(v) && m->items)
 			why = "items counted for what is no array";
+		if (!why) {
+			char *mine = json_skim_dump(text + m->val, m->val_len);
+			char *theirs = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+			if (!mine || !theirs || strcmp(mine, theirs))
+				why = "written otherwise than json_dumps writes it";
+			free(mine);
+			free(theirs);
+		}
+		if (!why && json_is_array(v)) {
+			size_t at = 0, el, el_len, k = 0;
+			for (; !why && json_skim_item(text + m->val, m->val_len, &at, &el, &el_len); k++) {
+				json_t *x = json_loadb(text + m->val + el, el_len, JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL);
+				if (!x || k >= json_array_size(v) || !json_equal(x, json_array_get(v, k)))
+					why = "an array element is not jansson's";
+				json_decref(x);
+			}
+			if (!why && k != json_array_size(v))
+				why = "another number of array elements";
+		}
 		if (!why && json_is_string(v)) {
 			char *s = NULL;
 			size_t n = 0;
@@ -126,6 +146,8 @@ int main(void)
 	skims("{\"n\":123456789012345678,\"m\":-123456789012345678}", "18-digit integers");
 	skims("{\"x\":1e99,\"y\":-0.5e-99,\"z\":123.456}", "reals within the bounds");
 	skims("{\"s\":\"\\u0000\\u001f\\u00ff\\uffff\"}", "escapes of NUL, control and BMP characters");
+	skims("{\"a\":[ \"x,]\\\"\" , [1,[2]] ,{\"k\":\"]\"}, -0 ,1.50e+01 ],\"z\":-0,\"e\":[ ]}",
+	      "array elements holding commas, brackets and quotes; -0");
 	{
 		int skimmed;
 		differs(record, sizeof record - 1, &skimmed);
