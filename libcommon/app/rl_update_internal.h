@@ -4,6 +4,7 @@
  * (rl_update.c) calls in order:
  *
  *   rl_update_records.c    records to sequences (read_seqs)
+ *   rl_update_rollouts.c   GRPO's and PPO's rollouts, skimmed on threads
  *   rl_update_tokens.c     the sequence store, prompt and response tokens
  *   rl_update_advantages.c GRPO's group advantages
  *   rl_update_forward.c    micro-batches through the model, the reference passes
@@ -136,6 +137,15 @@ int encode_response_field(seqs *v, json_t *o, const char *key, uint32_t **out, s
  * below vocab; an input without records is an error. */
 int read_seqs(const rlu_opts *o, seqs *v, FILE *in, const char *name, int vocab, int ctx,
 	      lm_err *e);
+
+/* One record parsed by jansson as a sequence of o's algorithm. */
+int read_record(const rlu_opts *o, seqs *v, json_t *obj, int vocab, int ctx,
+		const char *name, unsigned long lineno, lm_err *e);
+/* read_seqs for GRPO and PPO: lines skimmed for their ids, log-probs,
+ * reward and group on threads, a batch at a time; what the skimmer does
+ * not take goes through read_record. */
+int read_rollouts(const rlu_opts *o, seqs *v, FILE *in, const char *name, int vocab, int ctx,
+		  lm_err *e);
 
 /* GRPO: each sequence's advantage within its group; *n_groups groups. */
 int grpo_advantages(const rlu_opts *o, seqs *v, size_t *n_groups, const char *name, lm_err *e);
