@@ -1,8 +1,9 @@
 /* rl_update_records.c: the records of rl-update's input, one JSON object
  * a line, into sequences (rl_update_internal.h): rollouts with token ids,
  * rewards, groups and log-probs (GRPO, PPO), {prompt, response} (SFT) or
- * {prompt, chosen, rejected} (DPO).  Rollouts are read by
- * rl_update_rollouts.c, which leaves here what it does not take itself. */
+ * {prompt, chosen, rejected} (DPO), each parsed by jansson.  Rollouts are
+ * read by rl_update_rollouts.c, which leaves here what it does not take
+ * itself. */
 #include <jansson.h>
 #include <math.h>
 #include <stdlib.h>
@@ -122,11 +123,9 @@ int read_record(const rlu_opts *o, seqs *v, json_t *obj, int vocab, int ctx,
 	return 0;
 }
 
-int read_seqs(const rlu_opts *o, seqs *v, FILE *in, const char *name, int vocab, int ctx,
-	      lm_err *e)
+int read_records(const rlu_opts *o, seqs *v, FILE *in, const char *name, int vocab, int ctx,
+		 lm_err *e)
 {
-	if (o->algo == RLU_GRPO || o->algo == RLU_PPO)
-		return read_rollouts(o, v, in, name, vocab, ctx, e);
 	jsonl_reader jr;
 	jsonl_batch b;
 	jsonl_init(&jr, in, name);

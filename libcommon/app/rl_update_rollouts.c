@@ -6,7 +6,8 @@
  * most of rl-update's reading.  A line the skimmer declines, or whose
  * fields are not all those of a good rollout, is parsed by jansson and
  * goes through read_record like every other record, so the sequences and
- * the messages are the same either way. */
+ * the messages are the same either way.  read_seqs is here: SFT and DPO
+ * records go to read_records (rl_update_records.c). */
 #include <jansson.h>
 #include <math.h>
 #include <stdlib.h>
@@ -208,8 +209,8 @@ static int add(const rlu_opts *o, seqs *v, line *l, int ctx, const char *name, l
 	return 0;
 }
 
-int read_rollouts(const rlu_opts *o, seqs *v, FILE *in, const char *name, int vocab, int ctx,
-		  lm_err *e)
+static int read_rollouts(const rlu_opts *o, seqs *v, FILE *in, const char *name, int vocab,
+			 int ctx, lm_err *e)
 {
 	jsonl_reader jr;
 	jsonl_init(&jr, in, name);
@@ -254,4 +255,12 @@ int read_rollouts(const rlu_opts *o, seqs *v, FILE *in, const char *name, int vo
 	if (v->n == 0)
 		return lm_seterr(e, "%s: no records", name);
 	return 0;
+}
+
+int read_seqs(const rlu_opts *o, seqs *v, FILE *in, const char *name, int vocab, int ctx,
+	      lm_err *e)
+{
+	if (o->algo == RLU_GRPO || o->algo == RLU_PPO)
+		return read_rollouts(o, v, in, name, vocab, ctx, e);
+	return read_records(o, v, in, name, vocab, ctx, e);
 }

@@ -2,11 +2,13 @@
  * reward.h) share: the rollouts held in memory with the fields the scoring
  * reads out of them.
  *
- *   reward_read.c  the lines read, then looked at on threads: skimmed
+ *   reward.c       the reward functions, the length reward, the spelling
+ *                  of numbers
+ *   reward_read.c  the lines read, then on threads skimmed
  *                  (base/json_skim.h) or, where the skimmer declines,
- *                  parsed by jansson; the fields taken out
- *   reward.c       the reward functions, scoring, the length penalty, the
- *                  lines written back */
+ *                  parsed by jansson, their fields taken out and scored
+ *   reward_run.c   the pass: scoring by an external program, the length
+ *                  penalty, the lines written back, the summary */
 #ifndef LMPIPE_REWARD_INTERNAL_H
 #define LMPIPE_REWARD_INTERNAL_H
 
@@ -44,21 +46,21 @@ typedef struct batch {
 	size_t n, cap;
 } batch;
 
-void batch_free(batch *b);
+void reward_batch_free(batch *b);
 
 /* A failed rollout's message into e: -1. */
-int rollout_report(const rollout *r, lm_err *e);
+int reward_report(const rollout *r, lm_err *e);
 
 /* Read every line of in (blank lines skipped) and take each one's fields
- * out, on threads (0: all); with score, each is scored there as well
- * (score_one).  0, or -1 with the message of the first problem in line
- * order that reading them one by one with jansson would have met (a bad
- * line, a read error); a rollout that fails to score has bad set, and
- * the caller reports the first. */
-int read_rollouts(const reward_cfg *c, FILE *in, const char *name, batch *b, int score,
-		  lm_err *e);
+ * out, on c->threads threads (0: all); with score, each is scored there
+ * as well (reward_score_one).  0, or -1 with the message of the first
+ * problem in line order that reading them one by one with jansson would
+ * have met (a bad line, a read error); a rollout that fails to score has
+ * bad set, and the caller reports the first. */
+int reward_read_all(const reward_cfg *c, FILE *in, const char *name, batch *b, int score,
+		    lm_err *e);
 
 /* Score one rollout by c's built-in function (from its fields). */
-int score_one(const reward_cfg *c, rollout *r, const char *name, lm_err *e);
+int reward_score_one(const reward_cfg *c, rollout *r, const char *name, lm_err *e);
 
 #endif

@@ -16,7 +16,7 @@
 /* Rollouts a thread takes at a time. */
 enum { CHUNK = 8 };
 
-void batch_free(batch *b)
+void reward_batch_free(batch *b)
 {
 	for (size_t i = 0; i < b->n; i++) {
 		rollout *r = &b->r[i];
@@ -31,7 +31,7 @@ void batch_free(batch *b)
 	memset(b, 0, sizeof *b);
 }
 
-int rollout_report(const rollout *r, lm_err *e)
+int reward_report(const rollout *r, lm_err *e)
 {
 	if (!r->err)
 		return lm_seterr(e, "out of memory");
@@ -165,6 +165,19 @@ static int fields(const reward_cfg *c, rollout *r, json_skim *s, const char *nam
 	return rc;
 }
 
+int reward_score_one(const reward_cfg *c, rollout *r, const char *name, lm_err *e)
+{
+	if (!r->comp)
+		return lm_seterr(e, "%s:%lu: no string field '%s'", name, r->lineno, c->completion_key);
+	if (!r->ref && !c->format_only)
+		return lm_seterr(e, "%s:%lu: no string or number field '%s' (the reference answer)",
+				 name, r->lineno, c->answer_key);
+	if (reward_score(c->kind, r->comp, r->comp_len, r->ref ? r->ref : "",
+			 r->ref ? strlen(r->ref) : 0, &r->s, e))
+		return lm_err_prefix(e, "%s:%lu", name, r->lineno);
+	return 0;
+}
+
 static void fail(rollout *r, int why, const lm_err *e)
 {
 	r->bad = why;
@@ -172,8 +185,8 @@ static void fail(rollout *r, int why, const lm_err *e)
 		*r->err = *e;
 }
 
-int read_rollouts(const reward_cfg *c, FILE *in, const char *name, batch *b, int score,
-		  lm_err *e)
+int reward_read_all(const reward_cfg *c, FILE *in, const char *name, batch *b, int score,
+		    lm_err *e)
 {
 	lm_err read_e;
 	int rc = read_lines(in, name, b, &read_e);
@@ -188,7 +201,7 @@ int read_rollouts(const reward_cfg *c, FILE *in, const char *name, batch *b, int
 			rollout *r = &b->r[i];
 			if (fields(c, r, &s, name, &re))
 				fail(r, ROLLOUT_PARSE, &re);
-			else if (score && score_one(c, r, name, &re))
+			else if (score && reward_score_one(c, r, name, &re))
 				fail(r, ROLLOUT_SCORE, &re);
 		}
 		json_skim_free(&s);
@@ -196,7 +209,7 @@ int read_rollouts(const reward_cfg *c, FILE *in, const char *name, batch *b, int
 	/* the first bad line comes before the reading's own end */
 	for (size_t i = 0; i < b->n; i++)
 		if (b->r[i].bad == ROLLOUT_PARSE)
-			return rollout_report(&b->r[i], e);
+			return reward_report(&b->r[i], e);
 	if (rc != JSONL_END) {
 		*e = read_e;
 		return -1;
