@@ -12,7 +12,12 @@
 # merges_s and write_s; after the last -j, the tokenizer alone from its counts
 # at each LMPIPE_BPE_PAR_WORDS of BENCH_PAR_WORDS (one line each, with whether
 # the tokenizer is the same); then HF's train and encode seconds and the ratio
-# to our fastest run.
+# to our fastest run.  Each -j runs for each PRE of BENCH_PRE (1: the text
+# pre-tokenized once, in the counts tasks; 0: again in the shards stage), the
+# speed-up over -j 1 of the same PRE, identical_to_j1 against the very first
+# run; cpu_s is the user and system seconds of the run (cpu_s / total_s: the
+# cores it kept busy; -j 1 keeps more than one busy where a piece's programs
+# run side by side in a pipe).
 #   bench/data-pipeline.sh                 # on the GPU machine: -j 1 2 4 8 16 and HF
 #   BENCH_TEXT   the corpus (default: corpus/gutenberg_train.txt of the shared
 #                data, else BENCH_XZ decompressed into a temporary folder)
@@ -22,12 +27,14 @@
 #   BENCH_VOCAB  (default 10000)   BENCH_PIECE  PIECE_BYTES (default 4Mi)
 #   BENCH_PAR_WORDS  LMPIPE_BPE_PAR_WORDS values for the tokenizer alone
 #                (default "100000 4096 1024 256 64"; "" for none)
+#   BENCH_PRE    data.mk PRE values (default "1 0")
 #   BENCH_HF     0 to leave Hugging Face out (default: run it when importable)
 set -euo pipefail
 ROOT=${LMPIPE_ROOT:-$(cd "$(dirname "$0")/.." && pwd)}
 BIN=${LMPIPE_BIN:-$ROOT/bin}
 DATA=${LMPIPE_DATA:-$ROOT/../shared/data}
 JOBS=${BENCH_JOBS:-1 2 4 8 16}
+PRES=${BENCH_PRE:-1 0}
 PAR_WORDS=${BENCH_PAR_WORDS-100000 4096 1024 256 64}
 VOCAB=${BENCH_VOCAB:-10000}
 PIECE=${BENCH_PIECE:-4Mi}
@@ -54,32 +61,44 @@ stage_s() { sed -n "s/^data.mk: $1: .*, \([0-9.]*\) s$/\1/p" "$2"; }
 # $(learn_s PART LOG): PART's seconds on the tokenizer's LMPIPE_BPE_TIMES line
 learn_s() { grep '^bpe-learn: times: load' "$2" | tail -1 | sed -n "s/.* $1 \([0-9.]*\) s.*/\1/p"; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
+# user + system seconds of this shell's finished children so far (bash's
+# times, run in this shell: a command substitution would be a new process)
+child_cpu() {
+	times > "$W/times"
+	tail -1 "$W/times" | awk '{ s = 0; for (i = 1; i <= 2; i++) { split($i, a, /[ms]/); s += a[1] * 60 + a[2] }
+		printf "%.3f", s }'
+}
 digest() { (cd "$1" && find tok.bpe manifest.tsv shards -type f | LC_ALL=C sort | xargs sha256sum | sha256sum); }
 
 best=""
+for pre in $PRES; do
+unset total1
 for j in $JOBS; do
-	out=$W/j$j
+	out=$W/p${pre}j$j
+	child_cpu > "$W/c0"
 	t0=$(now)
 	LMPIPE_BPE_TIMES=1 make -s -f "$ROOT/pipelines/data.mk" -j "$j" BIN="$BIN" W="$out" INPUTS="$TEXT" VOCAB="$VOCAB" \
-		PIECE_BYTES="$PIECE" THREADS=1 MERGE_THREADS="$j" 2> "$W/j$j.log" ||
-		{ sed 's/^/data-pipeline.sh: /' "$W/j$j.log" >&2; exit 1; }
+		PIECE_BYTES="$PIECE" THREADS=1 MERGE_THREADS="$j" PRE="$pre" 2> "$out.log" ||
+		{ sed 's/^/data-pipeline.sh: /' "$out.log" >&2; exit 1; }
 	t1=$(now)
+	child_cpu > "$W/c1"
+	cpu=$(awk -v a="$(cat "$W/c0")" -v b="$(cat "$W/c1")" 'BEGIN { printf "%.3f", b - a }')
 	d=$(digest "$out")
 	[ -n "${d1:-}" ] || d1=$d
 	tokens=$(awk -F'\t' '!/^#/ { t += $4 } END { print t }' "$out/manifest.tsv")
 	pieces=$(wc -l < "$out/plan.tsv")
 	total=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", b - a }')
-	plan=$(stage_s plan "$W/j$j.log") counts=$(stage_s counts "$W/j$j.log")
-	tokenizer=$(stage_s tokenizer "$W/j$j.log") shards=$(stage_s shards "$W/j$j.log")
-	manifest=$(stage_s manifest "$W/j$j.log")
-	load=$(learn_s load "$W/j$j.log") setup=$(learn_s setup "$W/j$j.log")
-	pairs=$(learn_s pairs "$W/j$j.log") merges=$(learn_s merges "$W/j$j.log")
-	write=$(learn_s write "$W/j$j.log")
+	plan=$(stage_s plan "$out.log") counts=$(stage_s counts "$out.log")
+	tokenizer=$(stage_s tokenizer "$out.log") shards=$(stage_s shards "$out.log")
+	manifest=$(stage_s manifest "$out.log")
+	load=$(learn_s load "$out.log") setup=$(learn_s setup "$out.log")
+	pairs=$(learn_s pairs "$out.log") merges=$(learn_s merges "$out.log")
+	write=$(learn_s write "$out.log")
 	[ -n "${total1:-}" ] || { total1=$total plan1=$plan counts1=$counts tokenizer1=$tokenizer \
 		shards1=$shards manifest1=$manifest load1=$load merges1=$merges; }
 	best=$(awk -v a="${best:-1e9}" -v b="$total" 'BEGIN { print (b < a ? b : a) }')
-	printf '{"bench":"data-pipeline","input":"%s","bytes":%s,"vocab":%s,"pieces":%s,"jobs":%s,"plan_s":%s,"counts_s":%s,"tokenizer_s":%s,"load_s":%s,"setup_s":%s,"pairs_s":%s,"merges_s":%s,"write_s":%s,"shards_s":%s,"manifest_s":%s,"total_s":%s,"other_s":%s,"tokens":%s,"speedup_vs_j1":%s,"counts_speedup":%s,"tokenizer_speedup":%s,"load_speedup":%s,"merges_speedup":%s,"shards_speedup":%s,"manifest_speedup":%s,"identical_to_j1":%s}\n' \
-		"$name" "$bytes" "$VOCAB" "$pieces" "$j" "$plan" "$counts" "$tokenizer" "$load" "$setup" \
+	printf '{"bench":"data-pipeline","input":"%s","bytes":%s,"vocab":%s,"pieces":%s,"pre":%s,"jobs":%s,"cpu_s":%s,"plan_s":%s,"counts_s":%s,"tokenizer_s":%s,"load_s":%s,"setup_s":%s,"pairs_s":%s,"merges_s":%s,"write_s":%s,"shards_s":%s,"manifest_s":%s,"total_s":%s,"other_s":%s,"tokens":%s,"speedup_vs_j1":%s,"counts_speedup":%s,"tokenizer_speedup":%s,"load_speedup":%s,"merges_speedup":%s,"shards_speedup":%s,"manifest_speedup":%s,"identical_to_j1":%s}\n' \
+		"$name" "$bytes" "$VOCAB" "$pieces" "$pre" "$j" "$cpu" "$plan" "$counts" "$tokenizer" "$load" "$setup" \
 		"$pairs" "$merges" "$write" "$shards" \
 		"$manifest" "$total" \
 		"$(awk -v t="$total" -v p="$plan" -v a="$counts" -v b="$tokenizer" -v c="$shards" -v m="$manifest" \
@@ -90,6 +109,7 @@ for j in $JOBS; do
 		"$(ratio "$manifest1" "$manifest")" "$([ "$d" = "$d1" ] && echo true || echo false)"
 	[ -z "${last:-}" ] || rm -rf "$last"
 	last=$out
+done
 done
 
 # the tokenizer alone from the last run's counts, at each merge threshold

@@ -18,6 +18,7 @@
 #   DEVICE=cuda  PROMPTS=256  G=8  NEW=256  MB=64 (rl-update --micro-batch)
 #   MODEL=ts  CTX=512  STEPS=20  DIGITS=3  REPEAT=2  CK=  TOK= (with CK)
 #   BATCH= lm-sample --batch (default: its own)
+#   UPDATE_OPTS= more rl-update options (--profile: its per-op table on stderr)
 #
 #   bench/rl-round.sh                       (on the GPU machine, after make)
 #   DEVICE=cpu PROMPTS=4 G=2 NEW=8 MODEL=tiny STEPS=2 REPEAT=1 bench/rl-round.sh
@@ -35,6 +36,7 @@ STEPS=${STEPS:-20}
 DIGITS=${DIGITS:-3}
 REPEAT=${REPEAT:-2}
 BATCH=${BATCH:-}
+UPDATE_OPTS=${UPDATE_OPTS:-}
 CK=${CK:-}
 TOK=${TOK:-}
 for p in lm-task lm-train lm-sample rl-reward rl-update shard-pack bpe-encode; do
@@ -76,9 +78,11 @@ while [ $r -lt "$REPEAT" ]; do
 	"$BIN/rl-reward" -r r1-zero "$TMP/ro.jsonl" > "$TMP/sc.jsonl" 2>"$TMP/reward.err"
 	t2=$(now)
 	rm -rf "$TMP/out"
-	"$BIN/rl-update" -c "$CK" -o "$TMP/out" --device "$DEVICE" -m "$MB" --lr 1e-5 "$TMP/sc.jsonl" \
-		> "$TMP/metrics.json" 2>"$TMP/update.err"
+	# shellcheck disable=SC2086
+	"$BIN/rl-update" -c "$CK" -o "$TMP/out" --device "$DEVICE" -m "$MB" --lr 1e-5 $UPDATE_OPTS \
+		"$TMP/sc.jsonl" > "$TMP/metrics.json" 2>"$TMP/update.err"
 	t3=$(now)
+	sed -n '/^rl-update: profile of/,/^rl-update: [0-9.]* s:/p' "$TMP/update.err" >&2
 	tokens=$(perl -MJSON::PP -ne '$n += @{decode_json($_)->{completion_ids}}; END { print $n + 0 }' \
 		"$TMP/ro.jsonl")
 	split=$(sed -n 's/^rl-update: \([0-9.]*\) s: read \([0-9.]*\), reference [0-9.]*, forward\/backward \([0-9.]*\), optimizer \([0-9.]*\), write \([0-9.]*\)$/"update_read_s":\2,"update_fwd_bwd_s":\3,"update_optim_s":\4,"update_write_s":\5/p' \

@@ -10,7 +10,7 @@ PATH=$BIN:$PATH
 W=$(mktemp -d "${TMPDIR:-/tmp}/lmpipe-seeds.XXXXXX")
 trap 'rm -rf "$W"' EXIT
 for t in shard shard_set tokstream tokenizer gpt2 counts safetensors checkpoint prompts tasks rewards \
-	rollouts pairs hf_tokenizer json_skim; do
+	rollouts pairs hf_tokenizer json_skim pretok; do
 	mkdir -p "$OUT/$t"
 done
 cd "$W"
@@ -20,6 +20,7 @@ printf '%s<|endoftext|>%s' "$(head -c 300 text.txt)" "$(tail -c 300 text.txt)" >
 bpe-learn -v 300 --special '<|endoftext|>' --counts-out c.counts -o t.tok small.txt
 cp t.tok "$OUT/tokenizer/t.tok"
 cp c.counts "$OUT/counts/c.counts"
+bpe-encode --pretokenize --special '<|endoftext|>' -o "$OUT/pretok/p.pre" small.txt
 bpe-learn --gpt2-out g -v 280 small.txt
 { cat g/vocab.json; printf "\\0"; cat g/merges.txt; } > "$OUT/gpt2/g.bin"
 bpe-encode -t t.tok small.txt > s.tok

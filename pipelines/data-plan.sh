@@ -1,8 +1,11 @@
 #!/bin/bash
 # pipelines/data-plan.sh W PIECE_BYTES GROUP DOC_CAT_OPTS...: cut the inputs
-# listed in W/inputs.txt into pieces (doc-cat --plan): W/plan.tsv (PATH,
-# START, END per piece), one stamp per piece W/pieces/NNNNNN.desc, and
-# W/plan.mk, which names the pieces for pipelines/data.mk, and, when there
+# listed in W/inputs.txt into pieces (doc-cat --plan --sizes): W/plan.tsv
+# (PATH, START, END, BYTES per piece), one stamp per piece
+# W/pieces/NNNNNN.desc, and W/plan.mk, which names the pieces for
+# pipelines/data.mk (PIECES in plan order, PIECES_BY_SIZE largest first, so
+# that make -j starts the long jobs first and no core is left with a big one
+# at the end; a piece's outputs do not depend on when it runs), and, when there
 # are more than GROUP pieces, the groups of GROUP whose counts are merged
 # first (W/counts/group-NNNN.counts).  Stamps and
 # plan.tsv are rewritten only when they change, so that a piece is redone
@@ -14,7 +17,7 @@ bin=${BIN:?}
 mapfile -t files < "$w/inputs.txt"
 tmp=$(mktemp "$w/.plan.XXXXXX")
 trap 'rm -f "$tmp" "$tmp.mk"' EXIT
-"$bin/doc-cat" "$@" --plan "$bytes" "${files[@]}" > "$tmp"
+"$bin/doc-cat" "$@" --plan "$bytes" --sizes "${files[@]}" > "$tmp"
 mkdir -p "$w/pieces"
 i=0
 {
@@ -22,8 +25,11 @@ i=0
 	printf 'PIECES :='
 	n=$(wc -l < "$tmp")
 	for ((k = 0; k < n; k++)); do printf ' %06d' "$k"; done
+	printf '\nPIECES_BY_SIZE :='
+	awk -F'\t' '{ printf "%d %06d\n", $4, NR - 1 }' "$tmp" | LC_ALL=C sort -k1,1nr -k2,2 |
+		awk '{ printf " %s", $2 }'
 	printf '\n'
-	while IFS=$'\t' read -r path start end; do
+	while IFS=$'\t' read -r path start end _; do
 		printf -v id '%06d' "$i" # (no subshell a piece)
 		range="$start:${end/#-/}"
 		desc="$path $range"
@@ -31,8 +37,8 @@ i=0
 		[ -f "$w/pieces/$id.desc" ] && IFS= read -r old < "$w/pieces/$id.desc"
 		[ "$old" = "$desc" ] || printf '%s\n' "$desc" > "$w/pieces/$id.desc"
 		printf 'FILE_%s := %s\nRANGE_%s := %s\n' "$id" "$path" "$id" "$range"
-		printf '%s/counts/%s.counts %s/shards/%s/manifest.tsv: %s %s/pieces/%s.desc\n' \
-			"$w" "$id" "$w" "$id" "$path" "$w" "$id"
+		printf '%s/counts/%s.counts %s/pre/%s.pre %s/shards/%s/manifest.tsv: %s %s/pieces/%s.desc\n' \
+			"$w" "$id" "$w" "$id" "$w" "$id" "$path" "$w" "$id"
 		i=$((i + 1))
 	done < "$tmp"
 	if [ "$n" -gt "$group" ]; then

@@ -1,9 +1,10 @@
 # pipelines/data.mk: a corpus of many files to one tokenizer and token shards,
 # on many cores or hosts, resumable, and the same bytes whatever the parallelism.
 #
-#   INPUTS --plan--> pieces --doc-cat | bpe-learn --counts-out--> counts/NNNNNN.counts
+#   INPUTS --plan--> pieces --doc-cat | bpe-encode --pretokenize --counts-out-->
+#             counts/NNNNNN.counts, pre/NNNNNN.pre
 #          --bpe-learn --from-counts--> tok.bpe
-#          --doc-cat | bpe-encode | shard-pack--> shards/NNNNNN/train-*.lms, train.manifest
+#          --bpe-encode --from-pretok | shard-pack--> shards/NNNNNN/train-*.lms, train.manifest
 #          --> manifest.tsv (the pieces' set manifests, in plan order)
 #
 #   make -f pipelines/data.mk -j 16 W=runs/data INPUTS='corpus/*.jsonl.zst' FORMAT=jsonl VOCAB=32000
@@ -25,6 +26,16 @@
 #
 # Past GROUP pieces, the counts are first summed in groups (bpe-learn --from-counts
 # --counts-out, make jobs of this host) so that the tokenizer reads a few files.
+#
+# The text is pre-tokenized once: the counts task keeps each piece's text as
+# the sequence of its distinct pre-tokens (W/pre, man 5 lmpipe-pretok, about
+# the size of the text) beside their counts (the same bytes as bpe-learn
+# --counts-out's), and the shards task encodes each distinct pre-token once
+# and packs: the same ids as bpe-encode on the text.  PRE=0 (the default
+# when THREADS > 1: pre-tokens are made on one thread) reads the text again
+# in the shards stage instead (bpe-learn counts, bpe-encode encodes; no
+# W/pre); tests/data-pipeline.t checks that both give the same bytes.  A
+# change of VOCAB redoes neither counts nor pre-tokens.
 #
 # Why pieces and not tasks as the unit of output: outputs per task would change
 # with N.  Why no global shuffle of documents: the shard reader samples random
@@ -67,10 +78,14 @@ SSHLOGIN ?= :
 PARALLEL_JOBS ?= 1
 SLURM_POLL ?= 1
 V      ?= 0
+# (one thread a piece: with THREADS > 1, for few large pieces, the text is
+# counted and encoded on threads instead)
+PRE    ?= $(if $(filter 1,$(THREADS)),1,0)
 
 DOCS   = $(BIN)/doc-cat --format $(FORMAT) --sep $(SEP) --field $(FIELD) --eot '$(SPECIAL)'
 LEARN  = $(BIN)/bpe-learn --special '$(SPECIAL)'
 ENCODE = $(BIN)/bpe-encode -t $(W)/tok.bpe -j $(THREADS)
+PRETOK = $(BIN)/bpe-encode --pretokenize --special '$(SPECIAL)'
 PACK   = $(BIN)/shard-pack --allow-empty --val-fraction $(VAL_FRACTION) --val-by-content \
          --seed $(SEED) --shard-tokens $(SHARD_TOKENS) --frame-tokens $(FRAME_TOKENS) \
          --level $(LEVEL) -j $(THREADS)
@@ -81,7 +96,7 @@ SHELL := /bin/bash
 Q := $(if $(filter 1,$(V)),,@)
 export BIN
 .PHONY: all data counts tok shards verify task-counts task-shards
-.PRECIOUS: $(W)/counts/%.counts $(W)/shards/%/manifest.tsv
+.PRECIOUS: $(W)/counts/%.counts $(W)/pre/%.pre $(W)/shards/%/manifest.tsv
 all: data
 
 # ---- parameters: one stamp per stage, rewritten only when its text changes ----
@@ -103,6 +118,7 @@ FRAME_TOKENS := $(FRAME_TOKENS)
 LEVEL := $(LEVEL)
 THREADS := $(THREADS)
 V := $(V)
+PRE := $(PRE)
 endef
 
 ifeq ($(TASK),)
@@ -112,7 +128,7 @@ $(error INPUTS is empty: give files, globs or directories, e.g. INPUTS='corpus/*
 endif
 $(shell mkdir -p $(W)/params)
 $(call stamp,plan,PIECE_BYTES=$(PIECE_BYTES) GROUP=$(GROUP) $(DOC_PARAMS))
-$(call stamp,counts,$(DOC_PARAMS))
+$(call stamp,counts,$(DOC_PARAMS) PRE=$(PRE))
 $(call stamp,tok,VOCAB=$(VOCAB) SPECIAL=$(SPECIAL))
 $(call stamp,shards,$(DOC_PARAMS) VAL_FRACTION=$(VAL_FRACTION) SEED=$(SEED) \
   SHARD_TOKENS=$(SHARD_TOKENS) FRAME_TOKENS=$(FRAME_TOKENS) LEVEL=$(LEVEL))
@@ -130,6 +146,7 @@ include $(W)/plan.mk
 
 COUNTS := $(PIECES:%=$(W)/counts/%.counts)
 SHARDS := $(PIECES:%=$(W)/shards/%/manifest.tsv)
+PRES   := $(if $(filter 1,$(PRE)),$(PIECES:%=$(W)/pre/%.pre))
 # the tokenizer's counts: the pieces', or, past GROUP pieces, their groups' sums
 TOK_COUNTS := $(if $(GROUPS),$(GROUPS:%=$(W)/counts/group-%.counts),$(COUNTS))
 # the time in seconds with 6 decimals, from bash's clock (no process started)
@@ -165,8 +182,8 @@ tok: $(W)/tok.bpe
 shards: $(SHARDS)
 
 ifneq ($(PIECES),)
-$(COUNTS) &: $(W)/params/counts $(W)/plan.tsv
-	+$(Q)t0=$(NOW); $(call launch_$(LAUNCH),counts) || true; $(call check,$(COUNTS)); \
+$(COUNTS) $(PRES) &: $(W)/params/counts $(W)/plan.tsv
+	+$(Q)t0=$(NOW); $(call launch_$(LAUNCH),counts) || true; $(call check,$(COUNTS) $(PRES)); \
 	  $(call summary,counts,$(words $(PIECES)) pieces$(,) $(IN_BYTES) bytes)
 
 $(W)/counts/group-%.counts: $(W)/params/counts
@@ -178,7 +195,7 @@ $(W)/tok.bpe: $(TOK_COUNTS) $(W)/params/tok
 	  mv $@.tmp $@; \
 	  $(call summary,tokenizer,vocabulary $(VOCAB) from $(words $(TOK_COUNTS)) counts files)
 
-$(SHARDS) &: $(W)/tok.bpe $(W)/params/shards $(W)/plan.tsv
+$(SHARDS) &: $(W)/tok.bpe $(W)/params/shards $(W)/plan.tsv $(PRES)
 	+$(Q)t0=$(NOW); $(call launch_$(LAUNCH),shards) || true; $(call check,$(SHARDS)); \
 	  $(call summary,shards,$(words $(PIECES)) pieces$(,) $$(cat $(SHARDS) | \
 	  awk -F'\t' '{t+=$$4; d+=$$5; b+=$$6} END {printf "%d tokens, %d documents, %d bytes of shards", t, d, b}'))
@@ -207,6 +224,9 @@ TASK_PIECES := $(PIECES)
 else
 TASK_PIECES := $(foreach i,$(shell seq $$(($(TASK) + 1)) $(N) $(words $(PIECES))),$(word $(i),$(PIECES)))
 endif
+# built largest first (make starts prerequisites in order): with -j, no job
+# slot is left with a long piece when the others are done
+TASK_PIECES := $(filter $(TASK_PIECES),$(or $(PIECES_BY_SIZE),$(PIECES)))
 task-counts: $(TASK_PIECES:%=$(W)/counts/%.counts)
 task-shards: $(TASK_PIECES:%=$(W)/shards/%/manifest.tsv)
 endif
@@ -218,15 +238,30 @@ NOTTY = 2>&1 | cat >&2
 progress = [ -t 2 ] && printf '\rdata.mk: %s: %d/%d pieces ' $1 \
   $$(ls $2 2>/dev/null | wc -l) $(words $(PIECES)) >&2 || true
 
+ifeq ($(PRE),1)
+# one task makes both (a pattern rule of two targets runs once for them)
+$(W)/counts/%.counts $(W)/pre/%.pre: $(W)/params/counts
+	$(Q)mkdir -p $(W)/counts $(W)/pre && rm -f $(W)/counts/$*.counts.tmp $(W)/counts/.$*.counts.tmp.tmp-*
+	$(Q)($(DOCS) --range '$(RANGE_$*)' $(FILE_$*) | \
+	  $(PRETOK) --counts-out $(W)/counts/$*.counts.tmp > $(W)/pre/$*.pre.tmp) $(NOTTY) || \
+	  { rm -f $(W)/counts/$*.counts.tmp $(W)/pre/$*.pre.tmp; exit 1; }
+	$(Q)mv $(W)/pre/$*.pre.tmp $(W)/pre/$*.pre && mv $(W)/counts/$*.counts.tmp $(W)/counts/$*.counts; \
+	  $(call progress,counts,$(W)/counts/*.counts)
+else
 $(W)/counts/%.counts: $(W)/params/counts
 	$(Q)mkdir -p $(@D) && rm -f $@.tmp $(@D)/.$(@F).tmp.tmp-*
 	$(Q)($(DOCS) --range '$(RANGE_$*)' $(FILE_$*) | $(LEARN) -j $(THREADS) --counts-out $@.tmp) $(NOTTY) || \
 	  { rm -f $@.tmp; exit 1; }
 	$(Q)mv $@.tmp $@; $(call progress,counts,$(W)/counts/*.counts)
+endif
 
-$(W)/shards/%/manifest.tsv: $(W)/tok.bpe $(W)/params/shards
+# the text of a piece: its pre-tokens, or (PRE=0) its documents pre-tokenized here
+piece_ids = $(if $(filter 1,$(PRE)),$(ENCODE) --from-pretok $(W)/pre/$1.pre,\
+  $(DOCS) --range '$(RANGE_$1)' $(FILE_$1) | $(ENCODE))
+
+$(W)/shards/%/manifest.tsv: $(W)/tok.bpe $(W)/params/shards $(if $(filter 1,$(PRE)),$(W)/pre/%.pre)
 	$(Q)rm -rf $(W)/shards/$*.tmp && mkdir -p $(W)/shards/$*.tmp
-	$(Q)($(DOCS) --range '$(RANGE_$*)' $(FILE_$*) | $(ENCODE) | $(PACK) -o $(W)/shards/$*.tmp/train) \
+	$(Q)($(call piece_ids,$*) | $(PACK) -o $(W)/shards/$*.tmp/train) \
 	  $(NOTTY) || { rm -rf $(W)/shards/$*.tmp; exit 1; }
 	$(Q)$(ROOT)/pipelines/data-manifest.sh piece $(W) $* $(W)/shards/$*.tmp > $(W)/shards/$*.tmp/manifest.tsv
 	$(Q)rm -rf $(W)/shards/$* && mv $(W)/shards/$*.tmp $(W)/shards/$*

@@ -2,7 +2,8 @@
 # tests/data-pipeline.t: pipelines/data.mk on a small corpus of several files
 # (plain, gzip, zstd and xz; one file cut into byte ranges): the tokenizer and
 # the shards are the same bytes with -j 1 and -j 2 and with N = 1 and N = 3
-# tasks (LAUNCH=parallel on this host), the tokenizer is the one bpe-learn
+# tasks (LAUNCH=parallel on this host) and with PRE=0 (the text encoded again
+# in the shards stage, not its pre-tokens), the tokenizer is the one bpe-learn
 # learns from the whole corpus at once, a second run does nothing, a changed
 # parameter redoes only what depends on it, a kill -9 in the middle of either
 # stage and a re-run give the uninterrupted output, progress shows on a
@@ -51,6 +52,18 @@ n=$(grep -vc '^#' ref/manifest.tsv)
 ok $? "shards of several pieces ($n), train and validation"
 [ "$(wc -l < ref/plan.tsv)" -gt 5 ] && grep -q "part1.txt	8192	16384" ref/plan.tsv
 ok $? "the plain file is cut into byte ranges, compressed files are whole"
+# make -j starts the largest pieces first: plan.mk's PIECES_BY_SIZE is the
+# pieces by the bytes of their documents (plan.tsv's 4th column), which add
+# up to the plain file's size over its ranges
+want=$(awk -F'\t' '{ printf "%d %06d\n", $4, NR - 1 }' ref/plan.tsv | LC_ALL=C sort -k1,1nr -k2,2 |
+	awk '{ printf " %s", $2 }')
+got=$(sed -n 's/^PIECES_BY_SIZE :=//p' ref/plan.mk)
+sum=$(awk -F'\t' '$1 ~ /part1.txt$/ { b += $4 } END { print b }' ref/plan.tsv)
+[ -n "$got" ] && [ "$got" = "$want" ] && [ "$got" != "$(sed -n 's/^PIECES :=//p' ref/plan.mk)" ] &&
+	[ "$sum" = "$(stat -c %s corpus/part1.txt)" ]
+ok $? "the pieces are made largest first (by their documents' bytes: $sum of part1.txt)"
+order=$(cd ref/counts && ls -1tr [0-9]*.counts | sed 's/\.counts$//' | tr '\n' ' ')
+is "$order" "${got# } " "make -j 1 counted them in that order"
 grep -q '^data.mk: plan: [0-9]* pieces of 5 files, [0-9.]* s$' ref.log &&
 	grep -q '^data.mk: counts: .* pieces, [0-9]* bytes, [0-9.]* s$' ref.log &&
 	grep -q '^data.mk: tokenizer: vocabulary 400 from [0-9]* counts files, [0-9.]* s$' ref.log &&
@@ -102,6 +115,16 @@ data g3 -j2 GROUP=3; ok $? "GROUP=3: counts merged in groups of 3 pieces first" 
 [ -s g3/counts/group-0000.counts ] && grep -q 'from [0-9]* counts files' g3.log
 ok $? "... into group files"
 is "$(digest g3)" "$ref" "GROUP=3: byte-identical"
+# the text pre-tokenized once (W/pre, the default) or again in the shards stage
+[ -s ref/pre/000000.pre ] && [ "$(ls ref/pre/*.pre | wc -l)" = "$(wc -l < ref/plan.tsv)" ]
+ok $? "the counts task keeps each piece's pre-tokens (W/pre)"
+data p0 -j2 PRE=0; ok $? "PRE=0 runs" || show p0
+is "$(digest p0)" "$ref" "PRE=0 (the shards stage encodes the text): byte-identical"
+[ ! -e p0/pre ] && cmp -s p0/counts/000003.counts ref/counts/000003.counts
+ok $? "... without W/pre, and with the same counts files (bpe-learn's)"
+data t2 -j1 THREADS=2; ok $? "THREADS=2 runs" || show t2
+[ ! -e t2/pre ] && [ "$(digest t2)" = "$ref" ]
+ok $? "THREADS=2: PRE=0 by default (threads a piece), byte-identical"
 if command -v parallel > /dev/null; then
 	for n in 1 3; do
 		data par$n -j1 LAUNCH=parallel N=$n; ok $? "LAUNCH=parallel N=$n runs" || show par$n
@@ -124,10 +147,12 @@ ok $? "a new VAL_FRACTION redoes the shards, not the tokenizer"
 data ref -j2
 is "$(digest ref)" "$ref" "and back: the first shards again"
 counts_time=$(stat -c %Y.%y ref/counts/000000.counts) tok_time=$(stat -c %Y.%y ref/tok.bpe)
+pre_time=$(stat -c %Y.%y ref/pre/000000.pre)
 data ref -j2 VOCAB=300
 [ "$(stat -c %Y.%y ref/counts/000000.counts)" = "$counts_time" ] &&
+	[ "$(stat -c %Y.%y ref/pre/000000.pre)" = "$pre_time" ] &&
 	[ "$(stat -c %Y.%y ref/tok.bpe)" != "$tok_time" ] && [ "$(digest ref)" != "$ref" ]
-ok $? "a new VOCAB redoes the tokenizer and the shards, not the counts"
+ok $? "a new VOCAB redoes the tokenizer and the shards, not the counts nor the pre-tokens"
 data ref -j2
 is "$(digest ref)" "$ref" "and back: the first tokenizer and shards again"
 

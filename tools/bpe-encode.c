@@ -1,6 +1,7 @@
 /* bpe-encode: text to token ids with a byte-level BPE tokenizer
  * (man 1 bpe-encode). */
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "cli/die.h"
@@ -8,18 +9,20 @@
 #include "cli/options.h"
 #include "cli/progress.h"
 #include "cli/tok_options.h"
+#include "learn/bpe_learn.h"
 #include "tok/bpe_encode.h"
 #include "tok/bpe_identity.h"
 #include "tok/bpe_output.h"
+#include "tok/bpe_pre.h"
 #include "tok/bpe_stream.h"
 
 enum { MAX_THREADS = 1024, MIN_CHUNK = 64 };
 
 static bpe_source src;
-static int text, no_specials, doc_per_line, eot_per_file, show_progress;
+static int text, no_specials, doc_per_line, eot_per_file, show_progress, pretokenize, from_pretok;
 static long long threads;
 static uint64_t chunk;
-static const char *output, *save_tokenizer;
+static const char *output, *save_tokenizer, *counts_out;
 
 static const opt_def options[] = {
 	BPE_SOURCE_OPTIONS(src),
@@ -33,6 +36,13 @@ static const opt_def options[] = {
 	  1 << 30, NULL },
 	{ 0, "save-tokenizer", OPT_STR, &save_tokenizer, "FILE",
 	  "also write the tokenizer (with added specials) as an lmpipe tokenizer file", 0, 0, NULL },
+	{ 0, "pretokenize", OPT_FLAG, &pretokenize, NULL,
+	  "write the text's pre-tokens to -o FILE (man 5 lmpipe-pretok), not ids; needs no tokenizer, only "
+	  "its --special tokens", 0, 0, NULL },
+	{ 0, "counts-out", OPT_STR, &counts_out, "FILE",
+	  "--pretokenize: also the pre-token counts, as bpe-learn --counts-out makes them", 0, 0, NULL },
+	{ 0, "from-pretok", OPT_FLAG, &from_pretok, NULL,
+	  "the FILEs are pre-token files (--pretokenize), not text: the same ids as their text's", 0, 0, NULL },
 	{ 'o', "output", OPT_STR, &output, "FILE", "write to FILE (whole or nothing), not stdout", 0, 0, NULL },
 	{ 0, "progress", OPT_FLAG, &show_progress, NULL, "show progress even when stderr is not a terminal",
 	  0, 0, NULL },
@@ -55,6 +65,78 @@ static int sink(void *ctx, const uint32_t *ids, size_t n, lm_err *e)
 	return bpe_output_ids(ctx, ids, n, e);
 }
 
+/* The 256 bytes and --special's tokens: all --pretokenize needs. */
+static void pretokenize_alone(bpe_tokenizer *t)
+{
+	lm_err e;
+	if (bpe_pre_tokenizer(t, &e))
+		die_err(&e);
+	for (size_t i = 0; i < src.special.n; i++) {
+		uint32_t id;
+		if (bpe_add_special(t, src.special.v[i], strlen(src.special.v[i]), &id, &e))
+			die_err(&e);
+	}
+}
+
+static int add_count(void *ctx, const uint8_t *s, size_t n, uint64_t count, lm_err *e)
+{
+	return bpe_counts_add(ctx, s, n, count, e);
+}
+
+/* --counts-out: the pre-tokens' counts, with the tokenizer's specials. */
+static void write_counts(const bpe_tokenizer *t, const bpe_pre *pre)
+{
+	lm_err e;
+	bpe_counts *c = bpe_counts_new(&e);
+	const uint8_t **s = calloc(t->n_special + 1, sizeof *s);
+	size_t *len = calloc(t->n_special + 1, sizeof *len);
+	if (!c || !s || !len)
+		die(EXIT_RUNTIME, "out of memory");
+	for (uint32_t i = 0; i < t->n_special; i++) {
+		s[i] = bpe_token_bytes(t, t->special[i]);
+		len[i] = bpe_token_len(t, t->special[i]);
+	}
+	bpe_specials sp = { t->n_special, s, len };
+	if (bpe_pre_each(pre, add_count, c, &e) || bpe_counts_save(c, &sp, counts_out, &e))
+		die_err(&e);
+	bpe_counts_free(c);
+	free(s);
+	free(len);
+}
+
+/* --pretokenize: the FILEs' (or stdin's) pre-tokens to the output. */
+static int write_pretok(bpe_tokenizer *t, bpe_encoder *enc, char **files, int n_files)
+{
+	lm_err e;
+	cli_output dst;
+	cli_output_open(&dst, output);
+	bpe_pre *pre = bpe_pre_open(enc, dst.fp, dst.name, &e);
+	if (!pre)
+		die_err(&e);
+	bpe_stream_opts so = { 1, chunk, 0, 0, pre };
+	if (!(stream = bpe_stream_new(enc, &so, &e)))
+		die_err(&e);
+	progress_start(&prog_bar, show_progress, "pre-tokenizing", "B", 0);
+	cli_inputs in = { .files = files, .n = n_files };
+	while (cli_next_input(&in)) {
+		progress_update(&prog_bar, bpe_stream_bytes(stream), NULL);
+		if (bpe_stream_file(stream, in.fp, in.name, bpe_pre_sink, pre, &e))
+			die_err(&e);
+	}
+	if (bpe_pre_close(pre, &e))
+		die_err(&e);
+	if (counts_out)
+		write_counts(t, pre);
+	cli_output_commit(&dst);
+	progress_end(&prog_bar, bpe_stream_bytes(stream), NULL);
+	bpe_pre_free(pre);
+	bpe_stream_free(stream);
+	bpe_encoder_free(enc);
+	bpe_free(t);
+	free(files);
+	return EXIT_OK;
+}
+
 int main(int argc, char **argv)
 {
 	char **files;
@@ -63,7 +145,16 @@ int main(int argc, char **argv)
 	bpe_output out;
 	lm_init(argv[0]);
 	int n_files = opt_parse_or_exit(&prog, argc, argv, &files);
-	if (bpe_open(&t, &src, &e))
+	if (pretokenize && (from_pretok || text || doc_per_line || eot_per_file || save_tokenizer ||
+			    no_specials))
+		die(EXIT_USAGE, "--pretokenize goes with --special, --counts-out, -o and text FILEs only");
+	if (counts_out && !pretokenize)
+		die(EXIT_USAGE, "--counts-out goes with --pretokenize");
+	if (from_pretok && (doc_per_line || n_files == 0))
+		die(EXIT_USAGE, "--from-pretok needs FILEs and excludes --doc-per-line");
+	if (pretokenize && !src.tokenizer && !src.gpt2_dir && !src.vocab && !src.merges)
+		pretokenize_alone(&t);
+	else if (bpe_open(&t, &src, &e))
 		die_err(&e);
 	if ((doc_per_line || eot_per_file) && t.eot == BPE_NO_TOKEN)
 		die(EXIT_USAGE, "--doc-per-line and --eot-per-file need an <|endoftext|> token "
@@ -73,9 +164,11 @@ int main(int argc, char **argv)
 	bpe_encoder *enc = bpe_encoder_new(&t, !no_specials, &e);
 	if (!enc)
 		die_err(&e);
+	if (pretokenize)
+		return write_pretok(&t, enc, files, n_files);
 	bpe_stream_opts so = { threads ? (int)threads : (int)sysconf(_SC_NPROCESSORS_ONLN), chunk,
-			       doc_per_line, t.eot };
-	if (!(stream = bpe_stream_new(enc, &so, &e)))
+			       doc_per_line, t.eot, NULL };
+	if (!from_pretok && !(stream = bpe_stream_new(enc, &so, &e)))
 		die_err(&e);
 	cli_output dst;
 	cli_output_open(&dst, output);
@@ -86,7 +179,13 @@ int main(int argc, char **argv)
 		die_err(&e);
 	progress_start(&prog_bar, show_progress, "encoding", "B", 0);
 	cli_inputs in = { .files = files, .n = n_files };
-	while (cli_next_input(&in)) {
+	for (int i = 0; from_pretok && i < n_files; i++) {
+		if (bpe_pre_encode(enc, files[i], bpe_output_ids, &out, &e))
+			die_err(&e);
+		if (eot_per_file && bpe_output_ids(&out, &t.eot, 1, &e))
+			die_err(&e);
+	}
+	while (!from_pretok && cli_next_input(&in)) {
 		if (bpe_stream_file(stream, in.fp, in.name, sink, &out, &e))
 			die_err(&e);
 		if (eot_per_file && bpe_output_ids(&out, &t.eot, 1, &e))
@@ -95,7 +194,7 @@ int main(int argc, char **argv)
 	if (bpe_output_close(&out, &e))
 		die_err(&e);
 	cli_output_commit(&dst);
-	progress_end(&prog_bar, bpe_stream_bytes(stream), NULL);
+	progress_end(&prog_bar, stream ? bpe_stream_bytes(stream) : 0, NULL);
 	bpe_stream_free(stream);
 	bpe_encoder_free(enc);
 	bpe_free(&t);

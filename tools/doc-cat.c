@@ -17,6 +17,7 @@ int main(int argc, char **argv)
 	const char *format = "text", *sep = "eot";
 	doc_cat_opts o = { .docs = { .field = "text", .eot = "<|endoftext|>" } };
 	uint64_t plan = 0;
+	int sizes = 0;
 	const opt_def opts[] = {
 		{ 'f', "format", OPT_CHOICE, &format, "FMT",
 		  "text, or jsonl (JSON Lines, the text in --field)", 0, 0, formats },
@@ -30,6 +31,8 @@ int main(int argc, char **argv)
 		  "only the documents starting in this byte range of FILE", 0, 0, NULL },
 		{ 0, "plan", OPT_SIZE, &plan, "BYTES",
 		  "print the pieces of at most BYTES that cut the FILEs, instead", 1, 0, NULL },
+		{ 0, "sizes", OPT_FLAG, &sizes, NULL,
+		  "--plan: a fourth column, the bytes of each piece's documents", 0, 0, NULL },
 		{ 'o', "output", OPT_STR, &o.output, "FILE",
 		  "write to FILE (whole or nothing), not stdout", 0, 0, NULL },
 		{ 'v', "verbose", OPT_FLAG, &o.verbose, NULL, "print a summary on stderr",
@@ -43,7 +46,9 @@ int main(int argc, char **argv)
 		opts,
 		"Plain files may be read by byte range: --range START:END holds the documents\n"
 		"whose first byte is in [START, END), so the ranges of any cut hold each\n"
-		"document once.  --plan prints such a cut: PATH, START, END (- for the end).\n",
+		"document once.  --plan prints such a cut: PATH, START, END (- for the end);\n"
+		"--sizes adds the bytes of the documents each piece holds (a whole file: its\n"
+		"size on disk), so that a pipeline can start the largest pieces first.\n",
 	};
 	lm_init(argv[0]);
 	char **files;
@@ -52,12 +57,14 @@ int main(int argc, char **argv)
 	o.docs.format = !strcmp(format, "jsonl") ? DOCS_JSONL : DOCS_TEXT;
 	o.docs.sep = !strcmp(sep, "blank") ? DOCS_SEP_BLANK :
 		     !strcmp(sep, "line") ? DOCS_SEP_LINE : DOCS_SEP_EOT;
+	if (sizes && !plan)
+		die(EXIT_USAGE, "--sizes goes with --plan");
 	if (plan) {
 		if (n == 0)
 			die(EXIT_USAGE, "--plan needs FILEs");
 		if (o.range || o.output)
 			die(EXIT_USAGE, "--plan excludes --range and -o");
-		if (doc_cat_plan((const char *const *)files, n, plan, stdout, &e))
+		if (doc_cat_plan((const char *const *)files, n, plan, sizes ? &o.docs : NULL, stdout, &e))
 			die_err(&e);
 		free(files);
 		return EXIT_OK;

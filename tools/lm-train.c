@@ -62,26 +62,11 @@ static void set_model(train_config *tc, const char *name, const char *config, lm
 	tc->model = p->cfg;
 }
 
-/* The --profile table, like torch.profiler's key_averages: one row per op,
- * largest time first. */
+/* The --profile table (profile.h). */
 static void print_profile(void *arg, const lm_prof_row *rows, int n, int steps, double wall_ms)
 {
-	double total = 0;
-	for (int i = 0; i < n; i++)
-		total += rows[i].ms;
-	if (!steps)
-		return;
-	fprintf(stderr, "lm-train: profile of %d steps: %.3f ms a step, %.3f ms of it in ops\n",
-		steps, wall_ms / steps, total / steps);
-	fprintf(stderr, "%-28s %7s %10s %6s %9s %8s %8s\n", "op", "calls", "total ms", "share",
-		"ms/call", "TFLOP/s", "GB/s");
-	for (int i = 0; i < n; i++) {
-		const lm_prof_row *r = &rows[i];
-		double s = r->ms / 1e3;
-		fprintf(stderr, "%-28s %7lld %10.3f %5.1f%% %9.4f %8.1f %8.1f\n", r->name, r->calls, r->ms,
-			total > 0 ? 100 * r->ms / total : 0, r->ms / r->calls,
-			s > 0 ? r->flops / s / 1e12 : 0, s > 0 ? r->bytes / s / 1e9 : 0);
-	}
+	(void)arg;
+	prof_write_table(stderr, "lm-train", "steps", rows, n, steps, wall_ms);
 }
 
 int main(int argc, char **argv)

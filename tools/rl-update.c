@@ -16,7 +16,7 @@ static const char *const losses[] = { "grpo_clip", "reinforce_with_baseline", "n
 static const char *const aggs[] = { "masked_mean", "normalize", NULL };
 static const char *algo = "grpo", *loss = "grpo_clip", *agg = "masked_mean";
 static const char *checkpoint, *ref, *tokenizer, *out_dir, *device = "cpu";
-static int no_std, progress, whiten;
+static int no_std, progress, whiten, profile;
 static double gamma_ = 1.0, lambda = 0.95, vf_coef = 0.1, vf_clip = 0.2, ent_coef;
 static double beta = 0.1, cliprange = 0.2, clip_high, kl_beta, adv_eps = 1e-6, constant, lr = 1e-5, adam_eps = 1e-8, wd, beta1 = 0.9, beta2 = 0.95, clip = 1.0;
 static long long batch, micro_batch, epochs = 1, threads, gpus;
@@ -55,6 +55,7 @@ static const opt_def opts[] = {
 	{ 0, "clip", OPT_DOUBLE, &clip, "F", "max global gradient norm, 0: off", 0, 1e30, NULL },
 	{ 0, "device", OPT_STR, &device, "DEV", "compute device", 0, 0, NULL },
 	{ 0, "progress", OPT_FLAG, &progress, NULL, "show progress on stderr even when it is no terminal", 0, 0, NULL },
+	{ 0, "profile", OPT_FLAG, &profile, NULL, "time every op of the update; print the table to stderr", 0, 0, NULL },
 	{ 'j', "threads", OPT_INT, &threads, "N", "CPU threads (default: all)", 0, 4096, NULL },
 	{ 0, "gpus", OPT_INT, &gpus, "N", "data parallel over N ranks on this host (execs mpirun -np N; with --device cpu, N processes); the records from FILE", 1, RANKS_MAX, NULL },
 	OPT_END
@@ -72,6 +73,12 @@ static const opt_prog prog = {
 static void note(const char *msg)
 {
 	warnmsg("%s", msg);
+}
+
+/* The --profile table (profile.h). */
+static void print_profile(const lm_prof_row *rows, int n, int steps, double wall_ms)
+{
+	prof_write_table(stderr, "rl-update", steps == 1 ? "step" : "steps", rows, n, steps, wall_ms);
 }
 
 int main(int argc, char **argv)
@@ -96,7 +103,7 @@ int main(int argc, char **argv)
 		.gamma = gamma_, .lambda = lambda, .vf_coef = vf_coef, .vf_clip = vf_clip,
 		.ent_coef = ent_coef, .whiten = whiten,
 		.beta1 = beta1, .beta2 = beta2, .eps = adam_eps, .clip_grad = clip, .threads = (int)threads, .progress = progress,
-		.gpus = (int)gpus, .note = note,
+		.gpus = (int)gpus, .note = note, .profile = profile, .on_profile = print_profile,
 	};
 	if (rl_pg_type_parse(loss, &o.loss, &e))
 		die_err(&e);

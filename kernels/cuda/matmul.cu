@@ -9,7 +9,15 @@
 // product and kept.  The algorithm is the fastest, timed on the product's
 // own operands, of the heuristic's first candidates (what torch.compile's
 // max-autotune does for its matmuls; LMPIPE_MATMUL_AUTOTUNE=N times N
-// of them instead of eight); LMPIPE_MATMUL_AUTOTUNE=0 or
+// of them instead of eight) for the first product of each class of
+// products that differ only in a row count rounding up to the same power
+// of two; a later
+// product of a class already timed takes the heuristic's first, untimed:
+// rl-update's and lm-sample's row counts change from one micro-batch or
+// prompt chunk to the next, and timing eight candidates for every one of
+// them cost more than the products (rl-update's forward/backward took
+// 2.2 s instead of about 0.7 s for 2048 rollouts).
+// LMPIPE_MATMUL_AUTOTUNE=0 or
 // matmul_cuda_set_autotune(0) takes the heuristic's first, which does not
 // depend on timing noise.  Deterministic (the flag matmul_cuda_follow binds,
 // read at each product): the heuristic's first, never timed, and it may
@@ -24,7 +32,8 @@
 
 namespace {
 
-enum { WORKSPACE = 32 << 20, MAX_PLANS = 64, CANDIDATES = 8, MAX_CANDIDATES = 64, TUNE_RUNS = 3 };
+enum { WORKSPACE = 32 << 20, MAX_PLANS = 64, MAX_TUNED = 64, CANDIDATES = 8, MAX_CANDIDATES = 64,
+       TUNE_RUNS = 3 };
 
 struct key {
 	int ta, tb, m, n, k, lda, ldb, ldc, cf32, beta, det;
@@ -38,6 +47,12 @@ struct plan {
 	cublasLtMatmulAlgo_t algo;
 };
 
+// A class of products (class_of) whose first was timed.
+struct tuned {
+	key k;
+	int valid;
+};
+
 }  // namespace
 
 struct matmul_cuda {
@@ -46,6 +61,8 @@ struct matmul_cuda {
 	void *ws;
 	plan plans[MAX_PLANS];
 	int evict;                 // the slot a new plan takes when all are used
+	tuned tunes[MAX_TUNED];
+	int evict_tuned;
 	int autotune;              // time this many of the heuristic's candidates for each new
 	                           // plan (0 or 1: take its first)
 	const int *det;            // the deterministic flag (NULL: off)
@@ -127,6 +144,51 @@ int fastest(matmul_cuda *mc, plan *p, const cublasLtMatmulHeuristicResult_t *can
 	return best;
 }
 
+// Rounded up to a power of two.
+int pow2_at_least(int x)
+{
+	int p = 1;
+	while (p < x && p < (1 << 30))
+		p <<= 1;
+	return p;
+}
+
+// The class of a product: its key with the row count N of the layer
+// rounded up to a power of two (k of the weight gradient's product, n of
+// the others'); the weight's sizes stay exact, so that two layers are
+// never one class.
+key class_of(const key &k)
+{
+	key c = k;
+	if (!k.ta && k.tb)
+		c.k = pow2_at_least(k.k);
+	else
+		c.n = pow2_at_least(k.n);
+	return c;
+}
+
+int class_timed(matmul_cuda *mc, const key &c)
+{
+	for (int i = 0; i < MAX_TUNED; i++)
+		if (mc->tunes[i].valid && !memcmp(&mc->tunes[i].k, &c, sizeof c))
+			return 1;
+	return 0;
+}
+
+void keep_timed(matmul_cuda *mc, const key &c)
+{
+	tuned *t = nullptr;
+	for (int i = 0; i < MAX_TUNED && !t; i++)
+		if (!mc->tunes[i].valid)
+			t = &mc->tunes[i];
+	if (!t) {
+		t = &mc->tunes[mc->evict_tuned];
+		mc->evict_tuned = (mc->evict_tuned + 1) % MAX_TUNED;
+	}
+	t->k = c;
+	t->valid = 1;
+}
+
 // The plan of a product: found, or made in a free slot, or (all used: a
 // training run has far fewer shapes, a test of many shapes may not) in
 // the slots taken in turn.
@@ -168,10 +230,11 @@ plan *get_plan(matmul_cuda *mc, const key &k, const tune_args *tune)
 		cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
 						     &schemes, sizeof schemes);
 	}
+	key c = class_of(k);
+	int tuning = mc->autotune > 1 && !k.det && !class_timed(mc, c);
 	cublasLtMatmulHeuristicResult_t cand[MAX_CANDIDATES];
 	cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(mc->h, p->desc, p->a, p->b, p->c, p->c, pref,
-							  mc->autotune > 1 && !k.det ? mc->autotune : 1,
-							  cand, &got);
+							  tuning ? mc->autotune : 1, cand, &got);
 	cublasLtMatmulPreferenceDestroy(pref);
 	if (s != CUBLAS_STATUS_SUCCESS || got < 1) {
 		destroy_plan(p);
@@ -179,8 +242,14 @@ plan *get_plan(matmul_cuda *mc, const key &k, const tune_args *tune)
 	}
 	p->algo = cand[0].algo;
 	p->valid = 1;
-	if (got > 1)
+	if (got > 1) {
+		cudaStreamCaptureStatus cs;
+		int timed = tune && cudaStreamIsCapturing(mc->st, &cs) == cudaSuccess &&
+			    cs == cudaStreamCaptureStatusNone;
 		p->algo = cand[fastest(mc, p, cand, got, tune)].algo;
+		if (timed)
+			keep_timed(mc, c);
+	}
 	return p;
 }
 

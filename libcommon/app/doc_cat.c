@@ -63,8 +63,8 @@ int doc_cat(doc_cat_opts *o, const char *const *files, int n, docs_stats *st, lm
 	return rc;
 }
 
-int doc_cat_plan(const char *const *files, int n, uint64_t piece_bytes, FILE *out,
-		 lm_err *e)
+int doc_cat_plan(const char *const *files, int n, uint64_t piece_bytes, const docs_opts *sizes,
+		 FILE *out, lm_err *e)
 {
 	for (int i = 0; i < n; i++)
 		if (strpbrk(files[i], "\t\n"))
@@ -76,10 +76,13 @@ int doc_cat_plan(const char *const *files, int n, uint64_t piece_bytes, FILE *ou
 		return -1;
 	for (size_t i = 0; i < k; i++) {
 		if (v[i].end == DOCS_TO_END)
-			fprintf(out, "%s\t%llu\t-\n", v[i].path, (unsigned long long)v[i].start);
+			fprintf(out, "%s\t%llu\t-", v[i].path, (unsigned long long)v[i].start);
 		else
-			fprintf(out, "%s\t%llu\t%llu\n", v[i].path, (unsigned long long)v[i].start,
+			fprintf(out, "%s\t%llu\t%llu", v[i].path, (unsigned long long)v[i].start,
 				(unsigned long long)v[i].end);
+		if (sizes)
+			fprintf(out, "\t%llu", (unsigned long long)docs_piece_bytes(sizes, &v[i]));
+		fputc('\n', out);
 	}
 	free(v);
 	return 0;

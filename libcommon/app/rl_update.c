@@ -19,7 +19,20 @@
 #include "tok/bpe.h"
 #include "tok/bpe_encode.h"
 
-enum { NAME_MAX_LEN = 64 };
+enum { NAME_MAX_LEN = 64, PROF_ROWS_MAX = 64 };
+
+/* The --profile rows to o->on_profile (on rank 0). */
+static int report_profile(const rlu_opts *o, lm_backend *be, int steps, double wall_s, int root,
+			  lm_err *e)
+{
+	lm_prof_row rows[PROF_ROWS_MAX];
+	int n = prof_rows(be, rows, PROF_ROWS_MAX, e);
+	if (n < 0)
+		return -1;
+	if (root && o->on_profile)
+		o->on_profile(rows, n, steps, wall_s * 1e3);
+	return 0;
+}
 
 int rlu_run(const rlu_opts *o, FILE *in, const char *in_name, FILE *metrics, rlu_times *times,
 	    lm_err *e)
@@ -89,6 +102,8 @@ int rlu_run(const rlu_opts *o, FILE *in, const char *in_name, FILE *metrics, rlu
 		rc = got < 0 ? -1 : 0;
 		st.value_head_loaded = got > 0;
 	}
+	if (rc == 0 && o->profile)
+		rc = prof_attach(be, e);
 	double t_read = lm_now(), t_ref = t_read; /* the device, records and checkpoints read */
 	if (rc == 0 && o->algo == RLU_DPO)
 		rc = reference_logps(o, &cfg, be, maxT, &v, e);
@@ -102,6 +117,9 @@ int rlu_run(const rlu_opts *o, FILE *in, const char *in_name, FILE *metrics, rlu
 		rc = o->algo == RLU_DPO ? dpo_train(o, &par, &m, &opt, &v, &st, e)
 		   : o->algo == RLU_PPO ? ppo_train(o, &par, &m, &opt, &vh, &v, &st, e)
 		   : pg_train(o, &par, &m, &opt, &v, &st, e);
+	if (rc == 0 && o->profile)
+		rc = report_profile(o, be, (int)st.steps, lm_now() - t_read, par.rank == 0, e);
+	prof_detach(be);
 	if (rc == 0)
 		rc = rlu_par_stats(&par, &st, e);
 	double t_write = lm_now();

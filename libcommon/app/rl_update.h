@@ -20,6 +20,7 @@
 #include <stdio.h>
 
 #include "base/err.h"
+#include "model/profile.h"
 #include "rl/rl_loss.h"
 
 typedef enum rlu_algo { RLU_GRPO, RLU_SFT, RLU_DPO, RLU_PPO } rlu_algo;
@@ -55,6 +56,11 @@ typedef struct rlu_opts {
 	 * with the rank) before the job is ended, which the program's main
 	 * would not see; NULL: not said. */
 	void (*note)(const char *msg);
+	/* --profile: every op of the reference passes and the training timed
+	 * (profile.h), the rows given to on_profile at the end with the
+	 * optimizer steps and the wall time they took (rank 0 only) */
+	int profile;
+	void (*on_profile)(const lm_prof_row *rows, int n, int steps, double wall_ms);
 } rlu_opts;
 
 /* Where an update's wall time went, in seconds (the device waited for at

@@ -102,10 +102,31 @@ int atomic_clean_stale(const char *dir, int (*is_ours)(const char *name, void *a
 	return removed;
 }
 
+/* A destination that is there and is not a regular file, written in place
+ * (atomic.h). */
+static int open_direct(atomic_file *af, const char *path, lm_err *e)
+{
+	af->direct = 1;
+	af->path = strdup(path);
+	if (!af->path)
+		return lm_seterr(e, "%s: out of memory", path);
+	af->fp = fopen(path, "wb");
+	if (!af->fp) {
+		int saved = errno;
+		atomic_abort(af);
+		errno = saved;
+		return lm_seterr(e, "%s:", path);
+	}
+	return 0;
+}
+
 int atomic_open(atomic_file *af, const char *path, lm_err *e)
 {
 	memset(af, 0, sizeof *af);
 	af->slot = -1;
+	struct stat st;
+	if (stat(path, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))
+		return open_direct(af, path, e);
 	af->path = strdup(path);
 	af->tmp = tmp_name(path);
 	if (!af->path || !af->tmp) {
@@ -165,6 +186,20 @@ int atomic_commit(atomic_file *af, lm_err *e)
 		return lm_seterr(e, "%s: output file is not open", af->path ? af->path : "?");
 	FILE *fp = af->fp;
 	af->fp = NULL;
+	if (af->direct) {
+		int bad = fflush(fp) != 0 || ferror(fp);
+		int saved = errno;
+		if (fclose(fp) != 0 && !bad) {
+			bad = 1;
+			saved = errno;
+		}
+		if (bad) {
+			errno = saved;
+			lm_seterr(e, "%s:", af->path);
+		}
+		atomic_abort(af);
+		return bad ? -1 : 0;
+	}
 	int bad = fflush(fp) != 0 || ferror(fp);
 	if (!bad && fsync(fileno(fp)) != 0 && errno != EINVAL)
 		bad = 1;

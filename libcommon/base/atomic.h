@@ -7,6 +7,11 @@
  * directory.  Until then the temporary file is on a process-wide list; die(), exit and SIGINT/SIGTERM/SIGHUP remove every
  * file still on it, so an interrupted run leaves nothing that looks valid.
  *
+ * A destination that exists and is not a regular file (a character
+ * device such as /dev/null or /dev/stdout, a FIFO, a socket) is written
+ * in place instead: renaming over it would replace the device or the pipe
+ * with a regular file, and such outputs cannot be whole-or-nothing anyway.
+ *
  * Outputs that are committed one by one but whole only as a set (the
  * numbered shards of shard-pack) join the same list as a hook: a function
  * that removes what the run has committed so far, called after the
@@ -23,6 +28,7 @@ typedef struct atomic_file {
 	char *path;      /* final name */
 	char *tmp;       /* temporary name */
 	int slot;        /* index in the process-wide list */
+	int direct;      /* path itself is written (not a regular file) */
 } atomic_file;
 
 int atomic_open(atomic_file *af, const char *path, lm_err *e);

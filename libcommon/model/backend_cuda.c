@@ -63,6 +63,10 @@ typedef struct cuda_ctx {
 	size_t head_bytes;
 	void *scratch;               /* ops' workspaces, grown on first use */
 	size_t scratch_bytes;
+	int recorded;                /* a graph was made: its kernels may point into head and
+					scratch, so a grown one keeps the old (retired) until close */
+	void **retired;
+	int n_retired;
 	char *stage;                 /* pinned, STAGE_SLOTS x STAGE_BYTES */
 	cudaEvent_t stage_done[STAGE_SLOTS];
 	int next_stage;
@@ -122,6 +126,31 @@ static void cu_release(lm_backend *be, void *p)
 			break;
 		}
 	cudaFree(p);
+}
+
+/* A workspace replaced by a larger one: freed, or, once a graph has been
+ * recorded (which replays with the pointers it was recorded with: an
+ * evaluation between training steps, or a prompt's prefill between
+ * decoding steps, may need more rows than the recorded step), kept until
+ * the backend closes. */
+static void retire(lm_backend *be, void *p)
+{
+	cuda_ctx *c = CTX(be);
+	if (!p)
+		return;
+	if (!c->recorded) {
+		cu_release(be, p);
+		return;
+	}
+	void **r = realloc(c->retired, (c->n_retired + 1) * sizeof *r);
+	if (!r) {
+		/* nowhere to keep it: wait for the device, and free it */
+		cudaStreamSynchronize(c->st);
+		cu_release(be, p);
+		return;
+	}
+	c->retired = r;
+	c->retired[c->n_retired++] = p;
 }
 
 static size_t cu_peak_bytes(lm_backend *be) { return CTX(be)->peak; }
@@ -278,6 +307,9 @@ static void cu_close(lm_backend *be)
 	cudaFree(c->partials);
 	cudaFree(c->scratch);
 	cudaFree(c->head);
+	for (int i = 0; i < c->n_retired; i++)
+		cudaFree(c->retired[i]);
+	free(c->retired);
 	free(c->allocs);
 	cudaStreamDestroy(c->st);
 	free(c);
@@ -307,7 +339,7 @@ static void *scratch(lm_backend *be, size_t bytes)
 	void *p = cu_alloc(be, bytes);
 	if (!p)
 		return NULL;
-	cu_release(be, c->scratch);
+	retire(be, c->scratch);
 	c->scratch = p;
 	c->scratch_bytes = bytes;
 	return p;
@@ -646,7 +678,7 @@ static void cu_head_xent(lm_backend *be, const void *x, const void *w, const int
 	int R = head_rows(N, V);
 	size_t need = (size_t)R * V * sizeof(uint16_t);
 	if (!c->head || c->head_bytes < need) {
-		cu_release(be, c->head);
+		retire(be, c->head);
 		c->head_bytes = 0;
 		if (!(c->head = cu_alloc(be, need)))
 			return;
@@ -735,7 +767,7 @@ static void cu_head_xent_ex(lm_backend *be, const void *x, const void *w, const 
 		R = N;
 	size_t zb = (size_t)R * V * sizeof(float), need = zb + (size_t)R * V * sizeof(uint16_t);
 	if (!c->head || c->head_bytes < need) {
-		cu_release(be, c->head);
+		retire(be, c->head);
 		c->head_bytes = 0;
 		if (!(c->head = cu_alloc(be, need)))
 			return;
@@ -858,6 +890,7 @@ static void cu_sample(lm_backend *be, int32_t *tok, float *lp, const float *logi
  * calls are not affected), instantiated at the end. */
 static void cu_graph_begin(lm_backend *be)
 {
+	CTX(be)->recorded = 1;
 	check(be, cudaStreamBeginCapture(CTX(be)->st, cudaStreamCaptureModeThreadLocal) != cudaSuccess,
 	      "graph capture");
 }
@@ -869,6 +902,7 @@ static void *cu_graph_end(lm_backend *be)
 	cudaError_t err = cudaStreamEndCapture(CTX(be)->st, &g);
 	if (err == cudaSuccess && !be->failed)
 		err = cudaGraphInstantiate(&x, g, 0);
+	CTX(be)->recorded = 1;
 	if (g)
 		cudaGraphDestroy(g);
 	if (err != cudaSuccess || be->failed) {

@@ -460,8 +460,10 @@ const float *model_token_entropy(const model *m, lm_err *e)
 		return NULL;
 	}
 	float *d = tok_ent(m, e);
+	double n = (double)m->B * m->T;
 	if (d)
-		m->be->entropy_fwd(m->be, d, a->logits, a->lse_v, m->B * m->T, m->cfg.vocab);
+		PROF(m->be, "head.entropy", 4.0 * n * m->cfg.vocab, n * m->cfg.vocab * lm_dtype_size(m->be->act),
+		     m->be->entropy_fwd(m->be, d, a->logits, a->lse_v, m->B * m->T, m->cfg.vocab));
 	return d;
 }
 

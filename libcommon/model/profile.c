@@ -141,3 +141,24 @@ int prof_rows(lm_backend *be, lm_prof_row *rows, int max, lm_err *e)
 	free(all);
 	return n;
 }
+
+void prof_write_table(FILE *f, const char *prog, const char *unit, const lm_prof_row *rows, int n,
+		      int steps, double wall_ms)
+{
+	double total = 0;
+	for (int i = 0; i < n; i++)
+		total += rows[i].ms;
+	if (!steps)
+		return;
+	fprintf(f, "%s: profile of %d %s: %.3f ms a step, %.3f ms of it in ops\n", prog, steps, unit,
+		wall_ms / steps, total / steps);
+	fprintf(f, "%-28s %7s %10s %6s %9s %8s %8s\n", "op", "calls", "total ms", "share", "ms/call",
+		"TFLOP/s", "GB/s");
+	for (int i = 0; i < n; i++) {
+		const lm_prof_row *r = &rows[i];
+		double s = r->ms / 1e3;
+		fprintf(f, "%-28s %7lld %10.3f %5.1f%% %9.4f %8.1f %8.1f\n", r->name, r->calls, r->ms,
+			total > 0 ? 100 * r->ms / total : 0, r->ms / r->calls,
+			s > 0 ? r->flops / s / 1e12 : 0, s > 0 ? r->bytes / s / 1e9 : 0);
+	}
+}

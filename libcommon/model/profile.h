@@ -11,6 +11,8 @@
 #ifndef LMPIPE_PROFILE_H
 #define LMPIPE_PROFILE_H
 
+#include <stdio.h>
+
 #include "base/err.h"
 #include "model/backend.h"
 
@@ -41,6 +43,13 @@ void prof_end(lm_backend *be, prof_span *s, double flops, double bytes);
 /* The totals so far, largest time first, at most max rows; returns the
  * number of rows, or -1 (with the backend's error). */
 int prof_rows(lm_backend *be, lm_prof_row *rows, int max, lm_err *e);
+
+/* The rows as a table on f, like torch.profiler's key_averages: a line
+ * "PROG: profile of STEPS UNIT: ... ms a step, ... ms of it in ops", then
+ * one row per op (calls, total ms, share of the ops' time, ms a call,
+ * achieved TFLOP/s and GB/s).  Nothing when steps is 0. */
+void prof_write_table(FILE *f, const char *prog, const char *unit, const lm_prof_row *rows, int n,
+		      int steps, double wall_ms);
 
 /* Run CALL as the op NAME that does FLOPS operations and moves BYTES. */
 #define PROF(be, name, flops, bytes, call)                        \

@@ -4,6 +4,8 @@
 
 #include <string.h>
 
+#include "model/profile.h"
+
 void rl_dev_free(rl_dev *d)
 {
 	if (!d->be)
@@ -57,18 +59,23 @@ int rl_dev_pg(rl_dev *d, model *m, const rl_pg_rows *r, lm_err *e)
 		return -1;
 	int B = m->B, T = m->T;
 	size_t n = (size_t)B * T;
-	be->upload(be, d->score, r->score, (size_t)B * sizeof *r->score);
-	be->upload(be, d->row_w, r->row_w, (size_t)B * sizeof *r->row_w);
-	if (r->old)
-		be->upload(be, d->old, r->old, n * sizeof *r->old);
-	if (r->ref)
-		be->upload(be, d->ref, r->ref, n * sizeof *r->ref);
+	double up = 2.0 * B * sizeof(float) + (r->old ? n * sizeof *r->old : 0) +
+		    (r->ref ? n * sizeof *r->ref : 0);
+	PROF(be, "rl.upload", 0, up, {
+		be->upload(be, d->score, r->score, (size_t)B * sizeof *r->score);
+		be->upload(be, d->row_w, r->row_w, (size_t)B * sizeof *r->row_w);
+		if (r->old)
+			be->upload(be, d->old, r->old, n * sizeof *r->old);
+		if (r->ref)
+			be->upload(be, d->ref, r->ref, n * sizeof *r->ref);
+	});
 	const float *ent = r->entropy ? model_token_entropy(m, e) : NULL;
 	if (r->entropy && !ent)
 		return -1;
-	be->rl_tok_pg(be, d->w, d->stats, d->ws, model_token_ce(m), model_token_targets(m),
-		      d->score, d->row_w, r->old ? d->old : NULL, r->ref ? d->ref : NULL, ent, B, T,
-		      r->a);
+	PROF(be, "rl.pg_tok", 0, n * 6.0 * sizeof(float),
+	     be->rl_tok_pg(be, d->w, d->stats, d->ws, model_token_ce(m), model_token_targets(m),
+			   d->score, d->row_w, r->old ? d->old : NULL, r->ref ? d->ref : NULL, ent,
+			   B, T, r->a));
 	model_grad_in g = { .scale = 1.0f, .weights_dev = d->w };
 	return model_backward_ex(m, &g, e);
 }
@@ -147,17 +154,20 @@ int rl_dev_ppo(rl_dev *d, model *m, const rl_ppo_rows *r, lm_err *e)
 		return -1;
 	int B = m->B, T = m->T;
 	size_t n = (size_t)B * T * sizeof(float);
-	be->upload(be, d->old, r->old, n);
-	be->upload(be, d->adv, r->adv, n);
-	be->upload(be, d->old_v, r->old_v, n);
-	be->upload(be, d->ret, r->ret, n);
-	be->upload(be, d->row_w, r->row_scale, (size_t)B * sizeof *r->row_scale);
+	PROF(be, "rl.upload", 0, 4.0 * n + (double)B * sizeof *r->row_scale, {
+		be->upload(be, d->old, r->old, n);
+		be->upload(be, d->adv, r->adv, n);
+		be->upload(be, d->old_v, r->old_v, n);
+		be->upload(be, d->ret, r->ret, n);
+		be->upload(be, d->row_w, r->row_scale, (size_t)B * sizeof *r->row_scale);
+	});
 	const float *ent = model_token_entropy(m, e);
 	if (!ent)
 		return -1;
-	be->ppo_tok(be, d->w, d->dent, d->dvalue, d->dhidden, d->hgrad, d->pstats, d->pws,
-		    model_token_ce(m), model_token_targets(m), model_hidden(m), d->head, ent, d->old,
-		    d->adv, d->old_v, d->ret, d->row_w, B, T, d->C, r->a);
+	PROF(be, "rl.ppo_tok", 0, (double)B * T * (2.0 * d->C + 8) * sizeof(float),
+	     be->ppo_tok(be, d->w, d->dent, d->dvalue, d->dhidden, d->hgrad, d->pstats, d->pws,
+			 model_token_ce(m), model_token_targets(m), model_hidden(m), d->head, ent,
+			 d->old, d->adv, d->old_v, d->ret, d->row_w, B, T, d->C, r->a));
 	model_grad_in g = { .scale = 1.0f, .weights_dev = d->w, .dhidden_dev = d->dhidden,
 			    .dentropy_dev = r->a.ent_coef != 0 ? d->dent : NULL };
 	return model_backward_ex(m, &g, e);

@@ -481,3 +481,31 @@ int docs_plan(const char *const *paths, int n, uint64_t piece_bytes, docs_piece 
 	*n_pieces = k;
 	return 0;
 }
+
+uint64_t docs_piece_bytes(const docs_opts *o, const docs_piece *pc)
+{
+	int fd = open(pc->path, O_RDONLY);
+	struct stat sb;
+	if (fd < 0)
+		return 0;
+	if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+		close(fd);
+		return 0;
+	}
+	uint64_t size = (uint64_t)sb.st_size;
+	docs_codec codec = DOCS_PLAIN;
+	lm_err ignored;
+	if (docs_codec_of(pc->path, &codec, &ignored) != 0 || codec != DOCS_PLAIN || size == 0 ||
+	    pc->start > size || (pc->start == 0 && pc->end == DOCS_TO_END)) {
+		close(fd);
+		return size;
+	}
+	void *m = mmap(NULL, (size_t)size, PROT_READ, MAP_PRIVATE, fd, 0);
+	close(fd);
+	if (m == MAP_FAILED)
+		return size;
+	uint64_t a = next_start(o, m, size, pc->start);
+	uint64_t b = pc->end == DOCS_TO_END ? size : next_start(o, m, size, pc->end);
+	munmap(m, (size_t)size);
+	return b > a ? b - a : 0;
+}

@@ -63,4 +63,10 @@ typedef struct docs_piece {
 int docs_plan(const char *const *paths, int n, uint64_t piece_bytes, docs_piece **pieces,
 	      size_t *n_pieces, lm_err *e);
 
+/* The bytes of the documents that start in the piece (read with o's format
+ * and separator): a weight, so that a pipeline may start the largest pieces
+ * first.  A whole or compressed file weighs its size on disk; a file that
+ * cannot be read weighs 0 (its reading fails later, in its own task). */
+uint64_t docs_piece_bytes(const docs_opts *o, const docs_piece *pc);
+
 #endif

@@ -9,6 +9,7 @@
 #include "base/grow.h"
 #include "text/pretok.h"
 #include "tok/bpe_encode_internal.h"
+#include "tok/bpe_pre.h"
 
 int bpe_ids_reserve(bpe_ids *ids, size_t more, lm_err *e)
 {
@@ -349,10 +350,47 @@ static void encode_cached(bpe_worker *w, const uint8_t *s, size_t n, uint64_t ke
 
 /* ---- texts ---- */
 
+int bpe_encode_piece(bpe_worker *w, const uint8_t *s, size_t n, bpe_ids *out, lm_err *e)
+{
+	if (n == 1) {
+		out->v[out->n++] = w->enc->t->byte_id[s[0]];
+		return 0;
+	}
+	if (n > CACHE_MAX_PIECE)
+		return bpe_merge_long(w, s, n, out, e);
+	uint64_t key8 = load_key8(s, n < 8 ? n : 8);
+	out->n += merge_missed(w->enc, s, n, hash_piece(s, n, key8), out->v + out->n);
+	return 0;
+}
+
+void bpe_worker_set_pre(bpe_worker *w, bpe_pre *p)
+{
+	w->pre = p;
+}
+
+/* The pre-tokens of s[0..n) as their indices in w->pre (bpe_pre.h). */
+static int intern_plain(bpe_worker *w, const uint8_t *s, size_t n, bpe_ids *out, lm_err *e)
+{
+	size_t off[BPE_PRE_BATCH], len[BPE_PRE_BATCH];
+	for (size_t p = 0; p < n;) {
+		size_t k = 0;
+		for (; k < BPE_PRE_BATCH && p < n; k++) {
+			off[k] = p;
+			p += len[k] = pretok_next(s + p, n - p);
+		}
+		if (bpe_pre_intern(w->pre, s, off, len, k, out->v + out->n, e))
+			return -1;
+		out->n += k;
+	}
+	return 0;
+}
+
 /* Pre-tokenize a batch of pieces ahead, prefetching their cache slots, so
  * that the cache's memory latency overlaps. */
 static int encode_plain(bpe_worker *w, const uint8_t *s, size_t n, bpe_ids *out, lm_err *e)
 {
+	if (w->pre)
+		return intern_plain(w, s, n, out, e);
 	size_t off[PIECE_BATCH], len[PIECE_BATCH];
 	uint64_t key8[PIECE_BATCH], h[PIECE_BATCH];
 	const uint32_t *byte_id = w->enc->t->byte_id;
@@ -423,7 +461,7 @@ int bpe_encode(bpe_worker *w, const uint8_t *text, size_t n, bpe_ids *out, lm_er
 		}
 		if (encode_plain(w, text + seg, i - seg, out, e))
 			return -1;
-		out->v[out->n++] = sp->id;
+		out->v[out->n++] = w->pre ? BPE_PRE_SPECIAL | (uint32_t)(sp - E->spec) : sp->id;
 		i += sp->len;
 		seg = i;
 	}

@@ -80,6 +80,8 @@ struct bpe_worker {
 	uint32_t *head, *tail;   /* rank buckets of huge merges: pool entries */
 	uint32_t *pool_pos, *pool_next, *gather;
 	size_t pool_cap, gather_cap;
+	struct bpe_pre *pre;     /* set: pre-tokens are interned, not merged
+				    (bpe_pre.h) */
 };
 
 static inline size_t pair_index(const bpe_encoder *E, uint64_t key)
@@ -105,6 +107,10 @@ size_t bpe_merge_small(const bpe_encoder *E, const uint8_t *s, size_t n, uint32_
 /* Merge a piece longer than SMALL_PIECE, appending its ids to out (room
  * for n ids reserved by the caller). */
 int bpe_merge_long(bpe_worker *w, const uint8_t *s, size_t n, bpe_ids *out, lm_err *e);
+/* Encode one pre-token (n >= 1 bytes, as pre-tokenized), appending its ids
+ * to out (room for n ids reserved by the caller): what encoding a text
+ * gives for it. */
+int bpe_encode_piece(bpe_worker *w, const uint8_t *s, size_t n, bpe_ids *out, lm_err *e);
 /* Free the scratch space of long merges. */
 void bpe_merge_free(bpe_worker *w);
 

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "base/io.h"
+#include "tok/bpe_pre.h"
 
 typedef struct batch {
 	uint8_t *buf;
@@ -128,8 +129,13 @@ bpe_stream *bpe_stream_new(const bpe_encoder *enc, const bpe_stream_opts *o, lm_
 	}
 	st->enc = enc;
 	st->o = *o;
-	if (st->o.threads < 1)
-		st->o.threads = 1;
+	if (st->o.threads < 1 || st->o.pre)
+		st->o.threads = 1;   /* pre-tokens are numbered in order, by one worker */
+	if (st->o.pre && st->o.doc_per_line) {
+		free(st);
+		lm_usage_err(e, "pre-tokens of one document per line are not supported");
+		return NULL;
+	}
 	if (!st->o.chunk)
 		st->o.chunk = BPE_DEFAULT_CHUNK;
 	st->max_chunks = (size_t)st->o.threads * BPE_CHUNKS_PER_THREAD;
@@ -151,6 +157,8 @@ bpe_stream *bpe_stream_new(const bpe_encoder *enc, const bpe_stream_opts *o, lm_
 			bpe_stream_free(st);
 			return NULL;
 		}
+		if (st->o.pre)
+			bpe_worker_set_pre(st->w[i], st->o.pre);
 		*a = (worker_arg){ st, i };
 		if (pthread_create(&st->tid[i], NULL, worker_main, a)) {
 			free(a);

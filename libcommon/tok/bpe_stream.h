@@ -26,6 +26,8 @@ typedef struct bpe_stream_opts {
 	size_t chunk;            /* target chunk size in bytes (0: default) */
 	int doc_per_line;        /* each line is a document: eot after it, newline dropped */
 	uint32_t eot;            /* the end-of-text id (doc_per_line) */
+	struct bpe_pre *pre;     /* set: the sink gets pre-token indices, on
+				    one thread, not ids (bpe_pre.h) */
 } bpe_stream_opts;
 
 enum { BPE_DEFAULT_CHUNK = 256 << 10, BPE_CHUNKS_PER_THREAD = 4 };

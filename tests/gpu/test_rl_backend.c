@@ -541,9 +541,18 @@ static void test_ppo_dev_step(model_config c, int B, int T)
 	   sg[RL_PPO_TOKENS] == sc[RL_PPO_TOKENS],
 	   "ppo device step: loss %.6g vs CPU %.6g, %g tokens (CPU %g)%s%s", sg[RL_PPO_LOSS],
 	   sc[RL_PPO_LOSS], sg[RL_PPO_TOKENS], sc[RL_PPO_TOKENS], rg ? ": " : "", rg ? e.msg : "");
-	ok(!rc && !rg && he.rel <= TOL_GRAD && fabs(hg.gb[0] - hc.gb[0]) <= 2e-2 * fabs(hc.gb[0]) + 1e-6,
-	   "ppo device step: the head's gradient rel %.3g (tol %.3g), bias %.6g vs %.6g", he.rel,
-	   TOL_GRAD, hg.gb[0], hc.gb[0]);
+	/* The bias's gradient is a sum over the tokens of terms of both signs
+	 * (vf_coef * scale * (v - ret), v clipped or not), which cancel: its
+	 * error is bounded against the sum of the terms' magnitudes, each
+	 * within bf16 rounding of the CPU's, not against the (small) sum. */
+	double mag = 0;
+	for (size_t i = 0; i < N; i++)
+		if (tg[i] >= 0)
+			mag += PPO_ARGS.vf_coef * rs[i / T] * (fabs(vc[i] - ret[i]) + PPO_ARGS.vf_clip);
+	double db = fabs(hg.gb[0] - hc.gb[0]);
+	ok(!rc && !rg && he.rel <= TOL_GRAD && db <= 2e-2 * mag + 1e-6,
+	   "ppo device step: the head's gradient rel %.3g (tol %.3g), bias %.6g vs %.6g "
+	   "(difference %.3g of the terms' %.3g)", he.rel, TOL_GRAD, hg.gb[0], hc.gb[0], db / mag, mag);
 	ok(!rc && !rg && worst <= TOL_GRAD, "ppo device step: gradients, every tensor within rel %.3g "
 	   "(worst %.3g, %s)", TOL_GRAD, worst, worst_name);
 	rl_dev_free(&dc), rl_dev_free(&dg);

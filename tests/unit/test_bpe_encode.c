@@ -252,7 +252,7 @@ static void test_stream(bpe_tokenizer *t)
 	static const size_t chunks[] = { 64, 100, 4096 };
 	for (size_t c = 0; c < 3; c++)
 		for (int threads = 1; threads <= 3; threads += 2) {
-			bpe_stream_opts o = { threads, chunks[c], 0, t->eot };
+			bpe_stream_opts o = { threads, chunks[c], 0, t->eot, NULL };
 			bpe_stream *st = bpe_stream_new(enc, &o, &e);
 			collected.n = 0;
 			rewind(fp);
@@ -262,7 +262,7 @@ static void test_stream(bpe_tokenizer *t)
 			bpe_stream_free(st);
 		}
 	/* one document per line: each line alone, then end-of-text */
-	bpe_stream_opts o = { 2, 64, 1, t->eot };
+	bpe_stream_opts o = { 2, 64, 1, t->eot, NULL };
 	bpe_stream *st = bpe_stream_new(enc, &o, &e);
 	collected.n = 0;
 	rewind(fp);
