@@ -10,7 +10,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	for (int k = 0; k < 2; k++) {
 		FILE *in = fuzz_stream(data, size), *out = fopen("/dev/null", "w");
 		if (in && out) {
-			reward_cfg c = { kinds[k], NULL, 0, k ? 0.5 : 0, "answer", "completion", 0 };
+			reward_cfg c = { kinds[k], NULL, 0, k ? 0.5 : 0, "answer", "completion", 0, 0 };
 			reward_summary s;
 			lm_err e;
 			reward_run(&c, in, "in", out, "out", &s, &e);

@@ -10,7 +10,7 @@ PATH=$BIN:$PATH
 W=$(mktemp -d "${TMPDIR:-/tmp}/lmpipe-seeds.XXXXXX")
 trap 'rm -rf "$W"' EXIT
 for t in shard shard_set tokstream tokenizer gpt2 counts safetensors checkpoint prompts tasks rewards \
-	rollouts pairs hf_tokenizer pretok; do
+	rollouts pairs hf_tokenizer json_skim pretok; do
 	mkdir -p "$OUT/$t"
 done
 cd "$W"
@@ -42,6 +42,7 @@ bpe-learn -v 256 -o b.bpe text.txt
 printf '%s\n' '{"prompt":"2+3=","answer":"5","group":0}' '{"prompt":"1+1=","answer":"2","group":1}' > ap.jsonl
 lm-sample -c ck/latest -t b.bpe --jsonl -i ap.jsonl -n 2 --max-tokens 6 -j 1 | rl-reward -r last-number \
 	> "$OUT/rollouts/r.jsonl"
+cp "$OUT/rollouts/r.jsonl" "$OUT/json_skim/r.jsonl"
 # SFT records (lm-task --response) and DPO preference pairs
 lm-task arith -n 2 --seed 1 -r > "$OUT/pairs/sft.jsonl"
 printf '%s\n' '{"prompt":"The cat","chosen":" sat on the mat.","rejected":" 2+3=5"}' \

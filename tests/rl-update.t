@@ -3,8 +3,8 @@
 # lm-train learns here in seconds: lm-sample rollouts -> rl-reward (an
 # external scorer) -> rl-update, the reward going up over a few rounds; SFT
 # raising the likelihood of its responses; equal rewards changing nothing;
-# DPO against a reference; PPO with its value head; bad input with clear
-# messages.
+# DPO against a reference; PPO with its value head; skimmed rollouts as
+# jansson reads them; bad input with clear messages.
 . "$(dirname "$0")/lib.sh"
 cd "$TMP" || exit 1
 STEPS=100 LINES=1500 ROUNDS=6 PPO_ROUNDS=4
@@ -86,6 +86,21 @@ ok $? "equal rewards: gradient norm 0"
 run rl-update -c ck/latest -o same2 -j 1 --no-std same.jsonl
 perl -e "exit !($(field "$out" adv_max) == 0)"
 ok $? "Dr. GRPO advantages of equal rewards are 0"
+
+# rollouts skimmed (ids, log-probs, reward and group read from the text)
+# and rollouts parsed by jansson (lines the skimmer declines, here for an
+# escaped surrogate pair) make the same sequences: the same checkpoints
+# (repeated keys: the last counts; a log-prob written as an integer)
+perl -pe 's/"logprobs":\[[-0-9.e+]+/"logprobs":[-1/; s/^\{/{"logprobs":[0],"reward":"no",/; s/\}$/,"note":"x"}/' \
+	s0.jsonl > fast.jsonl
+perl -pe 's/"note":"x"/"note":"\\ud83d\\ude00"/' fast.jsonl > slow.jsonl
+for a in grpo ppo; do
+	run rl-update -a $a -c ck/latest -o fast-$a -j 1 --lr 1e-2 fast.jsonl
+	f_rc=$rc
+	run rl-update -a $a -c ck/latest -o slow-$a -j 1 --lr 1e-2 slow.jsonl
+	[ "$f_rc$rc" = 00 ] && cmp -s fast-$a/latest slow-$a/latest
+	ok $? "$a: skimmed and jansson-parsed rollouts give the same checkpoint ($err)"
+done
 
 # SFT: a second pass over the same records is more likely than the first
 printf '%s\n' '{"prompt":"Max saw a","response":" big kite."}' '{"prompt":"Tom lost a","response":" red boat."}' > sft.jsonl

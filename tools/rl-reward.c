@@ -9,10 +9,13 @@
 #include "cli/options.h"
 #include "tasks/reward.h"
 
+enum { MAX_THREADS = 1024 };
+
 static const char *const kinds[] = { "r1-zero", "exact", "last-number", NULL };
 static const char *kind = "r1-zero", *cmd, *output, *answer_key = "answer",
 		  *completion_key = "completion";
 static int format_only, verbose;
+static long long threads;
 static double length_weight, timeout = REWARD_CMD_TIMEOUT;
 
 static const opt_def opts[] = {
@@ -26,6 +29,8 @@ static const opt_def opts[] = {
 	  "add W times the Kimi k1.5 length reward within each group", 0, 1e6, NULL },
 	{ 0, "answer-key", OPT_STR, &answer_key, "KEY", "field of the reference answer", 0, 0, NULL },
 	{ 0, "completion-key", OPT_STR, &completion_key, "KEY", "field of the model's text", 0, 0, NULL },
+	{ 'j', "threads", OPT_INT, &threads, "N", "threads that parse and score the rollouts (default: all)",
+	  1, MAX_THREADS, NULL },
 	{ 'o', "output", OPT_STR, &output, "FILE", "write to FILE, whole or not at all (default stdout)", 0, 0, NULL },
 	{ 'v', "verbose", OPT_FLAG, &verbose, NULL, "print a summary line on stderr", 0, 0, NULL },
 	OPT_END
@@ -45,7 +50,7 @@ int main(int argc, char **argv)
 	int n = opt_parse_or_exit(&prog, argc, argv, &operands);
 	const char *path = cli_one_input(operands, n);
 	reward_cfg c = { REWARD_R1_ZERO, cmd, format_only, length_weight, answer_key, completion_key,
-			 timeout };
+			 timeout, (int)threads };
 	if (cmd)
 		c.kind = REWARD_CMD;
 	else if (!strcmp(kind, "exact"))

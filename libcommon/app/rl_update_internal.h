@@ -3,7 +3,9 @@
  * backward passes, the statistics of the metrics line, and the steps rlu_run
  * (rl_update.c) calls in order:
  *
- *   rl_update_records.c    records to sequences (read_seqs)
+ *   rl_update_rollouts.c   records to sequences (read_seqs): GRPO's and PPO's
+ *                          rollouts skimmed on threads
+ *   rl_update_records.c    records parsed by jansson into sequences
  *   rl_update_tokens.c     the sequence store, prompt and response tokens
  *   rl_update_advantages.c GRPO's group advantages
  *   rl_update_forward.c    micro-batches through the model, the reference passes
@@ -136,6 +138,15 @@ int encode_response_field(seqs *v, json_t *o, const char *key, uint32_t **out, s
  * below vocab; an input without records is an error. */
 int read_seqs(const rlu_opts *o, seqs *v, FILE *in, const char *name, int vocab, int ctx,
 	      lm_err *e);
+
+/* read_seqs's ways: each record parsed by jansson (read_records, SFT and
+ * DPO: jsonl_next_batch), one record into sequences (read_record); GRPO's
+ * and PPO's rollouts are skimmed on threads a batch at a time, and what
+ * the skimmer does not take goes through read_record. */
+int read_records(const rlu_opts *o, seqs *v, FILE *in, const char *name, int vocab, int ctx,
+		 lm_err *e);
+int read_record(const rlu_opts *o, seqs *v, json_t *obj, int vocab, int ctx,
+		const char *name, unsigned long lineno, lm_err *e);
 
 /* GRPO: each sequence's advantage within its group; *n_groups groups. */
 int grpo_advantages(const rlu_opts *o, seqs *v, size_t *n_groups, const char *name, lm_err *e);

@@ -1,7 +1,9 @@
 /* rl_update_records.c: the records of rl-update's input, one JSON object
  * a line, into sequences (rl_update_internal.h): rollouts with token ids,
  * rewards, groups and log-probs (GRPO, PPO), {prompt, response} (SFT) or
- * {prompt, chosen, rejected} (DPO). */
+ * {prompt, chosen, rejected} (DPO), each parsed by jansson.  Rollouts are
+ * read by rl_update_rollouts.c, which leaves here what it does not take
+ * itself. */
 #include <jansson.h>
 #include <math.h>
 #include <stdlib.h>
@@ -79,8 +81,8 @@ static int old_logprobs(seq *s, json_t *a, const char *who, const char *name, un
 	return 0;
 }
 
-static int read_record(const rlu_opts *o, seqs *v, json_t *obj, int vocab, int ctx,
-		       const char *name, unsigned long lineno, lm_err *e)
+int read_record(const rlu_opts *o, seqs *v, json_t *obj, int vocab, int ctx,
+		const char *name, unsigned long lineno, lm_err *e)
 {
 	uint32_t *p = NULL, *r = NULL;
 	size_t np = 0, nr = 0;
@@ -121,8 +123,8 @@ static int read_record(const rlu_opts *o, seqs *v, json_t *obj, int vocab, int c
 	return 0;
 }
 
-int read_seqs(const rlu_opts *o, seqs *v, FILE *in, const char *name, int vocab, int ctx,
-	      lm_err *e)
+int read_records(const rlu_opts *o, seqs *v, FILE *in, const char *name, int vocab, int ctx,
+		 lm_err *e)
 {
 	jsonl_reader jr;
 	jsonl_batch b;

@@ -124,6 +124,9 @@ static void unwrap_text(gstr *s)
 static void cut_word(gstr *s, const char *u)
 {
 	size_t m = strlen(u), i = 0;
+	/* most answers hold none of the units: nothing to cut, nothing copied */
+	if (!s->n || !memmem(s->p, s->n, u, m))
+		return;
 	gstr t = { 0 };
 	gs_set(&t, s->p, s->n);
 	while (!t.oom && i + m <= t.n) {
@@ -248,8 +251,10 @@ static int strip_string(gstr *s)
 	for (int round = 0; round < 2; round++)
 		for (size_t u = 0; u < sizeof MATHD_UNITS / sizeof *MATHD_UNITS; u++) {
 			char plural[32];
+			size_t m = strlen(MATHD_UNITS[u]);
 			cut_word(s, MATHD_UNITS[u]);
-			snprintf(plural, sizeof plural, "%ss", MATHD_UNITS[u]);
+			memcpy(plural, MATHD_UNITS[u], m);
+			memcpy(plural + m, "s", 2);
 			cut_word(s, plural);
 		}
 	gs_replace(s, "^{\\circ}", "");

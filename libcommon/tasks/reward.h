@@ -62,6 +62,7 @@ typedef struct reward_cfg {
 	const char *answer_key;
 	const char *completion_key;
 	double cmd_timeout;    /* REWARD_CMD: seconds, 0: none */
+	int threads;           /* threads that look at and score the lines, 0: all */
 } reward_cfg;
 
 typedef struct reward_summary {
@@ -73,7 +74,9 @@ typedef struct reward_summary {
  * line back to out, in order, with "reward", "format_reward" and
  * "answer_reward" added after the other fields (the input bytes are kept;
  * a line that already has one of those fields is rewritten compactly
- * without them, and the new ones added at the end).  Errors name in_name and the line. */
+ * without them, and the new ones added at the end).  Errors name in_name and the line.
+ * The lines are read in order and looked at and scored on c->threads
+ * threads; the output and the messages do not depend on their number. */
 int reward_run(const reward_cfg *c, FILE *in, const char *in_name, FILE *out,
 	       const char *out_name, reward_summary *sum, lm_err *e);
 
