@@ -143,12 +143,9 @@ static void retire(lm_backend *be, void *p)
 		return;
 	}
 	void **r = realloc(c->retired, (c->n_retired + 1) * sizeof *r);
-	if (!r) {
-		/* nowhere to keep it: wait for the device, and free it */
-		cudaStreamSynchronize(c->st);
-		cu_release(be, p);
-		return;
-	}
+	if (!r)
+		return; /* no room to list it: left allocated to the end of the process, since
+			   freeing it would leave the recording pointing at freed memory */
 	c->retired = r;
 	c->retired[c->n_retired++] = p;
 }
