@@ -37,7 +37,6 @@
 #include "base/checked.h"
 
 enum {
-	PREFETCH_AHEAD = 8,
 	/* a merge goes parallel past this many words a thread (LMPIPE_BPE_PAR_WORDS
 	 * sets it): a thread's share of rewriting costs well over the fork and
 	 * join; its table's falls are applied on the thread, its new pairs
@@ -151,12 +150,6 @@ static int pair_add(learner *L, uint32_t a, uint32_t b, int64_t f, uint32_t w)
 	return bpe_occ_add(L, x, w);
 }
 
-/* Take f from pair (a, b), which exists (its heap key stays: see above). */
-static void pair_sub(learner *L, uint32_t a, uint32_t b, int64_t f)
-{
-	L->pairs[bpe_pair_get(L, a, b)].count -= f;
-}
-
 /* ---- setup ---- */
 
 static void add_word(const uint8_t *s, size_t n, uint64_t count, void *arg)
@@ -164,12 +157,15 @@ static void add_word(const uint8_t *s, size_t n, uint64_t count, void *arg)
 	learner *L = arg;
 	if (n < 2)  /* no pair to merge */
 		return;
-	size_t w = L->n_words++;
-	L->words[w] = (word){ L->n_sym, count, (uint32_t)n, 0 };
-	uint32_t *sy = L->sym + L->n_sym;
+	uint32_t w = (uint32_t)L->n_units; /* setup checked that every name fits */
+	L->wofs[L->n_words++] = w;
+	wrec *wd = word_at(L, w);
+	wd->count = count;
+	wd->len = (uint32_t)n;
+	wd->stamp = 0;
 	for (size_t i = 0; i < n; i++)
-		sy[i] = L->n_tok - 256 + s[i]; /* byte ids follow the specials */
-	L->n_sym += n;
+		wd->id[i] = L->n_tok - 256 + s[i]; /* byte ids follow the specials */
+	L->n_units += wrec_units(n);
 }
 
 /* Every pair count is at most the sum over words of count x (length - 1),
@@ -179,7 +175,7 @@ static int check_pair_total(learner *L)
 {
 	int64_t total = 0;
 	for (size_t w = 0; w < L->n_words; w++) {
-		const word *wd = &L->words[w];
+		const wrec *wd = word_at(L, L->wofs[w]);
 		int64_t pairs;
 		if (wd->count > INT64_MAX || ck_mul_i64((int64_t)wd->count, wd->len - 1, &pairs) ||
 		    ck_add_i64(total, pairs, &total))
@@ -192,14 +188,21 @@ static int check_pair_total(learner *L)
 static int setup(learner *L, const bpe_counts *c, const bpe_specials *sp, uint32_t vocab)
 {
 	size_t n = c->n;
-	L->sym = malloc((c->n_bytes ? c->n_bytes : 1) * sizeof *L->sym);
-	L->words = malloc((n ? n : 1) * sizeof *L->words);
+	/* at most: a record per entry, an id per byte (and its padding) */
+	size_t units = 0;
+	for (size_t i = 0; i < n; i++)
+		units += wrec_units(c->ent[i].len);
+	if (units > UINT32_MAX)
+		return lm_seterr(L->e, "too many distinct pre-token bytes to learn from (%zu; "
+				 "the limit is about 30 GiB)", c->n_bytes);
+	L->rec = malloc((units ? units : 1) * 8);
+	L->wofs = malloc((n ? n : 1) * sizeof *L->wofs);
 	L->toff = malloc(((size_t)vocab + 1) * sizeof *L->toff);
 	size_t tcap = 256;
 	for (size_t i = 0; i < sp->n; i++)
 		tcap += sp->len[i];
 	L->tbytes = malloc(tcap);
-	if (!L->sym || !L->words || !L->toff ||
+	if (!L->rec || !L->wofs || !L->toff ||
 	    !L->tbytes || bpe_map_grow(L))
 		return L->failed ? -1 : lm_seterr(L->e, "out of memory");
 	/* specials, then the 256 bytes */
@@ -220,35 +223,6 @@ static int setup(learner *L, const bpe_counts *c, const bpe_specials *sp, uint32
 
 /* ---- merging ---- */
 
-/* Replace each (a, b) in word w by c, left to right.  The count of (a, b)
- * itself is left alone: the caller zeroes it. */
-static int merge_word(learner *L, uint32_t w, uint32_t a, uint32_t b, uint32_t c)
-{
-	word *wd = &L->words[w];
-	uint32_t *s = L->sym + wd->start, n = wd->len, o = 0;
-	int64_t f = (int64_t)wd->count;
-	for (uint32_t i = 0; i < n;) {
-		if (i + 1 < n && s[i] == a && s[i + 1] == b) {
-			if (o > 0) {
-				pair_sub(L, s[o - 1], a, f);
-				if (pair_add(L, s[o - 1], c, f, w))
-					return -1;
-			}
-			if (i + 2 < n) {
-				pair_sub(L, b, s[i + 2], f);
-				if (pair_add(L, c, s[i + 2], f, w))
-					return -1;
-			}
-			s[o++] = c;
-			i += 2;
-		} else {
-			s[o++] = s[i++];
-		}
-	}
-	L->words[w].len = o;
-	return 0;
-}
-
 /* The pairs of every word, counted, then the heap.  On k > 1 threads each
  * thread sums the pairs of its run of words into its table of changes, and
  * the tables are applied in word order (so each pair lists its words in
@@ -264,12 +238,12 @@ static int count_pairs(learner *L, deltas *tds, int threads)
 			int t = omp_get_thread_num();
 			size_t lo = L->n_words * (size_t)t / (size_t)k,
 			       hi = L->n_words * (size_t)(t + 1) / (size_t)k;
-			for (size_t w = lo; w < hi; w++) {
-				const word *wd = &L->words[w];
-				const uint32_t *sy = L->sym + wd->start;
-				for (uint32_t i = 0; i + 1 < wd->len; i++)
-					bpe_deltas_add(&tds[t], pair_key(sy[i], sy[i + 1]),
-						   (int64_t)wd->count, (uint32_t)w);
+			for (size_t i = lo; i < hi; i++) {
+				uint32_t w = L->wofs[i];
+				const wrec *wd = word_at(L, w);
+				for (uint32_t j = 0; j + 1 < wd->len; j++)
+					bpe_deltas_add(&tds[t], pair_key(wd->id[j], wd->id[j + 1]),
+						   (int64_t)wd->count, w);
 			}
 		}
 		for (int t = 0; t < k; t++) {
@@ -286,11 +260,11 @@ static int count_pairs(learner *L, deltas *tds, int threads)
 				return lm_seterr(L->e, "out of memory");
 		}
 	} else {
-		for (size_t w = 0; w < L->n_words; w++) {
-			const word *wd = &L->words[w];
-			const uint32_t *sy = L->sym + wd->start;
-			for (uint32_t i = 0; i + 1 < wd->len; i++)
-				if (pair_add(L, sy[i], sy[i + 1], (int64_t)wd->count, (uint32_t)w))
+		for (size_t i = 0; i < L->n_words; i++) {
+			uint32_t w = L->wofs[i];
+			const wrec *wd = word_at(L, w);
+			for (uint32_t j = 0; j + 1 < wd->len; j++)
+				if (pair_add(L, wd->id[j], wd->id[j + 1], (int64_t)wd->count, w))
 					return -1;
 		}
 	}
@@ -342,29 +316,11 @@ static int run_merges(learner *L, uint32_t vocab, bpe_merge *merges, uint32_t *n
 		int k = (int)(n_occ / L->par_words);
 		if (k > threads)
 			k = threads;
-		if (k > 1) {
-			if (bpe_merge_words_par(L, occ, n_occ, a, b, c, tds, k)) {
-				free(occ);
-				return -1;
-			}
-			n_occ = 0; /* done */
-		}
-		for (uint32_t i = 0; i < n_occ; i++) {
-			uint32_t w = occ[i];
-			/* the words are scattered: fetch the next ones early */
-			if (i + 2 * PREFETCH_AHEAD < n_occ)
-				__builtin_prefetch(&L->words[occ[i + 2 * PREFETCH_AHEAD]]);
-			if (i + PREFETCH_AHEAD < n_occ)
-				__builtin_prefetch(L->sym + L->words[occ[i + PREFETCH_AHEAD]].start);
-			if (L->words[w].stamp == L->stamp)
-				continue;
-			L->words[w].stamp = L->stamp;
-			if (merge_word(L, w, a, b, c)) {
-				free(occ);
-				return -1;
-			}
-		}
+		int rc = k > 1 ? bpe_merge_words_par(L, occ, n_occ, a, b, c, tds, k)
+			       : bpe_merge_words(L, occ, n_occ, a, b, c, &tds[0]);
 		free(occ);
+		if (rc)
+			return -1;
 		L->pairs[top].count = 0; /* every occurrence is merged */
 		for (size_t p = first_new; p < L->n_pairs; p++)
 			if (L->pairs[p].count > 0)
@@ -377,15 +333,14 @@ static int run_merges(learner *L, uint32_t vocab, bpe_merge *merges, uint32_t *n
 
 static void learner_free(learner *L)
 {
-	free(L->sym);
-	free(L->words);
+	free(L->rec);
+	free(L->wofs);
 	free(L->tbytes);
 	free(L->toff);
 	for (size_t i = 0; i < L->n_pairs; i++)
 		free(L->pairs[i].occ);
 	free(L->pairs);
-	free(L->mkey);
-	free(L->mval);
+	free(L->map);
 	free(L->heap);
 }
 
@@ -443,8 +398,8 @@ int bpe_learn_timed(const bpe_counts *c, uint32_t vocab_size, const bpe_specials
 	bpe_merge *merges = malloc(((size_t)vocab - 256 - sp->n + 1) * sizeof *merges);
 	if (threads < 1)
 		threads = 1;
-	deltas *tds = threads > 1 ? calloc((size_t)threads, sizeof *tds) : NULL;
-	int fail = !merges || (threads > 1 && !tds);
+	deltas *tds = calloc((size_t)threads, sizeof *tds); /* the first also for one thread */
+	int fail = !merges || !tds;
 	for (int i = 0; !fail && i < threads && tds; i++)
 		fail = bpe_deltas_grow_index(&tds[i]);
 	uint32_t n_merges = 0;

@@ -16,6 +16,7 @@ enum {
 	FIRST_OCC_CAP = 4,          /* a pair's first list of words */
 	INITIAL_DELTAS = 1 << 10,   /* slots of a thread's table of pair changes */
 	PAR_CHUNK_WORDS = 64,       /* words a thread takes at a time in a parallel merge */
+	PREFETCH_AHEAD = 8,         /* words ahead whose entry and ids are fetched early */
 };
 
 /* A pair of adjacent ids, its count over the words, and its words. */
@@ -26,11 +27,24 @@ typedef struct pair {
 	uint32_t n_occ, cap_occ;
 } pair;
 
-/* A distinct pre-token: its ids are sym[start .. start + len). */
-typedef struct word {
-	uint64_t start, count;
+/* A distinct pre-token: its count, its ids id[0 .. len), and the last merge
+ * that rewrote it, in one record, so that a merge reaching a word touches
+ * one place (a cache line or two), not an entry and then its ids.  Records
+ * lie back to back, 8-byte aligned; a word is named by where its record
+ * starts, in 8-byte units (word_at). */
+typedef struct wrec {
+	uint64_t count;
 	uint32_t len, stamp; /* stamp: last merge that rewrote it */
-} word;
+	uint32_t id[];
+} wrec;
+
+/* A slot of the pair map: key and value side by side, one cache miss a
+ * probe. */
+typedef struct mslot {
+	uint64_t key;
+	uint32_t val; /* pair index + 1, 0: empty */
+	uint32_t unused;
+} mslot;
 
 /* A heap entry: a pair and its count when it was pushed. */
 typedef struct hent {
@@ -40,9 +54,10 @@ typedef struct hent {
 
 typedef struct learner {
 	/* words */
-	uint32_t *sym;      /* all words' ids back to back */
-	word *words;
-	size_t n_words, n_sym;
+	unsigned char *rec; /* the words' records (wrec) back to back */
+	size_t n_units;     /* of rec used, in 8-byte units */
+	uint32_t *wofs;     /* each word's name (its record's start), in order */
+	size_t n_words;
 	/* tokens */
 	uint8_t *tbytes;
 	uint64_t *toff;     /* token id's bytes: tbytes[toff[id] .. toff[id + 1]) */
@@ -50,8 +65,7 @@ typedef struct learner {
 	/* pairs: map from (a << 32 | b) to index + 1 */
 	pair *pairs;
 	size_t n_pairs, cap_pairs;
-	uint64_t *mkey;
-	uint32_t *mval;
+	mslot *map;
 	size_t mmask;
 	hent *heap;
 	size_t n_heap;
@@ -80,6 +94,18 @@ typedef struct deltas {
 	size_t n, cap, made;
 	int failed;
 } deltas;
+
+/* Word w's record. */
+static inline wrec *word_at(const learner *L, uint32_t w)
+{
+	return (wrec *)(void *)(L->rec + (size_t)w * 8);
+}
+
+/* 8-byte units of a record of n ids. */
+static inline size_t wrec_units(size_t n)
+{
+	return 2 + (n + 1) / 2;
+}
 
 static inline uint64_t pair_key(uint32_t a, uint32_t b)
 {
@@ -116,6 +142,10 @@ int bpe_deltas_grow_index(deltas *T);
 void bpe_deltas_add(deltas *T, uint64_t key, int64_t f, uint32_t w);
 /* Apply T's summed changes to the pairs, and empty T. */
 int bpe_deltas_apply(learner *L, deltas *T);
+/* Rewrite the words occ[0 .. n_occ) of the merge (a, b) -> c on the calling
+ * thread, the changes summed in T, then applied. */
+int bpe_merge_words(learner *L, const uint32_t *occ, uint32_t n_occ, uint32_t a, uint32_t b,
+		    uint32_t c, deltas *T);
 /* Rewrite the words occ[0 .. n_occ) of the merge (a, b) -> c on k threads
  * (one table of changes each, tds[0 .. k)), their pair counts changed. */
 int bpe_merge_words_par(learner *L, const uint32_t *occ, uint32_t n_occ, uint32_t a,

@@ -73,6 +73,25 @@ static delta *deltas_at(deltas *T, uint64_t key)
 	return &T->d[T->n - 1];
 }
 
+/* Make room in d's list for need words (or set T's failure). */
+static void delta_occ_grow(deltas *T, delta *d, uint64_t need)
+{
+	if (need > UINT32_MAX / 2) {
+		T->failed = 1;
+		return;
+	}
+	uint32_t cap = d->cap_occ ? d->cap_occ : FIRST_OCC_CAP;
+	while (cap < need)
+		cap *= 2;
+	uint32_t *o = realloc(d->occ, (size_t)cap * sizeof *o);
+	if (!o) {
+		T->failed = 1;
+		return;
+	}
+	d->occ = o;
+	d->cap_occ = cap;
+}
+
 /* Append the words w[0 .. n) (no two alike in a row) to d's list. */
 static void delta_occ(deltas *T, delta *d, const uint32_t *w, uint32_t n)
 {
@@ -82,22 +101,10 @@ static void delta_occ(deltas *T, delta *d, const uint32_t *w, uint32_t n)
 	}
 	if (!n)
 		return;
-	if ((uint64_t)d->n_occ + n > UINT32_MAX / 2) {
-		T->failed = 1;
+	if (d->n_occ + (uint64_t)n > d->cap_occ)
+		delta_occ_grow(T, d, d->n_occ + (uint64_t)n);
+	if (d->n_occ + (uint64_t)n > d->cap_occ)
 		return;
-	}
-	if (d->n_occ + n > d->cap_occ) {
-		uint32_t cap = d->cap_occ ? d->cap_occ : FIRST_OCC_CAP;
-		while (cap < d->n_occ + n)
-			cap *= 2;
-		uint32_t *o = realloc(d->occ, (size_t)cap * sizeof *o);
-		if (!o) {
-			T->failed = 1;
-			return;
-		}
-		d->occ = o;
-		d->cap_occ = cap;
-	}
 	memcpy(d->occ + d->n_occ, w, (size_t)n * sizeof *w);
 	d->n_occ += n;
 }
@@ -109,18 +116,30 @@ void bpe_deltas_add(deltas *T, uint64_t key, int64_t f, uint32_t w)
 	if (!d)
 		return;
 	d->f += f;
-	if (w != NONE)
-		delta_occ(T, d, &w, 1);
+	if (w == NONE || (d->n_occ && d->occ[d->n_occ - 1] == w))
+		return;
+	if (d->n_occ == d->cap_occ)
+		delta_occ_grow(T, d, d->n_occ + 1);
+	if (d->n_occ < d->cap_occ)
+		d->occ[d->n_occ++] = w;
 }
 
-/* merge_word, with the pair changes summed into T instead of applied. */
+/* Replace each (a, b) in word w by c, left to right, the changes to the
+ * neighbouring pairs summed into T (the count of (a, b) itself is the
+ * caller's).  A word whose list entry is stale (no (a, b) left, as for
+ * nearly half the words a merge visits) is only read. */
 static void merge_word_deltas(learner *L, uint32_t w, uint32_t a, uint32_t b, uint32_t c,
 			      deltas *T)
 {
-	word *wd = &L->words[w];
-	uint32_t *s = L->sym + wd->start, n = wd->len, o = 0;
+	wrec *wd = word_at(L, w);
+	uint32_t *s = wd->id, n = wd->len, i = 0;
+	while (i + 1 < n && !(s[i] == a && s[i + 1] == b))
+		i++;
+	if (i + 1 >= n)
+		return;
 	int64_t f = (int64_t)wd->count;
-	for (uint32_t i = 0; i < n;) {
+	uint32_t o = i;
+	while (i < n) {
 		if (i + 1 < n && s[i] == a && s[i + 1] == b) {
 			if (o > 0) {
 				bpe_deltas_add(T, pair_key(s[o - 1], a), -f, NONE);
@@ -173,9 +192,9 @@ int bpe_deltas_apply(learner *L, deltas *T)
 static uint32_t pair_find(const learner *L, uint32_t a, uint32_t b)
 {
 	uint64_t k = pair_key(a, b);
-	for (size_t j = key_slot(k, L->mmask); L->mval[j]; j = (j + 1) & L->mmask)
-		if (L->mkey[j] == k)
-			return L->mval[j] - 1;
+	for (size_t j = key_slot(k, L->mmask); L->map[j].val; j = (j + 1) & L->mmask)
+		if (L->map[j].key == k)
+			return L->map[j].val - 1;
 	return NONE;
 }
 
@@ -227,6 +246,30 @@ static int deltas_rise(learner *L, deltas *T, uint32_t c)
 	return apply(L, T, 1, c);
 }
 
+/* Rewrite the words of occ on the calling thread, their changes summed in T
+ * (small, in cache: a neighbouring pair recurs in many words, so the pair
+ * map is searched once a pair, not four times a word), then applied. */
+int bpe_merge_words(learner *L, const uint32_t *occ, uint32_t n_occ, uint32_t a, uint32_t b,
+		    uint32_t c, deltas *T)
+{
+	for (uint32_t i = 0; i < n_occ; i++) {
+		uint32_t w = occ[i];
+		/* the words are scattered: fetch the next ones early */
+		if (i + PREFETCH_AHEAD < n_occ)
+			__builtin_prefetch(word_at(L, occ[i + PREFETCH_AHEAD]));
+		wrec *wd = word_at(L, w);
+		if (wd->stamp == L->stamp)
+			continue; /* listed twice */
+		wd->stamp = L->stamp;
+		merge_word_deltas(L, w, a, b, c, T);
+	}
+	if (T->failed) {
+		L->failed = 1;
+		return lm_seterr(L->e, "out of memory (pair changes of a merge)");
+	}
+	return bpe_deltas_apply(L, T);
+}
+
 /* Rewrite the words of occ on k threads; each thread then applies the falls
  * of its table (no pair is created until all are done); after the join the
  * pairs with c are folded into the first table, then created and counted.
@@ -243,7 +286,7 @@ int bpe_merge_words_par(learner *L, const uint32_t *occ, uint32_t n_occ, uint32_
 		for (uint32_t i = 0; i < n_occ; i++) {
 			uint32_t w = occ[i];
 			/* a word listed twice is rewritten once, by whichever thread is first */
-			if (__atomic_exchange_n(&L->words[w].stamp, stamp, __ATOMIC_RELAXED) == stamp)
+			if (__atomic_exchange_n(&word_at(L, w)->stamp, stamp, __ATOMIC_RELAXED) == stamp)
 				continue;
 			merge_word_deltas(L, w, a, b, c, T);
 		}

@@ -20,26 +20,20 @@ void *bpe_xrealloc(learner *L, void *p, size_t n)
 int bpe_map_grow(learner *L)
 {
 	size_t n = L->mmask ? (L->mmask + 1) * 2 : INITIAL_MAP;
-	uint64_t *key = malloc(n * sizeof *key);
-	uint32_t *val = calloc(n, sizeof *val);
-	if (!key || !val) {
-		free(key);
-		free(val);
+	mslot *map = calloc(n, sizeof *map);
+	if (!map) {
 		L->failed = 1;
 		return lm_seterr(L->e, "out of memory (pair table of %zu entries)", n);
 	}
 	for (size_t i = 0; i < L->n_pairs; i++) {
 		uint64_t k = pair_key(L->pairs[i].a, L->pairs[i].b);
 		size_t j = key_slot(k, n - 1);
-		while (val[j])
+		while (map[j].val)
 			j = (j + 1) & (n - 1);
-		key[j] = k;
-		val[j] = (uint32_t)i + 1;
+		map[j] = (mslot){ k, (uint32_t)i + 1, 0 };
 	}
-	free(L->mkey);
-	free(L->mval);
-	L->mkey = key;
-	L->mval = val;
+	free(L->map);
+	L->map = map;
 	L->mmask = n - 1;
 	return 0;
 }
@@ -49,8 +43,8 @@ uint32_t bpe_pair_get(learner *L, uint32_t a, uint32_t b)
 {
 	uint64_t k = pair_key(a, b);
 	size_t j = key_slot(k, L->mmask);
-	for (uint32_t v; (v = L->mval[j]); j = (j + 1) & L->mmask)
-		if (L->mkey[j] == k)
+	for (uint32_t v; (v = L->map[j].val); j = (j + 1) & L->mmask)
+		if (L->map[j].key == k)
 			return v - 1;
 	if (L->n_pairs == L->cap_pairs) {
 		/* the heap never holds more than every pair */
@@ -67,8 +61,7 @@ uint32_t bpe_pair_get(learner *L, uint32_t a, uint32_t b)
 	}
 	uint32_t p = (uint32_t)L->n_pairs++;
 	L->pairs[p] = (pair){ a, b, 0, NULL, 0, 0 };
-	L->mkey[j] = k;
-	L->mval[j] = p + 1;
+	L->map[j] = (mslot){ k, p + 1, 0 };
 	if (L->n_pairs * 2 > L->mmask + 1 && bpe_map_grow(L))
 		return NONE;
 	return p;
