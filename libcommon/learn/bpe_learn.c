@@ -3,8 +3,9 @@
  * Each distinct pre-token ("word") is an array of token ids with a count.
  * Every adjacent pair of ids has an entry with its total count and the list
  * of words it occurs in (a superset: entries may be stale, and are checked).
- * A merge rewrites only the words on the merged pair's list, adjusting the
- * counts of the neighbouring pairs as it goes.
+ * A merge rewrites only the words on the merged pair's list, summing the
+ * changes to the neighbouring pairs in a small table (a neighbour recurs in
+ * many words), then applies them to the pairs once each.
  *
  * A 4-ary max-heap orders the pairs by (count, left bytes, right bytes),
  * lazily: each pair with a nonzero count has one heap entry whose key is its
