@@ -294,10 +294,10 @@ static int add_token(learner *L, uint32_t a, uint32_t b)
 	return 0;
 }
 
-/* Do merges until vocab ids exist or no pair is left; fills merges.  tds:
- * one table of changes per thread (threads > 1). */
+/* Do merges until vocab ids exist or no pair is left; fills merges.  tabs:
+ * one table of a merge's changes per thread. */
 static int run_merges(learner *L, uint32_t vocab, bpe_merge *merges, uint32_t *n_merges,
-		      int threads, deltas *tds, bpe_progress_fn progress, void *arg)
+		      int threads, nbr_tab *tabs, bpe_progress_fn progress, void *arg)
 {
 	*n_merges = 0;
 	while (L->n_tok < vocab) {
@@ -317,8 +317,8 @@ static int run_merges(learner *L, uint32_t vocab, bpe_merge *merges, uint32_t *n
 		int k = (int)(n_occ / L->par_words);
 		if (k > threads)
 			k = threads;
-		int rc = k > 1 ? bpe_merge_words_par(L, occ, n_occ, a, b, c, tds, k)
-			       : bpe_merge_words(L, occ, n_occ, a, b, c, &tds[0]);
+		int rc = k > 1 ? bpe_merge_words_par(L, occ, n_occ, a, b, c, tabs, k)
+			       : bpe_merge_words(L, occ, n_occ, a, b, c, &tabs[0]);
 		free(occ);
 		if (rc)
 			return -1;
@@ -342,6 +342,8 @@ static void learner_free(learner *L)
 		free(L->pairs[i].occ);
 	free(L->pairs);
 	free(L->map);
+	free(L->grp_start);
+	free(L->grp_words);
 	free(L->heap);
 }
 
@@ -399,10 +401,13 @@ int bpe_learn_timed(const bpe_counts *c, uint32_t vocab_size, const bpe_specials
 	bpe_merge *merges = malloc(((size_t)vocab - 256 - sp->n + 1) * sizeof *merges);
 	if (threads < 1)
 		threads = 1;
-	deltas *tds = calloc((size_t)threads, sizeof *tds); /* the first also for one thread */
-	int fail = !merges || !tds;
+	deltas *tds = threads > 1 ? calloc((size_t)threads, sizeof *tds) : NULL;
+	nbr_tab *tabs = calloc((size_t)threads, sizeof *tabs);
+	int fail = !merges || (threads > 1 && !tds) || !tabs;
 	for (int i = 0; !fail && i < threads && tds; i++)
 		fail = bpe_deltas_grow_index(&tds[i]);
+	for (int i = 0; !fail && i < threads; i++)
+		fail = bpe_nbr_init(&tabs[i], vocab);
 	uint32_t n_merges = 0;
 	int rc = -1;
 	if (fail)
@@ -415,7 +420,7 @@ int bpe_learn_timed(const bpe_counts *c, uint32_t vocab_size, const bpe_specials
 			rc = count_pairs(&L, tds, threads) ? -1 : 0;
 		double t2 = omp_get_wtime();
 		if (!rc)
-			rc = run_merges(&L, vocab, merges, &n_merges, threads, tds, progress,
+			rc = run_merges(&L, vocab, merges, &n_merges, threads, tabs, progress,
 					progress_arg) ? -1 : 0;
 		if (times)
 			*times = (bpe_learn_times){ t1 - t0, t2 - t1, omp_get_wtime() - t2 };
@@ -423,6 +428,9 @@ int bpe_learn_timed(const bpe_counts *c, uint32_t vocab_size, const bpe_specials
 	for (int i = 0; tds && i < threads; i++)
 		bpe_deltas_free(&tds[i]);
 	free(tds);
+	for (int i = 0; tabs && i < threads; i++)
+		bpe_nbr_free(&tabs[i]);
+	free(tabs);
 	if (rc == 0) {
 		t->n_vocab = L.n_tok;
 		t->bytes = L.tbytes;

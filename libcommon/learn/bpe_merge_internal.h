@@ -1,6 +1,7 @@
 /* bpe_merge_internal.h: the merge learner's tables, shared by bpe_learn.c (the
  * learner, its heap, the merges one after another), bpe_pairs.c (the pair
- * map and lists) and bpe_merge_par.c (a merge's words rewritten on
+ * map and lists), bpe_merge_words.c (a merge's words rewritten, on one
+ * thread or several) and bpe_merge_par.c (the first pair count on
  * threads); not for programs. */
 #ifndef LMPIPE_BPE_MERGE_INTERNAL_H
 #define LMPIPE_BPE_MERGE_INTERNAL_H
@@ -71,6 +72,7 @@ typedef struct learner {
 	size_t n_heap;
 	uint32_t stamp;  /* merges done, marks the words rewritten */
 	uint32_t par_words; /* a merge goes parallel past this many words a thread */
+	uint32_t *grp_start, *grp_words; /* scratch of bpe_merge_words.c's sort */
 	lm_err *e;
 	int failed;
 } learner;
@@ -84,6 +86,26 @@ typedef struct delta {
 	uint32_t n_occ, cap_occ;
 	uint32_t slot;   /* its slot in the thread's index, cleared for the next merge */
 } delta;
+
+/* One side of a merge's changes (bpe_merge_words.c), per neighbour id x:
+ * the summed count f[x] of the occurrences beside it, idx[x] its place
+ * in touched + 1 (0: not touched yet), and the (neighbour, word) entries
+ * in the order noted. */
+typedef struct nbr_side {
+	int64_t *f;
+	uint32_t *idx, *touched;
+	uint32_t n_touched;
+	uint32_t *ent_id, *ent_w;
+	size_t n_ent, cap_ent;
+} nbr_side;
+
+/* A thread's changes of one merge (a, b) -> c: side[0] the left
+ * neighbours x ((x, a) -> (x, c)), side[1] the right ones y
+ * ((b, y) -> (c, y)); arrays of the vocabulary's size. */
+typedef struct nbr_tab {
+	nbr_side side[2];
+	int failed;
+} nbr_tab;
 
 /* A thread's table of pair changes: an open-addressing index over deltas
  * (their occ buffers are kept for the next merges). */
@@ -134,7 +156,7 @@ int bpe_occ_add(learner *L, pair *x, uint32_t w);
 /* Append the words w[0 .. n) (no two alike in a row) to x's list. */
 int bpe_occ_append(learner *L, pair *x, const uint32_t *w, uint32_t n);
 
-/* in bpe_merge_par.c */
+/* in bpe_merge_par.c: the tables of the first pair count on threads */
 void bpe_deltas_free(deltas *T);
 /* Make T's index (anew, twice as large, or INITIAL_DELTAS slots). */
 int bpe_deltas_grow_index(deltas *T);
@@ -142,13 +164,17 @@ int bpe_deltas_grow_index(deltas *T);
 void bpe_deltas_add(deltas *T, uint64_t key, int64_t f, uint32_t w);
 /* Apply T's summed changes to the pairs, and empty T. */
 int bpe_deltas_apply(learner *L, deltas *T);
-/* Rewrite the words occ[0 .. n_occ) of the merge (a, b) -> c on the calling
- * thread, the changes summed in T, then applied. */
+
+/* in bpe_merge_words.c */
+/* T empty, for ids below n_ids; -1 when out of memory (free it still). */
+int bpe_nbr_init(nbr_tab *T, uint32_t n_ids);
+void bpe_nbr_free(nbr_tab *T);
+/* Rewrite the words occ[0 .. n_occ) of the merge (a, b) -> c on the
+ * calling thread, their changes noted in T, then applied. */
 int bpe_merge_words(learner *L, const uint32_t *occ, uint32_t n_occ, uint32_t a, uint32_t b,
-		    uint32_t c, deltas *T);
-/* Rewrite the words occ[0 .. n_occ) of the merge (a, b) -> c on k threads
- * (one table of changes each, tds[0 .. k)), their pair counts changed. */
+		    uint32_t c, nbr_tab *T);
+/* The same on k threads, one table each (tabs[0 .. k)). */
 int bpe_merge_words_par(learner *L, const uint32_t *occ, uint32_t n_occ, uint32_t a,
-			uint32_t b, uint32_t c, deltas *tds, int k);
+			uint32_t b, uint32_t c, nbr_tab *tabs, int k);
 
 #endif

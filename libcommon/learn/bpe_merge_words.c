@@ -1,0 +1,293 @@
+/* bpe_merge_words.c: one merge (a, b) -> c rewriting the words on its
+ * pair's list, on one thread or on several (see bpe_learn.c's top comment).
+ *
+ * Within one merge a and b are fixed, so every pair whose count changes is
+ * known from one id beside an occurrence: a left neighbour x turns (x, a)
+ * into (x, c), a right neighbour y turns (b, y) into (c, y).  So the
+ * changes are summed per neighbour id, in two arrays indexed by id (no
+ * hashing), beside the (neighbour, word) entries that the new pairs' word
+ * lists are made from.  At the end the falls ((x, a), (b, y): pairs that
+ * exist and only lose occurrences) and the rises ((x, c), (c, y): pairs
+ * this merge creates) are applied once per neighbour.
+ *
+ * On k threads each rewrites its share of the words into a table of its
+ * own and applies its falls by atomic adds while the pair map is only
+ * read; after the join the tables are folded into the first (sums, and the
+ * entries in thread order) and the rises made once each.  Counts are sums,
+ * so the threads' shares and order change none of them.  A new pair's
+ * words are listed in thread order (a word list is a set to visit: its
+ * order changes no merge), and pairs are told apart by ids, never by
+ * their index in the map, so neither does the order they are made in. */
+#include "learn/bpe_merge_internal.h"
+
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { FIRST_ENTRIES = 1 << 10 };
+
+int bpe_nbr_init(nbr_tab *T, uint32_t n_ids)
+{
+	memset(T, 0, sizeof *T);
+	for (int s = 0; s < 2; s++) {
+		nbr_side *d = &T->side[s];
+		d->f = calloc(n_ids ? n_ids : 1, sizeof *d->f);
+		d->idx = calloc(n_ids ? n_ids : 1, sizeof *d->idx);
+		d->touched = malloc((n_ids ? n_ids : 1) * sizeof *d->touched);
+		if (!d->f || !d->idx || !d->touched)
+			return -1;
+	}
+	return 0;
+}
+
+void bpe_nbr_free(nbr_tab *T)
+{
+	for (int s = 0; s < 2; s++) {
+		nbr_side *d = &T->side[s];
+		free(d->f);
+		free(d->idx);
+		free(d->touched);
+		free(d->ent_id);
+		free(d->ent_w);
+	}
+	memset(T, 0, sizeof *T);
+}
+
+/* Neighbour x of an occurrence in word w (count f). */
+static inline void note(nbr_tab *T, nbr_side *d, uint32_t x, int64_t f, uint32_t w)
+{
+	if (!d->idx[x]) {
+		d->touched[d->n_touched] = x;
+		d->idx[x] = ++d->n_touched;
+	}
+	d->f[x] += f;
+	if (d->n_ent && d->ent_id[d->n_ent - 1] == x && d->ent_w[d->n_ent - 1] == w)
+		return; /* the same neighbour twice in one word */
+	if (d->n_ent == d->cap_ent) {
+		size_t cap = d->cap_ent ? d->cap_ent * 2 : FIRST_ENTRIES;
+		uint32_t *id = realloc(d->ent_id, cap * sizeof *id);
+		if (id)
+			d->ent_id = id;
+		uint32_t *ww = id ? realloc(d->ent_w, cap * sizeof *ww) : NULL;
+		if (ww)
+			d->ent_w = ww;
+		if (!id || !ww) {
+			T->failed = 1;
+			return;
+		}
+		d->cap_ent = cap;
+	}
+	d->ent_id[d->n_ent] = x;
+	d->ent_w[d->n_ent++] = w;
+}
+
+/* Replace each (a, b) in word w by c, left to right, noting the
+ * neighbours in T.  A word whose list entry is stale (no (a, b) left, as
+ * for nearly half the words a merge visits) is only read. */
+static void merge_word(learner *L, uint32_t w, uint32_t a, uint32_t b, uint32_t c, nbr_tab *T)
+{
+	wrec *wd = word_at(L, w);
+	uint32_t *s = wd->id, n = wd->len, i = 0;
+	while (i + 1 < n && !(s[i] == a && s[i + 1] == b))
+		i++;
+	if (i + 1 >= n)
+		return;
+	int64_t f = (int64_t)wd->count;
+	uint32_t o = i;
+	while (i < n) {
+		if (i + 1 < n && s[i] == a && s[i + 1] == b) {
+			if (o > 0)
+				note(T, &T->side[0], s[o - 1], f, w);
+			if (i + 2 < n)
+				note(T, &T->side[1], s[i + 2], f, w);
+			s[o++] = c;
+			i += 2;
+		} else {
+			s[o++] = s[i++];
+		}
+	}
+	wd->len = o;
+}
+
+/* The pair of side s with neighbour x: (x, y) on the left, (y, x) on the right. */
+static inline uint64_t side_key(int s, uint32_t x, uint32_t y)
+{
+	return s == 0 ? pair_key(x, y) : pair_key(y, x);
+}
+
+/* Index of pair key, NONE when absent; reads the map only, so threads may
+ * call it together while no pair is created. */
+static uint32_t pair_find(const learner *L, uint64_t k)
+{
+	for (size_t j = key_slot(k, L->mmask); L->map[j].val; j = (j + 1) & L->mmask)
+		if (L->map[j].key == k)
+			return L->map[j].val - 1;
+	return NONE;
+}
+
+/* The falls of T: (x, a) and (b, y) lose what the merge took (atomically
+ * when other threads apply theirs beside).  But for x = c: the left
+ * neighbour of an occurrence right after another ("a b a b") is the c just
+ * written, and (c, a) is a pair this merge makes, so its fall is taken
+ * from its rise (rises). */
+static void falls(learner *L, nbr_tab *T, uint32_t a, uint32_t b, uint32_t c, int atomic)
+{
+	for (int s = 0; s < 2 && !T->failed; s++) {
+		const nbr_side *d = &T->side[s];
+		for (uint32_t j = 0; j < d->n_touched; j++) {
+			uint32_t x = d->touched[j];
+			if (s == 0 && x == c)
+				continue;
+			uint32_t p = pair_find(L, side_key(s, x, s == 0 ? a : b));
+			if (p == NONE) { /* a pair seen in a word is in the map */
+				T->failed = 1;
+				return;
+			}
+			if (atomic)
+				__atomic_fetch_add(&L->pairs[p].count, -d->f[x], __ATOMIC_RELAXED);
+			else
+				L->pairs[p].count -= d->f[x];
+		}
+	}
+}
+
+/* src's sums and entries added to dst (entries after dst's), src emptied. */
+static int fold(nbr_tab *dst, nbr_tab *src)
+{
+	for (int s = 0; s < 2; s++) {
+		nbr_side *d = &dst->side[s], *o = &src->side[s];
+		for (uint32_t j = 0; j < o->n_touched; j++) {
+			uint32_t x = o->touched[j];
+			if (!d->idx[x]) {
+				d->touched[d->n_touched] = x;
+				d->idx[x] = ++d->n_touched;
+			}
+			d->f[x] += o->f[x];
+			o->f[x] = 0;
+			o->idx[x] = 0;
+		}
+		o->n_touched = 0;
+		if (d->n_ent + o->n_ent > d->cap_ent) {
+			size_t cap = d->cap_ent ? d->cap_ent : FIRST_ENTRIES;
+			while (cap < d->n_ent + o->n_ent)
+				cap *= 2;
+			uint32_t *id = realloc(d->ent_id, cap * sizeof *id);
+			if (id)
+				d->ent_id = id;
+			uint32_t *ww = id ? realloc(d->ent_w, cap * sizeof *ww) : NULL;
+			if (ww)
+				d->ent_w = ww;
+			if (!id || !ww)
+				return -1;
+			d->cap_ent = cap;
+		}
+		memcpy(d->ent_id + d->n_ent, o->ent_id, o->n_ent * sizeof *o->ent_id);
+		memcpy(d->ent_w + d->n_ent, o->ent_w, o->n_ent * sizeof *o->ent_w);
+		d->n_ent += o->n_ent;
+		o->n_ent = 0;
+	}
+	return 0;
+}
+
+/* The rises of T: each new pair (x, c) or (c, y) made and counted once,
+ * with its words in entry order (a stable counting sort of the entries by
+ * neighbour); then T is empty.  (c, a) rises by the occurrences of a
+ * right after one and falls by those of (a, b) right after one (falls):
+ * the second are a part of the first, so its net count is not below 0. */
+static int rises(learner *L, nbr_tab *T, uint32_t a, uint32_t c)
+{
+	int64_t ca_fall = T->side[0].idx[c] ? T->side[0].f[c] : 0;
+	for (int s = 0; s < 2; s++) {
+		nbr_side *d = &T->side[s];
+		uint32_t n = d->n_touched;
+		uint32_t *start = bpe_xrealloc(L, L->grp_start, ((size_t)n + 1) * sizeof *start);
+		if (!start)
+			return -1;
+		L->grp_start = start;
+		uint32_t *words = bpe_xrealloc(L, L->grp_words, (d->n_ent ? d->n_ent : 1) * sizeof *words);
+		if (!words)
+			return -1;
+		L->grp_words = words;
+		memset(start, 0, ((size_t)n + 1) * sizeof *start);
+		for (size_t e = 0; e < d->n_ent; e++)
+			start[d->idx[d->ent_id[e]]]++;       /* bucket idx - 1, counted at idx */
+		for (uint32_t j = 0; j < n; j++)
+			start[j + 1] += start[j];            /* start[j]: bucket j's first */
+		for (size_t e = 0; e < d->n_ent; e++)
+			words[start[d->idx[d->ent_id[e]] - 1]++] = d->ent_w[e];
+		/* now start[j] is bucket j's end */
+		uint32_t from = 0;
+		for (uint32_t j = 0; j < n; j++) {
+			uint32_t x = d->touched[j];
+			uint64_t k = side_key(s, x, c);
+			uint32_t p = bpe_pair_get(L, (uint32_t)(k >> 32), (uint32_t)k);
+			if (p == NONE)
+				return -1;
+			pair *q = &L->pairs[p];
+			q->count += d->f[x] - (s == 1 && x == a ? ca_fall : 0);
+			if (bpe_occ_append(L, q, words + from, start[j] - from))
+				return -1;
+			from = start[j];
+			d->f[x] = 0;
+			d->idx[x] = 0;
+		}
+		d->n_touched = 0;
+		d->n_ent = 0;
+	}
+	return 0;
+}
+
+static int failed(learner *L)
+{
+	L->failed = 1;
+	return lm_seterr(L->e, "out of memory (pair changes of a merge)");
+}
+
+int bpe_merge_words(learner *L, const uint32_t *occ, uint32_t n_occ, uint32_t a, uint32_t b,
+		    uint32_t c, nbr_tab *T)
+{
+	for (uint32_t i = 0; i < n_occ; i++) {
+		uint32_t w = occ[i];
+		/* the words are scattered: fetch the next ones early */
+		if (i + PREFETCH_AHEAD < n_occ)
+			__builtin_prefetch(word_at(L, occ[i + PREFETCH_AHEAD]));
+		wrec *wd = word_at(L, w);
+		if (wd->stamp == L->stamp)
+			continue; /* listed twice */
+		wd->stamp = L->stamp;
+		merge_word(L, w, a, b, c, T);
+	}
+	if (!T->failed)
+		falls(L, T, a, b, c, 0);
+	if (T->failed)
+		return failed(L);
+	return rises(L, T, a, c);
+}
+
+int bpe_merge_words_par(learner *L, const uint32_t *occ, uint32_t n_occ, uint32_t a, uint32_t b,
+			uint32_t c, nbr_tab *tabs, int k)
+{
+	uint32_t stamp = L->stamp;
+#pragma omp parallel num_threads(k)
+	{
+		nbr_tab *T = &tabs[omp_get_thread_num()];
+#pragma omp for schedule(dynamic, PAR_CHUNK_WORDS)
+		for (uint32_t i = 0; i < n_occ; i++) {
+			uint32_t w = occ[i];
+			/* a word listed twice is rewritten once, by whichever thread is first */
+			if (__atomic_exchange_n(&word_at(L, w)->stamp, stamp, __ATOMIC_RELAXED) == stamp)
+				continue;
+			merge_word(L, w, a, b, c, T);
+		}
+		/* (the loop's barrier: every word is rewritten) */
+		if (!T->failed)
+			falls(L, T, a, b, c, 1);
+	}
+	for (int t = 0; t < k; t++)
+		if (tabs[t].failed)
+			return failed(L);
+	for (int t = 1; t < k; t++)
+		if (fold(&tabs[0], &tabs[t]))
+			return failed(L);
+	return rises(L, &tabs[0], a, c);
+}
