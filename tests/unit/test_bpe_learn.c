@@ -307,6 +307,59 @@ static void versus_naive(void)
 	bpe_counts_free(c);
 }
 
+/* Many small random corpora over two or three letters, where merges meet
+ * themselves and their neighbours in every way ("abab", "aaa", "cab" after
+ * "ab"), against the naive trainer: on one thread, and on two with every
+ * merge of two words or more parallel. */
+static void random_versus_naive(void)
+{
+	static naive N;
+	static bstr m[NAIVE_MAX_VOCAB][2];
+	lm_err e;
+	bpe_specials sp = one_special();
+	uint64_t x = 0x9E3779B97F4A7C15ull;
+	int bad = 0, runs = 0;
+	for (int trial = 0; trial < 40; trial++) {
+		bpe_counts *c = bpe_counts_new(&e);
+		const char *alpha = trial % 2 ? "abc" : "ab";
+		size_t na = strlen(alpha);
+		char w[20];
+		int words = 20 + trial * 7;
+		for (int i = 0; i < words; i++) {
+			x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+			size_t n = 1 + x % 19;
+			for (size_t k = 0; k < n; k++) {
+				x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+				w[k] = alpha[x % na];
+			}
+			bpe_counts_add(c, (const uint8_t *)w, n, 1 + x % 5, &e);
+		}
+		uint32_t vocab = 257 + 10 + (uint32_t)(trial % 5) * 15;
+		uint32_t nm = naive_train(&N, c, vocab, m);
+		for (int how = 0; how < 2; how++) {
+			if (how)
+				setenv("LMPIPE_BPE_PAR_WORDS", "1", 1);
+			bpe_tokenizer t;
+			int rc = bpe_learn_threads(c, vocab, &sp, how ? 2 : 1, NULL, NULL, &t, &e);
+			int same = rc == 0 && t.n_merges == nm;
+			for (uint32_t i = 0; same && i < nm; i++) {
+				bstr l = tok(&t, t.merges[i].left), r = tok(&t, t.merges[i].right);
+				same = !bstr_cmp(&l, &m[i][0]) && !bstr_cmp(&r, &m[i][1]);
+			}
+			if (!same && bad++ < 3)
+				diag("trial %d (%s, vocab %u, %s): differs from the naive trainer", trial,
+				     alpha, vocab, how ? "2 threads, all parallel" : "1 thread");
+			runs++;
+			if (rc == 0)
+				tok_free(&t);
+			unsetenv("LMPIPE_BPE_PAR_WORDS");
+		}
+		bpe_counts_free(c);
+	}
+	ok(bad == 0, "%d runs on random corpora of two or three letters equal the naive trainer "
+	   "(%d differ)", runs, bad);
+}
+
 /* ---- counting: threads, streaming pieces, counts files ---- */
 
 typedef struct dump {
@@ -529,6 +582,7 @@ int main(void)
 {
 	cs336();
 	versus_naive();
+	random_versus_naive();
 	threads_same();
 	counting();
 	overlapping_specials();
