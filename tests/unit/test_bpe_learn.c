@@ -3,7 +3,8 @@
  *     reference merges (in order) and vocabulary (as sets); skipped without
  *     ../shared/data;
  *   - a multilingual text against a naive recount-everything trainer written
- *     here (an independent reference);
+ *     here (an independent reference), and so are forty small random
+ *     corpora of two or three letters, on one thread and on two;
  *   - merging on threads: the same merges on 1, 2, 3 and 8 threads, on words
  *     numerous enough for the parallel rewrite (and with runs like "aaaa"
  *     and "abab" where a merge meets itself);
