@@ -317,6 +317,12 @@ static int run_merges(learner *L, uint32_t vocab, bpe_merge *merges, uint32_t *n
 		int k = (int)(n_occ / L->par_words);
 		if (k > threads)
 			k = threads;
+		for (int t = 0; t < (k > 1 ? k : 1); t++)
+			if (bpe_nbr_reserve(&tabs[t], L->n_tok)) {
+				free(occ);
+				L->failed = 1;
+				return lm_seterr(L->e, "out of memory (pair changes of a merge)");
+			}
 		int rc = k > 1 ? bpe_merge_words_par(L, occ, n_occ, a, b, c, tabs, k)
 			       : bpe_merge_words(L, occ, n_occ, a, b, c, &tabs[0]);
 		free(occ);
@@ -406,8 +412,6 @@ int bpe_learn_timed(const bpe_counts *c, uint32_t vocab_size, const bpe_specials
 	int fail = !merges || (threads > 1 && !tds) || !tabs;
 	for (int i = 0; !fail && i < threads && tds; i++)
 		fail = bpe_deltas_grow_index(&tds[i]);
-	for (int i = 0; !fail && i < threads; i++)
-		fail = bpe_nbr_init(&tabs[i], vocab);
 	uint32_t n_merges = 0;
 	int rc = -1;
 	if (fail)

@@ -101,9 +101,12 @@ typedef struct nbr_side {
 
 /* A thread's changes of one merge (a, b) -> c: side[0] the left
  * neighbours x ((x, a) -> (x, c)), side[1] the right ones y
- * ((b, y) -> (c, y)); arrays of the vocabulary's size. */
+ * ((b, y) -> (c, y)); arrays for cap_ids ids, grown with the ids as they
+ * are made (the merges on many threads are the early ones, when there are
+ * few ids, so a thread's table stays small). */
 typedef struct nbr_tab {
 	nbr_side side[2];
+	uint32_t cap_ids;
 	int failed;
 } nbr_tab;
 
@@ -166,8 +169,8 @@ void bpe_deltas_add(deltas *T, uint64_t key, int64_t f, uint32_t w);
 int bpe_deltas_apply(learner *L, deltas *T);
 
 /* in bpe_merge_words.c */
-/* T empty, for ids below n_ids; -1 when out of memory (free it still). */
-int bpe_nbr_init(nbr_tab *T, uint32_t n_ids);
+/* Room in T (zeroed, or empty) for ids below n_ids; -1 when out of memory. */
+int bpe_nbr_reserve(nbr_tab *T, uint32_t n_ids);
 void bpe_nbr_free(nbr_tab *T);
 /* Rewrite the words occ[0 .. n_occ) of the merge (a, b) -> c on the
  * calling thread, their changes noted in T, then applied. */

@@ -26,17 +26,30 @@
 
 enum { FIRST_ENTRIES = 1 << 10 };
 
-int bpe_nbr_init(nbr_tab *T, uint32_t n_ids)
+int bpe_nbr_reserve(nbr_tab *T, uint32_t n_ids)
 {
-	memset(T, 0, sizeof *T);
+	if (n_ids <= T->cap_ids)
+		return 0;
+	size_t cap = T->cap_ids ? T->cap_ids : 512;
+	while (cap < n_ids)
+		cap *= 2;
 	for (int s = 0; s < 2; s++) {
 		nbr_side *d = &T->side[s];
-		d->f = calloc(n_ids ? n_ids : 1, sizeof *d->f);
-		d->idx = calloc(n_ids ? n_ids : 1, sizeof *d->idx);
-		d->touched = malloc((n_ids ? n_ids : 1) * sizeof *d->touched);
-		if (!d->f || !d->idx || !d->touched)
+		int64_t *f = realloc(d->f, cap * sizeof *f);
+		if (f)
+			d->f = f;
+		uint32_t *idx = f ? realloc(d->idx, cap * sizeof *idx) : NULL;
+		if (idx)
+			d->idx = idx;
+		uint32_t *t = idx ? realloc(d->touched, cap * sizeof *t) : NULL;
+		if (t)
+			d->touched = t;
+		if (!f || !idx || !t)
 			return -1;
+		memset(d->f + T->cap_ids, 0, (cap - T->cap_ids) * sizeof *f);
+		memset(d->idx + T->cap_ids, 0, (cap - T->cap_ids) * sizeof *idx);
 	}
+	T->cap_ids = (uint32_t)cap;
 	return 0;
 }
 
