@@ -3,9 +3,10 @@
  * Each distinct pre-token ("word") is an array of token ids with a count.
  * Every adjacent pair of ids has an entry with its total count and the list
  * of words it occurs in (a superset: entries may be stale, and are checked).
- * A merge rewrites only the words on the merged pair's list, summing the
- * changes to the neighbouring pairs in a small table (a neighbour recurs in
- * many words), then applies them to the pairs once each.
+ * A merge rewrites only the words on the merged pair's list
+ * (bpe_merge_words.c), summing the changes by neighbouring id (a neighbour
+ * recurs in many words), then applies them to the pairs once each.  A word
+ * is one record (count, length, ids), so a merge touches one place a word.
  *
  * A 4-ary max-heap orders the pairs by (count, left bytes, right bytes),
  * lazily: each pair with a nonzero count has one heap entry whose key is its
@@ -18,14 +19,14 @@
  *
  * On several threads, a merge whose pair occurs in many words rewrites them
  * in parallel: each thread rewrites its share of the words and sums the
- * changes to the neighbouring pairs in a table of its own (one entry per
- * pair, with the words a new pair occurs in).  Then each thread applies the
- * falls of its table (the pairs without the new id, which exist and only
- * lose occurrences) by atomic adds, while the map of pairs is only read;
- * the pairs with the new id, created by this merge, are made and counted
- * after the join, one table after another.  The first count of every pair
- * is made the same way, each thread over a run of words (and applied after
- * the join).  Counts are sums and the heap's
+ * changes by neighbouring id in a table of its own (with the words a new
+ * pair occurs in).  Then each thread applies the falls of its table (the
+ * pairs without the new id, which exist and only lose occurrences) by
+ * atomic adds, while the map of pairs is only read; after the join the
+ * tables are folded into one and the pairs with the new id made and
+ * counted.  The first count of every pair is made on threads too, each
+ * over a run of words, in hashed tables of pairs (bpe_merge_par.c) applied
+ * after the join.  Counts are sums and the heap's
  * order is total (ties of count and bytes go to the lower ids), so the
  * merges are the same whatever the number of threads. */
 #include "learn/bpe_learn_internal.h"
