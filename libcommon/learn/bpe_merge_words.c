@@ -194,10 +194,12 @@ static int fold(nbr_tab *dst, nbr_tab *src)
 				return -1;
 			d->cap_ent = cap;
 		}
-		memcpy(d->ent_id + d->n_ent, o->ent_id, o->n_ent * sizeof *o->ent_id);
-		memcpy(d->ent_w + d->n_ent, o->ent_w, o->n_ent * sizeof *o->ent_w);
-		d->n_ent += o->n_ent;
-		o->n_ent = 0;
+		if (o->n_ent) { /* (an empty side may have no arrays at all) */
+			memcpy(d->ent_id + d->n_ent, o->ent_id, o->n_ent * sizeof *o->ent_id);
+			memcpy(d->ent_w + d->n_ent, o->ent_w, o->n_ent * sizeof *o->ent_w);
+			d->n_ent += o->n_ent;
+			o->n_ent = 0;
+		}
 	}
 	return 0;
 }
