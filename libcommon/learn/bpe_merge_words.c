@@ -66,29 +66,45 @@ void bpe_nbr_free(nbr_tab *T)
 	memset(T, 0, sizeof *T);
 }
 
-/* Neighbour x of an occurrence in word w (count f). */
-static inline void note(nbr_tab *T, nbr_side *d, uint32_t x, int64_t f, uint32_t w)
+/* Room in d's entries for need of them (0), or -1 out of memory. */
+static int ents_room(nbr_side *d, size_t need)
+{
+	if (need <= d->cap_ent)
+		return 0;
+	size_t cap = d->cap_ent ? d->cap_ent : FIRST_ENTRIES;
+	while (cap < need)
+		cap *= 2;
+	uint32_t *id = realloc(d->ent_id, cap * sizeof *id);
+	if (id)
+		d->ent_id = id;
+	uint32_t *ww = id ? realloc(d->ent_w, cap * sizeof *ww) : NULL;
+	if (ww)
+		d->ent_w = ww;
+	if (!id || !ww)
+		return -1;
+	d->cap_ent = cap;
+	return 0;
+}
+
+/* x among d's touched ids (in the order first touched). */
+static inline void touch(nbr_side *d, uint32_t x)
 {
 	if (!d->idx[x]) {
 		d->touched[d->n_touched] = x;
 		d->idx[x] = ++d->n_touched;
 	}
+}
+
+/* Neighbour x of an occurrence in word w (count f). */
+static inline void note(nbr_tab *T, nbr_side *d, uint32_t x, int64_t f, uint32_t w)
+{
+	touch(d, x);
 	d->f[x] += f;
 	if (d->n_ent && d->ent_id[d->n_ent - 1] == x && d->ent_w[d->n_ent - 1] == w)
 		return; /* the same neighbour twice in one word */
-	if (d->n_ent == d->cap_ent) {
-		size_t cap = d->cap_ent ? d->cap_ent * 2 : FIRST_ENTRIES;
-		uint32_t *id = realloc(d->ent_id, cap * sizeof *id);
-		if (id)
-			d->ent_id = id;
-		uint32_t *ww = id ? realloc(d->ent_w, cap * sizeof *ww) : NULL;
-		if (ww)
-			d->ent_w = ww;
-		if (!id || !ww) {
-			T->failed = 1;
-			return;
-		}
-		d->cap_ent = cap;
+	if (d->n_ent == d->cap_ent && ents_room(d, d->n_ent + 1)) {
+		T->failed = 1;
+		return;
 	}
 	d->ent_id[d->n_ent] = x;
 	d->ent_w[d->n_ent++] = w;
@@ -171,29 +187,14 @@ static int fold(nbr_tab *dst, nbr_tab *src)
 		nbr_side *d = &dst->side[s], *o = &src->side[s];
 		for (uint32_t j = 0; j < o->n_touched; j++) {
 			uint32_t x = o->touched[j];
-			if (!d->idx[x]) {
-				d->touched[d->n_touched] = x;
-				d->idx[x] = ++d->n_touched;
-			}
+			touch(d, x);
 			d->f[x] += o->f[x];
 			o->f[x] = 0;
 			o->idx[x] = 0;
 		}
 		o->n_touched = 0;
-		if (d->n_ent + o->n_ent > d->cap_ent) {
-			size_t cap = d->cap_ent ? d->cap_ent : FIRST_ENTRIES;
-			while (cap < d->n_ent + o->n_ent)
-				cap *= 2;
-			uint32_t *id = realloc(d->ent_id, cap * sizeof *id);
-			if (id)
-				d->ent_id = id;
-			uint32_t *ww = id ? realloc(d->ent_w, cap * sizeof *ww) : NULL;
-			if (ww)
-				d->ent_w = ww;
-			if (!id || !ww)
-				return -1;
-			d->cap_ent = cap;
-		}
+		if (ents_room(d, d->n_ent + o->n_ent))
+			return -1;
 		if (o->n_ent) { /* (an empty side may have no arrays at all) */
 			memcpy(d->ent_id + d->n_ent, o->ent_id, o->n_ent * sizeof *o->ent_id);
 			memcpy(d->ent_w + d->n_ent, o->ent_w, o->n_ent * sizeof *o->ent_w);
