@@ -8,6 +8,9 @@
 # not part of make test-gpu; `make sanitize-gpu` or run it directly.
 #   TESTS="test_ops test_backend ..."  TOOLS="memcheck racecheck"
 #   LIMIT=seconds per run (default 600)
+#   SAN_OPTS="..." more compute-sanitizer options for every run (for
+#   racecheck, e.g. "--racecheck-detect-level error" to leave out the
+#   warnings, or "--racecheck-report hazard" for each hazard's threads)
 #   LMPIPE_BUILD (default build) holds tests/gpu/.
 # The test's output is line-buffered (stdbuf), so that a run which dies
 # shows its last check; the line also gives the exit status (124: the
@@ -31,7 +34,7 @@ for tool in $TOOLS; do
 	for t in $TESTS; do
 		log=$DIR/$tool-$t.log
 		# shellcheck disable=SC2086
-		$TM timeout "$LIMIT" stdbuf -oL -eL compute-sanitizer --tool "$tool" --print-limit 1000 \
+		$TM timeout "$LIMIT" stdbuf -oL -eL compute-sanitizer --tool "$tool" --print-limit 1000 ${SAN_OPTS:-} \
 			"$B/tests/gpu/$t" > "$log" 2>&1
 		rc=$?
 		rss=$(sed -n 's/^maxrss_kb=//p' "$log" | tail -1)
