@@ -180,33 +180,37 @@ static int fsync_dir(const char *path)
 	return rc;
 }
 
+/* Flush fp (and, with sync, fsync it: a FIFO or device refuses with
+ * EINVAL, which is no failure), then close it: 1 with *err the first
+ * failure's errno, or 0. */
+static int flush_close(FILE *fp, int sync, int *err)
+{
+	int bad = fflush(fp) != 0 || ferror(fp);
+	if (!bad && sync && fsync(fileno(fp)) != 0 && errno != EINVAL)
+		bad = 1;
+	*err = errno;
+	if (fclose(fp) != 0 && !bad) {
+		bad = 1;
+		*err = errno;
+	}
+	return bad;
+}
+
 int atomic_commit(atomic_file *af, lm_err *e)
 {
 	if (!af->fp)
 		return lm_seterr(e, "%s: output file is not open", af->path ? af->path : "?");
 	FILE *fp = af->fp;
 	af->fp = NULL;
+	int saved = 0;
+	int bad = flush_close(fp, !af->direct, &saved);
 	if (af->direct) {
-		int bad = fflush(fp) != 0 || ferror(fp);
-		int saved = errno;
-		if (fclose(fp) != 0 && !bad) {
-			bad = 1;
-			saved = errno;
-		}
 		if (bad) {
 			errno = saved;
 			lm_seterr(e, "%s:", af->path);
 		}
 		atomic_abort(af);
 		return bad ? -1 : 0;
-	}
-	int bad = fflush(fp) != 0 || ferror(fp);
-	if (!bad && fsync(fileno(fp)) != 0 && errno != EINVAL)
-		bad = 1;
-	int saved = errno;
-	if (fclose(fp) != 0 && !bad) {
-		bad = 1;
-		saved = errno;
 	}
 	if (!bad && rename(af->tmp, af->path) != 0) {
 		bad = 1;
