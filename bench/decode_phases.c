@@ -7,10 +7,21 @@
  * each of its phases (model_decode.h's DECODE_PHASE_*, as thread 0 sees
  * them: a phase ends when every thread is done with it).
  *
- * usage: decode_phases PRESET BATCH PROMPT NEW ROUNDS   (threads: OMP_NUM_THREADS) */
+ * On a backend that samples (DEVICE cuda), the phases are the decoder's
+ * calls instead: "step_ms" is a step of the decoder's feed alone, queued
+ * back to back and synchronised once per round (what the device needs per
+ * step), "choose_ms" one choose() of the batch's next tokens (top-p 0.95,
+ * synchronised: the sampler's round trip), "both_ms" a feed and a choose
+ * (what lm-sample pays per token), and "sample_ms" the sampler's kernel
+ * alone, queued 200 times between two device events.  Of several rounds
+ * the first is a warm-up, not counted.
+ *
+ * usage: decode_phases PRESET BATCH PROMPT NEW ROUNDS [DEVICE]
+ * (threads: OMP_NUM_THREADS) */
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "gen/model_decode.h"
@@ -33,20 +44,104 @@ static int fail(const char *what, const lm_err *e)
 	return 1;
 }
 
+/* The device mode's four figures (see the top), added over a round that
+ * starts after the prefill: feeds, chooses, then both. */
+struct dev_times {
+	double step, choose, both, sample;
+	long steps, samples;
+};
+
+static int one_feed(model_decoder *md, int B, int step, uint32_t *ids, uint32_t *slot,
+		    const uint32_t **tok, uint32_t *n, float **rows, lm_err *e)
+{
+	for (int b = 0; b < B; b++) {
+		ids[b] = (uint32_t)((step * 5 + b) % md->dec.n_vocab);
+		tok[b] = ids + b;
+		n[b] = 1;
+	}
+	return md->dec.feed(md->dec.ctx, (uint32_t)B, slot, tok, n, rows, e);
+}
+
+static int device_round(model_decoder *md, int B, int NEW, uint32_t *ids, uint32_t *slot,
+			const uint32_t **tok, uint32_t *n, float **rows, struct dev_times *dt,
+			lm_err *e)
+{
+	lm_backend *be = md->m->be;
+	sample_params sp = { 1.0, 0, 0.95, 0 };
+	float *u = malloc((size_t)B * sizeof *u);
+	int32_t *forced = malloc((size_t)B * sizeof *forced);
+	uint32_t *out = malloc((size_t)B * sizeof *out);
+	double *lp = malloc((size_t)B * sizeof *lp);
+	int rc = -1;
+	if (!u || !forced || !out || !lp) {
+		lm_seterr(e, "out of memory");
+		goto done;
+	}
+	for (int b = 0; b < B; b++) {
+		u[b] = (float)((b * 0.618034 + 0.3) - (int)(b * 0.618034 + 0.3));
+		forced[b] = -1;
+	}
+	double t0 = now_s();
+	for (int s = 1; s < NEW; s++)
+		if (one_feed(md, B, s, ids, slot, tok, n, rows, e) < 0)
+			goto done;
+	if (be->sync(be, e) < 0)
+		goto done;
+	double t1 = now_s();
+	for (int s = 1; s < NEW; s++)
+		if (md->dec.choose(md->dec.ctx, (uint32_t)B, slot, &sp, u, forced, out, lp, e) < 0)
+			goto done;
+	double t2 = now_s();
+	for (int s = 1; s < NEW; s++)
+		if (one_feed(md, B, s, ids, slot, tok, n, rows, e) < 0 ||
+		    md->dec.choose(md->dec.ctx, (uint32_t)B, slot, &sp, u, forced, out, lp, e) < 0)
+			goto done;
+	double t3 = now_s();
+	/* the sampler's kernel alone, on the rows the last step left */
+	sample_args a = { 1.0f, 0, 0.95f, 0 };
+	void *m0 = be->mark(be);
+	for (int k = 0; k < 200; k++)
+		be->sample(be, md->s_out, (float *)(md->s_out + md->n_slots), md->rows, md->s_in,
+			   (const float *)(md->s_in + md->n_slots), md->s_in + 2 * md->n_slots, B,
+			   md->m->cfg.vocab, a);
+	void *m1 = be->mark(be);
+	if (be->sync(be, e) < 0)
+		goto done;
+	if (m0 && m1) {
+		dt->sample += be->mark_ms(be, m0, m1) / 1e3;
+		dt->samples += 200;
+	}
+	be->mark_free(be, m0);
+	be->mark_free(be, m1);
+	dt->step += t1 - t0;
+	dt->choose += t2 - t1;
+	dt->both += t3 - t2;
+	dt->steps += NEW - 1;
+	rc = 0;
+done:
+	free(u);
+	free(forced);
+	free(out);
+	free(lp);
+	return rc;
+}
+
 int main(int argc, char **argv)
 {
-	if (argc != 6) {
-		fprintf(stderr, "usage: decode_phases PRESET BATCH PROMPT NEW ROUNDS\n");
+	if (argc != 6 && argc != 7) {
+		fprintf(stderr, "usage: decode_phases PRESET BATCH PROMPT NEW ROUNDS [DEVICE]\n");
 		return 2;
 	}
 	const model_preset *pre = model_preset_find(argv[1]);
 	int B = atoi(argv[2]), P = atoi(argv[3]), NEW = atoi(argv[4]), R = atoi(argv[5]);
-	if (!pre || B < 1 || P < 1 || NEW < 2 || R < 1 || P + NEW > pre->cfg.ctx) {
+	int dev = argc == 7 && strcmp(argv[6], "cpu");
+	if (!pre || B < 1 || P < 1 || NEW < 2 || R < 1 || P + (dev ? 2 : 1) * NEW > pre->cfg.ctx) {
 		fprintf(stderr, "decode_phases: bad arguments\n");
 		return 2;
 	}
 	lm_err e;
-	lm_backend *be = backend_open("cpu", &e);
+	const char *device = argc == 7 ? argv[6] : "cpu";
+	lm_backend *be = backend_open(device, &e);
 	model m;
 	lm_rng rng;
 	model_decoder md;
@@ -68,6 +163,11 @@ int main(int argc, char **argv)
 	}
 	double phase[DECODE_PHASES] = { 0 }, steps_s = 0;
 	long steps = 0;
+	struct dev_times dt = { 0 };
+	if (dev && !md.dec.choose) {
+		fprintf(stderr, "decode_phases: backend %s does not sample\n", argv[6]);
+		return 2;
+	}
 	for (int r = 0; r < R; r++) {
 		for (int b = 0; b < B; b++) {
 			if (md.dec.reset(md.dec.ctx, (uint32_t)b, &e) < 0)
@@ -82,6 +182,15 @@ int main(int argc, char **argv)
 		md.phase_s = NULL; /* the prefill is not a step */
 		if (md.dec.feed(md.dec.ctx, (uint32_t)B, slot, tok, n, rows, &e) < 0)
 			return fail("prefill", &e);
+		if (dev) {
+			/* the first of several rounds warms up (graphs are
+			 * recorded at a step's second occurrence) */
+			struct dev_times warm = { 0 };
+			if (device_round(&md, B, NEW, ids, slot, tok, n, rows,
+					 r == 0 && R > 1 ? &warm : &dt, &e) < 0)
+				return fail("device round", &e);
+			continue;
+		}
 		md.phase_s = phase;
 		for (int step = 1; step < NEW; step++) {
 			for (int b = 0; b < B; b++) {
@@ -96,12 +205,22 @@ int main(int argc, char **argv)
 			steps++;
 		}
 	}
+	if (dev) {
+		printf("{\"impl\":\"lm-sample-phases\",\"device\":\"%s\",\"model\":\"%s\","
+		       "\"batch\":%d,\"prompt\":%d,\"new\":%d,\"rounds\":%d,\"step_ms\":%.4f,"
+		       "\"choose_ms\":%.4f,\"both_ms\":%.4f,\"sample_ms\":%.4f,\"tokens_per_s\":%.0f}\n",
+		       argv[6], argv[1], B, P, NEW, R, 1e3 * dt.step / dt.steps,
+		       1e3 * dt.choose / dt.steps, 1e3 * dt.both / dt.steps,
+		       dt.samples ? 1e3 * dt.sample / dt.samples : -1.0, B * dt.steps / dt.both);
+		goto out;
+	}
 	printf("{\"impl\":\"lm-sample-phases\",\"model\":\"%s\",\"batch\":%d,\"prompt\":%d,\"new\":%d,"
 	       "\"rounds\":%d,\"threads\":%d,\"step_ms\":%.4f", argv[1], B, P, NEW, R,
 	       omp_get_max_threads(), 1e3 * steps_s / steps);
 	for (int i = 0; i < DECODE_PHASES; i++)
 		printf(",\"%s\":%.4f", phase_names[i], 1e3 * phase[i] / steps);
 	printf("}\n");
+out:
 	model_decoder_free(&md);
 	model_free(&m);
 	be->close(be);
