@@ -2,7 +2,8 @@
 // the q/k/v split with RoPE and the cache store in one pass, attention of
 // each new token over its sequence's cache (one block per token and head;
 // head dimensions 32, 64 and 128 have an unrolled kernel of their own),
-// and the row moves around the output head.
+// and the row moves around the output head.  All launched with
+// programmatic dependent launch (ops_cuda.cuh).
 #include "kernels/decode.h"
 #include "ops_cuda.cuh"
 
@@ -22,6 +23,7 @@ __device__ __forceinline__ size_t cache_at(decode_shape s, int slot, int h, int 
 __global__ void qkv_kernel(bf16 *q, bf16 *kc, bf16 *vc, const bf16 *qkv, const float *cs,
 			   const int32_t *pos, const int32_t *slot, decode_shape s)
 {
+	pdl_begin();
 	int half = s.D / 2, heads = s.H + 2 * s.Hkv;
 	unsigned n = (unsigned)s.N * heads * half;
 	for (unsigned w = blockIdx.x * blockDim.x + threadIdx.x; w < n; w += gridDim.x * blockDim.x) {
@@ -52,6 +54,7 @@ __global__ void __launch_bounds__(ATTN_THREADS) attn_kernel(bf16 *o, const bf16 
 							    const int32_t *slot, decode_shape s,
 							    float scale)
 {
+	pdl_begin();
 	extern __shared__ float sm[];
 	float *qs = sm, *sc = sm + s.D;        // q [D], scores [n_ctx]
 	__shared__ float red[ATTN_WARPS];
@@ -124,6 +127,7 @@ __global__ void __launch_bounds__(ATTN_THREADS) attn_kernel_d(bf16 *o, const bf1
 							      const int32_t *slot, decode_shape s,
 							      float scale)
 {
+	pdl_begin();
 	extern __shared__ float sm[];
 	float *sc = sm;                        // scores [n_ctx]
 	__shared__ float qs[D], red[ATTN_WARPS], part[ATTN_WARPS][D];
@@ -213,6 +217,7 @@ __global__ void __launch_bounds__(ATTN_THREADS) attn_kernel_d(bf16 *o, const bf1
 
 __global__ void gather_kernel(float *dst, const float *src, const int32_t *idx, int n, int C)
 {
+	pdl_begin();
 	size_t total = (size_t)n * C;
 	for (size_t w = blockIdx.x * (size_t)blockDim.x + threadIdx.x; w < total;
 	     w += (size_t)gridDim.x * blockDim.x)
@@ -221,6 +226,7 @@ __global__ void gather_kernel(float *dst, const float *src, const int32_t *idx, 
 
 __global__ void scatter_kernel(float *dst, const bf16 *src, const int32_t *idx, int n, int V)
 {
+	pdl_begin();
 	size_t total = (size_t)n * V;
 	for (size_t w = blockIdx.x * (size_t)blockDim.x + threadIdx.x; w < total;
 	     w += (size_t)gridDim.x * blockDim.x)
@@ -236,9 +242,8 @@ extern "C" int decode_qkv_cuda(uint16_t *q, uint16_t *kc, uint16_t *vc, const ui
 	size_t n = (size_t)s.N * (s.H + 2 * s.Hkv) * (s.D / 2);
 	if (!n)
 		return 0;
-	qkv_kernel<<<grid_for(n), BLOCK, 0, (cudaStream_t)stream>>>((bf16 *)q, (bf16 *)kc, (bf16 *)vc,
-								   (const bf16 *)qkv, cs, pos, slot, s);
-	return launched();
+	return launch_pdl(qkv_kernel, grid_for(n), BLOCK, 0, stream, (bf16 *)q, (bf16 *)kc, (bf16 *)vc,
+			  (const bf16 *)qkv, cs, pos, slot, s);
 }
 
 extern "C" int attn_decode_cache_cuda(uint16_t *o, const uint16_t *q, const uint16_t *kc,
@@ -255,10 +260,8 @@ extern "C" int attn_decode_cache_cuda(uint16_t *o, const uint16_t *q, const uint
 		if (sm > 32 * 1024 &&
 		    cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm) != cudaSuccess)
 			return -1;
-		k<<<s.N * s.H, ATTN_THREADS, sm, (cudaStream_t)stream>>>((bf16 *)o, (const bf16 *)q,
-									(const bf16 *)kc, (const bf16 *)vc,
-									pos, slot, s, scale);
-		return launched();
+		return launch_pdl(k, s.N * s.H, ATTN_THREADS, sm, stream, (bf16 *)o, (const bf16 *)q,
+				  (const bf16 *)kc, (const bf16 *)vc, pos, slot, s, scale);
 	}
 	int groups = s.D <= ATTN_THREADS && ATTN_THREADS % s.D == 0 ? ATTN_THREADS / s.D : 1;
 	size_t smem = ((size_t)s.D + s.n_ctx + (size_t)groups * s.D) * sizeof(float);
@@ -266,9 +269,8 @@ extern "C" int attn_decode_cache_cuda(uint16_t *o, const uint16_t *q, const uint
 	    cudaFuncSetAttribute(attn_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) !=
 		    cudaSuccess)
 		return -1;
-	attn_kernel<<<s.N * s.H, ATTN_THREADS, smem, (cudaStream_t)stream>>>(
-		(bf16 *)o, (const bf16 *)q, (const bf16 *)kc, (const bf16 *)vc, pos, slot, s, scale);
-	return launched();
+	return launch_pdl(attn_kernel, s.N * s.H, ATTN_THREADS, smem, stream, (bf16 *)o,
+			  (const bf16 *)q, (const bf16 *)kc, (const bf16 *)vc, pos, slot, s, scale);
 }
 
 extern "C" int rows_gather_cuda(float *dst, const float *src, const int32_t *idx, int n, int C,
@@ -276,8 +278,7 @@ extern "C" int rows_gather_cuda(float *dst, const float *src, const int32_t *idx
 {
 	if (n <= 0)
 		return 0;
-	gather_kernel<<<grid_for((size_t)n * C), BLOCK, 0, (cudaStream_t)stream>>>(dst, src, idx, n, C);
-	return launched();
+	return launch_pdl(gather_kernel, grid_for((size_t)n * C), BLOCK, 0, stream, dst, src, idx, n, C);
 }
 
 extern "C" int rows_scatter_cuda(float *dst, const uint16_t *src, const int32_t *idx, int n, int V,
@@ -285,7 +286,6 @@ extern "C" int rows_scatter_cuda(float *dst, const uint16_t *src, const int32_t 
 {
 	if (n <= 0)
 		return 0;
-	scatter_kernel<<<grid_for((size_t)n * V), BLOCK, 0, (cudaStream_t)stream>>>(
-		dst, (const bf16 *)src, idx, n, V);
-	return launched();
+	return launch_pdl(scatter_kernel, grid_for((size_t)n * V), BLOCK, 0, stream, dst,
+			  (const bf16 *)src, idx, n, V);
 }

@@ -17,6 +17,7 @@ namespace {
 
 __global__ void fwd_kernel(float *out, const int32_t *ids, const float *table, int N, int C)
 {
+	pdl_begin();
 	size_t n = (size_t)N * C;
 	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
 	     i += (size_t)gridDim.x * blockDim.x) {
@@ -130,8 +131,7 @@ extern "C" int embedding_bwd_det_cuda(float *dtable, const int32_t *ids, const f
 extern "C" int embedding_fwd_cuda(float *out, const int32_t *ids, const float *table, int N, int C,
 				  void *stream)
 {
-	fwd_kernel<<<grid_for((size_t)N * C), BLOCK, 0, (cudaStream_t)stream>>>(out, ids, table, N, C);
-	return launched();
+	return launch_pdl(fwd_kernel, grid_for((size_t)N * C), BLOCK, 0, stream, out, ids, table, N, C);
 }
 
 extern "C" int embedding_bwd_cuda(float *dtable, const int32_t *ids, const float *dout, int N, int C,

@@ -5,7 +5,7 @@
 // (8 at a time, kept in registers; more rows re-read the weight row from
 // L2), fp32 accumulation, the warp's lanes summed by shuffles.  Two fused
 // variants serve the decoder: RMSNorm on the product's input, and SwiGLU
-// on it.
+// on it.  Launched with programmatic dependent launch (ops_cuda.cuh).
 #include "kernels/matmul.h"
 #include "ops_cuda.cuh"
 
@@ -29,6 +29,7 @@ __global__ void __launch_bounds__(WARPS_PER_BLOCK * WARP) small_kernel(void *out
 								      const bf16 *inp, const bf16 *w,
 								      int N, int IN, int OUT)
 {
+	pdl_begin();
 	int o = blockIdx.x * WARPS_PER_BLOCK + threadIdx.x / WARP, lane = threadIdx.x % WARP;
 	if (o >= OUT)
 		return;
@@ -65,6 +66,7 @@ __global__ void __launch_bounds__(WARPS_PER_BLOCK * WARP) norm_kernel(bf16 *out,
 								     const float *g, const bf16 *w,
 								     int N, int C, int OUT, float eps)
 {
+	pdl_begin();
 	__shared__ float rstd[MATMUL_SMALL_N];
 	int warp = threadIdx.x / WARP, lane = threadIdx.x % WARP;
 	for (int r = warp; r < N; r += WARPS_PER_BLOCK) {
@@ -120,6 +122,7 @@ __global__ void __launch_bounds__(WARPS_PER_BLOCK * WARP) glu_kernel(float *out,
 								    const bf16 *h, const bf16 *w,
 								    int N, int F, int OUT)
 {
+	pdl_begin();
 	int o = blockIdx.x * WARPS_PER_BLOCK + threadIdx.x / WARP, lane = threadIdx.x % WARP;
 	if (o >= OUT)
 		return;
@@ -172,9 +175,8 @@ extern "C" int matmul_fwd_small_cuda(void *out, const float *addend, const uint1
 				     const uint16_t *w, int N, int IN, int OUT, void *stream)
 {
 	unsigned blocks = (unsigned)((OUT + WARPS_PER_BLOCK - 1) / WARPS_PER_BLOCK);
-	small_kernel<<<blocks, WARPS_PER_BLOCK * WARP, 0, (cudaStream_t)stream>>>(
-		out, addend, (const bf16 *)inp, (const bf16 *)w, N, IN, OUT);
-	return launched();
+	return launch_pdl(small_kernel, blocks, WARPS_PER_BLOCK * WARP, 0, stream, out, addend,
+			  (const bf16 *)inp, (const bf16 *)w, N, IN, OUT);
 }
 
 extern "C" int norm_matmul_small_cuda(uint16_t *out, const float *x, const float *g,
@@ -184,9 +186,8 @@ extern "C" int norm_matmul_small_cuda(uint16_t *out, const float *x, const float
 	    (uintptr_t)w % 16)
 		return -1;
 	unsigned blocks = (unsigned)((OUT + WARPS_PER_BLOCK - 1) / WARPS_PER_BLOCK);
-	norm_kernel<<<blocks, WARPS_PER_BLOCK * WARP, 0, (cudaStream_t)stream>>>(
-		(bf16 *)out, x, g, (const bf16 *)w, N, C, OUT, eps);
-	return launched();
+	return launch_pdl(norm_kernel, blocks, WARPS_PER_BLOCK * WARP, 0, stream, (bf16 *)out, x, g,
+			  (const bf16 *)w, N, C, OUT, eps);
 }
 
 extern "C" int glu_matmul_small_cuda(float *out, const float *addend, const uint16_t *h,
@@ -195,7 +196,6 @@ extern "C" int glu_matmul_small_cuda(float *out, const float *addend, const uint
 	if (N < 1 || N > MATMUL_SMALL_N || F % 8 || (uintptr_t)h % 16 || (uintptr_t)w % 16)
 		return -1;
 	unsigned blocks = (unsigned)((OUT + WARPS_PER_BLOCK - 1) / WARPS_PER_BLOCK);
-	glu_kernel<<<blocks, WARPS_PER_BLOCK * WARP, 0, (cudaStream_t)stream>>>(
-		out, addend, (const bf16 *)h, (const bf16 *)w, N, F, OUT);
-	return launched();
+	return launch_pdl(glu_kernel, blocks, WARPS_PER_BLOCK * WARP, 0, stream, out, addend,
+			  (const bf16 *)h, (const bf16 *)w, N, F, OUT);
 }

@@ -1,11 +1,13 @@
 // ops_cuda.cuh: what the CUDA twins of the small ops share: the bf16 type,
-// conversions, launch sizes and warp reductions.
+// conversions, launch sizes, warp reductions, and programmatic dependent
+// launch.
 #ifndef LMPIPE_OPS_CUDA_CUH
 #define LMPIPE_OPS_CUDA_CUH
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 namespace ops {
 
@@ -60,6 +62,52 @@ static inline unsigned grid_for(size_t n, unsigned block = BLOCK)
 
 // 0, or -1 if the launch failed; the error stays for the caller to read.
 static inline int launched() { return cudaPeekAtLastError() == cudaSuccess ? 0 : -1; }
+
+// Programmatic dependent launch (PDL, sm_90): a kernel launched by
+// launch_pdl may start while the kernel before it in the stream is still
+// running, so that its blocks are resident when that one ends (at a few
+// microseconds a kernel, the launch gap is a good part of a decoding
+// step).  Such a kernel must call pdl_begin() first: it waits until the
+// kernel before has finished and its writes are visible, so nothing is
+// read or written early, then lets the next kernel start in turn.  The
+// kernels' results are the same bits as with plain launches.
+// LMPIPE_NO_PDL=1 in the environment makes every launch a plain one.
+__device__ __forceinline__ void pdl_begin()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+	asm volatile("griddepcontrol.wait;" ::: "memory");
+	asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+static inline int pdl_on()
+{
+	static int on = -1;
+	if (on < 0) {
+		const char *v = getenv("LMPIPE_NO_PDL");
+		on = !(v && *v && *v != '0');
+	}
+	return on;
+}
+
+// kernel<<<grid, block, smem, stream>>>(args...), with PDL where it is on;
+// 0, or -1 if the launch failed.
+template <typename... P, typename... A>
+static inline int launch_pdl(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem,
+			     void *stream, A &&...args)
+{
+	cudaLaunchAttribute at[1];
+	at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+	at[0].val.programmaticStreamSerializationAllowed = 1;
+	cudaLaunchConfig_t cfg = {};
+	cfg.gridDim = grid;
+	cfg.blockDim = block;
+	cfg.dynamicSmemBytes = smem;
+	cfg.stream = (cudaStream_t)stream;
+	cfg.attrs = at;
+	cfg.numAttrs = pdl_on() ? 1 : 0;
+	return cudaLaunchKernelEx(&cfg, kernel, static_cast<A &&>(args)...) == cudaSuccess ? 0 : -1;
+}
 
 }  // namespace ops
 
