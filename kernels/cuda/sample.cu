@@ -3,6 +3,14 @@
 // thresholds found by radix selection over the probabilities' float bits
 // (four passes of a 256-bin shared histogram), and the draw placed by a
 // block-wide prefix sum of integer masses in id order.
+//
+// A block has 1024 threads when there are fewer sequences than SMs (a
+// decoding step at batch 1 waits on this kernel's serial passes), else
+// 256.  A thread's run is an odd number of ids long, so that a warp's
+// reads of the cached probabilities, a run apart, fall in distinct shared
+// memory banks.  The histograms' 64-bit sums are added as two 32-bit
+// words with the carry (native shared atomics, where a 64-bit one is a
+// compare-and-swap loop that the many threads adding to one bin wait on).
 #include "kernels/sample.h"
 #include "ops_cuda.cuh"
 
@@ -12,18 +20,20 @@ using namespace ops;
 
 namespace {
 
-enum { THREADS = 256, WARPS = THREADS / WARP, ONE_BITS = 0x3f800000 };
+enum { THREADS = 256, THREADS_FEW = 1024, MAX_WARPS = THREADS_FEW / WARP };
 
 // Probabilities cached in shared memory up to this many bytes (a vocabulary
 // of 50,000; larger ones recompute them in every pass).
 enum { CACHE_BYTES = 200 * 1024 };
 
 struct shared {
-	double d[WARPS];
-	float f[WARPS];
-	int i[WARPS];
-	long long ll[WARPS];
+	double d[MAX_WARPS];
+	float f[MAX_WARPS];
+	int i[MAX_WARPS];
+	long long ll[MAX_WARPS];
 };
+
+__device__ __forceinline__ int n_warps() { return (int)(blockDim.x / WARP); }
 
 __device__ double warp_sum_d(double x)
 {
@@ -41,7 +51,7 @@ __device__ double block_sum_d(double x, shared &sh)
 	if (l == 0)
 		sh.d[w] = x;
 	__syncthreads();
-	double s = l < WARPS ? sh.d[l] : 0.0;
+	double s = l < n_warps() ? sh.d[l] : 0.0;
 	return warp_sum_d(s);
 }
 
@@ -84,7 +94,7 @@ __device__ void block_argmax(float *v, int *at, shared &sh)
 	__syncthreads();
 	*v = sh.f[0];
 	*at = sh.i[0];
-	for (int j = 1; j < WARPS; j++)
+	for (int j = 1; j < n_warps(); j++)
 		if (sh.f[j] > *v || (sh.f[j] == *v && sh.i[j] < *at)) {
 			*v = sh.f[j];
 			*at = sh.i[j];
@@ -131,7 +141,7 @@ __device__ unsigned long long block_sum_u(unsigned long long x, shared &sh)
 	if (l == 0)
 		sh.ll[w] = (long long)x;
 	__syncthreads();
-	unsigned long long s = l < WARPS ? (unsigned long long)sh.ll[l] : 0;
+	unsigned long long s = l < n_warps() ? (unsigned long long)sh.ll[l] : 0;
 	return warp_sum_u(s);
 }
 
@@ -172,17 +182,36 @@ __device__ unsigned long long mass_of(const row_view &r, cut c, unsigned long lo
 	return m;
 }
 
+// A 64-bit bin of a histogram, as two words (low, high).
+struct bin64 {
+	unsigned lo, hi;
+};
+
+__device__ __forceinline__ void bin_add(bin64 *b, unsigned long long v)
+{
+	unsigned lo = (unsigned)v, hi = (unsigned)(v >> 32);
+	unsigned old = atomicAdd(&b->lo, lo);
+	hi += old + lo < old; /* the low word's carry */
+	if (hi)
+		atomicAdd(&b->hi, hi);
+}
+
+__device__ __forceinline__ unsigned long long bin_get(const bin64 *b)
+{
+	return ((unsigned long long)b->hi << 32) | b->lo;
+}
+
 // kernels/cpu/sample.c's radix_select over the block: a 256-bin histogram
 // per pass in shared memory (integer atomics: the same sums in any order).
 __device__ unsigned radix_select(const row_view &r, cut c, unsigned long long base,
 				 unsigned long long want, bool by_mass, unsigned long long *left,
-				 unsigned long long *hist, unsigned *pick)
+				 bin64 *hist, unsigned *pick)
 {
 	unsigned prefix = 0, mask = 0;
 	unsigned long long need = want;
 	for (int shift = 24; shift >= 0; shift -= 8) {
 		for (int b = threadIdx.x; b < 256; b += blockDim.x)
-			hist[b] = 0;
+			hist[b] = bin64{ 0, 0 };
 		__syncthreads();
 		// a thread's neighbouring ids mostly share the high bits' bin:
 		// add runs, not elements, so few atomics contend for one bin
@@ -195,21 +224,21 @@ __device__ unsigned radix_select(const row_view &r, cut c, unsigned long long ba
 			int b = (fbits(p) >> shift) & 255;
 			if (b != bin) {
 				if (bin >= 0)
-					atomicAdd(&hist[bin], run);
+					bin_add(&hist[bin], run);
 				bin = b;
 				run = 0;
 			}
 			run += by_mass ? q_of(p) : 1ull;
 		}
 		if (bin >= 0)
-			atomicAdd(&hist[bin], run);
+			bin_add(&hist[bin], run);
 		__syncthreads();
 		// warp 0 finds the bin: lane l holds bins 255 - 8l down to 248 - 8l
 		if (threadIdx.x < WARP) {
 			int l = threadIdx.x;
 			unsigned long long mine = 0;
 			for (int k = 0; k < 8; k++)
-				mine += hist[255 - 8 * l - k];
+				mine += bin_get(&hist[255 - 8 * l - k]);
 			unsigned long long inc = mine;
 			for (int o = 1; o < WARP; o *= 2) {
 				unsigned long long y = __shfl_up_sync(0xffffffffu, inc, o);
@@ -223,9 +252,9 @@ __device__ unsigned radix_select(const row_view &r, cut c, unsigned long long ba
 				int b = 255 - 8 * l;
 				for (int k = 0; k < 8; k++) {
 					b = 255 - 8 * l - k;
-					if (b == 0 || hist[b] >= nd)
+					if (b == 0 || bin_get(&hist[b]) >= nd)
 						break;
-					nd -= hist[b];
+					nd -= bin_get(&hist[b]);
 				}
 				pick[0] = (unsigned)b;
 				pick[1] = (unsigned)(nd >> 32);
@@ -242,20 +271,22 @@ __device__ unsigned radix_select(const row_view &r, cut c, unsigned long long ba
 	return prefix;
 }
 
-__global__ void __launch_bounds__(THREADS) sample_kernel(int32_t *tok, float *lp,
-							 const float *logits, const int32_t *row,
-							 const float *u, const int32_t *forced, int V,
-							 sample_args a, int cache)
+template <int NT>
+__global__ void __launch_bounds__(NT) sample_kernel(int32_t *tok, float *lp, const float *logits,
+						    const int32_t *row, const float *u,
+						    const int32_t *forced, int V, sample_args a,
+						    int cache)
 {
+	pdl_begin();
 	extern __shared__ float pc[];
 	__shared__ shared sh;
-	__shared__ unsigned long long hist[256];
+	__shared__ bin64 hist[256];
 	__shared__ unsigned sel[3];
 	__shared__ int pick;
 	int i = blockIdx.x;
 	const float *l = logits + (size_t)row[i] * V;
 	int n = a.limit > 0 && a.limit < V ? a.limit : V;
-	int per = (V + THREADS - 1) / THREADS;
+	int per = (V + NT - 1) / NT | 1;
 	int lo = threadIdx.x * per, hi = min(V, lo + per);
 	// max over all, the drawable max and its lowest id, bad values, and
 	// the sum of exponentials (online: rescaled when the max grows).  The
@@ -265,7 +296,7 @@ __global__ void __launch_bounds__(THREADS) sample_kernel(int32_t *tok, float *lp
 	float mx = -INFINITY, mxall = -INFINITY;
 	int am = n, bad = 0;
 	double se = 0;
-	for (int j = threadIdx.x; j < V; j += THREADS) {
+	for (int j = threadIdx.x; j < V; j += NT) {
 		float x = l[j];
 		bad |= isnan(x) || x == INFINITY;
 		if (x > mxall) {
@@ -302,7 +333,7 @@ __global__ void __launch_bounds__(THREADS) sample_kernel(int32_t *tok, float *lp
 			r.hi = r.lo;
 		if (cache) {
 			// filled in coalesced order, read back in each thread's run
-			for (int j = threadIdx.x; j < n; j += THREADS)
+			for (int j = threadIdx.x; j < n; j += NT)
 				pc[j] = prob(r, j);
 			__syncthreads();
 			r.pc = pc;
@@ -372,14 +403,26 @@ extern "C" int sample_rows_cuda(int32_t *tok, float *lp, const float *logits, co
 	// the probabilities in shared memory when they fit beside the rest
 	size_t bytes = (size_t)V * sizeof(float);
 	int cache = bytes <= CACHE_BYTES;
-	static int raised;
+	static int sms, raised;
+	if (!sms) {
+		int dev = 0;
+		if (cudaGetDevice(&dev) != cudaSuccess ||
+		    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+			return -1;
+	}
 	if (cache && bytes > 48 * 1024 && !raised) {
-		if (cudaFuncSetAttribute(sample_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-					 CACHE_BYTES) != cudaSuccess)
+		if (cudaFuncSetAttribute(sample_kernel<THREADS>,
+					 cudaFuncAttributeMaxDynamicSharedMemorySize, CACHE_BYTES) !=
+			    cudaSuccess ||
+		    cudaFuncSetAttribute(sample_kernel<THREADS_FEW>,
+					 cudaFuncAttributeMaxDynamicSharedMemorySize, CACHE_BYTES) !=
+			    cudaSuccess)
 			return -1;
 		raised = 1;
 	}
-	sample_kernel<<<n, THREADS, cache ? bytes : 0, (cudaStream_t)stream>>>(tok, lp, logits, row, u,
-									       forced, V, a, cache);
-	return launched();
+	if (n < sms)
+		return launch_pdl(sample_kernel<THREADS_FEW>, n, THREADS_FEW, cache ? bytes : 0, stream,
+				  tok, lp, logits, row, u, forced, V, a, cache);
+	return launch_pdl(sample_kernel<THREADS>, n, THREADS, cache ? bytes : 0, stream, tok, lp,
+			  logits, row, u, forced, V, a, cache);
 }
