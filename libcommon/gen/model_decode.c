@@ -17,6 +17,8 @@ static int32_t *meta(const model_decoder *md, int32_t *base, int which)
 	return base + (size_t)which * MODEL_DECODE_CHUNK;
 }
 
+static int run_pending(model_decoder *md, lm_err *e);
+
 static int md_reset(void *ctx, uint32_t slot, lm_err *e)
 {
 	model_decoder *md = ctx;
@@ -35,6 +37,8 @@ static int md_fork(void *ctx, uint32_t dst, uint32_t src, lm_err *e)
 	const model_config *c = &md->m->cfg;
 	lm_backend *be = md->m->be;
 	size_t D = (size_t)c->d_model / c->n_heads, z = esz(md);
+	if (run_pending(md, e) < 0)
+		return -1;
 	size_t block = model_decoder_cache_stride(md) * z;
 	for (int l = 0; l < c->n_layers; l++) {
 		char *kd = model_decoder_cache_at(md, md->kc, z, l, dst);
@@ -178,6 +182,10 @@ static int run_chunk(model_decoder *md, int N, int single, float *const *out, lm
 			meta(md, h, META_ROW)[nl++] = (int32_t)md->tok_slot[i];
 		}
 	}
+	if (single && nl == N && md->sgraph && !md->no_graphs && !md->no_fused) {
+		md->pend = N; /* uploaded and run with the choose() after it */
+		return 0;
+	}
 	be->upload(be, md->meta, h, (size_t)META_ARRAYS * MODEL_DECODE_CHUNK * sizeof *h);
 	if (single && nl == N) {
 		if (step_ops(md, N, e) < 0)
@@ -200,6 +208,8 @@ static int md_feed(void *ctx, uint32_t n_seq, const uint32_t *slot, const uint32
 	model_decoder *md = ctx;
 	uint32_t V = (uint32_t)md->m->cfg.vocab;
 	int single = 1;
+	if (run_pending(md, e) < 0)
+		return -1;
 	for (uint32_t i = 0; i < n_seq; i++) {
 		if (slot[i] >= md->n_slots || md->len[slot[i]] + (uint64_t)n_tok[i] > md->n_ctx)
 			return lm_seterr(e, "slot %u: %u + %u tokens exceed the context of %u", slot[i],
@@ -231,25 +241,86 @@ static int md_feed(void *ctx, uint32_t n_seq, const uint32_t *slot, const uint32
 	return md->m->be->sample ? 0 : md->m->be->sync(md->m->be, e);
 }
 
+/* The held step (md->pend), alone: its meta up, then its ops. */
+static int run_pending(model_decoder *md, lm_err *e)
+{
+	if (!md->pend)
+		return 0;
+	int N = md->pend;
+	md->pend = 0;
+	lm_backend *be = md->m->be;
+	be->upload(be, md->meta, md->meta_host, (size_t)META_ARRAYS * MODEL_DECODE_CHUNK * sizeof(int32_t));
+	return step_ops(md, N, e);
+}
+
+static void sample_op(model_decoder *md, uint32_t n, sample_args a)
+{
+	lm_backend *be = md->m->be;
+	uint32_t S = md->n_slots;
+	be->sample(be, md->s_out, (float *)(md->s_out + S), md->rows, md->s_in,
+		   (const float *)(md->s_in + S), md->s_in + 2 * S, (int)n, md->m->cfg.vocab, a);
+}
+
+/* The held step of N tokens and the sampler over n = N rows, after one
+ * upload of both's inputs: replayed from sgraph[N] once recorded for
+ * these arguments, recorded the second time, else run as ops. */
+static int fused_step(model_decoder *md, uint32_t n, sample_args a, lm_err *e)
+{
+	lm_backend *be = md->m->be;
+	int N = md->pend;
+	md->pend = 0;
+	be->upload(be, md->meta, md->meta_host,
+		   ((size_t)META_ARRAYS * MODEL_DECODE_CHUNK + 3 * (size_t)md->n_slots) * sizeof(int32_t));
+	if (md->seen_s[N] < 1) {
+		md->seen_s[N] = 1;
+		chunk_ops(md, N, N);
+		sample_op(md, n, a);
+		return 0;
+	}
+	if (md->sgraph[N] && memcmp(&md->sg_args[N], &a, sizeof a)) {
+		be->graph_free(be, md->sgraph[N]);
+		md->sgraph[N] = NULL;
+	}
+	if (!md->sgraph[N]) {
+		be->graph_begin(be);
+		chunk_ops(md, N, N);
+		sample_op(md, n, a);
+		if (!(md->sgraph[N] = be->graph_end(be))) {
+			md->no_graphs = 1;
+			return be->sync(be, e);
+		}
+		md->sg_args[N] = a;
+	}
+	be->graph_run(be, md->sgraph[N]);
+	return 0;
+}
+
 /* generate.h's choose(), on the device: the slots' rows, draws and forced
- * tokens up, the sampler's tokens and log-probs down. */
+ * tokens up, the sampler's tokens and log-probs down; with the held step
+ * when there is one for as many slots. */
 static int md_choose(void *ctx, uint32_t n, const uint32_t *slot, const sample_params *sp,
 		     const float *u, const int32_t *forced, uint32_t *tok, double *lp, lm_err *e)
 {
 	model_decoder *md = ctx;
 	lm_backend *be = md->m->be;
 	uint32_t S = md->n_slots;
-	int32_t *h = md->s_host;
-	for (uint32_t i = 0; i < n; i++) {
-		h[i] = (int32_t)slot[i];
-		memcpy(&h[S + i], &u[i], sizeof *u);
-		h[2 * S + i] = forced[i];
-	}
-	be->upload(be, md->s_in, h, 3 * (size_t)S * sizeof *h);
+	int32_t *in = md->meta_host + (size_t)META_ARRAYS * MODEL_DECODE_CHUNK, *h = md->s_host;
 	sample_args a = { (float)sp->temperature, (int)sp->top_k, (float)sp->top_p, (int)sp->limit };
-	int32_t *t_dev = md->s_out, *lp_dev = md->s_out + S;
-	be->sample(be, t_dev, (float *)lp_dev, md->rows, md->s_in, (const float *)(md->s_in + S),
-		   md->s_in + 2 * S, (int)n, md->m->cfg.vocab, a);
+	int fuse = md->pend > 0 && (uint32_t)md->pend == n && !md->no_fused && !md->no_graphs;
+	if (!fuse && run_pending(md, e) < 0)
+		return -1;
+	for (uint32_t i = 0; i < n; i++) {
+		in[i] = (int32_t)slot[i];
+		memcpy(&in[S + i], &u[i], sizeof *u);
+		in[2 * S + i] = forced[i];
+	}
+	if (fuse) {
+		if (fused_step(md, n, a, e) < 0)
+			return -1;
+	} else {
+		be->upload(be, md->s_in, in, 3 * (size_t)S * sizeof *in);
+		sample_op(md, n, a);
+	}
 	be->download(be, h, md->s_out, 2 * (size_t)S * sizeof *h);
 	if (be->sync(be, e) < 0)
 		return -1;
@@ -271,15 +342,20 @@ void model_decoder_free(model_decoder *md)
 		for (uint32_t i = 0; md->graph && i <= md->n_slots; i++)
 			if (md->graph[i])
 				be->graph_free(be, md->graph[i]);
+		for (uint32_t i = 0; md->sgraph && i <= md->n_slots; i++)
+			if (md->sgraph[i])
+				be->graph_free(be, md->sgraph[i]);
 		void *bufs[] = { md->kc, md->vc, md->x, md->x2, md->xl, md->rstd, md->xn, md->qkv, md->q,
-				 md->y, md->h, md->sw, md->logits, md->rows, md->meta, md->s_in,
-				 md->s_out };
+				 md->y, md->h, md->sw, md->logits, md->rows, md->meta, md->s_out };
 		for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
 			if (bufs[i])
 				be->release(be, bufs[i]);
 	}
 	free(md->graph);
 	free(md->seen);
+	free(md->sgraph);
+	free(md->seen_s);
+	free(md->sg_args);
 	free(md->meta_host);
 	free(md->s_host);
 	free(md->len);
@@ -324,8 +400,9 @@ int model_decoder_init(model_decoder *md, model *m, uint32_t n_slots, uint32_t n
 	md->sw = be->alloc(be, N * F * z);
 	md->logits = be->alloc(be, N * V * z);
 	md->rows = be->alloc(be, (size_t)n_slots * V * sizeof(float));
-	md->meta = be->alloc(be, META_ARRAYS * N * sizeof(int32_t));
-	md->meta_host = calloc(META_ARRAYS * N, sizeof *md->meta_host);
+	size_t n_meta = META_ARRAYS * N + (be->sample ? 3 * (size_t)n_slots : 0);
+	md->meta = be->alloc(be, n_meta * sizeof(int32_t));
+	md->meta_host = calloc(n_meta, sizeof *md->meta_host);
 	md->len = calloc(n_slots, sizeof *md->len);
 	md->pos = malloc(N * sizeof *md->pos);
 	md->tok_slot = malloc(N * sizeof *md->tok_slot);
@@ -334,15 +411,22 @@ int model_decoder_init(model_decoder *md, model *m, uint32_t n_slots, uint32_t n
 		   !md->q || !md->y || !md->h || !md->sw || !md->logits || !md->rows || !md->meta ||
 		   !md->meta_host || !md->len || !md->pos || !md->tok_slot || !md->last_of;
 	if (!fail && be->sample) {
-		md->s_in = be->alloc(be, 3 * (size_t)n_slots * sizeof(int32_t));
+		md->s_in = md->meta + META_ARRAYS * N;
 		md->s_out = be->alloc(be, 2 * (size_t)n_slots * sizeof(int32_t));
-		md->s_host = malloc(3 * (size_t)n_slots * sizeof(int32_t));
-		fail = !md->s_in || !md->s_out || !md->s_host;
+		md->s_host = malloc(2 * (size_t)n_slots * sizeof(int32_t));
+		fail = !md->s_out || !md->s_host;
 	}
 	if (!fail && be->graph_begin && !getenv("LMPIPE_NO_GRAPHS")) {
 		md->graph = calloc((size_t)n_slots + 1, sizeof *md->graph);
 		md->seen = calloc((size_t)n_slots + 1, 1);
 		fail = !md->graph || !md->seen;
+		if (!fail && be->sample) {
+			md->no_fused = getenv("LMPIPE_NO_FUSED_SAMPLE") != NULL;
+			md->sgraph = calloc((size_t)n_slots + 1, sizeof *md->sgraph);
+			md->seen_s = calloc((size_t)n_slots + 1, 1);
+			md->sg_args = calloc((size_t)n_slots + 1, sizeof *md->sg_args);
+			fail = !md->sgraph || !md->seen_s || !md->sg_args;
+		}
 	}
 	if (fail) {
 		lm_err be_e;

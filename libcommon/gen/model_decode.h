@@ -72,16 +72,27 @@ typedef struct model_decoder {
 	float *x, *x2, *xl, *rstd; /* the residual stream (two: see chunk_ops), last rows */
 	void *xn, *qkv, *q, *y, *h, *sw, *logits;
 	float *rows;           /* [slot][V] fp32: each slot's last logits (backend memory) */
-	int32_t *meta;         /* [META_ARRAYS][MODEL_DECODE_CHUNK] (backend memory) */
+	int32_t *meta;         /* [META_ARRAYS][MODEL_DECODE_CHUNK] (backend memory),
+				* then s_in when sampling on the device */
 	int32_t *ids;          /* meta's token ids */
-	int32_t *meta_host;    /* the host side of meta */
+	int32_t *meta_host;    /* the host side of meta (and of s_in) */
 	int64_t *pos;
 	uint32_t *tok_slot;
 	int *last_of;
 	/* device sampling (be->sample): per slot row index, draw and forced
 	 * token in, token and log-prob out */
-	int32_t *s_in, *s_out; /* backend memory: [3][slots] and [2][slots] */
-	int32_t *s_host;       /* host: [3][slots] in, then [2][slots] out */
+	int32_t *s_in, *s_out; /* backend memory: [3][slots] (after meta) and [2][slots] */
+	int32_t *s_host;       /* host: [2][slots] out */
+	/* A step of single tokens on a sampling backend that records graphs
+	 * waits (pend: its N; its meta filled in, not uploaded) for the
+	 * choose() after it: the two are then one upload and one graph,
+	 * sgraph[N], recorded the second time, for the sampler's arguments in
+	 * sg_args[N].  Any other call of the decoder first runs the step.
+	 * LMPIPE_NO_FUSED_SAMPLE=1 keeps them apart. */
+	int pend, no_fused;
+	void **sgraph;
+	unsigned char *seen_s;
+	sample_args *sg_args;
 	/* recorded decoding steps (be->graph_begin): graph[N] for N single
 	 * tokens; seen[N] counts the steps run unrecorded */
 	void **graph;
