@@ -61,8 +61,8 @@ void muon_ns_cpu(float *out, const float *u, int rows, int cols, int steps, floa
 void muon_step_cpu(float *p, const float *g, float *buf, const size_t *offs, int count, int rows,
 		   int cols, const muon_hparams *h, float grad_scale, float *ws);
 
-/* CUDA twin (kernels/cuda/muon.cu): a context holding a cuBLAS handle bound
- * to stream (NULL if it cannot be had); the step reads *grad_scale from
+/* CUDA twin (kernels/cuda/muon.cu): a context holding cuBLAS handles and
+ * streams that follow stream (NULL if they cannot be had); the step reads *grad_scale from
  * the device, offs is device memory (count size_t), p_act (bf16 bit
  * patterns, may be NULL) receives the new weights at the same offsets, ws
  * is muon_workspace_cuda(count, rows, cols) bytes of device memory.  0, or
@@ -74,6 +74,12 @@ size_t muon_workspace_cuda(int count, int rows, int cols);
 int muon_step_cuda(muon_cuda *mc, float *p, const float *g, float *buf, uint16_t *p_act,
 		   const size_t *offs, int count, int rows, int cols, const muon_hparams *h,
 		   const float *grad_scale, void *ws);
+/* The steps run on streams of their own (see muon.cu): the stream given to
+ * muon_cuda_new waits for all of them, so that its later work sees their
+ * results.  0, or -1 if CUDA failed.  Steps that are not joined may still
+ * be running: call it before anything reads what they write, and before a
+ * recorded graph ends. */
+int muon_join_cuda(muon_cuda *mc);
 
 #ifdef __cplusplus
 }

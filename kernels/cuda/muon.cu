@@ -7,6 +7,15 @@
 // adjusted step, fp32 master and bf16 compute copy).  Nothing waits for
 // the host.
 //
+// The shapes' steps are small products (512 x 512 and the like) that leave
+// most of the GPU idle, so each call goes to the next of MUON_LANES
+// streams of its own (each with its own cuBLAS handle: a handle's
+// workspace serves one stream at a time), after the caller's stream
+// (fork event), and muon_join_cuda makes the caller's stream wait for
+// every lane used since the last join.  In a recorded graph the lanes are
+// parallel branches.  LMPIPE_MUON_LANES=0 runs every step on the caller's
+// stream, in order.
+//
 // Row-major X [m, k] is column-major X^T (k x m, ld k):
 //   A = X X^T      -> A (m x m) = (X^T)^T X^T:      gemm(T, N, m, m, k)
 //   B = c A A + bB -> B = A first, then             gemm(N, N, m, m, m)
@@ -20,9 +29,21 @@
 
 using namespace ops;
 
-struct muon_cuda {
+enum { MUON_LANES = 4 };
+
+struct muon_lane {
 	cublasHandle_t h;
 	cudaStream_t st;
+	cudaEvent_t done;
+	int used;              /* since the last join */
+};
+
+struct muon_cuda {
+	cublasHandle_t h;      /* on st, without lanes */
+	cudaStream_t st;       /* the caller's */
+	int n_lanes, next;
+	cudaEvent_t fork;
+	muon_lane lane[MUON_LANES];
 };
 
 namespace {
@@ -148,12 +169,12 @@ __global__ void apply_kernel(float *p, bf16 *p_act, const bf16 *x, const size_t 
 
 // C = alpha op(A) op(B) + beta C for each of count matrices, bf16, fp32
 // accumulation.
-int gemm(muon_cuda *mc, cublasOperation_t ta, int m, int n, int k, float alpha, const bf16 *a,
+int gemm(cublasHandle_t h, cublasOperation_t ta, int m, int n, int k, float alpha, const bf16 *a,
 	 int lda, long long sa, const bf16 *b, int ldb, long long sb, float beta, bf16 *c, int ldc,
 	 long long sc, int count)
 {
 	cublasStatus_t r = cublasGemmStridedBatchedEx(
-		mc->h, ta, CUBLAS_OP_N, m, n, k, &alpha, a, CUDA_R_16BF, lda, sa, b, CUDA_R_16BF, ldb,
+		h, ta, CUBLAS_OP_N, m, n, k, &alpha, a, CUDA_R_16BF, lda, sa, b, CUDA_R_16BF, ldb,
 		sb, &beta, c, CUDA_R_16BF, ldc, sc, count, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
 	return r == CUBLAS_STATUS_SUCCESS ? 0 : -1;
 }
@@ -174,6 +195,25 @@ extern "C" muon_cuda *muon_cuda_new(void *stream)
 		muon_cuda_free(mc);
 		return NULL;
 	}
+	const char *v = getenv("LMPIPE_MUON_LANES");
+	int want = v && *v ? atoi(v) : MUON_LANES;
+	want = want < 0 ? 0 : want > MUON_LANES ? MUON_LANES : want;
+	if (want > 0 && cudaEventCreateWithFlags(&mc->fork, cudaEventDisableTiming) != cudaSuccess) {
+		muon_cuda_free(mc);
+		return NULL;
+	}
+	for (int i = 0; i < want; i++) {
+		muon_lane *l = &mc->lane[i];
+		if (cudaStreamCreateWithFlags(&l->st, cudaStreamNonBlocking) != cudaSuccess ||
+		    cudaEventCreateWithFlags(&l->done, cudaEventDisableTiming) != cudaSuccess ||
+		    cublasCreate(&l->h) != CUBLAS_STATUS_SUCCESS ||
+		    cublasSetStream(l->h, l->st) != CUBLAS_STATUS_SUCCESS) {
+			mc->n_lanes = i + 1;
+			muon_cuda_free(mc);
+			return NULL;
+		}
+		mc->n_lanes = i + 1;
+	}
 	return mc;
 }
 
@@ -182,7 +222,33 @@ extern "C" void muon_cuda_free(muon_cuda *mc)
 	if (!mc)
 		return;
 	cublasDestroy(mc->h);
+	for (int i = 0; i < mc->n_lanes; i++) {
+		muon_lane *l = &mc->lane[i];
+		if (l->h)
+			cublasDestroy(l->h);
+		if (l->done)
+			cudaEventDestroy(l->done);
+		if (l->st)
+			cudaStreamDestroy(l->st);
+	}
+	if (mc->fork)
+		cudaEventDestroy(mc->fork);
 	free(mc);
+}
+
+extern "C" int muon_join_cuda(muon_cuda *mc)
+{
+	int rc = 0;
+	for (int i = 0; mc && i < mc->n_lanes; i++) {
+		muon_lane *l = &mc->lane[i];
+		if (!l->used)
+			continue;
+		l->used = 0;
+		rc |= cudaStreamWaitEvent(mc->st, l->done, 0) != cudaSuccess;
+	}
+	if (mc)
+		mc->next = 0;
+	return rc ? -1 : 0;
 }
 
 extern "C" size_t muon_workspace_cuda(int count, int rows, int cols)
@@ -202,6 +268,18 @@ extern "C" int muon_step_cuda(muon_cuda *mc, float *p, const float *g, float *bu
 	dims d = shape(rows, cols);
 	wsp w = layout(ws, count, d);
 	cudaStream_t st = mc->st;
+	cublasHandle_t hb = mc->h;
+	muon_lane *lane = NULL;
+	if (mc->n_lanes > 0) {
+		lane = &mc->lane[mc->next];
+		mc->next = (mc->next + 1) % mc->n_lanes;
+		if (cudaEventRecord(mc->fork, mc->st) != cudaSuccess ||
+		    cudaStreamWaitEvent(lane->st, mc->fork, 0) != cudaSuccess)
+			return -1;
+		lane->used = 1;
+		st = lane->st;
+		hb = lane->h;
+	}
 	unsigned per = grid_for(d.n), cap = GRID_MAX / count ? GRID_MAX / count : 1;
 	dim3 norm_grid(NORM_BLOCKS, count), grid(per < cap ? per : cap, count);
 	prep_kernel<<<norm_grid, RED_THREADS, 0, st>>>(w.x, w.part, g, buf, offs, d, h->momentum,
@@ -212,15 +290,15 @@ extern "C" int muon_step_cuda(muon_cuda *mc, float *p, const float *g, float *bu
 	long long mk = (long long)d.m * d.k, mm = (long long)d.m * d.m;
 	bf16 *x = w.x, *y = w.y;
 	for (int s = 0; s < h->ns_steps; s++) {
-		if (gemm(mc, CUBLAS_OP_T, d.m, d.m, d.k, 1.0f, x, d.k, mk, x, d.k, mk, 0.0f, w.a, d.m, mm,
+		if (gemm(hb, CUBLAS_OP_T, d.m, d.m, d.k, 1.0f, x, d.k, mk, x, d.k, mk, 0.0f, w.a, d.m, mm,
 			 count) ||
 		    cudaMemcpyAsync(w.b, w.a, (size_t)count * mm * sizeof(bf16),
 				    cudaMemcpyDeviceToDevice, st) != cudaSuccess ||
-		    gemm(mc, CUBLAS_OP_N, d.m, d.m, d.m, MUON_NS_C, w.a, d.m, mm, w.a, d.m, mm, MUON_NS_B,
+		    gemm(hb, CUBLAS_OP_N, d.m, d.m, d.m, MUON_NS_C, w.a, d.m, mm, w.a, d.m, mm, MUON_NS_B,
 			 w.b, d.m, mm, count) ||
 		    cudaMemcpyAsync(y, x, (size_t)count * mk * sizeof(bf16), cudaMemcpyDeviceToDevice,
 				    st) != cudaSuccess ||
-		    gemm(mc, CUBLAS_OP_N, d.k, d.m, d.m, 1.0f, x, d.k, mk, w.b, d.m, mm, MUON_NS_A, y, d.k,
+		    gemm(hb, CUBLAS_OP_N, d.k, d.m, d.m, 1.0f, x, d.k, mk, w.b, d.m, mm, MUON_NS_A, y, d.k,
 			 mk, count))
 			return -1;
 		bf16 *t = x;
@@ -232,5 +310,7 @@ extern "C" int muon_step_cuda(muon_cuda *mc, float *p, const float *g, float *bu
 	float step = (float)(h->lr * adjust);
 	apply_kernel<<<grid, BLOCK, 0, st>>>(p, (bf16 *)p_act, x, offs, d, decay, step, h->dev,
 					     h->weight_decay, adjust);
-	return launched();
+	if (launched())
+		return -1;
+	return lane && cudaEventRecord(lane->done, lane->st) != cudaSuccess ? -1 : 0;
 }

@@ -302,6 +302,11 @@ struct lm_backend {
 	void (*muon_step)(lm_backend *be, float *p, const float *g, float *buf, void *p_act,
 			  const size_t *offs, int count, int rows, int cols, const muon_hparams *h,
 			  const float *grad_scale, void *ws);
+	/* Optional (NULL: steps are done when muon_step returns to the op
+	 * order): the Muon steps since the last join may run side by side
+	 * (CUDA: a stream each), each with its own ws; ops after muon_join see
+	 * their results.  sync and download join too. */
+	void (*muon_join)(lm_backend *be);
 
 	/* Generation over a key/value cache (gen/model_decode.c; layouts in
 	 * kernels/decode.h): q, qkv, o and the caches are act; pos, slot and

@@ -189,8 +189,17 @@ static void cu_upload(lm_backend *be, void *dst, const void *host, size_t bytes)
 		  cudaEventRecord(c->stage_done[i], c->st) != cudaSuccess, "upload");
 }
 
+/* The Muon steps' streams joined into the backend's (kernels/muon.h). */
+static void cu_muon_join(lm_backend *be)
+{
+	cuda_ctx *c = CTX(be);
+	if (c->muon)
+		check(be, muon_join_cuda(c->muon), "Muon (join)");
+}
+
 static void cu_download(lm_backend *be, void *host, const void *src, size_t bytes)
 {
+	cu_muon_join(be);
 	check(be, cudaMemcpyAsync(host, src, bytes, cudaMemcpyDeviceToHost, CTX(be)->st) !=
 		  cudaSuccess || cudaStreamSynchronize(CTX(be)->st) != cudaSuccess, "download");
 }
@@ -266,6 +275,7 @@ static void cu_describe(lm_backend *be, char *buf, size_t n)
 
 static int cu_sync(lm_backend *be, lm_err *e)
 {
+	cu_muon_join(be);
 	check(be, cudaStreamSynchronize(CTX(be)->st) != cudaSuccess, "stream");
 	return backend_take_error(be, e);
 }
@@ -894,6 +904,7 @@ static void cu_graph_begin(lm_backend *be)
 
 static void *cu_graph_end(lm_backend *be)
 {
+	cu_muon_join(be);
 	cudaGraph_t g = NULL;
 	cudaGraphExec_t x = NULL;
 	cudaError_t err = cudaStreamEndCapture(CTX(be)->st, &g);
@@ -993,6 +1004,7 @@ static const lm_backend cuda_table = {
 	.adamw_step = cu_adamw_step,
 	.muon_workspace = cu_muon_workspace,
 	.muon_step = cu_muon_step,
+	.muon_join = cu_muon_join,
 	.decode_qkv = cu_decode_qkv,
 	.attn_decode = cu_attn_decode,
 	.rows_gather = cu_rows_gather,

@@ -65,8 +65,9 @@ static int muon_groups(optim *o, model *m, lm_err *e)
 		if (!set->offs)
 			break;
 		be->upload(be, set->offs, host, (size_t)set->count * sizeof *host);
-		size_t need = be->muon_workspace(be, set->count, set->rows, set->cols);
-		ws = need > ws ? need : ws;
+		/* a part each, 256-byte aligned */
+		set->ws_off = ws;
+		ws += (be->muon_workspace(be, set->count, set->rows, set->cols) + 255) / 256 * 256;
 	}
 	free(host);
 	if (!o->n_sets)
@@ -163,7 +164,8 @@ double optim_grad_norm(const model *m)
 }
 
 /* The Muon group at the staged lr and momentum, one batched call per
- * shape. */
+ * shape, the shapes side by side where the backend can (muon_join); the
+ * profile counts the whole phase as one row. */
 static void muon_step(optim *o, model *m)
 {
 	lm_backend *be = m->be;
@@ -173,14 +175,23 @@ static void muon_step(optim *o, model *m)
 		.weight_decay = (float)c->weight_decay, .nesterov = 1, .ns_steps = c->ns_steps,
 		.scale = (muon_scale)c->scale, .dev = o->dv + ADAMW_DEV_N,
 	};
+	double flops = 0, bytes = 0;
 	for (int s = 0; s < o->n_sets; s++) {
 		const optim_muon_set *set = &o->sets[s];
 		double r = set->rows, k = set->cols, mn = r < k ? r : k, mx = r < k ? k : r;
-		double flops = set->count * h.ns_steps * (4.0 * mn * mn * mx + 2.0 * mn * mn * mn);
-		PROF(be, "Muon", flops, set->count * r * k * 16.0,
-		     be->muon_step(be, m->params, m->grads, o->m, p_act, set->offs, set->count,
-				   set->rows, set->cols, &h, &m->sc->grad_scale, o->muon_ws));
+		flops += set->count * h.ns_steps * (4.0 * mn * mn * mx + 2.0 * mn * mn * mn);
+		bytes += set->count * r * k * 16.0;
 	}
+	PROF(be, "Muon", flops, bytes, {
+		for (int s = 0; s < o->n_sets; s++) {
+			const optim_muon_set *set = &o->sets[s];
+			be->muon_step(be, m->params, m->grads, o->m, p_act, set->offs, set->count,
+				      set->rows, set->cols, &h, &m->sc->grad_scale,
+				      (char *)o->muon_ws + set->ws_off);
+		}
+		if (be->muon_join)
+			be->muon_join(be);
+	});
 }
 
 /* AdamW tensors are contiguous in buffer order: step each maximal run of

@@ -62,6 +62,8 @@ typedef struct optim_config {
 typedef struct optim_muon_set {
 	int rows, cols, count;
 	size_t *offs;                /* backend memory, count offsets */
+	size_t ws_off;               /* its part of muon_ws (bytes): the sets may run side
+				      * by side (backend.h muon_join) */
 } optim_muon_set;
 
 typedef struct optim {
@@ -73,7 +75,7 @@ typedef struct optim {
 	unsigned char *is_muon;      /* per tensor: 1 in the Muon group */
 	optim_muon_set *sets;        /* the Muon group by shape */
 	int n_sets;
-	void *muon_ws;               /* the Muon step's workspace (backend memory) */
+	void *muon_ws;               /* the Muon steps' workspace (backend memory) */
 	double *dv;                  /* backend memory: the staged step's values (OPTIM_DEV_N) */
 } optim;
 
