@@ -3,7 +3,7 @@
 // bf16, transposed so that X is the wide way, per-block sums of squares in
 // a fixed order), a scale kernel (X / max(|X|_F, eps), as torch divides the
 // bf16 tensor by its bf16 norm), ns_steps x three strided-batched bf16
-// cuBLAS products with fp32 accumulation, and the update kernel (decay,
+// products with fp32 accumulation, and the update kernel (decay,
 // adjusted step, fp32 master and bf16 compute copy).  Nothing waits for
 // the host.
 //
@@ -16,11 +16,20 @@
 // parallel branches.  LMPIPE_MUON_LANES=0 runs every step on the caller's
 // stream, in order.
 //
+// The products go through cuBLASLt, whose addend C need not be its output
+// D: B = c A A + b A and Y = B X + a X then read A and X where they are,
+// instead of copying them into B and Y first (two copies per step and
+// shape).  A shape's three plans (layouts and the heuristic's first
+// algorithm, split-K reduced in the workspace rather than in place, so
+// that the bits are the same every run) are made on its first step.
+// Where cuBLASLt offers no algorithm, cuBLAS with the copies does it.
+//
 // Row-major X [m, k] is column-major X^T (k x m, ld k):
 //   A = X X^T      -> A (m x m) = (X^T)^T X^T:      gemm(T, N, m, m, k)
 //   B = c A A + bB -> B = A first, then             gemm(N, N, m, m, m)
 //   Y = B X + a Y  -> Y^T = X^T B^T = X^T B (B symmetric), Y = X first:
 //                                                    gemm(N, N, k, m, m)
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <math.h>
 
@@ -29,13 +38,28 @@
 
 using namespace ops;
 
-enum { MUON_LANES = 4 };
+enum { MUON_LANES = 4, LT_WORKSPACE = 8 << 20, MAX_PLANS = 16 };
 
 struct muon_lane {
 	cublasHandle_t h;
 	cudaStream_t st;
 	cudaEvent_t done;
+	void *lt_ws;           /* cuBLASLt's workspace on this stream (LT_WORKSPACE) */
 	int used;              /* since the last join */
+};
+
+// One product of a Newton-Schulz step: its description, the layouts of A,
+// B and C (= D's), the algorithm.
+struct lt_prod {
+	cublasLtMatmulDesc_t op;
+	cublasLtMatrixLayout_t a, b, c;
+	cublasLtMatmulAlgo_t algo;
+};
+
+// A shape's three products (ok 0: cuBLASLt had no algorithm for one).
+struct lt_plan {
+	int m, k, count, ok;
+	lt_prod p[3];
 };
 
 struct muon_cuda {
@@ -44,6 +68,10 @@ struct muon_cuda {
 	int n_lanes, next;
 	cudaEvent_t fork;
 	muon_lane lane[MUON_LANES];
+	cublasLtHandle_t lt;   /* NULL: cuBLAS only */
+	void *lt_ws;           /* the workspace on st */
+	lt_plan plan[MAX_PLANS];
+	int n_plans;
 };
 
 namespace {
@@ -179,6 +207,99 @@ int gemm(cublasHandle_t h, cublasOperation_t ta, int m, int n, int k, float alph
 	return r == CUBLAS_STATUS_SUCCESS ? 0 : -1;
 }
 
+void prod_free(lt_prod *q)
+{
+	if (q->a)
+		cublasLtMatrixLayoutDestroy(q->a);
+	if (q->b)
+		cublasLtMatrixLayoutDestroy(q->b);
+	if (q->c)
+		cublasLtMatrixLayoutDestroy(q->c);
+	if (q->op)
+		cublasLtMatmulDescDestroy(q->op);
+}
+
+// count column-major bf16 matrices of rows x cols, one after another.
+int lt_layout(cublasLtMatrixLayout_t *l, int rows, int cols, int count)
+{
+	long long stride = (long long)rows * cols;
+	return cublasLtMatrixLayoutCreate(l, CUDA_R_16BF, rows, cols, rows) != CUBLAS_STATUS_SUCCESS ||
+	       cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count,
+						sizeof count) != CUBLAS_STATUS_SUCCESS ||
+	       cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+						&stride, sizeof stride) != CUBLAS_STATUS_SUCCESS;
+}
+
+// D = alpha op(A) B + beta C (column-major), A stored ar x ac and
+// transposed when ta, B br x bc; 0, or -1 without an algorithm.
+int prod_make(cublasLtHandle_t lt, lt_prod *q, int ta, int ar, int ac, int br, int bc, int count)
+{
+	cublasOperation_t opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, opb = CUBLAS_OP_N;
+	cublasLtMatmulPreference_t pref = nullptr;
+	size_t wsb = LT_WORKSPACE;
+	uint32_t schemes = CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE |
+			   CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE;
+	int rows = ta ? ac : ar, cols = bc;
+	if (cublasLtMatmulDescCreate(&q->op, CUBLAS_COMPUTE_32F, CUDA_R_32F) != CUBLAS_STATUS_SUCCESS ||
+	    cublasLtMatmulDescSetAttribute(q->op, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa) !=
+		    CUBLAS_STATUS_SUCCESS ||
+	    cublasLtMatmulDescSetAttribute(q->op, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb) !=
+		    CUBLAS_STATUS_SUCCESS ||
+	    lt_layout(&q->a, ar, ac, count) || lt_layout(&q->b, br, bc, count) ||
+	    lt_layout(&q->c, rows, cols, count) ||
+	    cublasLtMatmulPreferenceCreate(&pref) != CUBLAS_STATUS_SUCCESS)
+		return -1;
+	cublasLtMatmulHeuristicResult_t res;
+	int got = 0;
+	cublasStatus_t s =
+		cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb,
+						     sizeof wsb);
+	if (s == CUBLAS_STATUS_SUCCESS)
+		s = cublasLtMatmulPreferenceSetAttribute(
+			pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &schemes, sizeof schemes);
+	if (s == CUBLAS_STATUS_SUCCESS)
+		s = cublasLtMatmulAlgoGetHeuristic(lt, q->op, q->a, q->b, q->c, q->c, pref, 1, &res,
+						   &got);
+	cublasLtMatmulPreferenceDestroy(pref);
+	if (s != CUBLAS_STATUS_SUCCESS || got < 1)
+		return -1;
+	q->algo = res.algo;
+	return 0;
+}
+
+// The plan of count m x k matrices (X^T is k x m column-major): made on
+// first use; NULL where there is none (no cuBLASLt, no room, no algorithm).
+lt_plan *plan_for(muon_cuda *mc, int m, int k, int count)
+{
+	if (!mc->lt)
+		return NULL;
+	for (int i = 0; i < mc->n_plans; i++) {
+		lt_plan *p = &mc->plan[i];
+		if (p->m == m && p->k == k && p->count == count)
+			return p->ok ? p : NULL;
+	}
+	if (mc->n_plans == MAX_PLANS)
+		return NULL;
+	lt_plan *p = &mc->plan[mc->n_plans++];
+	p->m = m;
+	p->k = k;
+	p->count = count;
+	// A = X X^T = (X^T)^T X^T; B = c A A + b A; Y^T = X^T B + a X^T
+	p->ok = !prod_make(mc->lt, &p->p[0], 1, k, m, k, m, count) &&
+		!prod_make(mc->lt, &p->p[1], 0, m, m, m, m, count) &&
+		!prod_make(mc->lt, &p->p[2], 0, k, m, m, m, count);
+	return p->ok ? p : NULL;
+}
+
+int lt_run(muon_cuda *mc, const lt_prod *q, float alpha, const bf16 *a, const bf16 *b, float beta,
+	   const bf16 *c, bf16 *d, void *ws, cudaStream_t st)
+{
+	return cublasLtMatmul(mc->lt, q->op, &alpha, a, q->a, b, q->b, &beta, c, q->c, d, q->c,
+			      &q->algo, ws, LT_WORKSPACE, st) == CUBLAS_STATUS_SUCCESS
+		       ? 0
+		       : -1;
+}
+
 }  // namespace
 
 extern "C" muon_cuda *muon_cuda_new(void *stream)
@@ -195,6 +316,15 @@ extern "C" muon_cuda *muon_cuda_new(void *stream)
 		muon_cuda_free(mc);
 		return NULL;
 	}
+	// cuBLASLt and its workspaces: without them, cuBLAS with copies
+	if (cublasLtCreate(&mc->lt) != CUBLAS_STATUS_SUCCESS)
+		mc->lt = NULL;
+	if (mc->lt && cudaMalloc(&mc->lt_ws, LT_WORKSPACE) != cudaSuccess) {
+		cudaGetLastError();
+		cublasLtDestroy(mc->lt);
+		mc->lt = NULL;
+		mc->lt_ws = NULL;
+	}
 	const char *v = getenv("LMPIPE_MUON_LANES");
 	int want = v && *v ? atoi(v) : MUON_LANES;
 	want = want < 0 ? 0 : want > MUON_LANES ? MUON_LANES : want;
@@ -207,7 +337,8 @@ extern "C" muon_cuda *muon_cuda_new(void *stream)
 		if (cudaStreamCreateWithFlags(&l->st, cudaStreamNonBlocking) != cudaSuccess ||
 		    cudaEventCreateWithFlags(&l->done, cudaEventDisableTiming) != cudaSuccess ||
 		    cublasCreate(&l->h) != CUBLAS_STATUS_SUCCESS ||
-		    cublasSetStream(l->h, l->st) != CUBLAS_STATUS_SUCCESS) {
+		    cublasSetStream(l->h, l->st) != CUBLAS_STATUS_SUCCESS ||
+		    (mc->lt && cudaMalloc(&l->lt_ws, LT_WORKSPACE) != cudaSuccess)) {
 			mc->n_lanes = i + 1;
 			muon_cuda_free(mc);
 			return NULL;
@@ -230,9 +361,18 @@ extern "C" void muon_cuda_free(muon_cuda *mc)
 			cudaEventDestroy(l->done);
 		if (l->st)
 			cudaStreamDestroy(l->st);
+		if (l->lt_ws)
+			cudaFree(l->lt_ws);
 	}
 	if (mc->fork)
 		cudaEventDestroy(mc->fork);
+	for (int i = 0; i < mc->n_plans; i++)
+		for (int j = 0; j < 3; j++)
+			prod_free(&mc->plan[i].p[j]);
+	if (mc->lt_ws)
+		cudaFree(mc->lt_ws);
+	if (mc->lt)
+		cublasLtDestroy(mc->lt);
 	free(mc);
 }
 
@@ -269,6 +409,7 @@ extern "C" int muon_step_cuda(muon_cuda *mc, float *p, const float *g, float *bu
 	wsp w = layout(ws, count, d);
 	cudaStream_t st = mc->st;
 	cublasHandle_t hb = mc->h;
+	void *lt_ws = mc->lt_ws;
 	muon_lane *lane = NULL;
 	if (mc->n_lanes > 0) {
 		lane = &mc->lane[mc->next];
@@ -279,7 +420,9 @@ extern "C" int muon_step_cuda(muon_cuda *mc, float *p, const float *g, float *bu
 		lane->used = 1;
 		st = lane->st;
 		hb = lane->h;
+		lt_ws = lane->lt_ws;
 	}
+	const lt_plan *pl = plan_for(mc, d.m, d.k, count);
 	unsigned per = grid_for(d.n), cap = GRID_MAX / count ? GRID_MAX / count : 1;
 	dim3 norm_grid(NORM_BLOCKS, count), grid(per < cap ? per : cap, count);
 	prep_kernel<<<norm_grid, RED_THREADS, 0, st>>>(w.x, w.part, g, buf, offs, d, h->momentum,
@@ -289,7 +432,16 @@ extern "C" int muon_step_cuda(muon_cuda *mc, float *p, const float *g, float *bu
 		return -1;
 	long long mk = (long long)d.m * d.k, mm = (long long)d.m * d.m;
 	bf16 *x = w.x, *y = w.y;
-	for (int s = 0; s < h->ns_steps; s++) {
+	for (int s = 0; s < h->ns_steps && pl; s++) {
+		if (lt_run(mc, &pl->p[0], 1.0f, x, x, 0.0f, w.a, w.a, lt_ws, st) ||
+		    lt_run(mc, &pl->p[1], MUON_NS_C, w.a, w.a, MUON_NS_B, w.a, w.b, lt_ws, st) ||
+		    lt_run(mc, &pl->p[2], 1.0f, x, w.b, MUON_NS_A, x, y, lt_ws, st))
+			return -1;
+		bf16 *t = x;
+		x = y;
+		y = t;
+	}
+	for (int s = 0; s < h->ns_steps && !pl; s++) {
 		if (gemm(hb, CUBLAS_OP_T, d.m, d.m, d.k, 1.0f, x, d.k, mk, x, d.k, mk, 0.0f, w.a, d.m, mm,
 			 count) ||
 		    cudaMemcpyAsync(w.b, w.a, (size_t)count * mm * sizeof(bf16),
