@@ -24,6 +24,13 @@
 // that the bits are the same every run) are made on its first step.
 // Where cuBLASLt offers no algorithm, cuBLAS with the copies does it.
 //
+// A tall matrix (rows > cols) is Newton-Schulz'd as X = u^T.  With
+// cuBLASLt, X stays where prep puts u, untransposed: row-major u is
+// column-major X (m x k, ld m), and the plan's products read it that way
+// (A = X X^T as gemm(N, T); Y = B X + a X as gemm(N, N)), so prep and the
+// update pass over u in order instead of writing and reading it a column
+// apart.
+//
 // Row-major X [m, k] is column-major X^T (k x m, ld k):
 //   A = X X^T      -> A (m x m) = (X^T)^T X^T:      gemm(T, N, m, m, k)
 //   B = c A A + bB -> B = A first, then             gemm(N, N, m, m, m)
@@ -58,7 +65,7 @@ struct lt_prod {
 
 // A shape's three products (ok 0: cuBLASLt had no algorithm for one).
 struct lt_plan {
-	int m, k, count, ok;
+	int m, k, tr, count, ok;
 	lt_prod p[3];
 };
 
@@ -76,7 +83,9 @@ struct muon_cuda {
 
 namespace {
 
-enum { NORM_BLOCKS = 32, RED_THREADS = 256 };
+// Blocks per matrix of the prep kernel: enough warps in flight for the
+// largest shapes' passes over the fp32 gradient and momentum.
+enum { NORM_BLOCKS = 128, RED_THREADS = 256 };
 
 struct dims {
 	int rows, cols, m, k, tr;
@@ -230,16 +239,18 @@ int lt_layout(cublasLtMatrixLayout_t *l, int rows, int cols, int count)
 						&stride, sizeof stride) != CUBLAS_STATUS_SUCCESS;
 }
 
-// D = alpha op(A) B + beta C (column-major), A stored ar x ac and
-// transposed when ta, B br x bc; 0, or -1 without an algorithm.
-int prod_make(cublasLtHandle_t lt, lt_prod *q, int ta, int ar, int ac, int br, int bc, int count)
+// D = alpha op(A) op(B) + beta C (column-major), A stored ar x ac and
+// transposed when ta, B br x bc and transposed when tb; 0, or -1 without
+// an algorithm.
+int prod_make(cublasLtHandle_t lt, lt_prod *q, int ta, int ar, int ac, int tb, int br, int bc,
+	      int count)
 {
-	cublasOperation_t opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, opb = CUBLAS_OP_N;
+	cublasOperation_t opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
 	cublasLtMatmulPreference_t pref = nullptr;
 	size_t wsb = LT_WORKSPACE;
 	uint32_t schemes = CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE |
 			   CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE;
-	int rows = ta ? ac : ar, cols = bc;
+	int rows = ta ? ac : ar, cols = tb ? br : bc;
 	if (cublasLtMatmulDescCreate(&q->op, CUBLAS_COMPUTE_32F, CUDA_R_32F) != CUBLAS_STATUS_SUCCESS ||
 	    cublasLtMatmulDescSetAttribute(q->op, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa) !=
 		    CUBLAS_STATUS_SUCCESS ||
@@ -267,15 +278,16 @@ int prod_make(cublasLtHandle_t lt, lt_prod *q, int ta, int ar, int ac, int br, i
 	return 0;
 }
 
-// The plan of count m x k matrices (X^T is k x m column-major): made on
-// first use; NULL where there is none (no cuBLASLt, no room, no algorithm).
-lt_plan *plan_for(muon_cuda *mc, int m, int k, int count)
+// The plan of count m x k matrices X, held as column-major X^T (k x m)
+// or, when tr, as column-major X (m x k): made on first use; NULL where
+// there is none (no cuBLASLt, no room, no algorithm).
+lt_plan *plan_for(muon_cuda *mc, int m, int k, int tr, int count)
 {
 	if (!mc->lt)
 		return NULL;
 	for (int i = 0; i < mc->n_plans; i++) {
 		lt_plan *p = &mc->plan[i];
-		if (p->m == m && p->k == k && p->count == count)
+		if (p->m == m && p->k == k && p->tr == tr && p->count == count)
 			return p->ok ? p : NULL;
 	}
 	if (mc->n_plans == MAX_PLANS)
@@ -283,11 +295,16 @@ lt_plan *plan_for(muon_cuda *mc, int m, int k, int count)
 	lt_plan *p = &mc->plan[mc->n_plans++];
 	p->m = m;
 	p->k = k;
+	p->tr = tr;
 	p->count = count;
-	// A = X X^T = (X^T)^T X^T; B = c A A + b A; Y^T = X^T B + a X^T
-	p->ok = !prod_make(mc->lt, &p->p[0], 1, k, m, k, m, count) &&
-		!prod_make(mc->lt, &p->p[1], 0, m, m, m, m, count) &&
-		!prod_make(mc->lt, &p->p[2], 0, k, m, m, m, count);
+	if (tr) // A = X X^T; B = c A A + b A; Y = B X + a X
+		p->ok = !prod_make(mc->lt, &p->p[0], 0, m, k, 1, m, k, count) &&
+			!prod_make(mc->lt, &p->p[1], 0, m, m, 0, m, m, count) &&
+			!prod_make(mc->lt, &p->p[2], 0, m, m, 0, m, k, count);
+	else // A = X X^T = (X^T)^T X^T; B = c A A + b A; Y^T = X^T B + a X^T
+		p->ok = !prod_make(mc->lt, &p->p[0], 1, k, m, 0, k, m, count) &&
+			!prod_make(mc->lt, &p->p[1], 0, m, m, 0, m, m, count) &&
+			!prod_make(mc->lt, &p->p[2], 0, k, m, 0, m, m, count);
 	return p->ok ? p : NULL;
 }
 
@@ -422,10 +439,12 @@ extern "C" int muon_step_cuda(muon_cuda *mc, float *p, const float *g, float *bu
 		hb = lane->h;
 		lt_ws = lane->lt_ws;
 	}
-	const lt_plan *pl = plan_for(mc, d.m, d.k, count);
+	const lt_plan *pl = plan_for(mc, d.m, d.k, d.tr, count);
+	dims ds = d; // ds.tr: X is stored transposed (cuBLAS's products need X^T)
+	ds.tr = d.tr && !pl;
 	unsigned per = grid_for(d.n), cap = GRID_MAX / count ? GRID_MAX / count : 1;
 	dim3 norm_grid(NORM_BLOCKS, count), grid(per < cap ? per : cap, count);
-	prep_kernel<<<norm_grid, RED_THREADS, 0, st>>>(w.x, w.part, g, buf, offs, d, h->momentum,
+	prep_kernel<<<norm_grid, RED_THREADS, 0, st>>>(w.x, w.part, g, buf, offs, ds, h->momentum,
 							h->nesterov, grad_scale, h->dev);
 	scale_kernel<<<grid, BLOCK, 0, st>>>(w.x, w.part, d.n);
 	if (launched())
@@ -435,7 +454,8 @@ extern "C" int muon_step_cuda(muon_cuda *mc, float *p, const float *g, float *bu
 	for (int s = 0; s < h->ns_steps && pl; s++) {
 		if (lt_run(mc, &pl->p[0], 1.0f, x, x, 0.0f, w.a, w.a, lt_ws, st) ||
 		    lt_run(mc, &pl->p[1], MUON_NS_C, w.a, w.a, MUON_NS_B, w.a, w.b, lt_ws, st) ||
-		    lt_run(mc, &pl->p[2], 1.0f, x, w.b, MUON_NS_A, x, y, lt_ws, st))
+		    lt_run(mc, &pl->p[2], 1.0f, pl->tr ? w.b : x, pl->tr ? x : w.b, MUON_NS_A, x, y,
+			   lt_ws, st))
 			return -1;
 		bf16 *t = x;
 		x = y;
@@ -460,7 +480,7 @@ extern "C" int muon_step_cuda(muon_cuda *mc, float *p, const float *g, float *bu
 	double adjust = muon_adjust(h->scale, rows, cols);
 	float decay = 1.0f - h->lr * h->weight_decay;
 	float step = (float)(h->lr * adjust);
-	apply_kernel<<<grid, BLOCK, 0, st>>>(p, (bf16 *)p_act, x, offs, d, decay, step, h->dev,
+	apply_kernel<<<grid, BLOCK, 0, st>>>(p, (bf16 *)p_act, x, offs, ds, decay, step, h->dev,
 					     h->weight_decay, adjust);
 	if (launched())
 		return -1;
