@@ -25,10 +25,11 @@
  * atomic adds, while the map of pairs is only read; after the join the
  * tables are folded into one and the pairs with the new id made and
  * counted.  The first count of every pair is made on threads too, each
- * over a run of words, in hashed tables of pairs (bpe_merge_par.c) applied
- * after the join.  Counts are sums and the heap's
- * order is total (ties of count and bytes go to the lower ids), so the
- * merges are the same whatever the number of threads. */
+ * over a run of words, by byte pair (bpe_first_count.c), the lists of words
+ * written in place by each thread.  Counts are sums and the heap's
+ * order is total (ties of count and bytes go to the lower ids, never to a
+ * pair's place in the map or the heap), so the merges are the same
+ * whatever the number of threads. */
 #include "learn/bpe_learn_internal.h"
 #include "learn/bpe_merge_internal.h"
 
@@ -46,7 +47,9 @@ enum {
 	 * Gutenberg, vocabulary 10000) the tokenizer took 0.32 s at 1024,
 	 * 0.44 at 256, 0.63 at 128, 0.74 at 64, 1.24 at 16 */
 	PAR_WORDS_PER_THREAD = 1024,
-	PAR_COUNT_WORDS = 4096,      /* the first pair count, likewise */
+	/* the first pair count: a thread (and its table of 1 MiB) for each
+	 * this many words */
+	PAR_COUNT_WORDS = 4096,
 	/* children of a heap node: a 4-ary heap has half the levels of a
 	 * binary one, and a node's children share a cache line or two */
 	HEAP_ARITY = 4,
@@ -139,19 +142,6 @@ static uint32_t heap_take(learner *L)
 	return NONE;
 }
 
-/* ---- pairs ---- */
-
-/* Add f to pair (a, b), which occurs in word w. */
-static int pair_add(learner *L, uint32_t a, uint32_t b, int64_t f, uint32_t w)
-{
-	uint32_t p = bpe_pair_get(L, a, b);
-	if (p == NONE)
-		return -1;
-	pair *x = &L->pairs[p];
-	x->count += f;
-	return bpe_occ_add(L, x, w);
-}
-
 /* ---- setup ---- */
 
 static void add_word(const uint8_t *s, size_t n, uint64_t count, void *arg)
@@ -225,52 +215,14 @@ static int setup(learner *L, const bpe_counts *c, const bpe_specials *sp, uint32
 
 /* ---- merging ---- */
 
-/* The pairs of every word, counted, then the heap.  On k > 1 threads each
- * thread sums the pairs of its run of words into its table of changes, and
- * the tables are applied in word order (so each pair lists its words in
- * increasing order, as one thread would); the tables are then emptied. */
-static int count_pairs(learner *L, deltas *tds, int threads)
+/* The pairs of every word, counted (bpe_first_count.c), on a thread for
+ * every PAR_COUNT_WORDS words up to threads, then the heap. */
+static int count_pairs(learner *L, int threads)
 {
-	int k = threads;
-	if ((size_t)k * PAR_COUNT_WORDS > L->n_words)
-		k = (int)(L->n_words / PAR_COUNT_WORDS);
-	if (k > 1) {
-#pragma omp parallel num_threads(k)
-		{
-			int t = omp_get_thread_num();
-			size_t lo = L->n_words * (size_t)t / (size_t)k,
-			       hi = L->n_words * (size_t)(t + 1) / (size_t)k;
-			for (size_t i = lo; i < hi; i++) {
-				uint32_t w = L->wofs[i];
-				const wrec *wd = word_at(L, w);
-				for (uint32_t j = 0; j + 1 < wd->len; j++)
-					bpe_deltas_add(&tds[t], pair_key(wd->id[j], wd->id[j + 1]),
-						   (int64_t)wd->count, w);
-			}
-		}
-		for (int t = 0; t < k; t++) {
-			if (tds[t].failed) {
-				L->failed = 1;
-				return lm_seterr(L->e, "out of memory (pair counts)");
-			}
-			if (bpe_deltas_apply(L, &tds[t]))
-				return -1;
-			/* emptied, and small again for the merges' changes */
-			bpe_deltas_free(&tds[t]);
-			memset(&tds[t], 0, sizeof tds[t]);
-			if (bpe_deltas_grow_index(&tds[t]))
-				return lm_seterr(L->e, "out of memory");
-		}
-	} else {
-		for (size_t i = 0; i < L->n_words; i++) {
-			uint32_t w = L->wofs[i];
-			const wrec *wd = word_at(L, w);
-			for (uint32_t j = 0; j + 1 < wd->len; j++)
-				if (pair_add(L, wd->id[j], wd->id[j + 1], (int64_t)wd->count, w))
-					return -1;
-		}
-	}
-	if (L->failed)
+	size_t k = L->n_words / PAR_COUNT_WORDS;
+	if (k > (size_t)threads)
+		k = (size_t)threads;
+	if (bpe_count_first(L, k > 1 ? (int)k : 1))
 		return -1;
 	for (size_t p = 0; p < L->n_pairs; p++)
 		if (L->pairs[p].count > 0)
@@ -408,11 +360,8 @@ int bpe_learn_timed(const bpe_counts *c, uint32_t vocab_size, const bpe_specials
 	bpe_merge *merges = malloc(((size_t)vocab - 256 - sp->n + 1) * sizeof *merges);
 	if (threads < 1)
 		threads = 1;
-	deltas *tds = threads > 1 ? calloc((size_t)threads, sizeof *tds) : NULL;
 	nbr_tab *tabs = calloc((size_t)threads, sizeof *tabs);
-	int fail = !merges || (threads > 1 && !tds) || !tabs;
-	for (int i = 0; !fail && i < threads && tds; i++)
-		fail = bpe_deltas_grow_index(&tds[i]);
+	int fail = !merges || !tabs;
 	uint32_t n_merges = 0;
 	int rc = -1;
 	if (fail)
@@ -422,7 +371,7 @@ int bpe_learn_timed(const bpe_counts *c, uint32_t vocab_size, const bpe_specials
 		rc = setup(&L, c, sp, vocab) ? -1 : 0;
 		double t1 = omp_get_wtime();
 		if (!rc)
-			rc = count_pairs(&L, tds, threads) ? -1 : 0;
+			rc = count_pairs(&L, threads) ? -1 : 0;
 		double t2 = omp_get_wtime();
 		if (!rc)
 			rc = run_merges(&L, vocab, merges, &n_merges, threads, tabs, progress,
@@ -430,9 +379,6 @@ int bpe_learn_timed(const bpe_counts *c, uint32_t vocab_size, const bpe_specials
 		if (times)
 			*times = (bpe_learn_times){ t1 - t0, t2 - t1, omp_get_wtime() - t2 };
 	}
-	for (int i = 0; tds && i < threads; i++)
-		bpe_deltas_free(&tds[i]);
-	free(tds);
 	for (int i = 0; tabs && i < threads; i++)
 		bpe_nbr_free(&tabs[i]);
 	free(tabs);

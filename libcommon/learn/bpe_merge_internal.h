@@ -168,6 +168,11 @@ void bpe_deltas_add(deltas *T, uint64_t key, int64_t f, uint32_t w);
 /* Apply T's summed changes to the pairs, and empty T. */
 int bpe_deltas_apply(learner *L, deltas *T);
 
+/* in bpe_first_count.c */
+/* Every pair of the words (of bytes: no merge yet) made, counted and
+ * listed, on k threads; the map must have no pair yet. */
+int bpe_count_first(learner *L, int k);
+
 /* in bpe_merge_words.c */
 /* Room in T (zeroed, or empty) for ids below n_ids; -1 when out of memory. */
 int bpe_nbr_reserve(nbr_tab *T, uint32_t n_ids);
