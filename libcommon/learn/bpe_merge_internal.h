@@ -1,7 +1,7 @@
 /* bpe_merge_internal.h: the merge learner's tables, shared by bpe_learn.c (the
  * learner, its heap, the merges one after another), bpe_pairs.c (the pair
  * map and lists), bpe_merge_words.c (a merge's words rewritten, on one
- * thread or several) and bpe_merge_par.c (the first pair count on
+ * thread or several) and bpe_first_count.c (the first pair count, on
  * threads); not for programs. */
 #ifndef LMPIPE_BPE_MERGE_INTERNAL_H
 #define LMPIPE_BPE_MERGE_INTERNAL_H
@@ -15,7 +15,6 @@ enum {
 	NONE = 0xFFFFFFFFu,
 	INITIAL_MAP = 1 << 16,      /* slots of the first pair map */
 	FIRST_OCC_CAP = 4,          /* a pair's first list of words */
-	INITIAL_DELTAS = 1 << 10,   /* slots of a thread's table of pair changes */
 	PAR_CHUNK_WORDS = 64,       /* words a thread takes at a time in a parallel merge */
 	PREFETCH_AHEAD = 8,         /* words ahead whose entry and ids are fetched early */
 };
@@ -77,16 +76,6 @@ typedef struct learner {
 	int failed;
 } learner;
 
-/* One pair's net change in the merge in progress, as one thread saw it, with
- * the words it was added in (new pairs only). */
-typedef struct delta {
-	uint64_t key;
-	int64_t f;
-	uint32_t *occ;
-	uint32_t n_occ, cap_occ;
-	uint32_t slot;   /* its slot in the thread's index, cleared for the next merge */
-} delta;
-
 /* One side of a merge's changes (bpe_merge_words.c), per neighbour id x:
  * the summed count f[x] of the occurrences beside it, idx[x] its place
  * in touched + 1 (0: not touched yet), and the (neighbour, word) entries
@@ -109,16 +98,6 @@ typedef struct nbr_tab {
 	uint32_t cap_ids;
 	int failed;
 } nbr_tab;
-
-/* A thread's table of pair changes: an open-addressing index over deltas
- * (their occ buffers are kept for the next merges). */
-typedef struct deltas {
-	uint32_t *slot;  /* delta index + 1, 0 empty */
-	size_t mask;
-	delta *d;
-	size_t n, cap, made;
-	int failed;
-} deltas;
 
 /* Word w's record. */
 static inline wrec *word_at(const learner *L, uint32_t w)
@@ -154,19 +133,8 @@ void *bpe_xrealloc(learner *L, void *p, size_t n);
 int bpe_map_grow(learner *L);
 /* Index of pair (a, b), created with count 0 when absent; NONE on error. */
 uint32_t bpe_pair_get(learner *L, uint32_t a, uint32_t b);
-/* Add word w to x's list (unless it is the last one already). */
-int bpe_occ_add(learner *L, pair *x, uint32_t w);
 /* Append the words w[0 .. n) (no two alike in a row) to x's list. */
 int bpe_occ_append(learner *L, pair *x, const uint32_t *w, uint32_t n);
-
-/* in bpe_merge_par.c: the tables of the first pair count on threads */
-void bpe_deltas_free(deltas *T);
-/* Make T's index (anew, twice as large, or INITIAL_DELTAS slots). */
-int bpe_deltas_grow_index(deltas *T);
-/* Add f to pair key's change; w (NONE: none) is a word it was added in. */
-void bpe_deltas_add(deltas *T, uint64_t key, int64_t f, uint32_t w);
-/* Apply T's summed changes to the pairs, and empty T. */
-int bpe_deltas_apply(learner *L, deltas *T);
 
 /* in bpe_first_count.c */
 /* Every pair of the words (of bytes: no merge yet) made, counted and

@@ -1,7 +1,7 @@
 /* bpe_pairs.c: the merge learner's pairs (bpe_merge_internal.h): the map from
  * (left id, right id) to a pair, and each pair's list of the words it may
- * occur in; used by the merges one after another (bpe_learn.c) and on
- * threads (bpe_merge_par.c). */
+ * occur in; used by the learner (bpe_learn.c), its first count
+ * (bpe_first_count.c) and its merges (bpe_merge_words.c). */
 #include "learn/bpe_merge_internal.h"
 
 #include <stdlib.h>
@@ -65,22 +65,6 @@ uint32_t bpe_pair_get(learner *L, uint32_t a, uint32_t b)
 	if (L->n_pairs * 2 > L->mmask + 1 && bpe_map_grow(L))
 		return NONE;
 	return p;
-}
-
-int bpe_occ_add(learner *L, pair *x, uint32_t w)
-{
-	if (x->n_occ && x->occ[x->n_occ - 1] == w)
-		return 0;
-	if (x->n_occ == x->cap_occ) {
-		uint32_t cap = x->cap_occ ? x->cap_occ * 2 : FIRST_OCC_CAP;
-		uint32_t *o = bpe_xrealloc(L, x->occ, cap * sizeof *o);
-		if (!o)
-			return -1;
-		x->occ = o;
-		x->cap_occ = cap;
-	}
-	x->occ[x->n_occ++] = w;
-	return 0;
 }
 
 /* Append the words w[0 .. n) (no two alike in a row) to x's list. */
