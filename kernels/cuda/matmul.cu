@@ -27,6 +27,7 @@
 #include <cublasLt.h>
 #include <string.h>
 
+#include "gemm_ref.cuh"
 #include "kernels/matmul.h"
 #include "ops_cuda.cuh"
 
@@ -257,6 +258,9 @@ plan *get_plan(matmul_cuda *mc, const key &k, const tune_args *tune)
 int gemm(matmul_cuda *mc, int ta, int tb, int m, int n, int k, const void *A, int lda, const void *B,
 	 int ldb, const void *C, void *D, int ldc, int cf32, float beta)
 {
+	if (ops::gemm_ref_on()) // the racecheck runs' stand-in (gemm_ref.cuh)
+		return ops::gemm_ref(ta, tb, m, n, k, 1.0f, A, lda, 0, B, ldb, 0, beta, C, D, ldc, 0, 1,
+				     cf32, mc->st);
 	int det = mc->det && *mc->det;
 	key kk = { ta, tb, m, n, k, lda, ldb, ldc, cf32, beta != 0.0f, det };
 	tune_args t = { A, B, C, D, beta };

@@ -40,6 +40,7 @@
 #include <cublas_v2.h>
 #include <math.h>
 
+#include "gemm_ref.cuh"
 #include "kernels/muon.h"
 #include "ops_cuda.cuh"
 
@@ -210,6 +211,13 @@ int gemm(cublasHandle_t h, cublasOperation_t ta, int m, int n, int k, float alph
 	 int lda, long long sa, const bf16 *b, int ldb, long long sb, float beta, bf16 *c, int ldc,
 	 long long sc, int count)
 {
+	if (gemm_ref_on()) { // the racecheck runs' stand-in (gemm_ref.cuh)
+		cudaStream_t st;
+		if (cublasGetStream(h, &st) != CUBLAS_STATUS_SUCCESS)
+			return -1;
+		return gemm_ref(ta == CUBLAS_OP_T, 0, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c, c,
+				ldc, sc, count, 0, st);
+	}
 	cublasStatus_t r = cublasGemmStridedBatchedEx(
 		h, ta, CUBLAS_OP_N, m, n, k, &alpha, a, CUDA_R_16BF, lda, sa, b, CUDA_R_16BF, ldb,
 		sb, &beta, c, CUDA_R_16BF, ldc, sc, count, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
@@ -334,7 +342,8 @@ extern "C" muon_cuda *muon_cuda_new(void *stream)
 		return NULL;
 	}
 	// cuBLASLt and its workspaces: without them, cuBLAS with copies
-	if (cublasLtCreate(&mc->lt) != CUBLAS_STATUS_SUCCESS)
+	// (and not under LMPIPE_MATMUL_REF, whose stand-in takes the cuBLAS path)
+	if (gemm_ref_on() || cublasLtCreate(&mc->lt) != CUBLAS_STATUS_SUCCESS)
 		mc->lt = NULL;
 	if (mc->lt && cudaMalloc(&mc->lt_ws, LT_WORKSPACE) != cudaSuccess) {
 		cudaGetLastError();
