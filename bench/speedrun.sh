@@ -20,6 +20,9 @@
 # lm-train --profile (PROFILE steps): the AdamW and Muon rows' ms per step
 # and their share of the step, and the same timed by CUDA events in torch.
 #
+#   EXTRA="..." more lm-train options for lmpipe's runs only (a schedule, a
+#   variant: EXTRA="--schedule wsd --decay-frac 0.5 --decay-shape sqrt
+#   --lr-min-ratio 0"; the PyTorch reference keeps the recipe's cosine),
 #   IMPLS="lmpipe torch" (either alone for a shorter run), OPTS="adamw muon",
 #   STEPS (6000), EVAL (1000), BATCH (128), MUON_LR, MUON_WD, PROFILE (30), DEVICE (cuda),
 #   CORPUS=DIR (gutenberg_{train,valid}.txt or .xz; default
@@ -66,10 +69,10 @@ for impl in $IMPLS; do
 	for opt in $OPTS; do
 		case $impl in
 		lmpipe)
-			# shellcheck disable=SC2046
+			# shellcheck disable=SC2046,SC2086
 			"$BIN/lm-train" --device "$DEVICE" -m ts -b "$BATCH" -n "$STEPS" --lr 2e-3 --lr-min-ratio 0.1 \
 				--warmup 200 --beta1 0.9 --beta2 0.95 --weight-decay 0.1 --eps 1e-8 --clip 1.0 \
-				$(lm_opts $opt) -d "$W/train" --val "$W/valid" --eval-every "$EVAL" --eval-batches 0 \
+				$(lm_opts $opt) ${EXTRA:-} -d "$W/train" --val "$W/valid" --eval-every "$EVAL" --eval-batches 0 \
 				--log "$W/$opt.jsonl"
 			awk -v vt="$vtok" -v vb="$vbytes" -v opt="$opt" '
 				/"train_s"/ { match($0, /"train_s":[0-9.]+/); ts = substr($0, RSTART + 10, RLENGTH - 10) }
@@ -77,9 +80,9 @@ for impl in $IMPLS; do
 					match($0, /"val_loss":[0-9.e+-]+/); vl = substr($0, RSTART + 11, RLENGTH - 11)
 					printf "{\"impl\":\"lmpipe\",\"optimizer\":\"%s\",\"step\":%d,\"train_s\":%.1f,\"val_nats_per_token\":%.4f,\"val_bits_per_byte\":%.4f}\n",
 						opt, st, ts, vl, vl * vt / vb / log(2) }' "$W/$opt.jsonl"
-			# shellcheck disable=SC2046
+			# shellcheck disable=SC2046,SC2086
 			"$BIN/lm-train" --device "$DEVICE" -m ts -b "$BATCH" -n $((PROFILE + 1)) --lr 2e-3 --warmup 200 \
-				$(lm_opts $opt) -d "$W/train" --profile "$PROFILE" 2> "$W/$opt.profile"
+				$(lm_opts $opt) ${EXTRA:-} -d "$W/train" --profile "$PROFILE" 2> "$W/$opt.profile"
 			awk -v opt="$opt" '
 				/ms a step/ { for (i = 1; i <= NF; i++) if ($i == "ms" && $(i + 1) == "a") step = $(i - 1) }
 				$1 == "AdamW" { adamw = $3; n = $2 } $1 == "Muon" { muon = $3 }
