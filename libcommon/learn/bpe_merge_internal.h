@@ -17,6 +17,7 @@ enum {
 	FIRST_OCC_CAP = 4,          /* a pair's first list of words */
 	PAR_CHUNK_WORDS = 64,       /* words a thread takes at a time in a parallel merge */
 	PREFETCH_AHEAD = 8,         /* words ahead whose entry and ids are fetched early */
+	SLOT_AHEAD = 8,             /* pairs ahead whose slot in the map is fetched early */
 };
 
 /* A pair of adjacent ids, its count over the words, and its words. */

@@ -144,6 +144,10 @@ static inline uint64_t side_key(int s, uint32_t x, uint32_t y)
 	return s == 0 ? pair_key(x, y) : pair_key(y, x);
 }
 
+/* The map's slot for key fetched early (the keys of a merge's pairs are
+ * scattered over the map). */
+#define fetch_slot(L, k) __builtin_prefetch(&(L)->map[key_slot((k), (L)->mmask)])
+
 /* Index of pair key, NONE when absent; reads the map only, so threads may
  * call it together while no pair is created. */
 static uint32_t pair_find(const learner *L, uint64_t k)
@@ -163,11 +167,14 @@ static void falls(learner *L, nbr_tab *T, uint32_t a, uint32_t b, uint32_t c, in
 {
 	for (int s = 0; s < 2 && !T->failed; s++) {
 		const nbr_side *d = &T->side[s];
+		uint32_t y = s == 0 ? a : b;
 		for (uint32_t j = 0; j < d->n_touched; j++) {
 			uint32_t x = d->touched[j];
+			if (j + SLOT_AHEAD < d->n_touched)
+				fetch_slot(L, side_key(s, d->touched[j + SLOT_AHEAD], y));
 			if (s == 0 && x == c)
 				continue;
-			uint32_t p = pair_find(L, side_key(s, x, s == 0 ? a : b));
+			uint32_t p = pair_find(L, side_key(s, x, y));
 			if (p == NONE) { /* a pair seen in a word is in the map */
 				T->failed = 1;
 				return;
@@ -236,6 +243,8 @@ static int rises(learner *L, nbr_tab *T, uint32_t a, uint32_t c)
 		for (uint32_t j = 0; j < n; j++) {
 			uint32_t x = d->touched[j];
 			uint64_t k = side_key(s, x, c);
+			if (j + SLOT_AHEAD < n)
+				fetch_slot(L, side_key(s, d->touched[j + SLOT_AHEAD], c));
 			uint32_t p = bpe_pair_get(L, (uint32_t)(k >> 32), (uint32_t)k);
 			if (p == NONE)
 				return -1;
