@@ -265,20 +265,21 @@ static int run_merges(learner *L, uint32_t vocab, bpe_merge *merges, uint32_t *n
 		merges[(*n_merges)++] = (bpe_merge){ a, b, c };
 		L->stamp++;
 		uint32_t *occ = x->occ, n_occ = x->n_occ;
+		uint32_t *own = x->own_occ ? occ : NULL;
 		x->occ = NULL;
-		x->n_occ = x->cap_occ = 0;
+		x->n_occ = x->own_occ = 0;
 		int k = (int)(n_occ / L->par_words);
 		if (k > threads)
 			k = threads;
 		for (int t = 0; t < (k > 1 ? k : 1); t++)
 			if (bpe_nbr_reserve(&tabs[t], L->n_tok)) {
-				free(occ);
+				free(own);
 				L->failed = 1;
 				return lm_seterr(L->e, "out of memory (pair changes of a merge)");
 			}
 		int rc = k > 1 ? bpe_merge_words_par(L, occ, n_occ, a, b, c, tabs, k)
 			       : bpe_merge_words(L, occ, n_occ, a, b, c, &tabs[0]);
-		free(occ);
+		free(own);
 		if (rc)
 			return -1;
 		L->pairs[top].count = 0; /* every occurrence is merged */
@@ -298,11 +299,14 @@ static void learner_free(learner *L)
 	free(L->tbytes);
 	free(L->toff);
 	for (size_t i = 0; i < L->n_pairs; i++)
-		free(L->pairs[i].occ);
+		if (L->pairs[i].own_occ)
+			free(L->pairs[i].occ);
+	for (size_t i = 0; i < L->n_blk; i++)
+		free(L->blk[i]);
+	free(L->blk);
 	free(L->pairs);
 	free(L->map);
 	free(L->grp_start);
-	free(L->grp_words);
 	free(L->heap);
 }
 

@@ -214,7 +214,8 @@ static int fold(nbr_tab *dst, nbr_tab *src)
 
 /* The rises of T: each new pair (x, c) or (c, y) made and counted once,
  * with its words in entry order (a stable counting sort of the entries by
- * neighbour); then T is empty.  (c, a) rises by the occurrences of a
+ * neighbour, straight into the arena: a pair with c is new, its list
+ * empty, and no pair is made twice); then T is empty.  (c, a) rises by the occurrences of a
  * right after one and falls by those of (a, b) right after one (falls):
  * the second are a part of the first, so its net count is not below 0. */
 static int rises(learner *L, nbr_tab *T, uint32_t a, uint32_t c)
@@ -227,10 +228,11 @@ static int rises(learner *L, nbr_tab *T, uint32_t a, uint32_t c)
 		if (!start)
 			return -1;
 		L->grp_start = start;
-		uint32_t *words = bpe_xrealloc(L, L->grp_words, (d->n_ent ? d->n_ent : 1) * sizeof *words);
-		if (!words)
+		if (d->n_ent > UINT32_MAX)
+			return lm_seterr(L->e, "pair list too long");
+		uint32_t *words = d->n_ent ? bpe_list_room(L, d->n_ent) : NULL;
+		if (d->n_ent && !words)
 			return -1;
-		L->grp_words = words;
 		memset(start, 0, ((size_t)n + 1) * sizeof *start);
 		for (size_t e = 0; e < d->n_ent; e++)
 			start[d->idx[d->ent_id[e]]]++;       /* bucket idx - 1, counted at idx */
@@ -250,8 +252,8 @@ static int rises(learner *L, nbr_tab *T, uint32_t a, uint32_t c)
 				return -1;
 			pair *q = &L->pairs[p];
 			q->count += d->f[x] - (s == 1 && x == a ? ca_fall : 0);
-			if (bpe_occ_append(L, q, words + from, start[j] - from))
-				return -1;
+			q->occ = words + from;
+			q->n_occ = start[j] - from;
 			from = start[j];
 			d->f[x] = 0;
 			d->idx[x] = 0;
