@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "base/err.h"
+#include "learn/bpe_learn.h"
 
 enum {
 	NONE = 0xFFFFFFFFu,
@@ -144,6 +145,13 @@ int bpe_map_grow(learner *L);
 uint32_t bpe_pair_get(learner *L, uint32_t a, uint32_t b);
 /* Room for a list of n words in the arena, or NULL with L's error set. */
 uint32_t *bpe_list_room(learner *L, size_t n);
+
+/* in bpe_word_layout.c */
+/* The words of c (those of 2 bytes or more) laid out in L's records and
+ * names, by their first bytes (the table's order among alike), on up to
+ * threads threads; L's rec and wofs have room for every entry, its tokens
+ * are the specials and bytes. */
+int bpe_lay_words(learner *L, const bpe_counts *c, int threads);
 
 /* in bpe_first_count.c */
 /* Every pair of the words (of bytes: no merge yet) made, counted and
