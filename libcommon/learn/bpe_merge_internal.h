@@ -17,6 +17,7 @@ enum {
 	INITIAL_MAP = 1 << 16,      /* slots of the first pair map */
 	PAR_CHUNK_WORDS = 64,       /* words a thread takes at a time in a parallel merge */
 	PREFETCH_AHEAD = 8,         /* words ahead whose entry and ids are fetched early */
+	RECORD_TAIL = 48,           /* bytes into a record fetched too: most end before */
 	SLOT_AHEAD = 8,             /* pairs ahead whose slot in the map is fetched early */
 	LIST_BLOCK = 1 << 20,       /* words of a block of the lists' arena */
 };

@@ -275,9 +275,13 @@ int bpe_merge_words(learner *L, const uint32_t *occ, uint32_t n_occ, uint32_t a,
 {
 	for (uint32_t i = 0; i < n_occ; i++) {
 		uint32_t w = occ[i];
-		/* the words are scattered: fetch the next ones early */
-		if (i + PREFETCH_AHEAD < n_occ)
-			__builtin_prefetch(word_at(L, occ[i + PREFETCH_AHEAD]));
+		/* the words are scattered: fetch the next ones early, and the
+		 * line after a record's first, that most records reach into */
+		if (i + PREFETCH_AHEAD < n_occ) {
+			const char *r = (const char *)word_at(L, occ[i + PREFETCH_AHEAD]);
+			__builtin_prefetch(r);
+			__builtin_prefetch(r + RECORD_TAIL);
+		}
 		wrec *wd = word_at(L, w);
 		if (wd->stamp == L->stamp)
 			continue; /* listed twice */
