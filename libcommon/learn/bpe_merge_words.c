@@ -305,6 +305,13 @@ int bpe_merge_words_par(learner *L, const uint32_t *occ, uint32_t n_occ, uint32_
 #pragma omp for schedule(dynamic, PAR_CHUNK_WORDS)
 		for (uint32_t i = 0; i < n_occ; i++) {
 			uint32_t w = occ[i];
+			/* fetched early as on one thread (the words ahead may be
+			 * another thread's: then only a wasted fetch) */
+			if (i + PREFETCH_AHEAD < n_occ) {
+				const char *r = (const char *)word_at(L, occ[i + PREFETCH_AHEAD]);
+				__builtin_prefetch(r);
+				__builtin_prefetch(r + RECORD_TAIL);
+			}
 			/* a word listed twice is rewritten once, by whichever thread is first */
 			if (__atomic_exchange_n(&word_at(L, w)->stamp, stamp, __ATOMIC_RELAXED) == stamp)
 				continue;
