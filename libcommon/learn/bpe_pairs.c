@@ -1,7 +1,7 @@
 /* bpe_pairs.c: the merge learner's pairs (bpe_merge_internal.h): the map from
- * (left id, right id) to a pair, and the arena of the lists of the words
- * the pairs made by merges may occur in; used by the learner (bpe_learn.c), its first count
- * (bpe_first_count.c) and its merges (bpe_merge_words.c). */
+ * (left id, right id) to a pair, and the arena that holds the lists of
+ * words of the pairs that merges make; used by the learner (bpe_learn.c),
+ * its first count (bpe_first_count.c) and its merges (bpe_merge_words.c). */
 #include "learn/bpe_merge_internal.h"
 
 #include <stdlib.h>
