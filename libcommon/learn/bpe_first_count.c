@@ -116,7 +116,8 @@ static int make_pairs(learner *L, uint32_t base, total *T)
 		pair *x = &L->pairs[p];
 		x->count = T[q].count;
 		x->occ = T[q].occ;
-		x->n_occ = x->cap_occ = T[q].n;
+		x->n_occ = T[q].n;
+		x->own_occ = 1;
 		T[q].occ = NULL;
 	}
 	return 0;

@@ -6,7 +6,9 @@
  * A merge rewrites only the words on the merged pair's list
  * (bpe_merge_words.c), summing the changes by neighbouring id (a neighbour
  * recurs in many words), then applies them to the pairs once each.  A word
- * is one record (count, length, ids), so a merge touches one place a word.
+ * is one record (count, length, ids), so a merge touches one place a word,
+ * and the records lie in the order of the words' bytes
+ * (bpe_word_layout.c), so that a merge's words lie near each other.
  *
  * A 4-ary max-heap orders the pairs by (count, left bytes, right bytes),
  * lazily: each pair with a nonzero count has one heap entry whose key is its
@@ -144,22 +146,6 @@ static uint32_t heap_take(learner *L)
 
 /* ---- setup ---- */
 
-static void add_word(const uint8_t *s, size_t n, uint64_t count, void *arg)
-{
-	learner *L = arg;
-	if (n < 2)  /* no pair to merge */
-		return;
-	uint32_t w = (uint32_t)L->n_units; /* setup checked that every name fits */
-	L->wofs[L->n_words++] = w;
-	wrec *wd = word_at(L, w);
-	wd->count = count;
-	wd->len = (uint32_t)n;
-	wd->stamp = 0;
-	for (size_t i = 0; i < n; i++)
-		wd->id[i] = L->n_tok - 256 + s[i]; /* byte ids follow the specials */
-	L->n_units += wrec_units(n);
-}
-
 /* Every pair count is at most the sum over words of count x (length - 1),
  * and merges only lower that sum: when it fits int64_t, no pair count can
  * overflow, now or after any merge. */
@@ -177,7 +163,8 @@ static int check_pair_total(learner *L)
 	return 0;
 }
 
-static int setup(learner *L, const bpe_counts *c, const bpe_specials *sp, uint32_t vocab)
+static int setup(learner *L, const bpe_counts *c, const bpe_specials *sp, uint32_t vocab,
+		 int threads)
 {
 	size_t n = c->n;
 	/* at most: a record per entry, an id per byte (and its padding) */
@@ -209,8 +196,7 @@ static int setup(learner *L, const bpe_counts *c, const bpe_specials *sp, uint32
 		L->tbytes[off++] = (uint8_t)b;
 	}
 	L->toff[L->n_tok] = off;
-	bpe_counts_each(c, add_word, L);
-	return check_pair_total(L);
+	return bpe_lay_words(L, c, threads) ? -1 : check_pair_total(L);
 }
 
 /* ---- merging ---- */
@@ -265,20 +251,21 @@ static int run_merges(learner *L, uint32_t vocab, bpe_merge *merges, uint32_t *n
 		merges[(*n_merges)++] = (bpe_merge){ a, b, c };
 		L->stamp++;
 		uint32_t *occ = x->occ, n_occ = x->n_occ;
+		uint32_t *own = x->own_occ ? occ : NULL;
 		x->occ = NULL;
-		x->n_occ = x->cap_occ = 0;
+		x->n_occ = x->own_occ = 0;
 		int k = (int)(n_occ / L->par_words);
 		if (k > threads)
 			k = threads;
 		for (int t = 0; t < (k > 1 ? k : 1); t++)
 			if (bpe_nbr_reserve(&tabs[t], L->n_tok)) {
-				free(occ);
+				free(own);
 				L->failed = 1;
 				return lm_seterr(L->e, "out of memory (pair changes of a merge)");
 			}
 		int rc = k > 1 ? bpe_merge_words_par(L, occ, n_occ, a, b, c, tabs, k)
 			       : bpe_merge_words(L, occ, n_occ, a, b, c, &tabs[0]);
-		free(occ);
+		free(own);
 		if (rc)
 			return -1;
 		L->pairs[top].count = 0; /* every occurrence is merged */
@@ -298,11 +285,14 @@ static void learner_free(learner *L)
 	free(L->tbytes);
 	free(L->toff);
 	for (size_t i = 0; i < L->n_pairs; i++)
-		free(L->pairs[i].occ);
+		if (L->pairs[i].own_occ)
+			free(L->pairs[i].occ);
+	for (size_t i = 0; i < L->n_blk; i++)
+		free(L->blk[i]);
+	free(L->blk);
 	free(L->pairs);
 	free(L->map);
 	free(L->grp_start);
-	free(L->grp_words);
 	free(L->heap);
 }
 
@@ -368,7 +358,7 @@ int bpe_learn_timed(const bpe_counts *c, uint32_t vocab_size, const bpe_specials
 		lm_seterr(e, "out of memory");
 	else {
 		double t0 = omp_get_wtime();
-		rc = setup(&L, c, sp, vocab) ? -1 : 0;
+		rc = setup(&L, c, sp, vocab, threads) ? -1 : 0;
 		double t1 = omp_get_wtime();
 		if (!rc)
 			rc = count_pairs(&L, threads) ? -1 : 0;

@@ -10,13 +10,16 @@
 #include <stdint.h>
 
 #include "base/err.h"
+#include "learn/bpe_learn.h"
 
 enum {
 	NONE = 0xFFFFFFFFu,
 	INITIAL_MAP = 1 << 16,      /* slots of the first pair map */
-	FIRST_OCC_CAP = 4,          /* a pair's first list of words */
 	PAR_CHUNK_WORDS = 64,       /* words a thread takes at a time in a parallel merge */
 	PREFETCH_AHEAD = 8,         /* words ahead whose entry and ids are fetched early */
+	RECORD_TAIL = 48,           /* bytes into a record fetched too: most end before */
+	SLOT_AHEAD = 8,             /* pairs ahead whose slot in the map is fetched early */
+	LIST_BLOCK = 1 << 20,       /* words of a block of the lists' arena */
 };
 
 /* A pair of adjacent ids, its count over the words, and its words. */
@@ -24,7 +27,8 @@ typedef struct pair {
 	uint32_t a, b;
 	int64_t count;
 	uint32_t *occ;   /* words it (may) occur in */
-	uint32_t n_occ, cap_occ;
+	uint32_t n_occ;
+	uint32_t own_occ; /* occ is its own allocation (the first count's), else in the arena */
 } pair;
 
 /* A distinct pre-token: its count, its ids id[0 .. len), and the last merge
@@ -71,7 +75,14 @@ typedef struct learner {
 	size_t n_heap;
 	uint32_t stamp;  /* merges done, marks the words rewritten */
 	uint32_t par_words; /* a merge goes parallel past this many words a thread */
-	uint32_t *grp_start, *grp_words; /* scratch of bpe_merge_words.c's sort */
+	uint32_t *grp_start; /* scratch of bpe_merge_words.c's sort */
+	/* the lists of the pairs merges make, in blocks never freed before the
+	 * end (a list is written once, when its pair is made; all of them
+	 * together are at most two words an id the merges remove) */
+	uint32_t **blk;
+	size_t n_blk;
+	uint32_t *arena;    /* the last block's free part */
+	size_t arena_left;
 	lm_err *e;
 	int failed;
 } learner;
@@ -133,8 +144,15 @@ void *bpe_xrealloc(learner *L, void *p, size_t n);
 int bpe_map_grow(learner *L);
 /* Index of pair (a, b), created with count 0 when absent; NONE on error. */
 uint32_t bpe_pair_get(learner *L, uint32_t a, uint32_t b);
-/* Append the words w[0 .. n) (no two alike in a row) to x's list. */
-int bpe_occ_append(learner *L, pair *x, const uint32_t *w, uint32_t n);
+/* Room for a list of n words in the arena, or NULL with L's error set. */
+uint32_t *bpe_list_room(learner *L, size_t n);
+
+/* in bpe_word_layout.c */
+/* The words of c (those of 2 bytes or more) laid out in L's records and
+ * names, by their first bytes (the table's order among alike), on up to
+ * threads threads; L's rec and wofs have room for every entry, its tokens
+ * are the specials and bytes. */
+int bpe_lay_words(learner *L, const bpe_counts *c, int threads);
 
 /* in bpe_first_count.c */
 /* Every pair of the words (of bytes: no merge yet) made, counted and

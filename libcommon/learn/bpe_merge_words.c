@@ -144,6 +144,10 @@ static inline uint64_t side_key(int s, uint32_t x, uint32_t y)
 	return s == 0 ? pair_key(x, y) : pair_key(y, x);
 }
 
+/* The map's slot for key fetched early (the keys of a merge's pairs are
+ * scattered over the map). */
+#define fetch_slot(L, k) __builtin_prefetch(&(L)->map[key_slot((k), (L)->mmask)])
+
 /* Index of pair key, NONE when absent; reads the map only, so threads may
  * call it together while no pair is created. */
 static uint32_t pair_find(const learner *L, uint64_t k)
@@ -163,11 +167,14 @@ static void falls(learner *L, nbr_tab *T, uint32_t a, uint32_t b, uint32_t c, in
 {
 	for (int s = 0; s < 2 && !T->failed; s++) {
 		const nbr_side *d = &T->side[s];
+		uint32_t y = s == 0 ? a : b;
 		for (uint32_t j = 0; j < d->n_touched; j++) {
 			uint32_t x = d->touched[j];
+			if (j + SLOT_AHEAD < d->n_touched)
+				fetch_slot(L, side_key(s, d->touched[j + SLOT_AHEAD], y));
 			if (s == 0 && x == c)
 				continue;
-			uint32_t p = pair_find(L, side_key(s, x, s == 0 ? a : b));
+			uint32_t p = pair_find(L, side_key(s, x, y));
 			if (p == NONE) { /* a pair seen in a word is in the map */
 				T->failed = 1;
 				return;
@@ -207,7 +214,8 @@ static int fold(nbr_tab *dst, nbr_tab *src)
 
 /* The rises of T: each new pair (x, c) or (c, y) made and counted once,
  * with its words in entry order (a stable counting sort of the entries by
- * neighbour); then T is empty.  (c, a) rises by the occurrences of a
+ * neighbour, straight into the arena: a pair with c is new, its list
+ * empty, and no pair is made twice); then T is empty.  (c, a) rises by the occurrences of a
  * right after one and falls by those of (a, b) right after one (falls):
  * the second are a part of the first, so its net count is not below 0. */
 static int rises(learner *L, nbr_tab *T, uint32_t a, uint32_t c)
@@ -220,10 +228,11 @@ static int rises(learner *L, nbr_tab *T, uint32_t a, uint32_t c)
 		if (!start)
 			return -1;
 		L->grp_start = start;
-		uint32_t *words = bpe_xrealloc(L, L->grp_words, (d->n_ent ? d->n_ent : 1) * sizeof *words);
-		if (!words)
+		if (d->n_ent > UINT32_MAX)
+			return lm_seterr(L->e, "pair list too long");
+		uint32_t *words = d->n_ent ? bpe_list_room(L, d->n_ent) : NULL;
+		if (d->n_ent && !words)
 			return -1;
-		L->grp_words = words;
 		memset(start, 0, ((size_t)n + 1) * sizeof *start);
 		for (size_t e = 0; e < d->n_ent; e++)
 			start[d->idx[d->ent_id[e]]]++;       /* bucket idx - 1, counted at idx */
@@ -236,13 +245,15 @@ static int rises(learner *L, nbr_tab *T, uint32_t a, uint32_t c)
 		for (uint32_t j = 0; j < n; j++) {
 			uint32_t x = d->touched[j];
 			uint64_t k = side_key(s, x, c);
+			if (j + SLOT_AHEAD < n)
+				fetch_slot(L, side_key(s, d->touched[j + SLOT_AHEAD], c));
 			uint32_t p = bpe_pair_get(L, (uint32_t)(k >> 32), (uint32_t)k);
 			if (p == NONE)
 				return -1;
 			pair *q = &L->pairs[p];
 			q->count += d->f[x] - (s == 1 && x == a ? ca_fall : 0);
-			if (bpe_occ_append(L, q, words + from, start[j] - from))
-				return -1;
+			q->occ = words + from;
+			q->n_occ = start[j] - from;
 			from = start[j];
 			d->f[x] = 0;
 			d->idx[x] = 0;
@@ -264,9 +275,13 @@ int bpe_merge_words(learner *L, const uint32_t *occ, uint32_t n_occ, uint32_t a,
 {
 	for (uint32_t i = 0; i < n_occ; i++) {
 		uint32_t w = occ[i];
-		/* the words are scattered: fetch the next ones early */
-		if (i + PREFETCH_AHEAD < n_occ)
-			__builtin_prefetch(word_at(L, occ[i + PREFETCH_AHEAD]));
+		/* the words are scattered: fetch the next ones early, and the
+		 * line after a record's first, that most records reach into */
+		if (i + PREFETCH_AHEAD < n_occ) {
+			const char *r = (const char *)word_at(L, occ[i + PREFETCH_AHEAD]);
+			__builtin_prefetch(r);
+			__builtin_prefetch(r + RECORD_TAIL);
+		}
 		wrec *wd = word_at(L, w);
 		if (wd->stamp == L->stamp)
 			continue; /* listed twice */
@@ -290,6 +305,13 @@ int bpe_merge_words_par(learner *L, const uint32_t *occ, uint32_t n_occ, uint32_
 #pragma omp for schedule(dynamic, PAR_CHUNK_WORDS)
 		for (uint32_t i = 0; i < n_occ; i++) {
 			uint32_t w = occ[i];
+			/* fetched early as on one thread (the words ahead may be
+			 * another thread's: then only a wasted fetch) */
+			if (i + PREFETCH_AHEAD < n_occ) {
+				const char *r = (const char *)word_at(L, occ[i + PREFETCH_AHEAD]);
+				__builtin_prefetch(r);
+				__builtin_prefetch(r + RECORD_TAIL);
+			}
 			/* a word listed twice is rewritten once, by whichever thread is first */
 			if (__atomic_exchange_n(&word_at(L, w)->stamp, stamp, __ATOMIC_RELAXED) == stamp)
 				continue;

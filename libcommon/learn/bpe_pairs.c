@@ -1,7 +1,7 @@
 /* bpe_pairs.c: the merge learner's pairs (bpe_merge_internal.h): the map from
- * (left id, right id) to a pair, and each pair's list of the words it may
- * occur in; used by the learner (bpe_learn.c), its first count
- * (bpe_first_count.c) and its merges (bpe_merge_words.c). */
+ * (left id, right id) to a pair, and the arena that holds the lists of
+ * words of the pairs that merges make; used by the learner (bpe_learn.c),
+ * its first count (bpe_first_count.c) and its merges (bpe_merge_words.c). */
 #include "learn/bpe_merge_internal.h"
 
 #include <stdlib.h>
@@ -67,28 +67,23 @@ uint32_t bpe_pair_get(learner *L, uint32_t a, uint32_t b)
 	return p;
 }
 
-/* Append the words w[0 .. n) (no two alike in a row) to x's list. */
-int bpe_occ_append(learner *L, pair *x, const uint32_t *w, uint32_t n)
+uint32_t *bpe_list_room(learner *L, size_t n)
 {
-	if (n && x->n_occ && x->occ[x->n_occ - 1] == w[0]) {
-		w++;
-		n--;
+	if (n > L->arena_left) {
+		size_t cap = n > LIST_BLOCK ? n : LIST_BLOCK;
+		uint32_t **blk = bpe_xrealloc(L, L->blk, (L->n_blk + 1) * sizeof *blk);
+		if (!blk)
+			return NULL;
+		L->blk = blk;
+		uint32_t *room = bpe_xrealloc(L, NULL, cap * sizeof *room);
+		if (!room)
+			return NULL;
+		L->blk[L->n_blk++] = room;
+		L->arena = room;
+		L->arena_left = cap;
 	}
-	if (!n)
-		return 0;
-	if ((uint64_t)x->n_occ + n > UINT32_MAX)
-		return lm_seterr(L->e, "pair list too long");
-	if (x->n_occ + n > x->cap_occ) {
-		uint32_t cap = x->cap_occ ? x->cap_occ : FIRST_OCC_CAP;
-		while (cap < x->n_occ + n)
-			cap = cap > UINT32_MAX / 2 ? UINT32_MAX : cap * 2;
-		uint32_t *o = bpe_xrealloc(L, x->occ, (size_t)cap * sizeof *o);
-		if (!o)
-			return -1;
-		x->occ = o;
-		x->cap_occ = cap;
-	}
-	memcpy(x->occ + x->n_occ, w, (size_t)n * sizeof *w);
-	x->n_occ += n;
-	return 0;
+	uint32_t *r = L->arena;
+	L->arena += n;
+	L->arena_left -= n;
+	return r;
 }
