@@ -12,7 +12,7 @@
 #   racecheck, e.g. "--racecheck-detect-level error" to leave out the
 #   warnings, or "--racecheck-report hazard" for each hazard's threads)
 #   LMPIPE_BUILD (default build) holds tests/gpu/.
-#   LMPIPE_TEST_DRAWS (default here 5000): test_decode's chi-square draws
+#   LMPIPE_TEST_DRAWS (default here 5000, at least 1000): test_decode's chi-square draws
 #   per test (200000 without a sanitizer), each a sampler row, which under
 #   racecheck took minutes a test.
 # The test's output is line-buffered (stdbuf), so that a run which dies

@@ -475,8 +475,9 @@ int main(void)
 	test_sampler_twin(50, 50257, nucleus, 4);
 	test_sampler_twin(100, 97, (sample_args){ 0.7f, 5, 0.5f, 0 }, 2);
 	test_sampler_edges();
-	/* LMPIPE_TEST_DRAWS=N: fewer draws where each costs much more
-	 * (tests/gpu/sanitize.sh: racecheck took minutes a test at 200000). */
+	/* LMPIPE_TEST_DRAWS=N (at least 1000; anything else keeps 200000):
+	 * fewer draws where each costs much more (tests/gpu/sanitize.sh:
+	 * racecheck took minutes a test at 200000). */
 	const char *nd = getenv("LMPIPE_TEST_DRAWS");
 	int draws = nd && atoi(nd) >= 1000 ? atoi(nd) : 200000;
 	test_sampler_chi2(2000, (sample_params){ 1, 0, 0.9, 0 }, draws);
