@@ -62,4 +62,16 @@ case $err in *"continues a run with optimizer muon"*) ok 0 "message: $err" ;; *)
 run lm-train -m tiny --vocab 256 --context 64 -b 4 -n 1 -d d -j 1 --optimizer muon --progress
 case $err in *"group muon: 14 matrices"*"group adamw: 7 tensors"*) ok 0 "--progress shows the groups" ;;
 	*) ok 1 "--progress shows the groups: $err" ;; esac
+
+# LMPIPE_MUON_CHUNK: a shape's matrices in calls of at most 3 (tiny's
+# shapes hold 8, 4 and 2 matrices: 3 + 3 + 2 and 3 + 1 calls): the same
+# run, and the groups line still counts whole shapes
+run lm-train -m tiny --vocab 256 --context 64 -b 4 -n 3 -d d -j 1 --optimizer muon --progress -o c0
+run env LMPIPE_MUON_CHUNK=3 lm-train -m tiny --vocab 256 --context 64 -b 4 -n 3 -d d -j 1 \
+	--optimizer muon --progress -o c3
+is "$rc" 0 "LMPIPE_MUON_CHUNK=3 runs ($err)"
+case $err in *"group muon: 14 matrices"*" in 3 shapes (32x32 x8, 64x32 x4, 32x64 x2)"*) ok 0 "... and shows whole shapes" ;;
+	*) ok 1 "... and shows whole shapes: $err" ;; esac
+cmp -s c0/step-00000003.safetensors c3/step-00000003.safetensors
+ok $? "... and its checkpoint equals one call a shape's byte for byte"
 done_testing

@@ -46,7 +46,7 @@
 
 using namespace ops;
 
-enum { MUON_LANES = 4, LT_WORKSPACE = 8 << 20, MAX_PLANS = 16 };
+enum { MUON_LANES = 8, MUON_LANES_DEFAULT = 4, LT_WORKSPACE = 8 << 20, MAX_PLANS = 16 };
 
 struct muon_lane {
 	cublasHandle_t h;
@@ -136,6 +136,16 @@ __device__ __forceinline__ float lerp(float a, float b, float w)
 	return fabsf(w) < 0.5f ? a + w * (b - a) : b - (b - a) * (1.0f - w);
 }
 
+// One element's momentum (buf updated) and its bf16 update direction.
+__device__ __forceinline__ bf16 prep_one(const float *g, float *buf, size_t k, float s, float w,
+					 float mu, int nesterov)
+{
+	float gj = g[k] * s;
+	float bj = lerp(buf[k], gj, w);
+	buf[k] = bj;
+	return to_bf16(nesterov ? lerp(gj, bj, mu) : bj);
+}
+
 __global__ void prep_kernel(bf16 *x, float *part, const float *g, float *buf, const size_t *offs,
 			    dims d, float mu, int nesterov, const float *grad_scale, const double *dev)
 {
@@ -147,17 +157,22 @@ __global__ void prep_kernel(bf16 *x, float *part, const float *g, float *buf, co
 	float s = *grad_scale, w = __fsub_rn(1.0f, mu);
 	bf16 *xi = x + (size_t)i * d.n;
 	double ss = 0;
-	for (size_t j = blockIdx.x * (size_t)blockDim.x + threadIdx.x; j < d.n;
-	     j += (size_t)gridDim.x * blockDim.x) {
-		float gj = g[o + j] * s;
-		float bj = lerp(buf[o + j], gj, w);
-		buf[o + j] = bj;
-		bf16 u = to_bf16(nesterov ? lerp(gj, bj, mu) : bj);
-		size_t r = j / d.cols, c = j % d.cols;
-		xi[d.tr ? c * d.rows + r : j] = u;
-		float uf = __bfloat162float(u);
-		ss += (double)uf * uf;
-	}
+	size_t j0 = blockIdx.x * (size_t)blockDim.x + threadIdx.x, dj = (size_t)gridDim.x * blockDim.x;
+	// (the transposed loop apart: the plain one then does no division)
+	if (d.tr)
+		for (size_t j = j0; j < d.n; j += dj) {
+			bf16 u = prep_one(g, buf, o + j, s, w, mu, nesterov);
+			xi[j % d.cols * d.rows + j / d.cols] = u;
+			float uf = __bfloat162float(u);
+			ss += (double)uf * uf;
+		}
+	else
+		for (size_t j = j0; j < d.n; j += dj) {
+			bf16 u = prep_one(g, buf, o + j, s, w, mu, nesterov);
+			xi[j] = u;
+			float uf = __bfloat162float(u);
+			ss += (double)uf * uf;
+		}
 	ss = block_sum(ss, sh);
 	if (threadIdx.x == 0)
 		part[i * NORM_BLOCKS + blockIdx.x] = (float)ss;
@@ -181,6 +196,16 @@ __global__ void scale_kernel(bf16 *x, const float *part, size_t n)
 		xi[j] = to_bf16(__bfloat162float(xi[j]) / norm);
 }
 
+// One element's decayed, stepped master weight and its bf16 copy.
+__device__ __forceinline__ void apply_one(float *p, bf16 *p_act, size_t k, float decay, float step,
+					  float u)
+{
+	float pj = p[k] * decay - step * u;
+	p[k] = pj;
+	if (p_act)
+		p_act[k] = to_bf16(pj);
+}
+
 // decay and step from dev (muon.h) when given, as the host computes them
 // (no fused multiply-adds), for the same bits.
 __global__ void apply_kernel(float *p, bf16 *p_act, const bf16 *x, const size_t *offs, dims d,
@@ -194,15 +219,14 @@ __global__ void apply_kernel(float *p, bf16 *p_act, const bf16 *x, const size_t 
 	int i = blockIdx.y;
 	size_t o = offs[i];
 	const bf16 *xi = x + (size_t)i * d.n;
-	for (size_t j = blockIdx.x * (size_t)blockDim.x + threadIdx.x; j < d.n;
-	     j += (size_t)gridDim.x * blockDim.x) {
-		size_t r = j / d.cols, c = j % d.cols;
-		float u = __bfloat162float(xi[d.tr ? c * d.rows + r : j]);
-		float pj = p[o + j] * decay - step * u;
-		p[o + j] = pj;
-		if (p_act)
-			p_act[o + j] = to_bf16(pj);
-	}
+	size_t j0 = blockIdx.x * (size_t)blockDim.x + threadIdx.x, dj = (size_t)gridDim.x * blockDim.x;
+	if (d.tr)
+		for (size_t j = j0; j < d.n; j += dj)
+			apply_one(p, p_act, o + j, decay, step,
+				  __bfloat162float(xi[j % d.cols * d.rows + j / d.cols]));
+	else
+		for (size_t j = j0; j < d.n; j += dj)
+			apply_one(p, p_act, o + j, decay, step, __bfloat162float(xi[j]));
 }
 
 // C = alpha op(A) op(B) + beta C for each of count matrices, bf16, fp32
@@ -352,7 +376,7 @@ extern "C" muon_cuda *muon_cuda_new(void *stream)
 		mc->lt_ws = NULL;
 	}
 	const char *v = getenv("LMPIPE_MUON_LANES");
-	int want = v && *v ? atoi(v) : MUON_LANES;
+	int want = v && *v ? atoi(v) : MUON_LANES_DEFAULT;
 	want = want < 0 ? 0 : want > MUON_LANES ? MUON_LANES : want;
 	if (want > 0 && cudaEventCreateWithFlags(&mc->fork, cudaEventDisableTiming) != cudaSuccess) {
 		muon_cuda_free(mc);

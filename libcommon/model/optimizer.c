@@ -32,11 +32,22 @@ int optim_config_check(const optim_config *c, lm_err *e)
 	return 0;
 }
 
-/* The Muon group: the blocks' matrices, one set per shape, their offsets
- * uploaded once. */
+/* The most matrices of one Muon call: LMPIPE_MUON_CHUNK, or 0 (all of a
+ * shape in one call).  Smaller calls give the backend more of them to run
+ * side by side (muon_join). */
+static int muon_chunk(void)
+{
+	const char *v = getenv("LMPIPE_MUON_CHUNK");
+	int n = v && *v ? atoi(v) : 0;
+	return n > 0 ? n : 0;
+}
+
+/* The Muon group: the blocks' matrices, one set per shape (or per chunk of
+ * a shape's matrices), their offsets uploaded once. */
 static int muon_groups(optim *o, model *m, lm_err *e)
 {
 	lm_backend *be = m->be;
+	int chunk = muon_chunk();
 	size_t *host = malloc((size_t)o->n_tensors * sizeof *host);
 	o->sets = calloc((size_t)o->n_tensors, sizeof *o->sets);
 	if (!host || !o->sets) {
@@ -55,19 +66,26 @@ static int muon_groups(optim *o, model *m, lm_err *e)
 			seen |= o->sets[s].rows == t->rows && o->sets[s].cols == t->cols;
 		if (!o->is_muon[i] || seen)
 			continue;
-		optim_muon_set *set = &o->sets[o->n_sets++];
-		set->rows = t->rows;
-		set->cols = t->cols;
+		int n = 0;
 		for (int j = i; j < o->n_tensors; j++)
 			if (o->is_muon[j] && o->tensors[j].rows == t->rows && o->tensors[j].cols == t->cols)
-				host[set->count++] = o->tensors[j].offset;
-		set->offs = be->alloc(be, (size_t)set->count * sizeof *host);
-		if (!set->offs)
+				host[n++] = o->tensors[j].offset;
+		for (int at = 0, each = chunk ? chunk : n; at < n; at += each) {
+			optim_muon_set *set = &o->sets[o->n_sets++];
+			set->rows = t->rows;
+			set->cols = t->cols;
+			set->count = n - at < each ? n - at : each;
+			set->offs = be->alloc(be, (size_t)set->count * sizeof *host);
+			if (!set->offs)
+				break;
+			be->upload(be, set->offs, host + at, (size_t)set->count * sizeof *host);
+			/* a part each, 256-byte aligned */
+			set->ws_off = ws;
+			ws += (be->muon_workspace(be, set->count, set->rows, set->cols) + 255) / 256 *
+			      256;
+		}
+		if (!o->sets[o->n_sets - 1].offs)
 			break;
-		be->upload(be, set->offs, host, (size_t)set->count * sizeof *host);
-		/* a part each, 256-byte aligned */
-		set->ws_off = ws;
-		ws += (be->muon_workspace(be, set->count, set->rows, set->cols) + 255) / 256 * 256;
 	}
 	free(host);
 	if (!o->n_sets)
@@ -189,7 +207,7 @@ static void muon_step(optim *o, model *m)
 				      set->rows, set->cols, &h, &m->sc->grad_scale,
 				      (char *)o->muon_ws + set->ws_off);
 		}
-		if (be->muon_join)
+		if (be->muon_join && be->prof)
 			be->muon_join(be);
 	});
 }
@@ -250,6 +268,11 @@ void optim_step_staged(optim *o, model *m)
 	if (o->n_sets)
 		muon_step(o, m);
 	adamw_steps(o, m);
+	/* Unprofiled, the AdamW group (other tensors, other state) runs on the
+	 * caller's stream while Muon's lanes go on; profiled, Muon's row is
+	 * its whole phase, joined before AdamW starts. */
+	if (o->n_sets && m->be->muon_join && !m->be->prof)
+		m->be->muon_join(m->be);
 }
 
 void optim_step_scheduled(optim *o, model *m, double factor)
@@ -300,11 +323,21 @@ int optim_describe(const optim *o, char *buf, size_t n)
 	if (o->n_sets) {
 		const muon_config *u = &c->muon;
 		group_sizes(o, 1, &tensors, &params);
-		APPEND("group muon: %d matrices (%zu parameters) in %d shape%s", tensors, params,
-		       o->n_sets, o->n_sets > 1 ? "s" : "");
+		int shapes = 0; /* a shape's chunks are consecutive sets */
 		for (int s = 0; s < o->n_sets; s++)
-			APPEND("%s%dx%d x%d", s ? ", " : " (", o->sets[s].rows, o->sets[s].cols,
-			       o->sets[s].count);
+			shapes += !s || o->sets[s].rows != o->sets[s - 1].rows ||
+				  o->sets[s].cols != o->sets[s - 1].cols;
+		APPEND("group muon: %d matrices (%zu parameters) in %d shape%s", tensors, params,
+		       shapes, shapes > 1 ? "s" : "");
+		for (int s = 0, first = 1; s < o->n_sets; s++) {
+			int count = o->sets[s].count;
+			while (s + 1 < o->n_sets && o->sets[s + 1].rows == o->sets[s].rows &&
+			       o->sets[s + 1].cols == o->sets[s].cols)
+				count += o->sets[++s].count;
+			APPEND("%s%dx%d x%d", first ? " (" : ", ", o->sets[s].rows, o->sets[s].cols,
+			       count);
+			first = 0;
+		}
 		APPEND("), lr %g, momentum %g", u->lr, u->momentum);
 		if (u->momentum_warmup > 0)
 			APPEND(" from %g over %lld steps", u->momentum_start, u->momentum_warmup);
