@@ -133,7 +133,13 @@ $(call stamp,tok,VOCAB=$(VOCAB) SPECIAL=$(SPECIAL))
 $(call stamp,shards,$(DOC_PARAMS) VAL_FRACTION=$(VAL_FRACTION) SEED=$(SEED) \
   SHARD_TOKENS=$(SHARD_TOKENS) FRAME_TOKENS=$(FRAME_TOKENS) LEVEL=$(LEVEL))
 $(if $(call eq,$(file < $(W)/params.mk),$(PARAMS_MK)),,$(file > $(W)/params.mk,$(PARAMS_MK)))
+ifeq ($(MAKE_RESTARTS),)
 INPUT_FILES := $(shell $(ROOT)/pipelines/data-inputs.sh $(W)/inputs.txt $(INPUTS) || echo /FAILED/)
+else
+# make restarted after remaking plan.mk: the list the first pass wrote a
+# moment ago (data-inputs.sh again costs a dozen processes)
+INPUT_FILES := $(strip $(file < $(W)/inputs.txt))
+endif
 ifneq ($(filter /FAILED/,$(INPUT_FILES)),)
 $(error the inputs cannot be listed (see above))
 endif
