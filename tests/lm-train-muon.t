@@ -64,7 +64,7 @@ case $err in *"group muon: 14 matrices"*"group adamw: 7 tensors"*) ok 0 "--progr
 	*) ok 1 "--progress shows the groups: $err" ;; esac
 
 # LMPIPE_MUON_CHUNK: a shape's matrices in calls of at most 3 (tiny's
-# shapes hold 8, 4 and 2 matrices: 3 + 3 + 2 and 3 + 1 calls): the same
+# shapes hold 8, 4 and 2 matrices: calls of 3 + 3 + 2, 3 + 1 and 2): the same
 # run, and the groups line still counts whole shapes
 run lm-train -m tiny --vocab 256 --context 64 -b 4 -n 3 -d d -j 1 --optimizer muon --progress -o c0
 run env LMPIPE_MUON_CHUNK=3 lm-train -m tiny --vocab 256 --context 64 -b 4 -n 3 -d d -j 1 \
