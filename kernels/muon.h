@@ -1,6 +1,8 @@
 /* muon.h: one Muon step (torch.optim.Muon, KellerJordan's Muon) on a batch of
  * matrices of one shape rows x cols, each matrix at offs[i] (in floats) into
- * the parameter, gradient and momentum buffers:
+ * the parameter, gradient and momentum buffers; the last n_tr of them may be
+ * of the transposed shape cols x rows (one Newton-Schulz batch serves a
+ * shape and its transpose, as their X is the same m x k):
  *
  *   g   = grad * grad_scale
  *   buf = buf + (1 - mu) (g - buf)                 (buf.lerp_(g, 1 - mu))
@@ -56,10 +58,11 @@ size_t muon_workspace_cpu(int count, int rows, int cols);
 /* out (rows x cols) = NS(u) as above, fp32; ws holds
  * muon_workspace_cpu(1, rows, cols) floats; out may be u. */
 void muon_ns_cpu(float *out, const float *u, int rows, int cols, int steps, float *ws);
-/* The step on count matrices (host memory; offs host too); the matrices
- * are done in parallel over OpenMP threads, each with its own part of ws. */
-void muon_step_cpu(float *p, const float *g, float *buf, const size_t *offs, int count, int rows,
-		   int cols, const muon_hparams *h, float grad_scale, float *ws);
+/* The step on count matrices (host memory; offs host too), the last n_tr
+ * of them cols x rows; the matrices are done in parallel over OpenMP
+ * threads, each with its own part of ws. */
+void muon_step_cpu(float *p, const float *g, float *buf, const size_t *offs, int count, int n_tr,
+		   int rows, int cols, const muon_hparams *h, float grad_scale, float *ws);
 
 /* CUDA twin (kernels/cuda/muon.cu): a context holding cuBLAS handles and
  * streams that follow stream (NULL if they cannot be had); the step reads *grad_scale from
@@ -72,8 +75,8 @@ muon_cuda *muon_cuda_new(void *stream);
 void muon_cuda_free(muon_cuda *mc);
 size_t muon_workspace_cuda(int count, int rows, int cols);
 int muon_step_cuda(muon_cuda *mc, float *p, const float *g, float *buf, uint16_t *p_act,
-		   const size_t *offs, int count, int rows, int cols, const muon_hparams *h,
-		   const float *grad_scale, void *ws);
+		   const size_t *offs, int count, int n_tr, int rows, int cols,
+		   const muon_hparams *h, const float *grad_scale, void *ws);
 /* The steps run on streams of their own (see muon.cu): the stream given to
  * muon_cuda_new waits for all of them, so that its later work sees their
  * results.  0, or -1 if CUDA failed.  Steps that are not joined may still

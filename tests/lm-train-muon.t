@@ -63,8 +63,9 @@ run lm-train -m tiny --vocab 256 --context 64 -b 4 -n 1 -d d -j 1 --optimizer mu
 case $err in *"group muon: 14 matrices"*"group adamw: 7 tensors"*) ok 0 "--progress shows the groups" ;;
 	*) ok 1 "--progress shows the groups: $err" ;; esac
 
-# LMPIPE_MUON_CHUNK: a shape's matrices in calls of at most 3 (tiny's
-# shapes hold 8, 4 and 2 matrices: calls of 3 + 3 + 2, 3 + 1 and 2): the same
+# LMPIPE_MUON_CHUNK: a set's matrices in calls of at most 3 (tiny's sets
+# hold 8 and 4 + 2 matrices, the transposed shape with its own: calls of
+# 3 + 3 + 2 and 3 + 3, the second holding 64x32 x1 and 32x64 x2): the same
 # run, and the groups line still counts whole shapes
 run lm-train -m tiny --vocab 256 --context 64 -b 4 -n 3 -d d -j 1 --optimizer muon --progress -o c0
 run env LMPIPE_MUON_CHUNK=3 lm-train -m tiny --vocab 256 --context 64 -b 4 -n 3 -d d -j 1 \
@@ -74,4 +75,11 @@ case $err in *"group muon: 14 matrices"*" in 3 shapes (32x32 x8, 64x32 x4, 32x64
 	*) ok 1 "... and shows whole shapes: $err" ;; esac
 cmp -s c0/step-00000003.safetensors c3/step-00000003.safetensors
 ok $? "... and its checkpoint equals one call a shape's byte for byte"
+
+# LMPIPE_MUON_MERGE=0: 64x32 and 32x64 in sets of their own; the same run
+run env LMPIPE_MUON_MERGE=0 lm-train -m tiny --vocab 256 --context 64 -b 4 -n 3 -d d -j 1 \
+	--optimizer muon -o m0
+is "$rc" 0 "LMPIPE_MUON_MERGE=0 runs ($err)"
+cmp -s c0/step-00000003.safetensors m0/step-00000003.safetensors
+ok $? "... and its checkpoint equals the merged sets' byte for byte"
 done_testing

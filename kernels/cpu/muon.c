@@ -83,27 +83,30 @@ void muon_ns_cpu(float *out, const float *u, int rows, int cols, int steps, floa
 	}
 }
 
-void muon_step_cpu(float *p, const float *g, float *buf, const size_t *offs, int count, int rows,
-		   int cols, const muon_hparams *h, float grad_scale, float *ws)
+void muon_step_cpu(float *p, const float *g, float *buf, const size_t *offs, int count, int n_tr,
+		   int rows, int cols, const muon_hparams *h, float grad_scale, float *ws)
 {
 	size_t n = (size_t)rows * cols, per = per_matrix(rows, cols);
 	float lr = h->dev ? (float)h->dev[MUON_DEV_LR] : h->lr;
 	float mu = h->dev ? (float)h->dev[MUON_DEV_MOMENTUM] : h->momentum, w = 1.0f - mu;
 	float decay = 1.0f - lr * h->weight_decay;
 	float step = (float)(lr * muon_adjust(h->scale, rows, cols));
+	float step_tr = (float)(lr * muon_adjust(h->scale, cols, rows));
 #pragma omp parallel for schedule(dynamic, 1)
 	for (int i = 0; i < count; i++) {
 		float *pi = p + offs[i], *bi = buf + offs[i], *wi = ws + (size_t)i * per;
 		const float *gi = g + offs[i];
 		float *u = wi + ns_floats(rows, cols);
+		int tr = i >= count - n_tr; /* this one is cols x rows */
 		for (size_t j = 0; j < n; j++) {
 			float gj = gi[j] * grad_scale;
 			float bj = lerp(bi[j], gj, w);
 			bi[j] = bj;
 			u[j] = h->nesterov ? lerp(gj, bj, mu) : bj;
 		}
-		muon_ns_cpu(u, u, rows, cols, h->ns_steps, wi);
+		muon_ns_cpu(u, u, tr ? cols : rows, tr ? rows : cols, h->ns_steps, wi);
+		float si = tr ? step_tr : step;
 		for (size_t j = 0; j < n; j++)
-			pi[j] = pi[j] * decay - step * u[j];
+			pi[j] = pi[j] * decay - si * u[j];
 	}
 }

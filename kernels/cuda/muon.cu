@@ -31,6 +31,13 @@
 // update pass over u in order instead of writing and reading it a column
 // apart.
 //
+// A set may hold a shape and its transpose (muon.h's n_tr: gate/up's
+// 1344 x 512 and down's 512 x 1344 in ts), one batch of the same m x k X.
+// Its layout is the one most of its matrices have untransposed (column-
+// major X for tall ones, X^T for wide ones, with cuBLASLt; X^T always
+// without); the others are flipped by prep and the update through 32 x 32
+// tiles in shared memory, so that both passes stay coalesced.
+//
 // Row-major X [m, k] is column-major X^T (k x m, ld k):
 //   A = X X^T      -> A (m x m) = (X^T)^T X^T:      gemm(T, N, m, m, k)
 //   B = c A A + bB -> B = A first, then             gemm(N, N, m, m, m)
@@ -86,10 +93,13 @@ namespace {
 
 // Blocks per matrix of the prep kernel: enough warps in flight for the
 // largest shapes' passes over the fp32 gradient and momentum.
-enum { NORM_BLOCKS = 128, RED_THREADS = 256 };
+enum { NORM_BLOCKS = 128, RED_THREADS = 256, TILE = 32 };
 
+// A set: count matrices, the first count - n_tr of rows x cols, the rest
+// cols x rows; m x k their X; lay 1 when X is held column-major (a tall
+// matrix's own layout), 0 when as row-major X (a wide one's).
 struct dims {
-	int rows, cols, m, k, tr;
+	int rows, cols, m, k, tr, n_tr, lay;
 	size_t n;
 };
 
@@ -102,7 +112,25 @@ dims shape(int rows, int cols)
 	d.m = d.tr ? cols : rows;
 	d.k = d.tr ? rows : cols;
 	d.n = (size_t)rows * cols;
+	d.n_tr = 0;
+	d.lay = 0;
 	return d;
+}
+
+// Matrix i of the set: r x c as stored (row-major), and whether X holds
+// it transposed (flip).
+struct mat {
+	int r, c, flip, other;
+};
+
+__device__ __forceinline__ mat mat_of(const dims &d, int i)
+{
+	mat q;
+	q.other = i >= (int)gridDim.y - d.n_tr;
+	q.r = q.other ? d.cols : d.rows;
+	q.c = q.other ? d.rows : d.cols;
+	q.flip = (q.r > q.c) != d.lay;
+	return q;
 }
 
 // The workspace: X, Y (count m x k each), A, B (count m x m), then the
@@ -146,54 +174,123 @@ __device__ __forceinline__ bf16 prep_one(const float *g, float *buf, size_t k, f
 	return to_bf16(nesterov ? lerp(gj, bj, mu) : bj);
 }
 
+// Four bf16 as one 8-byte store or load (the set's X: matrices of n, n a
+// multiple of 4, so 8-byte aligned).
+__device__ __forceinline__ void store4(bf16 *x, bf16 a, bf16 b, bf16 c, bf16 d)
+{
+	__nv_bfloat162 lo = __halves2bfloat162(a, b), hi = __halves2bfloat162(c, d);
+	uint2 v;
+	v.x = *(unsigned *)&lo;
+	v.y = *(unsigned *)&hi;
+	*(uint2 *)x = v;
+}
+
+__device__ __forceinline__ float4 load4(const bf16 *x)
+{
+	uint2 v = *(const uint2 *)x;
+	__nv_bfloat162 lo = *(__nv_bfloat162 *)&v.x, hi = *(__nv_bfloat162 *)&v.y;
+	return make_float4(__low2float(lo), __high2float(lo), __low2float(hi), __high2float(hi));
+}
+
 __global__ void prep_kernel(bf16 *x, float *part, const float *g, float *buf, const size_t *offs,
 			    dims d, float mu, int nesterov, const float *grad_scale, const double *dev)
 {
 	__shared__ double sh[RED_THREADS];
+	__shared__ float tile[TILE][TILE + 1];
 	int i = blockIdx.y;
+	mat q = mat_of(d, i);
 	size_t o = offs[i];
 	if (dev)
 		mu = (float)dev[MUON_DEV_MOMENTUM];
 	float s = *grad_scale, w = __fsub_rn(1.0f, mu);
 	bf16 *xi = x + (size_t)i * d.n;
 	double ss = 0;
-	size_t j0 = blockIdx.x * (size_t)blockDim.x + threadIdx.x, dj = (size_t)gridDim.x * blockDim.x;
-	// (the transposed loop apart: the plain one then does no division)
-	if (d.tr)
-		for (size_t j = j0; j < d.n; j += dj) {
-			bf16 u = prep_one(g, buf, o + j, s, w, mu, nesterov);
-			xi[j % d.cols * d.rows + j / d.cols] = u;
-			float uf = __bfloat162float(u);
-			ss += (double)uf * uf;
+	if (q.flip) { // tiles: read along u's rows, write along X's
+		int tx = threadIdx.x % TILE, ty = threadIdx.x / TILE, dy = blockDim.x / TILE;
+		int tc = (q.c + TILE - 1) / TILE, nt = tc * ((q.r + TILE - 1) / TILE);
+		for (int t = blockIdx.x; t < nt; t += gridDim.x) {
+			int r0 = t / tc * TILE, c0 = t % tc * TILE;
+			for (int y = ty; y < TILE; y += dy) {
+				int row = r0 + y, col = c0 + tx;
+				float uf = 0;
+				if (row < q.r && col < q.c) {
+					bf16 u = prep_one(g, buf, o + (size_t)row * q.c + col, s, w, mu,
+							  nesterov);
+					uf = __bfloat162float(u);
+					ss += (double)uf * uf;
+				}
+				tile[y][tx] = uf;
+			}
+			__syncthreads();
+			for (int y = ty; y < TILE; y += dy) {
+				int row = r0 + tx, col = c0 + y;
+				if (row < q.r && col < q.c)
+					xi[(size_t)col * q.r + row] = to_bf16(tile[tx][y]);
+			}
+			__syncthreads();
 		}
-	else
-		for (size_t j = j0; j < d.n; j += dj) {
+	} else if (o % 4 == 0 && d.n % 4 == 0) { // four elements a thread, 16-byte accesses
+		const float4 *g4 = (const float4 *)(g + o);
+		float4 *b4 = (float4 *)(buf + o);
+		for (size_t j = blockIdx.x * (size_t)blockDim.x + threadIdx.x; j < d.n / 4;
+		     j += (size_t)gridDim.x * blockDim.x) {
+			float4 gv = g4[j], bv = b4[j];
+			float ge[4] = { gv.x, gv.y, gv.z, gv.w }, be[4] = { bv.x, bv.y, bv.z, bv.w };
+			bf16 u[4];
+			for (int e = 0; e < 4; e++) {
+				float gj = ge[e] * s;
+				be[e] = lerp(be[e], gj, w);
+				u[e] = to_bf16(nesterov ? lerp(gj, be[e], mu) : be[e]);
+				float uf = __bfloat162float(u[e]);
+				ss += (double)uf * uf;
+			}
+			b4[j] = make_float4(be[0], be[1], be[2], be[3]);
+			store4(xi + 4 * j, u[0], u[1], u[2], u[3]);
+		}
+	} else {
+		for (size_t j = blockIdx.x * (size_t)blockDim.x + threadIdx.x; j < d.n;
+		     j += (size_t)gridDim.x * blockDim.x) {
 			bf16 u = prep_one(g, buf, o + j, s, w, mu, nesterov);
 			xi[j] = u;
 			float uf = __bfloat162float(u);
 			ss += (double)uf * uf;
 		}
+	}
 	ss = block_sum(ss, sh);
 	if (threadIdx.x == 0)
 		part[i * NORM_BLOCKS + blockIdx.x] = (float)ss;
 }
 
+// X / max(|X|_F, eps), the norm from prep's partial sums (a warp's, in a
+// fixed order), eight elements a thread where n allows.
 __global__ void scale_kernel(bf16 *x, const float *part, size_t n)
 {
 	__shared__ float norm;
 	int i = blockIdx.y;
-	if (threadIdx.x == 0) {
+	if (threadIdx.x < 32) {
 		float ss = 0;
-		for (int b = 0; b < NORM_BLOCKS; b++)
+		for (int b = threadIdx.x; b < NORM_BLOCKS; b += 32)
 			ss += part[i * NORM_BLOCKS + b];
-		float nb = __bfloat162float(to_bf16(sqrtf(ss)));
-		norm = fmaxf(nb, MUON_EPS);
+		ss = warp_sum(ss);
+		if (threadIdx.x == 0)
+			norm = fmaxf(__bfloat162float(to_bf16(sqrtf(ss))), MUON_EPS);
 	}
 	__syncthreads();
+	float nv = norm;
 	bf16 *xi = x + (size_t)i * n;
-	for (size_t j = blockIdx.x * (size_t)blockDim.x + threadIdx.x; j < n;
-	     j += (size_t)gridDim.x * blockDim.x)
-		xi[j] = to_bf16(__bfloat162float(xi[j]) / norm);
+	size_t j0 = blockIdx.x * (size_t)blockDim.x + threadIdx.x, dj = (size_t)gridDim.x * blockDim.x;
+	if (n % 8 == 0)
+		for (size_t j = j0; j < n / 8; j += dj) {
+			uint4 v = ((uint4 *)xi)[j];
+			__nv_bfloat162 *h2 = (__nv_bfloat162 *)&v;
+			for (int e = 0; e < 4; e++)
+				h2[e] = __halves2bfloat162(to_bf16(__low2float(h2[e]) / nv),
+							   to_bf16(__high2float(h2[e]) / nv));
+			((uint4 *)xi)[j] = v;
+		}
+	else
+		for (size_t j = j0; j < n; j += dj)
+			xi[j] = to_bf16(__bfloat162float(xi[j]) / nv);
 }
 
 // One element's decayed, stepped master weight and its bf16 copy.
@@ -207,26 +304,65 @@ __device__ __forceinline__ void apply_one(float *p, bf16 *p_act, size_t k, float
 }
 
 // decay and step from dev (muon.h) when given, as the host computes them
-// (no fused multiply-adds), for the same bits.
+// (no fused multiply-adds), for the same bits; step and adjust are a
+// rows x cols matrix's, step_tr and adjust_tr a cols x rows one's.
 __global__ void apply_kernel(float *p, bf16 *p_act, const bf16 *x, const size_t *offs, dims d,
-			     float decay, float step, const double *dev, float wd, double adjust)
+			     float decay, float step, float step_tr, const double *dev, float wd,
+			     double adjust, double adjust_tr)
 {
+	__shared__ float tile[TILE][TILE + 1];
+	int i = blockIdx.y;
+	mat q = mat_of(d, i);
+	if (q.other) {
+		step = step_tr;
+		adjust = adjust_tr;
+	}
 	if (dev) {
 		float lr = (float)dev[MUON_DEV_LR];
 		decay = __fsub_rn(1.0f, __fmul_rn(lr, wd));
 		step = (float)__dmul_rn((double)lr, adjust);
 	}
-	int i = blockIdx.y;
 	size_t o = offs[i];
 	const bf16 *xi = x + (size_t)i * d.n;
-	size_t j0 = blockIdx.x * (size_t)blockDim.x + threadIdx.x, dj = (size_t)gridDim.x * blockDim.x;
-	if (d.tr)
-		for (size_t j = j0; j < d.n; j += dj)
-			apply_one(p, p_act, o + j, decay, step,
-				  __bfloat162float(xi[j % d.cols * d.rows + j / d.cols]));
-	else
-		for (size_t j = j0; j < d.n; j += dj)
+	if (q.flip) { // tiles: read along X's rows, write along the matrix's
+		int tx = threadIdx.x % TILE, ty = threadIdx.x / TILE, dy = blockDim.x / TILE;
+		int tc = (q.c + TILE - 1) / TILE, nt = tc * ((q.r + TILE - 1) / TILE);
+		for (int t = blockIdx.x; t < nt; t += gridDim.x) {
+			int r0 = t / tc * TILE, c0 = t % tc * TILE;
+			for (int y = ty; y < TILE; y += dy) {
+				int row = r0 + tx, col = c0 + y;
+				tile[tx][y] = row < q.r && col < q.c
+						      ? __bfloat162float(xi[(size_t)col * q.r + row])
+						      : 0.0f;
+			}
+			__syncthreads();
+			for (int y = ty; y < TILE; y += dy) {
+				int row = r0 + y, col = c0 + tx;
+				if (row < q.r && col < q.c)
+					apply_one(p, p_act, o + (size_t)row * q.c + col, decay, step,
+						  tile[y][tx]);
+			}
+			__syncthreads();
+		}
+	} else if (o % 4 == 0 && d.n % 4 == 0) { // four elements a thread, 16-byte accesses
+		float4 *p4 = (float4 *)(p + o);
+		for (size_t j = blockIdx.x * (size_t)blockDim.x + threadIdx.x; j < d.n / 4;
+		     j += (size_t)gridDim.x * blockDim.x) {
+			float4 pv = p4[j], uv = load4(xi + 4 * j);
+			pv.x = pv.x * decay - step * uv.x;
+			pv.y = pv.y * decay - step * uv.y;
+			pv.z = pv.z * decay - step * uv.z;
+			pv.w = pv.w * decay - step * uv.w;
+			p4[j] = pv;
+			if (p_act)
+				store4(p_act + o + 4 * j, to_bf16(pv.x), to_bf16(pv.y), to_bf16(pv.z),
+				       to_bf16(pv.w));
+		}
+	} else {
+		for (size_t j = blockIdx.x * (size_t)blockDim.x + threadIdx.x; j < d.n;
+		     j += (size_t)gridDim.x * blockDim.x)
 			apply_one(p, p_act, o + j, decay, step, __bfloat162float(xi[j]));
+	}
 }
 
 // C = alpha op(A) op(B) + beta C for each of count matrices, bf16, fp32
@@ -450,12 +586,15 @@ extern "C" size_t muon_workspace_cuda(int count, int rows, int cols)
 }
 
 extern "C" int muon_step_cuda(muon_cuda *mc, float *p, const float *g, float *buf, uint16_t *p_act,
-			      const size_t *offs, int count, int rows, int cols,
+			      const size_t *offs, int count, int n_tr, int rows, int cols,
 			      const muon_hparams *h, const float *grad_scale, void *ws)
 {
 	if (count < 1)
 		return 0;
+	if (n_tr < 0 || n_tr > count || (n_tr && rows == cols))
+		return -1;
 	dims d = shape(rows, cols);
+	d.n_tr = n_tr;
 	wsp w = layout(ws, count, d);
 	cudaStream_t st = mc->st;
 	cublasHandle_t hb = mc->h;
@@ -472,12 +611,14 @@ extern "C" int muon_step_cuda(muon_cuda *mc, float *p, const float *g, float *bu
 		hb = lane->h;
 		lt_ws = lane->lt_ws;
 	}
-	const lt_plan *pl = plan_for(mc, d.m, d.k, d.tr, count);
-	dims ds = d; // ds.tr: X is stored transposed (cuBLAS's products need X^T)
-	ds.tr = d.tr && !pl;
+	// X's layout: that of most of the matrices (ties: the tall ones'), with
+	// cuBLASLt; cuBLAS's products need X^T
+	int tall = d.tr ? count - n_tr : n_tr;
+	const lt_plan *pl = plan_for(mc, d.m, d.k, 2 * tall >= count, count);
+	d.lay = pl ? pl->tr : 0;
 	unsigned per = grid_for(d.n), cap = GRID_MAX / count ? GRID_MAX / count : 1;
 	dim3 norm_grid(NORM_BLOCKS, count), grid(per < cap ? per : cap, count);
-	prep_kernel<<<norm_grid, RED_THREADS, 0, st>>>(w.x, w.part, g, buf, offs, ds, h->momentum,
+	prep_kernel<<<norm_grid, RED_THREADS, 0, st>>>(w.x, w.part, g, buf, offs, d, h->momentum,
 							h->nesterov, grad_scale, h->dev);
 	scale_kernel<<<grid, BLOCK, 0, st>>>(w.x, w.part, d.n);
 	if (launched())
@@ -510,11 +651,11 @@ extern "C" int muon_step_cuda(muon_cuda *mc, float *p, const float *g, float *bu
 		x = y;
 		y = t;
 	}
-	double adjust = muon_adjust(h->scale, rows, cols);
+	double adjust = muon_adjust(h->scale, rows, cols), adjust_tr = muon_adjust(h->scale, cols, rows);
 	float decay = 1.0f - h->lr * h->weight_decay;
-	float step = (float)(h->lr * adjust);
-	apply_kernel<<<grid, BLOCK, 0, st>>>(p, (bf16 *)p_act, x, offs, ds, decay, step, h->dev,
-					     h->weight_decay, adjust);
+	float step = (float)(h->lr * adjust), step_tr = (float)(h->lr * adjust_tr);
+	apply_kernel<<<grid, BLOCK, 0, st>>>(p, (bf16 *)p_act, x, offs, d, decay, step, step_tr,
+					     h->dev, h->weight_decay, adjust, adjust_tr);
 	if (launched())
 		return -1;
 	return lane && cudaEventRecord(lane->done, lane->st) != cudaSuccess ? -1 : 0;

@@ -294,14 +294,15 @@ struct lm_backend {
 			   void *p_act, size_t n, const adamw_hparams *h, const float *grad_scale);
 	/* One Muon step (kernels/muon.h) on count matrices of one shape, matrix
 	 * i at offs[i] floats into p, g and buf (offs: count size_t in the
-	 * backend's memory), gradients times *grad_scale; p_act, when not NULL,
+	 * backend's memory), the last n_tr of them of the transposed shape
+	 * cols x rows, gradients times *grad_scale; p_act, when not NULL,
 	 * is the act-type copy of p (same offsets) that receives the new
 	 * weights.  ws: muon_workspace(count, rows, cols) bytes of backend
 	 * memory.  fp32 on the CPU, bf16 Newton-Schulz batched on CUDA. */
 	size_t (*muon_workspace)(lm_backend *be, int count, int rows, int cols);
 	void (*muon_step)(lm_backend *be, float *p, const float *g, float *buf, void *p_act,
-			  const size_t *offs, int count, int rows, int cols, const muon_hparams *h,
-			  const float *grad_scale, void *ws);
+			  const size_t *offs, int count, int n_tr, int rows, int cols,
+			  const muon_hparams *h, const float *grad_scale, void *ws);
 	/* Optional (NULL: steps are done when muon_step returns to the op
 	 * order): the Muon steps since the last join may run side by side
 	 * (CUDA: a stream each), each with its own ws; ops after muon_join see

@@ -470,10 +470,10 @@ static size_t cpu_muon_workspace(lm_backend *be, int count, int rows, int cols)
 }
 
 static void cpu_muon_step(lm_backend *be, float *p, const float *g, float *buf, void *p_act,
-			  const size_t *offs, int count, int rows, int cols, const muon_hparams *h,
-			  const float *grad_scale, void *ws)
+			  const size_t *offs, int count, int n_tr, int rows, int cols,
+			  const muon_hparams *h, const float *grad_scale, void *ws)
 {
-	muon_step_cpu(p, g, buf, offs, count, rows, cols, h, *grad_scale, ws);
+	muon_step_cpu(p, g, buf, offs, count, n_tr, rows, cols, h, *grad_scale, ws);
 	if (p_act && p_act != p)
 		for (int i = 0; i < count; i++)
 			cpu_copy(be, (float *)p_act + offs[i], p + offs[i],

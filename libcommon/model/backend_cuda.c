@@ -819,15 +819,16 @@ static size_t cu_muon_workspace(lm_backend *be, int count, int rows, int cols)
 }
 
 static void cu_muon_step(lm_backend *be, float *p, const float *g, float *buf, void *p_act,
-			 const size_t *offs, int count, int rows, int cols, const muon_hparams *h,
-			 const float *grad_scale, void *ws)
+			 const size_t *offs, int count, int n_tr, int rows, int cols,
+			 const muon_hparams *h, const float *grad_scale, void *ws)
 {
 	cuda_ctx *c = CTX(be);
 	if (!c->muon && !(c->muon = muon_cuda_new(c->st))) {
 		backend_fail(be, "CUDA Muon: no cuBLAS handle");
 		return;
 	}
-	check(be, muon_step_cuda(c->muon, p, g, buf, p_act, offs, count, rows, cols, h, grad_scale, ws),
+	check(be, muon_step_cuda(c->muon, p, g, buf, p_act, offs, count, n_tr, rows, cols, h,
+			     grad_scale, ws),
 	      "Muon");
 }
 

@@ -32,22 +32,31 @@ int optim_config_check(const optim_config *c, lm_err *e)
 	return 0;
 }
 
-/* The most matrices of one Muon call: LMPIPE_MUON_CHUNK, or 0 (all of a
- * shape in one call).  Smaller calls give the backend more of them to run
- * side by side (muon_join). */
-static int muon_chunk(void)
+/* An integer from the environment variable name, or def. */
+static int env_int(const char *name, int def)
 {
-	const char *v = getenv("LMPIPE_MUON_CHUNK");
-	int n = v && *v ? atoi(v) : 0;
-	return n > 0 ? n : 0;
+	const char *v = getenv(name);
+	return v && *v ? atoi(v) : def;
 }
 
-/* The Muon group: the blocks' matrices, one set per shape (or per chunk of
- * a shape's matrices), their offsets uploaded once. */
+/* The shape of tensor t is rows x cols, or (tr) cols x rows. */
+static int shape_is(const model_tensor *t, int rows, int cols, int tr)
+{
+	return tr ? t->rows == cols && t->cols == rows : t->rows == rows && t->cols == cols;
+}
+
+/* The Muon group: the blocks' matrices, one set per shape and its
+ * transpose (gate/up's d_ff x d and down's d x d_ff share one
+ * Newton-Schulz batch: their X is the same m x k; LMPIPE_MUON_MERGE=0
+ * keeps them apart), the transposed ones last in the set; or per chunk of
+ * LMPIPE_MUON_CHUNK matrices (0: all of a set in one call; smaller calls
+ * give the backend more to run side by side, muon_join).  The offsets are
+ * uploaded once. */
 static int muon_groups(optim *o, model *m, lm_err *e)
 {
 	lm_backend *be = m->be;
-	int chunk = muon_chunk();
+	int chunk = env_int("LMPIPE_MUON_CHUNK", 0), merge = env_int("LMPIPE_MUON_MERGE", 1) != 0;
+	chunk = chunk > 0 ? chunk : 0;
 	size_t *host = malloc((size_t)o->n_tensors * sizeof *host);
 	o->sets = calloc((size_t)o->n_tensors, sizeof *o->sets);
 	if (!host || !o->sets) {
@@ -63,18 +72,26 @@ static int muon_groups(optim *o, model *m, lm_err *e)
 		const model_tensor *t = &o->tensors[i];
 		int seen = 0;
 		for (int s = 0; s < o->n_sets; s++)
-			seen |= o->sets[s].rows == t->rows && o->sets[s].cols == t->cols;
+			seen |= shape_is(t, o->sets[s].rows, o->sets[s].cols, 0) ||
+				(merge && shape_is(t, o->sets[s].rows, o->sets[s].cols, 1));
 		if (!o->is_muon[i] || seen)
 			continue;
-		int n = 0;
-		for (int j = i; j < o->n_tensors; j++)
-			if (o->is_muon[j] && o->tensors[j].rows == t->rows && o->tensors[j].cols == t->cols)
-				host[n++] = o->tensors[j].offset;
+		int n = 0, n_same = 0;
+		for (int tr = 0; tr < 1 + (merge && t->rows != t->cols); tr++) {
+			for (int j = i; j < o->n_tensors; j++)
+				if (o->is_muon[j] && shape_is(&o->tensors[j], t->rows, t->cols, tr))
+					host[n++] = o->tensors[j].offset;
+			if (!tr)
+				n_same = n;
+		}
 		for (int at = 0, each = chunk ? chunk : n; at < n; at += each) {
 			optim_muon_set *set = &o->sets[o->n_sets++];
 			set->rows = t->rows;
 			set->cols = t->cols;
 			set->count = n - at < each ? n - at : each;
+			int same = n_same - at; /* of this chunk, in t's shape */
+			same = same < 0 ? 0 : same > set->count ? set->count : same;
+			set->n_tr = set->count - same;
 			set->offs = be->alloc(be, (size_t)set->count * sizeof *host);
 			if (!set->offs)
 				break;
@@ -204,7 +221,7 @@ static void muon_step(optim *o, model *m)
 		for (int s = 0; s < o->n_sets; s++) {
 			const optim_muon_set *set = &o->sets[s];
 			be->muon_step(be, m->params, m->grads, o->m, p_act, set->offs, set->count,
-				      set->rows, set->cols, &h, &m->sc->grad_scale,
+				      set->n_tr, set->rows, set->cols, &h, &m->sc->grad_scale,
 				      (char *)o->muon_ws + set->ws_off);
 		}
 		if (be->muon_join && be->prof)
@@ -306,6 +323,36 @@ static void group_sizes(const optim *o, int muon, int *tensors, size_t *params)
 		}
 }
 
+/* The Muon group's distinct shapes in tensor order (whatever the sets):
+ * their number; the s-th one's rows and cols through muon_shape, which
+ * returns its count of matrices. */
+static int muon_shape(const optim *o, int s, int *rows, int *cols)
+{
+	for (int i = 0, k = 0; i < o->n_tensors; i++) {
+		const model_tensor *t = &o->tensors[i];
+		int first = o->is_muon[i], count = 0;
+		for (int j = 0; j < o->n_tensors; j++)
+			if (o->is_muon[j] && shape_is(&o->tensors[j], t->rows, t->cols, 0)) {
+				first &= j >= i;
+				count++;
+			}
+		if (first && k++ == s) {
+			*rows = t->rows;
+			*cols = t->cols;
+			return count;
+		}
+	}
+	return 0;
+}
+
+static int muon_shapes(const optim *o)
+{
+	int n = 0, r, c;
+	while (muon_shape(o, n, &r, &c))
+		n++;
+	return n;
+}
+
 #define APPEND(...)                                                    \
 	do {                                                           \
 		int k_ = snprintf(buf + len, n - len, __VA_ARGS__);    \
@@ -323,20 +370,12 @@ int optim_describe(const optim *o, char *buf, size_t n)
 	if (o->n_sets) {
 		const muon_config *u = &c->muon;
 		group_sizes(o, 1, &tensors, &params);
-		int shapes = 0; /* a shape's chunks are consecutive sets */
-		for (int s = 0; s < o->n_sets; s++)
-			shapes += !s || o->sets[s].rows != o->sets[s - 1].rows ||
-				  o->sets[s].cols != o->sets[s - 1].cols;
+		int shapes = muon_shapes(o);
 		APPEND("group muon: %d matrices (%zu parameters) in %d shape%s", tensors, params,
 		       shapes, shapes > 1 ? "s" : "");
-		for (int s = 0, first = 1; s < o->n_sets; s++) {
-			int count = o->sets[s].count;
-			while (s + 1 < o->n_sets && o->sets[s + 1].rows == o->sets[s].rows &&
-			       o->sets[s + 1].cols == o->sets[s].cols)
-				count += o->sets[++s].count;
-			APPEND("%s%dx%d x%d", first ? " (" : ", ", o->sets[s].rows, o->sets[s].cols,
-			       count);
-			first = 0;
+		for (int s = 0; s < shapes; s++) {
+			int rows, cols, count = muon_shape(o, s, &rows, &cols);
+			APPEND("%s%dx%d x%d", s ? ", " : " (", rows, cols, count);
 		}
 		APPEND("), lr %g, momentum %g", u->lr, u->momentum);
 		if (u->momentum_warmup > 0)

@@ -61,6 +61,7 @@ typedef struct optim_config {
 /* The Muon group's matrices of one shape (optimizer.c). */
 typedef struct optim_muon_set {
 	int rows, cols, count;
+	int n_tr;                    /* the last n_tr of them are cols x rows */
 	size_t *offs;                /* backend memory, count offsets */
 	size_t ws_off;               /* its part of muon_ws (bytes): the sets may run side
 				      * by side (backend.h muon_join) */

@@ -4,7 +4,8 @@
 # same byte-level shards and seed: 200 steps of a small model, the
 # validation loss within 3 % of the CPU run's at every evaluation (bf16
 # orthogonalisation is 1-2 % off fp32 per step, as torch's own is), also
-# with one matrix a batched call on 8 streams (LMPIPE_MUON_CHUNK=1); the
+# with one matrix a batched call on 8 streams (LMPIPE_MUON_CHUNK=1) and
+# with a shape and its transpose apart (LMPIPE_MUON_MERGE=0); the
 # loss falls; a CUDA Muon checkpoint resumes on the CPU; --profile has a
 # Muon row.  Needs a GPU.
 . "$(dirname "$0")/../lib.sh"
@@ -51,6 +52,15 @@ run train cuda g1 g1.jsonl
 unset LMPIPE_MUON_CHUNK LMPIPE_MUON_LANES
 is "$rc" 0 "CUDA Muon, one matrix a call on 8 streams, runs ($err)"
 within c.jsonl g1.jsonl
+ok $rc "... and its validation loss is within 3 % of the CPU run's at every evaluation ($msg)"
+
+# d_ff x d and d x d_ff in sets of their own (LMPIPE_MUON_MERGE=0; by
+# default one set, down's matrices flipped through tiles)
+export LMPIPE_MUON_MERGE=0
+run train cuda g0 g0.jsonl
+unset LMPIPE_MUON_MERGE
+is "$rc" 0 "CUDA Muon, shapes and their transposes apart, runs ($err)"
+within c.jsonl g0.jsonl
 ok $rc "... and its validation loss is within 3 % of the CPU run's at every evaluation ($msg)"
 
 mkdir gc && cp g/step-00000100.safetensors gc/ && ln -s step-00000100.safetensors gc/latest

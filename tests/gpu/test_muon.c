@@ -52,8 +52,10 @@ static double change_rel(const float *a, const float *b, const float *p0, const 
 	return r > 0 ? sqrt(d / r) : sqrt(d);
 }
 
-/* One step of count rows x cols matrices on both backends. */
-static void test_shape(int rows, int cols, int count, muon_scale scale)
+/* One step of count rows x cols matrices on both backends, the last n_tr
+ * of them cols x rows (the CPU's mixed set equals its calls per shape,
+ * tests/unit/test_muon.c). */
+static void test_set(int rows, int cols, int count, int n_tr, muon_scale scale)
 {
 	size_t n = (size_t)rows * cols, total = GAP + (size_t)count * (n + GAP);
 	size_t *offs = malloc(count * sizeof *offs);
@@ -81,10 +83,11 @@ static void test_shape(int rows, int cols, int count, muon_scale scale)
 		void *pa = s ? x->alloc(x, total * lm_dtype_size(x->act)) : NULL;
 		if (pa) /* the compute copy of the weights before the step: the gaps keep it */
 			x->to_act(x, pa, dp, total);
-		x->muon_step(x, dp, dg, db, pa, doffs, count, rows, cols, &h, dsc, ws);
+		x->muon_step(x, dp, dg, db, pa, doffs, count, n_tr, rows, cols, &h, dsc, ws);
 		lm_err e;
 		if (x->sync(x, &e)) {
-			ok(0, "%s Muon %dx%d x%d runs: %s", x->name, rows, cols, count, e.msg);
+			ok(0, "%s Muon %dx%d x%d (%d transposed) runs: %s", x->name, rows, cols, count,
+			   n_tr, e.msg);
 			return;
 		}
 		res_p[s] = down(x, dp, total * sizeof *p);
@@ -102,16 +105,17 @@ static void test_shape(int rows, int cols, int count, muon_scale scale)
 	}
 	const char *sn = scale == MUON_SCALE_ORIGINAL ? "original" : "match_rms_adamw";
 	double dp = change_rel(res_p[1], res_p[0], p, offs, count, n);
-	ok(dp <= TOL_BF16, "Muon %dx%d x%d %s: parameter change rel %.3g (tol %.3g)", rows, cols,
-	   count, sn, dp, TOL_BF16);
+	ok(dp <= TOL_BF16, "Muon %dx%d x%d (%d transposed) %s: parameter change rel %.3g (tol %.3g)",
+	   rows, cols, count, n_tr, sn, dp, TOL_BF16);
 	gpu_err eb = gpu_compare(res_b[1], res_b[0], total);
 	ok(eb.rel <= TOL_BUF, "Muon %dx%d x%d: momentum buffers rel %.3g", rows, cols, count, eb.rel);
 	gpu_err ea = gpu_compare(act, res_p[1], total);
 	int gaps = 1;
 	for (int i = 0; i < count; i++)
 		gaps &= res_p[1][offs[i] - 1] == p[offs[i] - 1];
-	ok(ea.rel <= TOL_ACT && gaps, "Muon %dx%d x%d: the bf16 compute copy (rel %.3g), the gaps "
-	   "between matrices untouched", rows, cols, count, ea.rel);
+	gaps &= res_p[1][total - 1] == p[total - 1];
+	ok(ea.rel <= TOL_ACT && gaps, "Muon %dx%d x%d (%d transposed): the bf16 compute copy (rel "
+	   "%.3g), the gaps between matrices untouched", rows, cols, count, n_tr, ea.rel);
 	free(offs), free(p), free(g), free(b), free(act);
 	for (int s = 0; s < 2; s++)
 		free(res_p[s]), free(res_b[s]);
@@ -155,7 +159,7 @@ static void against_reference(void)
 				if (st_f32(&f, name, x, n))
 					break;
 				gpu->upload(gpu, dg, x, n * sizeof *x);
-				gpu->muon_step(gpu, dp, dg, db, NULL, doffs, 1, rows, cols, &h, dsc, ws);
+				gpu->muon_step(gpu, dp, dg, db, NULL, doffs, 1, 0, rows, cols, &h, dsc, ws);
 				float *got = down(gpu, dp, n * sizeof *x);
 				for (int prec = 0; prec < 2; prec++) {
 					snprintf(name, sizeof name, "%s.%s.%s.p%d", muon_ref_shapes[s].name,
@@ -194,13 +198,20 @@ int main(void)
 		ok(0, "the CUDA backend opens: %s", e.msg);
 		return done_testing();
 	}
-	test_shape(64, 64, 4, MUON_SCALE_ORIGINAL);
-	test_shape(48, 128, 3, MUON_SCALE_MATCH_RMS_ADAMW);
-	test_shape(192, 64, 2, MUON_SCALE_ORIGINAL);
-	test_shape(37, 53, 1, MUON_SCALE_ORIGINAL);
-	test_shape(512, 512, 16, MUON_SCALE_ORIGINAL);   /* ts: q, k, v, o of 4 layers */
-	test_shape(1344, 512, 8, MUON_SCALE_ORIGINAL);   /* ts: gate, up */
-	test_shape(512, 1344, 4, MUON_SCALE_MATCH_RMS_ADAMW); /* ts: down */
+	test_set(64, 64, 4, 0, MUON_SCALE_ORIGINAL);
+	test_set(48, 128, 3, 0, MUON_SCALE_MATCH_RMS_ADAMW);
+	test_set(192, 64, 2, 0, MUON_SCALE_ORIGINAL);
+	test_set(37, 53, 1, 0, MUON_SCALE_ORIGINAL);
+	test_set(512, 512, 16, 0, MUON_SCALE_ORIGINAL);   /* ts: q, k, v, o of 4 layers */
+	test_set(1344, 512, 8, 0, MUON_SCALE_ORIGINAL);   /* ts: gate, up */
+	test_set(512, 1344, 4, 0, MUON_SCALE_MATCH_RMS_ADAMW); /* ts: down */
+	/* a shape and its transpose in one set: X laid out as most of them
+	 * want, the others flipped through tiles (edges not a multiple of 32) */
+	test_set(1344, 512, 12, 4, MUON_SCALE_ORIGINAL);  /* ts merged: down flipped */
+	test_set(1344, 512, 12, 4, MUON_SCALE_MATCH_RMS_ADAMW);
+	test_set(128, 48, 5, 3, MUON_SCALE_ORIGINAL);     /* the tall ones flipped */
+	test_set(37, 70, 3, 1, MUON_SCALE_ORIGINAL);
+	test_set(70, 37, 3, 2, MUON_SCALE_MATCH_RMS_ADAMW);
 	against_reference();
 	cpu->close(cpu);
 	gpu->close(gpu);

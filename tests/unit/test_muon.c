@@ -152,8 +152,8 @@ static void against_reference(const st_file *f)
 				memcpy(g, gk, n * sizeof *g);
 				for (size_t i = 0; i < n; i++)
 					g2[gap + i] = g2[gap + n + i] = 2 * gk[i];
-				muon_step_cpu(p, g, buf, one, 1, rows, cols, &h, 1.0f, ws);
-				muon_step_cpu(p2, g2, buf2, two, 2, rows, cols, &h, 0.5f, ws);
+				muon_step_cpu(p, g, buf, one, 1, 0, rows, cols, &h, 1.0f, ws);
+				muon_step_cpu(p2, g2, buf2, two, 2, 0, rows, cols, &h, 0.5f, ws);
 				double d = muon_rel(p, pk, n), db = muon_rel(buf, bk, n);
 				double d2 = fmax(muon_rel(p2 + gap, pk, n), muon_rel(p2 + gap + n, pk, n));
 				worst = fmax(worst, d);
@@ -173,6 +173,36 @@ static void against_reference(const st_file *f)
 	}
 }
 
+/* A set of a shape and its transpose (muon.h's n_tr): two 48x16 matrices
+ * and one 16x48 in one call equal the two shapes' calls, bit for bit, under
+ * both scales (the transposed one's adjust is its own). */
+static void transposed_in_set(void)
+{
+	enum { R = 48, C = 16, N = R * C, GAPS = 3 };
+	size_t offs[3] = { GAPS, N + 2 * GAPS, 2 * N + 3 * GAPS }, size = 3 * N + 4 * GAPS;
+	float *p = calloc(size, sizeof *p), *g = calloc(size, sizeof *g), *b = calloc(size, sizeof *b);
+	float *p2 = calloc(size, sizeof *p2), *b2 = calloc(size, sizeof *b2);
+	float *ws = malloc(muon_workspace_cpu(3, R, C) * sizeof *ws);
+	uint64_t st = 20261202;
+	for (int sc = 0; sc < 2; sc++) {
+		for (size_t i = 0; i < size; i++) {
+			st = st * 6364136223846793005ull + 1442695040888963407ull;
+			g[i] = (float)((st >> 40) / 16777216.0 - 0.5);
+			p[i] = p2[i] = 0.01f * g[i];
+			b[i] = b2[i] = 0.5f * g[i];
+		}
+		muon_hparams h = { .lr = 0.02f, .momentum = 0.95f, .weight_decay = 0.1f, .nesterov = 1,
+				   .ns_steps = MUON_NS_STEPS, .scale = (muon_scale)sc };
+		muon_step_cpu(p, g, b, offs, 3, 1, R, C, &h, 0.5f, ws);
+		muon_step_cpu(p2, g, b2, offs, 2, 0, R, C, &h, 0.5f, ws);
+		muon_step_cpu(p2, g, b2, offs + 2, 1, 0, C, R, &h, 0.5f, ws);
+		ok(!memcmp(p, p2, size * sizeof *p) && !memcmp(b, b2, size * sizeof *b),
+		   "48x16 x2 and 16x48 x1 in one set (%s) equal the two shapes' calls bit for bit",
+		   sc ? "match_rms_adamw" : "original");
+	}
+	free(p); free(g); free(b); free(p2); free(b2); free(ws);
+}
+
 int main(void)
 {
 	near(muon_adjust(MUON_SCALE_ORIGINAL, 48, 16), sqrt(3.0), 1e-12, "original scale of 48x16: sqrt(3)");
@@ -180,6 +210,7 @@ int main(void)
 	near(muon_adjust(MUON_SCALE_MATCH_RMS_ADAMW, 16, 48), 0.2 * sqrt(48.0), 1e-12,
 	     "match_rms_adamw scale of 16x48: 0.2 sqrt(48)");
 	orthogonality();
+	transposed_in_set();
 	const char *root = getenv("LMPIPE_ROOT");
 	char path[4096];
 	snprintf(path, sizeof path, "%s/%s", root ? root : ".", MUON_REF_FILE);
