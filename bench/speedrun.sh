@@ -6,7 +6,7 @@
 # beside the PyTorch reference (bench/torch_speedrun.py: torch.compile, bf16,
 # fused AdamW; torch.optim.Muon on the blocks' matrices) in the same call
 # on the same tokens.  The issue's target: lmpipe Muon <= 1.415 validation
-# bits/byte within 6000 steps and 60 s of training, met (1.4135 in 56.5 s,
+# bits/byte within 6000 steps and 60 s of training, met (1.4131 in 57.0 s,
 # bench/lm-train-gpu-notes.md) by STEPS=5500 EVAL=1100 OPTS=muon
 # EXTRA="--schedule wsd --decay-frac 0.5 --decay-shape sqrt --lr-min-ratio 0 --lr 4e-3".
 #
