@@ -29,6 +29,9 @@
 #                (default "100000 4096 1024 256 64"; "" for none)
 #   BENCH_PRE    data.mk PRE values (default "1 0")
 #   BENCH_HF     0 to leave Hugging Face out (default: run it when importable)
+#   BENCH_REPS   runs of each -j (default 3), each from nothing: the line is the
+#                run of median total time's, runs_s lists every run's total,
+#                identical_to_j1 holds for all of them
 set -euo pipefail
 ROOT=${LMPIPE_ROOT:-$(cd "$(dirname "$0")/.." && pwd)}
 BIN=${LMPIPE_BIN:-$ROOT/bin}
@@ -38,6 +41,7 @@ PRES=${BENCH_PRE:-1 0}
 PAR_WORDS=${BENCH_PAR_WORDS-100000 4096 1024 256 64}
 VOCAB=${BENCH_VOCAB:-10000}
 PIECE=${BENCH_PIECE:-4Mi}
+REPS=${BENCH_REPS:-3}
 XZ=${BENCH_XZ:-$ROOT/.devdata/gutenberg_train.txt.xz}
 W=$(mktemp -d "${TMPDIR:-/tmp}/bench-data.XXXXXX")
 trap 'rm -rf "$W"' EXIT
@@ -74,20 +78,31 @@ best=""
 for pre in $PRES; do
 unset total1
 for j in $JOBS; do
-	out=$W/p${pre}j$j
-	child_cpu > "$W/c0"
-	t0=$(now)
-	LMPIPE_BPE_TIMES=1 make -s -f "$ROOT/pipelines/data.mk" -j "$j" BIN="$BIN" W="$out" INPUTS="$TEXT" VOCAB="$VOCAB" \
-		PIECE_BYTES="$PIECE" THREADS=1 MERGE_THREADS="$j" PRE="$pre" 2> "$out.log" ||
-		{ sed 's/^/data-pipeline.sh: /' "$out.log" >&2; exit 1; }
-	t1=$(now)
-	child_cpu > "$W/c1"
-	cpu=$(awk -v a="$(cat "$W/c0")" -v b="$(cat "$W/c1")" 'BEGIN { printf "%.3f", b - a }')
-	d=$(digest "$out")
-	[ -n "${d1:-}" ] || d1=$d
+	# REPS runs from nothing; the one of median total time is reported
+	runs="" same=1
+	for r in $(seq "$REPS"); do
+		ro=$W/p${pre}j${j}r$r
+		child_cpu > "$W/c0"
+		t0=$(now)
+		LMPIPE_BPE_TIMES=1 make -s -f "$ROOT/pipelines/data.mk" -j "$j" BIN="$BIN" W="$ro" INPUTS="$TEXT" \
+			VOCAB="$VOCAB" PIECE_BYTES="$PIECE" THREADS=1 MERGE_THREADS="$j" PRE="$pre" 2> "$ro.log" ||
+			{ sed 's/^/data-pipeline.sh: /' "$ro.log" >&2; exit 1; }
+		t1=$(now)
+		child_cpu > "$W/c1"
+		awk -v a="$(cat "$W/c0")" -v b="$(cat "$W/c1")" 'BEGIN { printf "%.3f", b - a }' > "$ro.cpu"
+		rd=$(digest "$ro")
+		[ -n "${d1:-}" ] || d1=$rd
+		[ "$rd" = "$d1" ] || same=0
+		runs="$runs $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", b - a }') $r"
+	done
+	mid=$(echo "$runs" | xargs -n 2 | sort -n | sed -n "$(( (REPS + 1) / 2 ))p" | cut -d' ' -f2)
+	out=$W/p${pre}j${j}r$mid
+	cpu=$(cat "$out.cpu")
+	runs_s=$(echo "$runs" | xargs -n 2 | cut -d' ' -f1 | paste -sd, -)
+	total=$(echo "$runs" | xargs -n 2 | awk -v m="$mid" '$2 == m { print $1 }')
+	for r in $(seq "$REPS"); do [ "$r" = "$mid" ] || rm -rf "$W/p${pre}j${j}r$r"; done
 	tokens=$(awk -F'\t' '!/^#/ { t += $4 } END { print t }' "$out/manifest.tsv")
 	pieces=$(wc -l < "$out/plan.tsv")
-	total=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", b - a }')
 	plan=$(stage_s plan "$out.log") counts=$(stage_s counts "$out.log")
 	tokenizer=$(stage_s tokenizer "$out.log") shards=$(stage_s shards "$out.log")
 	manifest=$(stage_s manifest "$out.log")
@@ -97,16 +112,16 @@ for j in $JOBS; do
 	[ -n "${total1:-}" ] || { total1=$total plan1=$plan counts1=$counts tokenizer1=$tokenizer \
 		shards1=$shards manifest1=$manifest load1=$load merges1=$merges; }
 	best=$(awk -v a="${best:-1e9}" -v b="$total" 'BEGIN { print (b < a ? b : a) }')
-	printf '{"bench":"data-pipeline","input":"%s","bytes":%s,"vocab":%s,"pieces":%s,"pre":%s,"jobs":%s,"cpu_s":%s,"plan_s":%s,"counts_s":%s,"tokenizer_s":%s,"load_s":%s,"setup_s":%s,"pairs_s":%s,"merges_s":%s,"write_s":%s,"shards_s":%s,"manifest_s":%s,"total_s":%s,"other_s":%s,"tokens":%s,"speedup_vs_j1":%s,"counts_speedup":%s,"tokenizer_speedup":%s,"load_speedup":%s,"merges_speedup":%s,"shards_speedup":%s,"manifest_speedup":%s,"identical_to_j1":%s}\n' \
+	printf '{"bench":"data-pipeline","input":"%s","bytes":%s,"vocab":%s,"pieces":%s,"pre":%s,"jobs":%s,"cpu_s":%s,"plan_s":%s,"counts_s":%s,"tokenizer_s":%s,"load_s":%s,"setup_s":%s,"pairs_s":%s,"merges_s":%s,"write_s":%s,"shards_s":%s,"manifest_s":%s,"total_s":%s,"runs_s":[%s],"other_s":%s,"tokens":%s,"speedup_vs_j1":%s,"counts_speedup":%s,"tokenizer_speedup":%s,"load_speedup":%s,"merges_speedup":%s,"shards_speedup":%s,"manifest_speedup":%s,"identical_to_j1":%s}\n' \
 		"$name" "$bytes" "$VOCAB" "$pieces" "$pre" "$j" "$cpu" "$plan" "$counts" "$tokenizer" "$load" "$setup" \
 		"$pairs" "$merges" "$write" "$shards" \
-		"$manifest" "$total" \
+		"$manifest" "$total" "$runs_s" \
 		"$(awk -v t="$total" -v p="$plan" -v a="$counts" -v b="$tokenizer" -v c="$shards" -v m="$manifest" \
 			'BEGIN { printf "%.3f", t - p - a - b - c - m }')" \
 		"$tokens" "$(ratio "$total1" "$total")" "$(ratio "$counts1" "$counts")" \
 		"$(ratio "$tokenizer1" "$tokenizer")" "$(ratio "$load1" "$load")" "$(ratio "$merges1" "$merges")" \
 		"$(ratio "$shards1" "$shards")" \
-		"$(ratio "$manifest1" "$manifest")" "$([ "$d" = "$d1" ] && echo true || echo false)"
+		"$(ratio "$manifest1" "$manifest")" "$([ "$same" = 1 ] && echo true || echo false)"
 	[ -z "${last:-}" ] || rm -rf "$last"
 	last=$out
 done
