@@ -164,14 +164,42 @@ __device__ __forceinline__ float lerp(float a, float b, float w)
 	return fabsf(w) < 0.5f ? a + w * (b - a) : b - (b - a) * (1.0f - w);
 }
 
-// One element's momentum (buf updated) and its bf16 update direction.
+// One element's momentum from its gradient g (b updated in place) and its
+// bf16 update direction.
+__device__ __forceinline__ bf16 prep_val(float g, float &b, float s, float w, float mu,
+					 int nesterov)
+{
+	float gj = g * s;
+	b = lerp(b, gj, w);
+	return to_bf16(nesterov ? lerp(gj, b, mu) : b);
+}
+
 __device__ __forceinline__ bf16 prep_one(const float *g, float *buf, size_t k, float s, float w,
 					 float mu, int nesterov)
 {
-	float gj = g[k] * s;
-	float bj = lerp(buf[k], gj, w);
+	float bj = buf[k];
+	bf16 u = prep_val(g[k], bj, s, w, mu, nesterov);
 	buf[k] = bj;
-	return to_bf16(nesterov ? lerp(gj, bj, mu) : bj);
+	return u;
+}
+
+// A flipped matrix's walk over r x c in TILE x TILE tiles: this thread's
+// column in a tile (tx), its first row (ty) and row step (dy); tiles of
+// the matrix (nt) and across a row of them (tc).  Tile t starts at row
+// t / tc * TILE, column t % tc * TILE.
+struct tiles {
+	int tx, ty, dy, tc, nt;
+};
+
+__device__ __forceinline__ tiles tiles_of(int r, int c)
+{
+	tiles w;
+	w.tx = threadIdx.x % TILE;
+	w.ty = threadIdx.x / TILE;
+	w.dy = blockDim.x / TILE;
+	w.tc = (c + TILE - 1) / TILE;
+	w.nt = w.tc * ((r + TILE - 1) / TILE);
+	return w;
 }
 
 // Four bf16 as one 8-byte store or load (the set's X: matrices of n, n a
@@ -206,11 +234,10 @@ __global__ void prep_kernel(bf16 *x, float *part, const float *g, float *buf, co
 	bf16 *xi = x + (size_t)i * d.n;
 	double ss = 0;
 	if (q.flip) { // tiles: read along u's rows, write along X's
-		int tx = threadIdx.x % TILE, ty = threadIdx.x / TILE, dy = blockDim.x / TILE;
-		int tc = (q.c + TILE - 1) / TILE, nt = tc * ((q.r + TILE - 1) / TILE);
-		for (int t = blockIdx.x; t < nt; t += gridDim.x) {
-			int r0 = t / tc * TILE, c0 = t % tc * TILE;
-			for (int y = ty; y < TILE; y += dy) {
+		tiles tw = tiles_of(q.r, q.c);
+		for (int t = blockIdx.x; t < tw.nt; t += gridDim.x) {
+			int r0 = t / tw.tc * TILE, c0 = t % tw.tc * TILE, tx = tw.tx;
+			for (int y = tw.ty; y < TILE; y += tw.dy) {
 				int row = r0 + y, col = c0 + tx;
 				float uf = 0;
 				if (row < q.r && col < q.c) {
@@ -222,7 +249,7 @@ __global__ void prep_kernel(bf16 *x, float *part, const float *g, float *buf, co
 				tile[y][tx] = uf;
 			}
 			__syncthreads();
-			for (int y = ty; y < TILE; y += dy) {
+			for (int y = tw.ty; y < TILE; y += tw.dy) {
 				int row = r0 + tx, col = c0 + y;
 				if (row < q.r && col < q.c)
 					xi[(size_t)col * q.r + row] = to_bf16(tile[tx][y]);
@@ -238,9 +265,7 @@ __global__ void prep_kernel(bf16 *x, float *part, const float *g, float *buf, co
 			float ge[4] = { gv.x, gv.y, gv.z, gv.w }, be[4] = { bv.x, bv.y, bv.z, bv.w };
 			bf16 u[4];
 			for (int e = 0; e < 4; e++) {
-				float gj = ge[e] * s;
-				be[e] = lerp(be[e], gj, w);
-				u[e] = to_bf16(nesterov ? lerp(gj, be[e], mu) : be[e]);
+				u[e] = prep_val(ge[e], be[e], s, w, mu, nesterov);
 				float uf = __bfloat162float(u[e]);
 				ss += (double)uf * uf;
 			}
@@ -267,9 +292,9 @@ __global__ void scale_kernel(bf16 *x, const float *part, size_t n)
 {
 	__shared__ float norm;
 	int i = blockIdx.y;
-	if (threadIdx.x < 32) {
+	if (threadIdx.x < WARP) {
 		float ss = 0;
-		for (int b = threadIdx.x; b < NORM_BLOCKS; b += 32)
+		for (int b = threadIdx.x; b < NORM_BLOCKS; b += WARP)
 			ss += part[i * NORM_BLOCKS + b];
 		ss = warp_sum(ss);
 		if (threadIdx.x == 0)
@@ -293,11 +318,17 @@ __global__ void scale_kernel(bf16 *x, const float *part, size_t n)
 			xi[j] = to_bf16(__bfloat162float(xi[j]) / nv);
 }
 
+// A decayed, stepped master weight.
+__device__ __forceinline__ float stepped(float p, float decay, float step, float u)
+{
+	return p * decay - step * u;
+}
+
 // One element's decayed, stepped master weight and its bf16 copy.
 __device__ __forceinline__ void apply_one(float *p, bf16 *p_act, size_t k, float decay, float step,
 					  float u)
 {
-	float pj = p[k] * decay - step * u;
+	float pj = stepped(p[k], decay, step, u);
 	p[k] = pj;
 	if (p_act)
 		p_act[k] = to_bf16(pj);
@@ -325,18 +356,17 @@ __global__ void apply_kernel(float *p, bf16 *p_act, const bf16 *x, const size_t 
 	size_t o = offs[i];
 	const bf16 *xi = x + (size_t)i * d.n;
 	if (q.flip) { // tiles: read along X's rows, write along the matrix's
-		int tx = threadIdx.x % TILE, ty = threadIdx.x / TILE, dy = blockDim.x / TILE;
-		int tc = (q.c + TILE - 1) / TILE, nt = tc * ((q.r + TILE - 1) / TILE);
-		for (int t = blockIdx.x; t < nt; t += gridDim.x) {
-			int r0 = t / tc * TILE, c0 = t % tc * TILE;
-			for (int y = ty; y < TILE; y += dy) {
+		tiles tw = tiles_of(q.r, q.c);
+		for (int t = blockIdx.x; t < tw.nt; t += gridDim.x) {
+			int r0 = t / tw.tc * TILE, c0 = t % tw.tc * TILE, tx = tw.tx;
+			for (int y = tw.ty; y < TILE; y += tw.dy) {
 				int row = r0 + tx, col = c0 + y;
 				tile[tx][y] = row < q.r && col < q.c
 						      ? __bfloat162float(xi[(size_t)col * q.r + row])
 						      : 0.0f;
 			}
 			__syncthreads();
-			for (int y = ty; y < TILE; y += dy) {
+			for (int y = tw.ty; y < TILE; y += tw.dy) {
 				int row = r0 + y, col = c0 + tx;
 				if (row < q.r && col < q.c)
 					apply_one(p, p_act, o + (size_t)row * q.c + col, decay, step,
@@ -349,10 +379,10 @@ __global__ void apply_kernel(float *p, bf16 *p_act, const bf16 *x, const size_t 
 		for (size_t j = blockIdx.x * (size_t)blockDim.x + threadIdx.x; j < d.n / 4;
 		     j += (size_t)gridDim.x * blockDim.x) {
 			float4 pv = p4[j], uv = load4(xi + 4 * j);
-			pv.x = pv.x * decay - step * uv.x;
-			pv.y = pv.y * decay - step * uv.y;
-			pv.z = pv.z * decay - step * uv.z;
-			pv.w = pv.w * decay - step * uv.w;
+			pv.x = stepped(pv.x, decay, step, uv.x);
+			pv.y = stepped(pv.y, decay, step, uv.y);
+			pv.z = stepped(pv.z, decay, step, uv.z);
+			pv.w = stepped(pv.w, decay, step, uv.w);
 			p4[j] = pv;
 			if (p_act)
 				store4(p_act + o + 4 * j, to_bf16(pv.x), to_bf16(pv.y), to_bf16(pv.z),

@@ -58,7 +58,8 @@ typedef struct optim_config {
 	muon_config muon;
 } optim_config;
 
-/* The Muon group's matrices of one shape (optimizer.c). */
+/* The Muon group's matrices of one shape, or of a shape and its transpose
+ * (optimizer.c). */
 typedef struct optim_muon_set {
 	int rows, cols, count;
 	int n_tr;                    /* the last n_tr of them are cols x rows */
