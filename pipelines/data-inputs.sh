@@ -9,30 +9,45 @@ export LC_ALL=C
 out=$1
 shift
 [ $# -gt 0 ] || { echo "data-inputs.sh: no INPUTS (files, globs or directories)" >&2; exit 2; }
-list=$(mktemp)
-trap 'rm -f "$list"' EXIT
+# (builtins where they do: make runs this as it reads data.mk, on the
+# pipeline's serial path, where each process started costs)
 abs() { case $1 in /*) printf '%s\n' "$1" ;; *) printf '%s\n' "$PWD/${1#./}" ;; esac; }
+add() { case $1 in /*) list+=("$1") ;; *) list+=("$PWD/${1#./}") ;; esac; }
 shopt -s nullglob
+list=()
 for w in "$@"; do
 	if [ -d "$w" ]; then
-		find "$w" -name '.*' -prune -o -type f -print | sort | while IFS= read -r f; do abs "$f"; done
+		mapfile -t -O ${#list[@]} list < <(find "$w" -name '.*' -prune -o -type f -print | sort |
+			while IFS= read -r f; do abs "$f"; done)
 	elif [[ $w == *[*?[]* ]]; then
 		m=($w)
 		[ ${#m[@]} -gt 0 ] || { echo "data-inputs.sh: $w: no file matches" >&2; exit 1; }
-		for f in "${m[@]}"; do abs "$f"; done
+		for f in "${m[@]}"; do add "$f"; done
 	else
-		abs "$w"
+		add "$w"
 	fi
-done > "$list"
-if grep -n '[[:space:]:#$%\\]' "$list" >&2; then
+done
+bad=0
+for i in "${!list[@]}"; do
+	if [[ ${list[i]} == *[[:space:]:#\$%\\]* ]]; then
+		printf '%d:%s\n' $((i + 1)) "${list[i]}" >&2
+		bad=1
+	fi
+done
+if [ $bad = 1 ]; then
 	echo "data-inputs.sh: the names above hold a blank, ':', '#', '\$', '%' or '\\'," \
 		"which make cannot take; rename or link them" >&2
 	exit 1
 fi
-while IFS= read -r f; do
+for f in "${list[@]}"; do
 	[ -e "$f" ] || { echo "data-inputs.sh: $f: no such file" >&2; exit 1; }
-done < "$list"
-[ -s "$list" ] || { echo "data-inputs.sh: no input files in: $*" >&2; exit 1; }
-mkdir -p "$(dirname "$out")"
-cmp -s "$list" "$out" 2>/dev/null || cp "$list" "$out"
-cat "$out"
+done
+[ ${#list[@]} -gt 0 ] || { echo "data-inputs.sh: no input files in: $*" >&2; exit 1; }
+text=$(printf '%s\n' "${list[@]}")
+old=
+[ -f "$out" ] && old=$(< "$out")
+if [ "$old" != "$text" ]; then
+	[ -d "${out%/*}" ] || mkdir -p "${out%/*}"
+	printf '%s\n' "$text" > "$out.tmp.$$" && mv "$out.tmp.$$" "$out"
+fi
+printf '%s\n' "$text"

@@ -209,10 +209,9 @@ endif
 
 $(W)/manifest.tsv: $(SHARDS) $(W)/plan.tsv
 	$(Q)t0=$(NOW); $(ROOT)/pipelines/data-manifest.sh all $(W) > $@.tmp && \
-	  awk -F'\t' '!/^#/ { p = "$(W)/" $$1; sub(/-[0-9]+\.lms$$/, "", p); \
-	  if (!seen[p]++) print ($$2 == "val" ? "--val " : "-d ") p }' $@.tmp > $(W)/lm-train.args && \
-	  mv $@.tmp $@ && $(call summary,manifest,$$(grep -vc '^#' $@) shards)
-	$(Q)awk -F'\t' '/^# total/ { printf "data.mk: total: %s %s, %s tokens, %s documents, %s bytes\n", \
+	  mv $(W)/lm-train.args.tmp $(W)/lm-train.args && mv $@.tmp $@ && \
+	  $(call summary,manifest,$$(grep -vc '^#' $@) shards) && \
+	  awk -F'\t' '/^# total/ { printf "data.mk: total: %s %s, %s tokens, %s documents, %s bytes\n", \
 	  $$2, $$3, $$4, $$5, $$6 }' $@ >&2
 
 # Every shard again: its size and header checksum against the manifest, then
