@@ -1,8 +1,10 @@
 // sample.cu: the device sampler (see kernels/sample.h): one block per
 // sequence, each thread a contiguous run of ids, the top-k and top-p
 // thresholds found by radix selection over the probabilities' float bits
-// (four passes of a 256-bin shared histogram), and the draw placed by a
-// block-wide prefix sum of integer masses in id order.
+// (four passes of a 256-bin shared histogram, two barriers each, the
+// first built beside the probabilities when no top-k cut comes before),
+// and the draw placed by one block-wide prefix sum of integer masses in id
+// order, which also gives the cut's mass.
 //
 // A block has 1024 threads when there are fewer sequences than SMs (a
 // decoding step at batch 1 waits on this kernel's serial passes), else
@@ -28,12 +30,47 @@ enum { CACHE_BYTES = 200 * 1024 };
 
 struct shared {
 	double d[MAX_WARPS];
-	float f[MAX_WARPS];
+	float f[MAX_WARPS], g[MAX_WARPS];
 	int i[MAX_WARPS];
-	long long ll[MAX_WARPS];
+	unsigned long long u[MAX_WARPS], v[MAX_WARPS];
 };
 
 __device__ __forceinline__ int n_warps() { return (int)(blockDim.x / WARP); }
+
+__device__ __forceinline__ void max_at(float *v, int *at, float v2, int a2)
+{
+	if (v2 > *v || (v2 == *v && a2 < *at)) {
+		*v = v2;
+		*at = a2;
+	}
+}
+
+// Over the block (every thread gets them): the largest *all, and the largest
+// *v with the lowest index *at holding it.
+__device__ void block_max_argmax(float *all, float *v, int *at, shared &sh)
+{
+	int w = threadIdx.x / WARP, l = threadIdx.x % WARP;
+	for (int o = WARP / 2; o > 0; o /= 2) {
+		*all = fmaxf(*all, __shfl_xor_sync(0xffffffffu, *all, o));
+		float v2 = __shfl_xor_sync(0xffffffffu, *v, o);
+		int a2 = __shfl_xor_sync(0xffffffffu, *at, o);
+		max_at(v, at, v2, a2);
+	}
+	__syncthreads();
+	if (l == 0) {
+		sh.f[w] = *all;
+		sh.g[w] = *v;
+		sh.i[w] = *at;
+	}
+	__syncthreads();
+	*all = sh.f[0];
+	*v = sh.g[0];
+	*at = sh.i[0];
+	for (int j = 1; j < n_warps(); j++) {
+		*all = fmaxf(*all, sh.f[j]);
+		max_at(v, at, sh.g[j], sh.i[j]);
+	}
+}
 
 __device__ double warp_sum_d(double x)
 {
@@ -42,63 +79,73 @@ __device__ double warp_sum_d(double x)
 	return x;
 }
 
-// The block's sum (every thread gets it); a fixed order of additions.
-__device__ double block_sum_d(double x, shared &sh)
+__device__ unsigned long long warp_sum_u(unsigned long long x)
 {
-	int w = threadIdx.x / WARP, l = threadIdx.x % WARP;
-	x = warp_sum_d(x);
-	__syncthreads();
-	if (l == 0)
-		sh.d[w] = x;
-	__syncthreads();
-	double s = l < n_warps() ? sh.d[l] : 0.0;
-	return warp_sum_d(s);
+	for (int o = WARP / 2; o > 0; o /= 2)
+		x += __shfl_xor_sync(0xffffffffu, x, o);
+	return x;
 }
 
-__device__ long long block_scan_ll(long long x, shared &sh)
+// The block's sums of x (a fixed order of additions), m and k, in one
+// reduction (every thread gets them).
+__device__ void block_sum3(double *x, unsigned long long *m, unsigned long long *k, shared &sh)
 {
 	int w = threadIdx.x / WARP, l = threadIdx.x % WARP;
-	long long inc = x;
-	for (int o = 1; o < WARP; o *= 2) {
-		long long y = __shfl_up_sync(0xffffffffu, inc, o);
-		if (l >= o)
-			inc += y;
-	}
-	__syncthreads();
-	if (l == WARP - 1)
-		sh.ll[w] = inc;
-	__syncthreads();
-	long long base = 0;
-	for (int j = 0; j < w; j++)
-		base += sh.ll[j];
-	return base + inc - x;
-}
-
-// The largest value (and lowest index holding it) over the block.
-__device__ void block_argmax(float *v, int *at, shared &sh)
-{
-	int w = threadIdx.x / WARP, l = threadIdx.x % WARP;
-	for (int o = WARP / 2; o > 0; o /= 2) {
-		float v2 = __shfl_xor_sync(0xffffffffu, *v, o);
-		int a2 = __shfl_xor_sync(0xffffffffu, *at, o);
-		if (v2 > *v || (v2 == *v && a2 < *at)) {
-			*v = v2;
-			*at = a2;
-		}
-	}
+	*x = warp_sum_d(*x);
+	*m = warp_sum_u(*m);
+	*k = warp_sum_u(*k);
 	__syncthreads();
 	if (l == 0) {
-		sh.f[w] = *v;
-		sh.i[w] = *at;
+		sh.d[w] = *x;
+		sh.u[w] = *m;
+		sh.v[w] = *k;
 	}
 	__syncthreads();
-	*v = sh.f[0];
-	*at = sh.i[0];
-	for (int j = 1; j < n_warps(); j++)
-		if (sh.f[j] > *v || (sh.f[j] == *v && sh.i[j] < *at)) {
-			*v = sh.f[j];
-			*at = sh.i[j];
+	bool in = l < n_warps();
+	*x = warp_sum_d(in ? sh.d[l] : 0.0);
+	*m = warp_sum_u(in ? sh.u[l] : 0ull);
+	*k = warp_sum_u(in ? sh.v[l] : 0ull);
+}
+
+// Exclusive prefix sums over the threads of a and b (*ea, *eb) and their
+// totals (*ta, *tb).
+__device__ void block_scan2(unsigned long long a, unsigned long long b, unsigned long long *ea,
+			    unsigned long long *eb, unsigned long long *ta, unsigned long long *tb,
+			    shared &sh)
+{
+	int w = threadIdx.x / WARP, l = threadIdx.x % WARP;
+	unsigned long long ia = a, ib = b;
+	for (int o = 1; o < WARP; o *= 2) {
+		unsigned long long ya = __shfl_up_sync(0xffffffffu, ia, o);
+		unsigned long long yb = __shfl_up_sync(0xffffffffu, ib, o);
+		if (l >= o) {
+			ia += ya;
+			ib += yb;
 		}
+	}
+	__syncthreads();
+	if (l == WARP - 1) {
+		sh.u[w] = ia;
+		sh.v[w] = ib;
+	}
+	__syncthreads();
+	// the warps' totals scanned by each warp's lanes
+	bool in = l < n_warps();
+	unsigned long long sa = in ? sh.u[l] : 0, sb = in ? sh.v[l] : 0;
+	for (int o = 1; o < WARP; o *= 2) {
+		unsigned long long ya = __shfl_up_sync(0xffffffffu, sa, o);
+		unsigned long long yb = __shfl_up_sync(0xffffffffu, sb, o);
+		if (l >= o) {
+			sa += ya;
+			sb += yb;
+		}
+	}
+	unsigned long long pa = __shfl_sync(0xffffffffu, sa, w > 0 ? w - 1 : 0);
+	unsigned long long pb = __shfl_sync(0xffffffffu, sb, w > 0 ? w - 1 : 0);
+	*ea = (w > 0 ? pa : 0) + ia - a;
+	*eb = (w > 0 ? pb : 0) + ib - b;
+	*ta = __shfl_sync(0xffffffffu, sa, WARP - 1);
+	*tb = __shfl_sync(0xffffffffu, sb, WARP - 1);
 }
 
 __device__ __forceinline__ unsigned fbits(float x) { return __float_as_uint(x); }
@@ -126,36 +173,6 @@ __device__ __forceinline__ float prob(const row_view &r, int j)
 	return r.pc ? r.pc[j] : expf((r.l[j] - r.mx) * r.inv_t);
 }
 
-__device__ unsigned long long warp_sum_u(unsigned long long x)
-{
-	for (int o = WARP / 2; o > 0; o /= 2)
-		x += __shfl_xor_sync(0xffffffffu, x, o);
-	return x;
-}
-
-__device__ unsigned long long block_sum_u(unsigned long long x, shared &sh)
-{
-	int w = threadIdx.x / WARP, l = threadIdx.x % WARP;
-	x = warp_sum_u(x);
-	__syncthreads();
-	if (l == 0)
-		sh.ll[w] = (long long)x;
-	__syncthreads();
-	unsigned long long s = l < n_warps() ? (unsigned long long)sh.ll[l] : 0;
-	return warp_sum_u(s);
-}
-
-// This thread's ties at c.tau before its first id (the rank of its first).
-__device__ unsigned long long tie_base(const row_view &r, cut c, shared &sh)
-{
-	long long n = 0;
-	for (int j = r.lo; j < r.hi; j++) {
-		float p = prob(r, j);
-		n += fbits(p) == c.tau && q_of(p) > 0;
-	}
-	return (unsigned long long)block_scan_ll(n, sh);
-}
-
 __device__ __forceinline__ bool in_cut(float p, unsigned long long *rank, cut c)
 {
 	unsigned pb = fbits(p);
@@ -164,22 +181,33 @@ __device__ __forceinline__ bool in_cut(float p, unsigned long long *rank, cut c)
 	return pb > c.tau || (*rank)++ < c.ties;
 }
 
-// The members' mass (and count) over the block.
-__device__ unsigned long long mass_of(const row_view &r, cut c, unsigned long long base,
-				      unsigned long long *count, shared &sh)
+// A cut's sums for this thread: the rank of its first tie at tau (base),
+// the members' mass before its ids (before) and in them (mine), and the
+// members' mass over the block.  Every tie at tau has the same p and so
+// the same q: the members' mass is the mass above tau and q(tau) for each
+// of the first `ties` ties, so one scan of (mass above tau, ties) gives
+// all of it.
+struct cut_sums {
+	unsigned long long base, before, mine, mass;
+};
+
+__device__ cut_sums cut_scan(const row_view &r, cut c, shared &sh)
 {
-	unsigned long long m = 0, k = 0, rank = base;
+	unsigned long long above = 0, at = 0;
 	for (int j = r.lo; j < r.hi; j++) {
 		float p = prob(r, j);
-		if (in_cut(p, &rank, c)) {
-			m += q_of(p);
-			k++;
-		}
+		unsigned long long q = q_of(p);
+		unsigned pb = fbits(p);
+		if (q && pb > c.tau)
+			above += q;
+		else if (q && pb == c.tau)
+			at++;
 	}
-	m = block_sum_u(m, sh);
-	if (count)
-		*count = block_sum_u(k, sh);
-	return m;
+	unsigned long long ea, eb, ta, tb;
+	block_scan2(above, at, &ea, &eb, &ta, &tb, sh);
+	unsigned long long qt = q_of(__uint_as_float(c.tau));
+	unsigned long long m0 = min(c.ties, eb), m1 = min(c.ties, eb + at);
+	return cut_sums{ eb, ea + qt * m0, above + qt * (m1 - m0), ta + qt * min(c.ties, tb) };
 }
 
 // A 64-bit bin of a histogram, as two words (low, high).
@@ -201,44 +229,66 @@ __device__ __forceinline__ unsigned long long bin_get(const bin64 *b)
 	return ((unsigned long long)b->hi << 32) | b->lo;
 }
 
+// A thread's neighbouring ids mostly share the high bits' bin: it adds
+// runs, not elements, so that few atomics contend for one bin.
+struct run_acc {
+	int bin;
+	unsigned long long run;
+};
+
+__device__ __forceinline__ void run_add(bin64 *h, run_acc *ra, int b, unsigned long long v)
+{
+	if (b != ra->bin) {
+		if (ra->bin >= 0)
+			bin_add(&h[ra->bin], ra->run);
+		ra->bin = b;
+		ra->run = 0;
+	}
+	ra->run += v;
+}
+
+__device__ __forceinline__ void run_end(bin64 *h, const run_acc *ra)
+{
+	if (ra->bin >= 0)
+		bin_add(&h[ra->bin], ra->run);
+}
+
+enum { BINS = 256 };
+
 // kernels/cpu/sample.c's radix_select over the block: a 256-bin histogram
 // per pass in shared memory (integer atomics: the same sums in any order).
+// hist holds two histograms, a pass's and the next one's, which it clears
+// (so a pass waits on two barriers, not four); hist[0 .. BINS) is zero on
+// entry and on return.  With built, the first pass's histogram is there
+// already (made beside the mass, for a cut of every q > 0).
 __device__ unsigned radix_select(const row_view &r, cut c, unsigned long long base,
-				 unsigned long long want, bool by_mass, unsigned long long *left,
-				 bin64 *hist, unsigned *pick)
+				 unsigned long long want, bool by_mass, bool built,
+				 unsigned long long *left, bin64 *hist, unsigned (*pick)[3])
 {
 	unsigned prefix = 0, mask = 0;
 	unsigned long long need = want;
-	for (int shift = 24; shift >= 0; shift -= 8) {
-		for (int b = threadIdx.x; b < 256; b += blockDim.x)
-			hist[b] = bin64{ 0, 0 };
-		__syncthreads();
-		// a thread's neighbouring ids mostly share the high bits' bin:
-		// add runs, not elements, so few atomics contend for one bin
-		unsigned long long rank = base, run = 0;
-		int bin = -1;
-		for (int j = r.lo; j < r.hi; j++) {
-			float p = prob(r, j);
-			if (!in_cut(p, &rank, c) || (fbits(p) & mask) != prefix)
-				continue;
-			int b = (fbits(p) >> shift) & 255;
-			if (b != bin) {
-				if (bin >= 0)
-					bin_add(&hist[bin], run);
-				bin = b;
-				run = 0;
+	for (int pass = 0; pass < 4; pass++) {
+		int shift = 24 - 8 * pass, cur = pass & 1;
+		bin64 *h = hist + cur * BINS, *next = hist + (cur ^ 1) * BINS;
+		for (int b = threadIdx.x; b < BINS; b += blockDim.x)
+			next[b] = bin64{ 0, 0 };
+		if (!(pass == 0 && built)) {
+			unsigned long long rank = base;
+			run_acc ra = { -1, 0 };
+			for (int j = r.lo; j < r.hi; j++) {
+				float p = prob(r, j);
+				if (in_cut(p, &rank, c) && (fbits(p) & mask) == prefix)
+					run_add(h, &ra, (fbits(p) >> shift) & 255, by_mass ? q_of(p) : 1ull);
 			}
-			run += by_mass ? q_of(p) : 1ull;
+			run_end(h, &ra);
+			__syncthreads();
 		}
-		if (bin >= 0)
-			bin_add(&hist[bin], run);
-		__syncthreads();
 		// warp 0 finds the bin: lane l holds bins 255 - 8l down to 248 - 8l
 		if (threadIdx.x < WARP) {
 			int l = threadIdx.x;
 			unsigned long long mine = 0;
 			for (int k = 0; k < 8; k++)
-				mine += bin_get(&hist[255 - 8 * l - k]);
+				mine += bin_get(&h[255 - 8 * l - k]);
 			unsigned long long inc = mine;
 			for (int o = 1; o < WARP; o *= 2) {
 				unsigned long long y = __shfl_up_sync(0xffffffffu, inc, o);
@@ -252,21 +302,21 @@ __device__ unsigned radix_select(const row_view &r, cut c, unsigned long long ba
 				int b = 255 - 8 * l;
 				for (int k = 0; k < 8; k++) {
 					b = 255 - 8 * l - k;
-					if (b == 0 || bin_get(&hist[b]) >= nd)
+					if (b == 0 || bin_get(&h[b]) >= nd)
 						break;
-					nd -= bin_get(&hist[b]);
+					nd -= bin_get(&h[b]);
 				}
-				pick[0] = (unsigned)b;
-				pick[1] = (unsigned)(nd >> 32);
-				pick[2] = (unsigned)nd;
+				pick[cur][0] = (unsigned)b;
+				pick[cur][1] = (unsigned)(nd >> 32);
+				pick[cur][2] = (unsigned)nd;
 			}
 		}
 		__syncthreads();
-		prefix |= pick[0] << shift;
+		prefix |= pick[cur][0] << shift;
 		mask |= 255u << shift;
-		need = ((unsigned long long)pick[1] << 32) | pick[2];
-		__syncthreads();
+		need = ((unsigned long long)pick[cur][1] << 32) | pick[cur][2];
 	}
+	// (the last pass cleared hist[0 .. BINS) before its barrier)
 	*left = need;
 	return prefix;
 }
@@ -280,14 +330,16 @@ __global__ void __launch_bounds__(NT) sample_kernel(int32_t *tok, float *lp, con
 	pdl_begin();
 	extern __shared__ float pc[];
 	__shared__ shared sh;
-	__shared__ bin64 hist[256];
-	__shared__ unsigned sel[3];
+	__shared__ bin64 hist[2 * BINS];
+	__shared__ unsigned sel[2][3];
 	__shared__ int pick;
 	int i = blockIdx.x;
 	const float *l = logits + (size_t)row[i] * V;
 	int n = a.limit > 0 && a.limit < V ? a.limit : V;
 	int per = (V + NT - 1) / NT | 1;
 	int lo = threadIdx.x * per, hi = min(V, lo + per);
+	for (int b = threadIdx.x; b < 2 * BINS; b += NT)
+		hist[b] = bin64{ 0, 0 };
 	// max over all, the drawable max and its lowest id, bad values, and
 	// the sum of exponentials (online: rescaled when the max grows).  The
 	// passes over the logits in global memory take ids THREADS apart, so a
@@ -312,9 +364,7 @@ __global__ void __launch_bounds__(NT) sample_kernel(int32_t *tok, float *lp, con
 	}
 	bad = __syncthreads_or(bad);
 	float mine_max = mxall;
-	int dummy = 0;
-	block_argmax(&mxall, &dummy, sh);
-	block_argmax(&mx, &am, sh);
+	block_max_argmax(&mxall, &mx, &am, sh);
 	if (bad || mx == -INFINITY) {
 		if (threadIdx.x == 0) {
 			tok[i] = -1;
@@ -322,56 +372,68 @@ __global__ void __launch_bounds__(NT) sample_kernel(int32_t *tok, float *lp, con
 		}
 		return;
 	}
-	se = block_sum_d(mine_max == -INFINITY ? 0.0 : se * (double)expf(mine_max - mxall), sh);
+	se = mine_max == -INFINITY ? 0.0 : se * (double)expf(mine_max - mxall);
 	int32_t t = am;
 	int32_t f = forced ? forced[i] : -1;
+	bool draw = !(f >= 0 && f < V) && a.temperature > 0;
+	row_view r = { l, NULL, lo, min(hi, n), mx, 1.0f / a.temperature };
+	if (r.hi < r.lo)
+		r.hi = r.lo;
+	// the probabilities (in shared memory when they fit), their mass and
+	// count, and for a nucleus of every q > 0 the first pass's histogram of
+	// the top-p selection, in one pass, summed with the exponentials
+	bool built = draw && a.top_k <= 0 && a.top_p < 1;
+	unsigned long long mass = 0, members = 0;
+	if (draw) {
+		run_acc ra = { -1, 0 };
+		for (int j = threadIdx.x; j < n; j += NT) {
+			float p = prob(r, j);
+			if (cache)
+				pc[j] = p;
+			unsigned long long q = q_of(p);
+			mass += q;
+			members += q > 0;
+			if (built && q)
+				run_add(hist, &ra, fbits(p) >> 24, q);
+		}
+		run_end(hist, &ra);
+		if (cache)
+			r.pc = pc;
+	}
+	block_sum3(&se, &mass, &members, sh);
 	if (f >= 0 && f < V) {
 		t = f;
-	} else if (a.temperature > 0) {
-		row_view r = { l, NULL, lo, min(hi, n), mx, 1.0f / a.temperature };
-		if (r.hi < r.lo)
-			r.hi = r.lo;
-		if (cache) {
-			// filled in coalesced order, read back in each thread's run
-			for (int j = threadIdx.x; j < n; j += NT)
-				pc[j] = prob(r, j);
-			__syncthreads();
-			r.pc = pc;
-		}
+	} else if (draw) {
 		cut c = { 0, 0 };
-		unsigned long long base = 0, members, left;
-		unsigned long long mass = mass_of(r, c, 0, &members, sh);
+		cut_sums cs = { 0, 0, 0, mass };
+		bool scanned = false;
 		if (a.top_k > 0 && (unsigned long long)a.top_k < members) {
-			unsigned tau = radix_select(r, c, 0, (unsigned long long)a.top_k, false, &left,
-						    hist, sel);
+			unsigned long long left;
+			unsigned tau = radix_select(r, c, 0, (unsigned long long)a.top_k, false, false,
+						    &left, hist, sel);
 			c = cut{ tau, left };
-			base = tie_base(r, c, sh);
-			mass = mass_of(r, c, base, NULL, sh);
+			cs = cut_scan(r, c, sh);
+			scanned = true;
 		}
 		if (a.top_p < 1) {
-			unsigned long long target = (unsigned long long)((double)a.top_p * (double)mass);
+			unsigned long long left;
+			unsigned long long target =
+				(unsigned long long)((double)a.top_p * (double)cs.mass);
 			target = target ? target : 1;
-			unsigned tau = radix_select(r, c, base, target, true, &left, hist, sel);
+			unsigned tau = radix_select(r, c, cs.base, target, true, built, &left, hist,
+						    sel);
 			unsigned long long qt = q_of(__uint_as_float(tau)), m = (left + qt - 1) / qt;
 			c = cut{ tau, m ? m : 1 };
-			base = tie_base(r, c, sh);
-			mass = mass_of(r, c, base, NULL, sh);
+			scanned = false;
 		}
-		// the draw: this thread's members' mass, placed by a prefix sum
-		unsigned long long want = (unsigned long long)((double)u[i] * (double)mass);
-		if (want >= mass)
-			want = mass - 1;
-		long long mine = 0;
-		unsigned long long rank = base;
-		for (int j = r.lo; j < r.hi; j++) {
-			float p = prob(r, j);
-			if (in_cut(p, &rank, c))
-				mine += (long long)q_of(p);
-		}
-		unsigned long long before = (unsigned long long)block_scan_ll(mine, sh);
-		if (mine > 0 && want >= before && want < before + (unsigned long long)mine) {
-			unsigned long long acc = before;
-			rank = base;
+		if (!scanned)
+			cs = cut_scan(r, c, sh);
+		// the draw: the thread whose members' mass holds it walks its ids
+		unsigned long long want = (unsigned long long)((double)u[i] * (double)cs.mass);
+		if (want >= cs.mass)
+			want = cs.mass - 1;
+		if (cs.mine > 0 && want >= cs.before && want < cs.before + cs.mine) {
+			unsigned long long acc = cs.before, rank = cs.base;
 			for (int j = r.lo; j < r.hi; j++) {
 				float p = prob(r, j);
 				if (in_cut(p, &rank, c)) {
