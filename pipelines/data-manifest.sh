@@ -45,7 +45,7 @@ all)
 	done < "$w/plan.mk"
 	# the pieces' manifests in plan order; lm-train's arguments, a shard set
 	# a line, to W/lm-train.args.tmp
-	printf "$w/shards/%s/manifest.tsv\n" $pieces | awk -F'\t' -v tok="$tok" -v w="$w" '
+	for id in $pieces; do printf '%s/shards/%s/manifest.tsv\n' "$w" "$id"; done | awk -F'\t' -v tok="$tok" -v w="$w" '
 		BEGIN {
 			print "# lmpipe data manifest, version 2: paths relative to this file; counts and checksums from shards/*/train.manifest"
 			printf "# tokenizer\ttok.bpe\t%s\n", tok
