@@ -54,6 +54,9 @@ override W := $(abspath $(W))
 ifneq ($(words $(W)),1)
 $(error W=$(W): a folder name with blanks, which make cannot take)
 endif
+ifneq ($(findstring %,$(W))$(findstring :,$(W)),)
+$(error W=$(W): a folder name with '%' or ':', which make cannot take in a target)
+endif
 INPUTS ?=
 FORMAT ?= text
 SEP    ?= eot

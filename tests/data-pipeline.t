@@ -291,4 +291,9 @@ grep -q "data-inputs.sh: $TMP/bad/missing.txt: no such file" mb.log; ok $? "... 
 data none INPUTS="$TMP/nothing*"
 is "$?" 2 "a glob that matches nothing: make fails"
 grep -q "data-inputs.sh: $TMP/nothing\*: no file matches" none.log; ok $? "... saying so" || show none
+
+data 'pct%d'
+is "$?" 2 "a folder W with '%' (a pattern to make): make fails"
+grep -q "a folder name with '%' or ':'" 'pct%d.log' && [ ! -e "$TMP/pct%d" ] && [ ! -e "$TMP/pct000000d" ]
+ok $? "... saying so, before it writes anything" || show 'pct%d'
 done_testing
