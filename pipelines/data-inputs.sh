@@ -19,6 +19,7 @@ for w in "$@"; do
 	if [ -d "$w" ]; then
 		mapfile -t -O ${#list[@]} list < <(find "$w" -name '.*' -prune -o -type f -print | sort |
 			while IFS= read -r f; do abs "$f"; done)
+		wait $! || { echo "data-inputs.sh: $w: cannot be listed" >&2; exit 1; }
 	elif [[ $w == *[*?[]* ]]; then
 		m=($w)
 		[ ${#m[@]} -gt 0 ] || { echo "data-inputs.sh: $w: no file matches" >&2; exit 1; }
@@ -47,7 +48,7 @@ text=$(printf '%s\n' "${list[@]}")
 old=
 [ -f "$out" ] && old=$(< "$out")
 if [ "$old" != "$text" ]; then
-	[ -d "${out%/*}" ] || mkdir -p "${out%/*}"
+	case $out in */*) [ -d "${out%/*}" ] || mkdir -p "${out%/*}" ;; esac
 	printf '%s\n' "$text" > "$out.tmp.$$" && mv "$out.tmp.$$" "$out"
 fi
 printf '%s\n' "$text"
