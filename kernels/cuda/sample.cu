@@ -72,18 +72,26 @@ __device__ void block_max_argmax(float *all, float *v, int *at, shared &sh)
 	}
 }
 
-__device__ double warp_sum_d(double x)
+// The warp's sum (every lane gets it), in a fixed order of additions.
+template <typename T> __device__ T warp_sum(T x)
 {
 	for (int o = WARP / 2; o > 0; o /= 2)
 		x += __shfl_xor_sync(0xffffffffu, x, o);
 	return x;
 }
 
-__device__ unsigned long long warp_sum_u(unsigned long long x)
+// Inclusive prefix sums of a and b over the warp's lanes.
+__device__ void warp_scan2(unsigned long long *a, unsigned long long *b)
 {
-	for (int o = WARP / 2; o > 0; o /= 2)
-		x += __shfl_xor_sync(0xffffffffu, x, o);
-	return x;
+	int l = threadIdx.x % WARP;
+	for (int o = 1; o < WARP; o *= 2) {
+		unsigned long long ya = __shfl_up_sync(0xffffffffu, *a, o);
+		unsigned long long yb = __shfl_up_sync(0xffffffffu, *b, o);
+		if (l >= o) {
+			*a += ya;
+			*b += yb;
+		}
+	}
 }
 
 // The block's sums of x (a fixed order of additions), m and k, in one
@@ -91,9 +99,9 @@ __device__ unsigned long long warp_sum_u(unsigned long long x)
 __device__ void block_sum3(double *x, unsigned long long *m, unsigned long long *k, shared &sh)
 {
 	int w = threadIdx.x / WARP, l = threadIdx.x % WARP;
-	*x = warp_sum_d(*x);
-	*m = warp_sum_u(*m);
-	*k = warp_sum_u(*k);
+	*x = warp_sum(*x);
+	*m = warp_sum(*m);
+	*k = warp_sum(*k);
 	__syncthreads();
 	if (l == 0) {
 		sh.d[w] = *x;
@@ -102,9 +110,9 @@ __device__ void block_sum3(double *x, unsigned long long *m, unsigned long long 
 	}
 	__syncthreads();
 	bool in = l < n_warps();
-	*x = warp_sum_d(in ? sh.d[l] : 0.0);
-	*m = warp_sum_u(in ? sh.u[l] : 0ull);
-	*k = warp_sum_u(in ? sh.v[l] : 0ull);
+	*x = warp_sum(in ? sh.d[l] : 0.0);
+	*m = warp_sum(in ? sh.u[l] : 0ull);
+	*k = warp_sum(in ? sh.v[l] : 0ull);
 }
 
 // Exclusive prefix sums over the threads of a and b (*ea, *eb) and their
@@ -115,14 +123,7 @@ __device__ void block_scan2(unsigned long long a, unsigned long long b, unsigned
 {
 	int w = threadIdx.x / WARP, l = threadIdx.x % WARP;
 	unsigned long long ia = a, ib = b;
-	for (int o = 1; o < WARP; o *= 2) {
-		unsigned long long ya = __shfl_up_sync(0xffffffffu, ia, o);
-		unsigned long long yb = __shfl_up_sync(0xffffffffu, ib, o);
-		if (l >= o) {
-			ia += ya;
-			ib += yb;
-		}
-	}
+	warp_scan2(&ia, &ib);
 	__syncthreads();
 	if (l == WARP - 1) {
 		sh.u[w] = ia;
@@ -132,14 +133,7 @@ __device__ void block_scan2(unsigned long long a, unsigned long long b, unsigned
 	// the warps' totals scanned by each warp's lanes
 	bool in = l < n_warps();
 	unsigned long long sa = in ? sh.u[l] : 0, sb = in ? sh.v[l] : 0;
-	for (int o = 1; o < WARP; o *= 2) {
-		unsigned long long ya = __shfl_up_sync(0xffffffffu, sa, o);
-		unsigned long long yb = __shfl_up_sync(0xffffffffu, sb, o);
-		if (l >= o) {
-			sa += ya;
-			sb += yb;
-		}
-	}
+	warp_scan2(&sa, &sb);
 	unsigned long long pa = __shfl_sync(0xffffffffu, sa, w > 0 ? w - 1 : 0);
 	unsigned long long pb = __shfl_sync(0xffffffffu, sb, w > 0 ? w - 1 : 0);
 	*ea = (w > 0 ? pa : 0) + ia - a;
