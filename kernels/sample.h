@@ -20,6 +20,11 @@
  * holding NaN or +inf, or with every drawable logit -inf, gives
  * tok[i] = -1.
  *
+ * next_ids and next_pos (both NULL, or both [n]) feed the choice to the
+ * next decoding step without the host: next_ids[i] = tok[i] (0 where that
+ * is -1) and next_pos[i] += 1, so that a recorded step after the sampler
+ * takes each sequence's token at its next position.
+ *
  * sample_rows_cpu is the plain C twin: the same integer arithmetic, so it
  * chooses the CUDA version's token except where the two expf differ in
  * the last bit. */
@@ -43,12 +48,13 @@ typedef struct sample_args {
 #define SAMPLE_MASS_ONE 1099511627776.0f
 
 void sample_rows_cpu(int32_t *tok, float *lp, const float *logits, const int32_t *row,
-		     const float *u, const int32_t *forced, int n, int V, sample_args a);
+		     const float *u, const int32_t *forced, int32_t *next_ids, int32_t *next_pos,
+		     int n, int V, sample_args a);
 
 /* Device memory for every pointer; 0, or -1 if the launch failed. */
 int sample_rows_cuda(int32_t *tok, float *lp, const float *logits, const int32_t *row,
-		     const float *u, const int32_t *forced, int n, int V, sample_args a,
-		     void *stream);
+		     const float *u, const int32_t *forced, int32_t *next_ids, int32_t *next_pos,
+		     int n, int V, sample_args a, void *stream);
 
 #ifdef __cplusplus
 }

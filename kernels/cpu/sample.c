@@ -141,17 +141,21 @@ static void one_row(int32_t *tok, float *lp, const float *l, float u, int32_t fo
 }
 
 void sample_rows_cpu(int32_t *tok, float *lp, const float *logits, const int32_t *row,
-		     const float *u, const int32_t *forced, int n, int V, sample_args a)
+		     const float *u, const int32_t *forced, int32_t *next_ids, int32_t *next_pos,
+		     int n, int V, sample_args a)
 {
 	/* one row's probabilities: the caller's logits are not ours to overwrite */
 	float *p = malloc((size_t)(V > 0 ? V : 1) * sizeof *p);
-	if (!p) {
-		for (int i = 0; i < n; i++)
+	for (int i = 0; i < n; i++) {
+		if (p)
+			one_row(tok + i, lp + i, logits + (size_t)row[i] * V, u[i],
+				forced ? forced[i] : -1, V, a, p);
+		else
 			tok[i] = -1;
-		return;
+		if (next_ids) {
+			next_ids[i] = tok[i] < 0 ? 0 : tok[i];
+			next_pos[i]++;
+		}
 	}
-	for (int i = 0; i < n; i++)
-		one_row(tok + i, lp + i, logits + (size_t)row[i] * V, u[i], forced ? forced[i] : -1, V,
-			a, p);
 	free(p);
 }

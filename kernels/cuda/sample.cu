@@ -318,8 +318,8 @@ __device__ unsigned radix_select(const row_view &r, cut c, unsigned long long ba
 template <int NT>
 __global__ void __launch_bounds__(NT) sample_kernel(int32_t *tok, float *lp, const float *logits,
 						    const int32_t *row, const float *u,
-						    const int32_t *forced, int V, sample_args a,
-						    int cache)
+						    const int32_t *forced, int32_t *next_ids,
+						    int32_t *next_pos, int V, sample_args a, int cache)
 {
 	pdl_begin();
 	extern __shared__ float pc[];
@@ -363,6 +363,10 @@ __global__ void __launch_bounds__(NT) sample_kernel(int32_t *tok, float *lp, con
 		if (threadIdx.x == 0) {
 			tok[i] = -1;
 			lp[i] = NAN;
+			if (next_ids) {
+				next_ids[i] = 0;
+				next_pos[i]++;
+			}
 		}
 		return;
 	}
@@ -445,14 +449,18 @@ __global__ void __launch_bounds__(NT) sample_kernel(int32_t *tok, float *lp, con
 	if (threadIdx.x == 0) {
 		tok[i] = t;
 		lp[i] = (float)((double)l[t] - ((double)mxall + log(se)));
+		if (next_ids) {
+			next_ids[i] = t;
+			next_pos[i]++;
+		}
 	}
 }
 
 }  // namespace
 
 extern "C" int sample_rows_cuda(int32_t *tok, float *lp, const float *logits, const int32_t *row,
-				const float *u, const int32_t *forced, int n, int V, sample_args a,
-				void *stream)
+				const float *u, const int32_t *forced, int32_t *next_ids,
+				int32_t *next_pos, int n, int V, sample_args a, void *stream)
 {
 	if (n <= 0)
 		return 0;
@@ -478,7 +486,7 @@ extern "C" int sample_rows_cuda(int32_t *tok, float *lp, const float *logits, co
 	}
 	if (n < sms)
 		return launch_pdl(sample_kernel<THREADS_FEW>, n, THREADS_FEW, cache ? bytes : 0, stream,
-				  tok, lp, logits, row, u, forced, V, a, cache);
+				  tok, lp, logits, row, u, forced, next_ids, next_pos, V, a, cache);
 	return launch_pdl(sample_kernel<THREADS>, n, THREADS, cache ? bytes : 0, stream, tok, lp,
-			  logits, row, u, forced, V, a, cache);
+			  logits, row, u, forced, next_ids, next_pos, V, a, cache);
 }
