@@ -52,10 +52,11 @@ typedef struct gen_run {
 	const uint32_t **f_tok;
 	float **f_rows;
 	/* choose() arguments, when the decoder samples */
-	uint32_t *c_slot, *c_tok;
+	uint32_t *c_slot, *c_tok; /* c_tok, c_u, c_lp: [rounds][n] */
 	int32_t *c_forced;
 	float *c_u;
 	double *c_lp;
+	lm_rng *c_rng;        /* each stream after its first round's draw */
 	int input_failed;     /* next() failed: finish what is in flight, then fail */
 	lm_err input_err;
 } gen_run;
@@ -173,39 +174,78 @@ static int advance(gen_run *r, gen_sample *s, lm_err *e)
 	return 0;
 }
 
+/* Rounds for the decoder to run ahead (generate.h's choose_ahead): its
+ * most while some sample may still take half as many tokens, none with a
+ * thinking budget (the host decides each token's forcing). */
+static uint32_t ahead_rounds(const gen_run *r, gen_sample **act, size_t n)
+{
+	const lm_decoder *d = r->d;
+	const gen_config *c = r->c;
+	if (!d->choose_ahead || d->max_ahead < 2 || c->think_budget)
+		return 1;
+	size_t need = 0;
+	for (size_t i = 0; i < n; i++)
+		if (c->max_tokens - act[i]->n > need)
+			need = c->max_tokens - act[i]->n;
+	return 2 * need >= d->max_ahead ? d->max_ahead : 1;
+}
+
 /* The next token of every sample in flight, by the decoder where its
- * logits are: one draw from each sample's stream unless it is forcing, as
- * sample_token takes. */
-static int choose_on_decoder(gen_run *r, gen_sample **act, size_t n, lm_err *e)
+ * logits are, for *rounds rounds (1 unless it runs ahead): one draw a
+ * round from each sample's stream unless it is forcing, as sample_token
+ * takes.  The tokens stay in c_tok and c_lp for take_round. */
+static int choose_on_decoder(gen_run *r, gen_sample **act, size_t n, uint32_t *rounds, lm_err *e)
 {
 	const gen_config *c = r->c;
+	const lm_decoder *d = r->d;
+	uint32_t k = ahead_rounds(r, act, n);
 	for (size_t i = 0; i < n; i++) {
 		struct gen_state *st = act[i]->st;
 		r->c_slot[i] = st->slot;
 		r->c_forced[i] = st->forcing ? (int32_t)c->think_close[st->force_next] : -1;
 		r->c_u[i] = st->forcing ? 0.0f : (float)rng_uniform(&st->rng);
+		r->c_rng[i] = st->rng;
+		for (uint32_t j = 1; j < k; j++)
+			r->c_u[j * n + i] = (float)rng_uniform(&st->rng);
 	}
-	if (r->d->choose(r->d->ctx, (uint32_t)n, r->c_slot, &c->sp, r->c_u, r->c_forced, r->c_tok,
-			 r->c_lp, e) < 0)
-		return -1;
-	for (size_t i = 0; i < n; i++) {
+	int got = k > 1 ? d->choose_ahead(d->ctx, (uint32_t)n, k, r->c_slot, &c->sp, r->c_u,
+					  r->c_forced, r->c_tok, r->c_lp, e)
+			: d->choose(d->ctx, (uint32_t)n, r->c_slot, &c->sp, r->c_u, r->c_forced,
+				    r->c_tok, r->c_lp, e) < 0 ? -1 : 1;
+	if (got < 1 || (uint32_t)got > k)
+		return got < 0 ? -1 : lm_seterr(e, "the decoder ran %d rounds of %u", got, k);
+	/* the draws of rounds not run go back to the streams */
+	for (size_t i = 0; i < n && (uint32_t)got < k; i++) {
 		struct gen_state *st = act[i]->st;
-		if (r->c_tok[i] == UINT32_MAX)
-			return lm_seterr(e, "prompt %llu, sample %u: no token can be chosen (the logits "
-					 "hold NaN or +inf, or are all -inf)",
-					 (unsigned long long)act[i]->prompt->index, act[i]->index);
-		st->next_forced = st->forcing;
-		st->next_tok = r->c_tok[i];
-		st->next_lp = r->c_lp[i];
+		st->rng = r->c_rng[i];
+		for (int j = 1; j < got; j++)
+			(void)rng_uniform(&st->rng);
 	}
+	*rounds = (uint32_t)got;
+	return 0;
+}
+
+/* Round j's token for sample i of n, from choose_on_decoder. */
+static int take_round(gen_run *r, gen_sample *s, uint32_t j, size_t i, size_t n, lm_err *e)
+{
+	struct gen_state *st = s->st;
+	size_t at = j * n + i;
+	if (r->c_tok[at] == UINT32_MAX)
+		return lm_seterr(e, "prompt %llu, sample %u: no token can be chosen (the logits "
+				 "hold NaN or +inf, or are all -inf)",
+				 (unsigned long long)s->prompt->index, s->index);
+	st->next_forced = j == 0 && st->forcing;
+	st->next_tok = r->c_tok[at];
+	st->next_lp = r->c_lp[at];
 	return 0;
 }
 
 /* The next token of every sample in flight, in parallel. */
-static int choose(gen_run *r, gen_sample **act, size_t n, lm_err *e)
+static int choose(gen_run *r, gen_sample **act, size_t n, uint32_t *rounds, lm_err *e)
 {
+	*rounds = 1;
 	if (r->d->choose)
-		return choose_on_decoder(r, act, n, e);
+		return choose_on_decoder(r, act, n, rounds, e);
 	const gen_config *c = r->c;
 	uint32_t V = r->d->n_vocab;
 	#pragma omp parallel for schedule(dynamic, 1) if (n > 1)
@@ -391,24 +431,35 @@ static int run_loop(gen_run *r, lm_err *e)
 				act[n_act++] = r->slot[i];
 		if (!n_act && eof)
 			break;
-		if ((rc = choose(r, act, n_act, e)) < 0)
+		uint32_t rounds;
+		if ((rc = choose(r, act, n_act, &rounds, e)) < 0)
 			break;
+		/* each round's tokens in turn; the decoder has fed all but the
+		 * last round's, which go to feed() */
 		size_t n_feed = 0;
-		for (size_t i = 0; i < n_act && rc == 0; i++) {
-			gen_sample *s = act[i];
-			rc = advance(r, s, e);
-			if (s->finish) {
-				s->st->done = 1;
-				r->slot[s->st->slot] = NULL;
-				continue;
+		for (uint32_t j = 0; j < rounds && rc == 0; j++)
+			for (size_t i = 0; i < n_act && rc == 0; i++) {
+				gen_sample *s = act[i];
+				if (!s)
+					continue; /* finished in an earlier round */
+				if (d->choose && (rc = take_round(r, s, j, i, n_act, e)) < 0)
+					break;
+				rc = advance(r, s, e);
+				if (s->finish) {
+					s->st->done = 1;
+					r->slot[s->st->slot] = NULL;
+					act[i] = NULL;
+					continue;
+				}
+				s->st->pos++;
+				if (j + 1 < rounds)
+					continue;
+				r->f_slot[n_feed] = s->st->slot;
+				r->f_tok[n_feed] = &s->ids[s->n - 1];
+				r->f_n[n_feed] = 1;
+				r->f_rows[n_feed] = r->rows[s->st->slot];
+				n_feed++;
 			}
-			r->f_slot[n_feed] = s->st->slot;
-			r->f_tok[n_feed] = &s->ids[s->n - 1];
-			r->f_n[n_feed] = 1;
-			r->f_rows[n_feed] = r->rows[s->st->slot];
-			s->st->pos++;
-			n_feed++;
-		}
 		if (rc < 0 || (rc = emit(r, e)) < 0)
 			break;
 		if (n_feed && (rc = d->feed(d->ctx, (uint32_t)n_feed, r->f_slot, r->f_tok, r->f_n,
@@ -452,6 +503,7 @@ static void run_free(gen_run *r)
 	free(r->c_forced);
 	free(r->c_u);
 	free(r->c_lp);
+	free(r->c_rng);
 }
 
 int generate(const lm_decoder *d, const gen_config *c, const gen_io *io,
@@ -476,14 +528,16 @@ int generate(const lm_decoder *d, const gen_config *c, const gen_io *io,
 	r.f_n = malloc(S * sizeof *r.f_n);
 	r.f_tok = malloc(S * sizeof *r.f_tok);
 	r.f_rows = malloc(S * sizeof *r.f_rows);
+	size_t K = d->choose_ahead && d->max_ahead > 1 ? d->max_ahead : 1;
 	r.c_slot = malloc(S * sizeof *r.c_slot);
-	r.c_tok = malloc(S * sizeof *r.c_tok);
+	r.c_tok = malloc(K * S * sizeof *r.c_tok);
 	r.c_forced = malloc(S * sizeof *r.c_forced);
-	r.c_u = malloc(S * sizeof *r.c_u);
-	r.c_lp = malloc(S * sizeof *r.c_lp);
+	r.c_u = malloc(K * S * sizeof *r.c_u);
+	r.c_lp = malloc(K * S * sizeof *r.c_lp);
+	r.c_rng = malloc(S * sizeof *r.c_rng);
 	int rc = -1;
 	if (!r.slot || !r.rows || !r.logits || !r.work || !r.f_slot || !r.f_n || !r.f_tok || !r.f_rows ||
-	    !r.c_slot || !r.c_tok || !r.c_forced || !r.c_u || !r.c_lp) {
+	    !r.c_slot || !r.c_tok || !r.c_forced || !r.c_u || !r.c_lp || !r.c_rng) {
 		lm_seterr(e, "generation buffers for %zu sequences:", S);
 		goto out;
 	}

@@ -49,6 +49,20 @@ typedef struct lm_decoder {
 	 * log-softmax at temperature 1. */
 	int (*choose)(void *ctx, uint32_t n, const uint32_t *slot, const sample_params *sp,
 		      const float *u, const int32_t *forced, uint32_t *tok, double *lp, lm_err *e);
+	/* Optional, with choose: up to k (<= max_ahead) rounds of choose() in
+	 * one call, each round's tokens but the last's fed to their slots as
+	 * feed() would, so that the host waits once for them all.  Round j
+	 * takes the draws u[j * n + i] and writes tok[j * n + i] and
+	 * lp[j * n + i]; forced[i] is for the first round (a decoder runs one
+	 * round where any is >= 0).  Returns the rounds run (1 <= it <= k; the
+	 * decoder runs one where it cannot run k, as when its last feed() was
+	 * not of one token for each of these slots in this order, or a cache
+	 * lacks room for k - 1 more), or -1 on error.  Feeding a sequence past
+	 * its end is the caller's to undo: it resets the slot. */
+	int (*choose_ahead)(void *ctx, uint32_t n, uint32_t k, const uint32_t *slot,
+			    const sample_params *sp, const float *u, const int32_t *forced,
+			    uint32_t *tok, double *lp, lm_err *e);
+	uint32_t max_ahead;
 } lm_decoder;
 
 typedef struct gen_config {

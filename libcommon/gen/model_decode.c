@@ -253,53 +253,74 @@ static int run_pending(model_decoder *md, lm_err *e)
 	return step_ops(md, N, e);
 }
 
-static void sample_op(model_decoder *md, uint32_t n, sample_args a)
+/* The sampler over n rows for round j of a choose: that round's draws in,
+ * its tokens and log-probs out, and, with feed, the tokens fed on to the
+ * next step's ids and positions. */
+static void sample_op(model_decoder *md, uint32_t n, sample_args a, uint32_t j, int feed)
 {
 	lm_backend *be = md->m->be;
 	uint32_t S = md->n_slots;
-	be->sample(be, md->s_out, (float *)(md->s_out + S), md->rows, md->s_in,
-		   (const float *)(md->s_in + S), md->s_in + 2 * S, (int)n, md->m->cfg.vocab, a);
+	int32_t *out = md->s_out + 2 * (size_t)S * j;
+	be->sample(be, out, (float *)(out + S), md->rows, md->s_in,
+		   (const float *)(md->s_in + (2 + (size_t)j) * S), md->s_in + S,
+		   feed ? meta(md, md->meta, META_IDS) : NULL, feed ? meta(md, md->meta, META_POS) : NULL,
+		   (int)n, md->m->cfg.vocab, a);
 }
 
-/* The held step of N tokens and the sampler over n = N rows, after one
- * upload of both's inputs: replayed from sgraph[N] once recorded for
- * these arguments, recorded the second time, else run as ops. */
-static int fused_step(model_decoder *md, uint32_t n, sample_args a, lm_err *e)
+/* The held step, then k rounds of the sampler over its n = N rows, each
+ * but the last fed on to another step: one graph. */
+static void rounds_ops(model_decoder *md, uint32_t n, sample_args a, uint32_t k)
+{
+	int N = (int)n;
+	for (uint32_t j = 0; j < k; j++) {
+		chunk_ops(md, N, N);
+		sample_op(md, n, a, j, j + 1 < k);
+	}
+}
+
+/* The held step of N tokens and k rounds over n = N rows (k = 1: the
+ * sampler alone; else md->ahead), after one upload of their inputs:
+ * replayed from sgraph once recorded for these arguments, recorded the
+ * second time, else run as ops. */
+static int fused_step(model_decoder *md, uint32_t n, sample_args a, uint32_t k, lm_err *e)
 {
 	lm_backend *be = md->m->be;
 	int N = md->pend;
+	size_t g = (size_t)(k > 1) * (md->n_slots + 1) + (size_t)N;
 	md->pend = 0;
 	be->upload(be, md->meta, md->meta_host,
-		   ((size_t)META_ARRAYS * MODEL_DECODE_CHUNK + 3 * (size_t)md->n_slots) * sizeof(int32_t));
-	if (md->seen_s[N] < 1) {
-		md->seen_s[N] = 1;
-		chunk_ops(md, N, N);
-		sample_op(md, n, a);
+		   ((size_t)META_ARRAYS * MODEL_DECODE_CHUNK + (2 + (size_t)k) * md->n_slots) *
+			   sizeof(int32_t));
+	if (md->seen_s[g] < 1) {
+		md->seen_s[g] = 1;
+		rounds_ops(md, n, a, k);
 		return 0;
 	}
-	if (md->sgraph[N] && memcmp(&md->sg_args[N], &a, sizeof a)) {
-		be->graph_free(be, md->sgraph[N]);
-		md->sgraph[N] = NULL;
+	if (md->sgraph[g] && memcmp(&md->sg_args[g], &a, sizeof a)) {
+		be->graph_free(be, md->sgraph[g]);
+		md->sgraph[g] = NULL;
 	}
-	if (!md->sgraph[N]) {
+	if (!md->sgraph[g]) {
 		be->graph_begin(be);
-		chunk_ops(md, N, N);
-		sample_op(md, n, a);
-		if (!(md->sgraph[N] = be->graph_end(be))) {
+		rounds_ops(md, n, a, k);
+		if (!(md->sgraph[g] = be->graph_end(be))) {
 			md->no_graphs = 1;
 			return be->sync(be, e);
 		}
-		md->sg_args[N] = a;
+		md->sg_args[g] = a;
 	}
-	be->graph_run(be, md->sgraph[N]);
+	be->graph_run(be, md->sgraph[g]);
 	return 0;
 }
 
-/* generate.h's choose(), on the device: the slots' rows, draws and forced
- * tokens up, the sampler's tokens and log-probs down; with the held step
- * when there is one for as many slots. */
-static int md_choose(void *ctx, uint32_t n, const uint32_t *slot, const sample_params *sp,
-		     const float *u, const int32_t *forced, uint32_t *tok, double *lp, lm_err *e)
+/* generate.h's choose_ahead() (choose() is its one round): the slots'
+ * rows, forced tokens and k rounds of draws up, the sampler's tokens and
+ * log-probs down; with the held step when there is one for these slots,
+ * and then more rounds than one when k asks for them and every slot has
+ * room for the k - 1 more tokens. */
+static int md_choose_ahead(void *ctx, uint32_t n, uint32_t k, const uint32_t *slot,
+			   const sample_params *sp, const float *u, const int32_t *forced,
+			   uint32_t *tok, double *lp, lm_err *e)
 {
 	model_decoder *md = ctx;
 	lm_backend *be = md->m->be;
@@ -307,30 +328,52 @@ static int md_choose(void *ctx, uint32_t n, const uint32_t *slot, const sample_p
 	int32_t *in = md->meta_host + (size_t)META_ARRAYS * MODEL_DECODE_CHUNK, *h = md->s_host;
 	sample_args a = { (float)sp->temperature, (int)sp->top_k, (float)sp->top_p, (int)sp->limit };
 	int fuse = md->pend > 0 && (uint32_t)md->pend == n && !md->no_fused && !md->no_graphs;
+	/* more rounds: the held step's tokens are these slots' in this order,
+	 * nothing forced, and room in every cache */
+	if (k > md->ahead || !fuse)
+		k = 1;
+	for (uint32_t i = 0; i < n && k > 1; i++)
+		if (md->tok_slot[i] != slot[i] || forced[i] >= 0 ||
+		    md->len[slot[i]] + (uint64_t)k - 1 > md->n_ctx)
+			k = 1;
+	if (k > 1 && k != md->ahead)
+		k = 1; /* one recording of many rounds per batch size */
 	if (!fuse && run_pending(md, e) < 0)
 		return -1;
 	for (uint32_t i = 0; i < n; i++) {
 		in[i] = (int32_t)slot[i];
-		memcpy(&in[S + i], &u[i], sizeof *u);
-		in[2 * S + i] = forced[i];
+		in[S + i] = forced[i];
+		for (uint32_t j = 0; j < k; j++)
+			memcpy(&in[(2 + j) * S + i], &u[(size_t)j * n + i], sizeof *u);
 	}
 	if (fuse) {
-		if (fused_step(md, n, a, e) < 0)
+		if (fused_step(md, n, a, k, e) < 0)
 			return -1;
 	} else {
 		be->upload(be, md->s_in, in, 3 * (size_t)S * sizeof *in);
-		sample_op(md, n, a);
+		sample_op(md, n, a, 0, 0);
 	}
-	be->download(be, h, md->s_out, 2 * (size_t)S * sizeof *h);
+	be->download(be, h, md->s_out, 2 * (size_t)k * S * sizeof *h);
 	if (be->sync(be, e) < 0)
 		return -1;
-	for (uint32_t i = 0; i < n; i++) {
-		float l;
-		memcpy(&l, &h[S + i], sizeof l);
-		tok[i] = h[i] < 0 ? UINT32_MAX : (uint32_t)h[i];
-		lp[i] = l;
-	}
-	return 0;
+	for (uint32_t j = 0; j < k; j++)
+		for (uint32_t i = 0; i < n; i++) {
+			const int32_t *o = h + 2 * (size_t)S * j;
+			float l;
+			memcpy(&l, &o[S + i], sizeof l);
+			tok[(size_t)j * n + i] = o[i] < 0 ? UINT32_MAX : (uint32_t)o[i];
+			lp[(size_t)j * n + i] = l;
+		}
+	for (uint32_t i = 0; i < n; i++)
+		md->len[slot[i]] += k - 1;
+	md->ahead_runs += k > 1;
+	return (int)k;
+}
+
+static int md_choose(void *ctx, uint32_t n, const uint32_t *slot, const sample_params *sp,
+		     const float *u, const int32_t *forced, uint32_t *tok, double *lp, lm_err *e)
+{
+	return md_choose_ahead(ctx, n, 1, slot, sp, u, forced, tok, lp, e) < 0 ? -1 : 0;
 }
 
 void model_decoder_free(model_decoder *md)
@@ -342,7 +385,7 @@ void model_decoder_free(model_decoder *md)
 		for (uint32_t i = 0; md->graph && i <= md->n_slots; i++)
 			if (md->graph[i])
 				be->graph_free(be, md->graph[i]);
-		for (uint32_t i = 0; md->sgraph && i <= md->n_slots; i++)
+		for (uint32_t i = 0; md->sgraph && i < 2 * (md->n_slots + 1); i++)
 			if (md->sgraph[i])
 				be->graph_free(be, md->sgraph[i]);
 		void *bufs[] = { md->kc, md->vc, md->x, md->x2, md->xl, md->rstd, md->xn, md->qkv, md->q,
@@ -400,7 +443,11 @@ int model_decoder_init(model_decoder *md, model *m, uint32_t n_slots, uint32_t n
 	md->sw = be->alloc(be, N * F * z);
 	md->logits = be->alloc(be, N * V * z);
 	md->rows = be->alloc(be, (size_t)n_slots * V * sizeof(float));
-	size_t n_meta = META_ARRAYS * N + (be->sample ? 3 * (size_t)n_slots : 0);
+	if (be->sample) {
+		const char *ah = getenv("LMPIPE_DECODE_AHEAD");
+		md->ahead = ah && atoi(ah) >= 1 && atoi(ah) <= 64 ? (uint32_t)atoi(ah) : MODEL_DECODE_AHEAD;
+	}
+	size_t n_meta = META_ARRAYS * N + (be->sample ? (2 + (size_t)md->ahead) * n_slots : 0);
 	md->meta = be->alloc(be, n_meta * sizeof(int32_t));
 	md->meta_host = calloc(n_meta, sizeof *md->meta_host);
 	md->len = calloc(n_slots, sizeof *md->len);
@@ -412,8 +459,8 @@ int model_decoder_init(model_decoder *md, model *m, uint32_t n_slots, uint32_t n
 		   !md->meta_host || !md->len || !md->pos || !md->tok_slot || !md->last_of;
 	if (!fail && be->sample) {
 		md->s_in = md->meta + META_ARRAYS * N;
-		md->s_out = be->alloc(be, 2 * (size_t)n_slots * sizeof(int32_t));
-		md->s_host = malloc(2 * (size_t)n_slots * sizeof(int32_t));
+		md->s_out = be->alloc(be, 2 * (size_t)md->ahead * n_slots * sizeof(int32_t));
+		md->s_host = malloc(2 * (size_t)md->ahead * n_slots * sizeof(int32_t));
 		fail = !md->s_out || !md->s_host;
 	}
 	if (!fail && be->graph_begin && !getenv("LMPIPE_NO_GRAPHS")) {
@@ -422,9 +469,9 @@ int model_decoder_init(model_decoder *md, model *m, uint32_t n_slots, uint32_t n
 		fail = !md->graph || !md->seen;
 		if (!fail && be->sample) {
 			md->no_fused = getenv("LMPIPE_NO_FUSED_SAMPLE") != NULL;
-			md->sgraph = calloc((size_t)n_slots + 1, sizeof *md->sgraph);
-			md->seen_s = calloc((size_t)n_slots + 1, 1);
-			md->sg_args = calloc((size_t)n_slots + 1, sizeof *md->sg_args);
+			md->sgraph = calloc(2 * ((size_t)n_slots + 1), sizeof *md->sgraph);
+			md->seen_s = calloc(2 * ((size_t)n_slots + 1), 1);
+			md->sg_args = calloc(2 * ((size_t)n_slots + 1), sizeof *md->sg_args);
 			fail = !md->sgraph || !md->seen_s || !md->sg_args;
 		}
 	}
@@ -451,6 +498,10 @@ int model_decoder_init(model_decoder *md, model *m, uint32_t n_slots, uint32_t n
 		}
 	}
 	md->dec = (lm_decoder){ md, (uint32_t)c->vocab, n_ctx, n_slots, md_reset, md_fork, md_feed,
-				be->sample ? md_choose : NULL };
+				be->sample ? md_choose : NULL, NULL, 0 };
+	if (be->sample && md->sgraph && !md->no_fused && md->ahead > 1) {
+		md->dec.choose_ahead = md_choose_ahead;
+		md->dec.max_ahead = md->ahead;
+	}
 	return be->sync(be, e);
 }

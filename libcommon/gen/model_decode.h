@@ -21,7 +21,11 @@
  * choose(): only the chosen tokens and their log-probabilities cross to the
  * host.  Where the backend records graphs (be->graph_begin), a decoding
  * step of N single tokens is recorded the second time N occurs and
- * replayed after that: one launch instead of some forty.
+ * replayed after that: one launch instead of some forty.  There it also
+ * offers choose_ahead(): MODEL_DECODE_AHEAD rounds of step and sampler in
+ * one graph, each round's tokens fed to the next on the device (the
+ * environment's LMPIPE_DECODE_AHEAD sets the rounds, 1 to 64; 1: none), so
+ * that the host waits once per so many tokens, not once per token.
  *
  * Every variant of model.h is supported: the cache holds the key/value
  * heads only (GQA), QK-norm is applied before RoPE (qkv_headnorm on the
@@ -43,7 +47,7 @@
 #include "kernels/decode_ops.h"
 #include "model/model.h"
 
-enum { MODEL_DECODE_CHUNK = 256, MODEL_DECODE_WORK = 1 << 18 };
+enum { MODEL_DECODE_CHUNK = 256, MODEL_DECODE_WORK = 1 << 18, MODEL_DECODE_AHEAD = 8 };
 
 /* The phases of a CPU decoding step, as thread 0 sees them (each ends at a
  * barrier; the region's start is in the first, its end in the last), for
@@ -79,15 +83,20 @@ typedef struct model_decoder {
 	int64_t *pos;
 	uint32_t *tok_slot;
 	int *last_of;
-	/* device sampling (be->sample): per slot row index, draw and forced
-	 * token in, token and log-prob out */
-	int32_t *s_in, *s_out; /* backend memory: [3][slots] (after meta) and [2][slots] */
-	int32_t *s_host;       /* host: [2][slots] out */
+	/* device sampling (be->sample): per slot row index, forced token and
+	 * a round's draws in ([2 + ahead][slots], after meta); per round
+	 * token and log-prob out ([ahead][2][slots]) */
+	int32_t *s_in, *s_out;
+	int32_t *s_host;       /* host: [ahead][2][slots] out */
+	uint32_t ahead;        /* rounds of choose_ahead(): MODEL_DECODE_AHEAD or the
+				* environment's */
+	long ahead_runs;       /* choose_ahead() calls that ran more than one round */
 	/* A step of single tokens on a sampling backend that records graphs
 	 * waits (pend: its N; its meta filled in, not uploaded) for the
 	 * choose() after it: the two are then one upload and one graph,
-	 * sgraph[N], recorded the second time, for the sampler's arguments in
-	 * sg_args[N].  Any other call of the decoder first runs the step.
+	 * sgraph[N] (or, for `ahead` rounds, sgraph[slots + 1 + N]), recorded
+	 * the second time, for the sampler's arguments in sg_args (same
+	 * index).  Any other call of the decoder first runs the step.
 	 * LMPIPE_NO_FUSED_SAMPLE=1 keeps them apart. */
 	int pend, no_fused;
 	void **sgraph;

@@ -139,7 +139,7 @@ static void test_sampler_twin(int n, int V, sample_args a, float mag)
 		u[i] = 0.5f * (gpu_rand(&seed) + 1);
 		forced[i] = i % 17 == 3 ? (i * 7) % V : -1;
 	}
-	sample_rows_cpu(tc, lc, l, row, u, forced, n, V, a);
+	sample_rows_cpu(tc, lc, l, row, u, forced, NULL, NULL, n, V, a);
 	lm_backend *be = gpu.be;
 	float *dl = be->alloc(be, (size_t)n * V * sizeof *l), *du = be->alloc(be, n * sizeof *u);
 	int32_t *drow = be->alloc(be, n * sizeof *row), *df = be->alloc(be, n * sizeof *row);
@@ -149,7 +149,7 @@ static void test_sampler_twin(int n, int V, sample_args a, float mag)
 	be->upload(be, du, u, n * sizeof *u);
 	be->upload(be, drow, row, n * sizeof *row);
 	be->upload(be, df, forced, n * sizeof *row);
-	be->sample(be, dt, dlp, dl, drow, du, df, n, V, a);
+	be->sample(be, dt, dlp, dl, drow, du, df, NULL, NULL, n, V, a);
 	be->download(be, tg, dt, n * sizeof *tg);
 	be->download(be, lgp, dlp, n * sizeof *lgp);
 	lm_err e;
@@ -193,7 +193,7 @@ static void test_sampler_edges(void)
 	be->upload(be, du, u, sizeof u);
 	be->upload(be, dr, row, sizeof row);
 	sample_args greedy = { 0, 0, 1, 0 };
-	be->sample(be, dt, dlp, dl, dr, du, NULL, R, V, greedy);
+	be->sample(be, dt, dlp, dl, dr, du, NULL, NULL, NULL, R, V, greedy);
 	be->download(be, tok, dt, sizeof tok);
 	ok(tok[0] == -1 && tok[1] == -1 && tok[2] == -1 && tok[3] == 9,
 	   "sampler: NaN, +inf and all -inf rows give no token; greedy ties go to the lowest id "
@@ -231,7 +231,7 @@ static void test_sampler_chi2(int V, sample_params sp, int draws)
 	be->upload(be, du, u, draws * sizeof *u);
 	be->upload(be, dr, row, draws * sizeof *row);
 	sample_args a = { (float)sp.temperature, (int)sp.top_k, (float)sp.top_p, 0 };
-	be->sample(be, dt, dlp, dl, dr, du, NULL, draws, V, a);
+	be->sample(be, dt, dlp, dl, dr, du, NULL, NULL, NULL, draws, V, a);
 	be->download(be, tok, dt, draws * sizeof *tok);
 	double *cnt = calloc(V, sizeof *cnt), *pr = calloc(V, sizeof *pr);
 	for (uint32_t i = 0; i < nsup; i++)
@@ -313,6 +313,10 @@ static int r_done(void *user, const gen_sample *g, lm_err *e)
 	return 0;
 }
 
+/* Calls of the last decode() that ran rounds ahead. */
+static long ahead_runs;
+
+/* graphs: 0 unrecorded, 1 recorded, 2 recorded without rounds ahead. */
 static int decode(model *m, run_state *s, const gen_config *c, uint32_t slots, int graphs,
 		  lm_err *e)
 {
@@ -322,8 +326,13 @@ static int decode(model *m, run_state *s, const gen_config *c, uint32_t slots, i
 	if (model_decoder_init(&md, m, slots, DCTX, e) < 0)
 		return -1;
 	md.no_graphs = !graphs;
+	if (graphs == 2) {
+		md.dec.choose_ahead = NULL;
+		md.dec.max_ahead = 0;
+	}
 	gen_io io = { s, r_next, NULL, r_done, NULL };
 	int rc = generate(&md.dec, c, &io, &tok, e);
+	ahead_runs = md.ahead_runs;
 	model_decoder_free(&md);
 	return rc;
 }
@@ -361,7 +370,9 @@ static void test_decoder(model_config cfg, const char *tag, int full)
 	gen_config c = { .sp = { 0, 0, 1, 0 }, .seed = 3, .n_samples = 1, .max_tokens = NEW,
 			 .eot = BPE_NO_TOKEN };
 	int rc = decode(&mg, &s, &c, 3, 1, &e);
-	ok(rc == 0, "%s: greedy on the CUDA decoder runs%s%s", tag, rc ? ": " : "", rc ? e.msg : "");
+	ok(rc == 0 && ahead_runs > 0, "%s: greedy on the CUDA decoder runs (%ld calls of %u rounds "
+	   "ahead)%s%s", tag, ahead_runs, (unsigned)MODEL_DECODE_AHEAD, rc ? ": " : "",
+	   rc ? e.msg : "");
 	/* teacher-forced CPU pass over each prompt + completion */
 	int mism = 0, near = 0;
 	double worst = 0;
@@ -415,17 +426,21 @@ static void test_decoder(model_config cfg, const char *tag, int full)
 	/* sampling, recorded and unrecorded steps, forks */
 	c.sp = (sample_params){ 0.9, 50, 0.95, 0 };
 	c.n_samples = 3;
-	static run_state s3;
-	s3 = s2;
-	rc = decode(&mg, &s, &c, 6, 1, &e) || decode(&mg, &s2, &c, 6, 0, &e) ||
-	     decode(&mg, &s3, &c, 6, 0, &e);
-	int first = -1, again = 1;
+	static run_state s3, s4;
+	s3 = s4 = s2;
+	rc = decode(&mg, &s4, &c, 6, 2, &e) || decode(&mg, &s, &c, 6, 1, &e);
+	long ahead = ahead_runs;
+	rc = rc || decode(&mg, &s2, &c, 6, 0, &e) || decode(&mg, &s3, &c, 6, 0, &e);
+	int first = -1, again = 1, same_ahead = 1;
 	for (int i = 0; i < NP * 4 && rc == 0; i++) {
 		if (first < 0 && (s.out[i].n != s2.out[i].n ||
 				  memcmp(s.out[i].ids, s2.out[i].ids, s.out[i].n * sizeof *s.out[i].ids)))
 			first = i;
 		again &= s3.out[i].n == s2.out[i].n &&
 			 !memcmp(s3.out[i].ids, s2.out[i].ids, s2.out[i].n * sizeof *s2.out[i].ids);
+		same_ahead &= s4.out[i].n == s.out[i].n &&
+			      !memcmp(s4.out[i].ids, s.out[i].ids, s.out[i].n * sizeof *s.out[i].ids) &&
+			      !memcmp(s4.out[i].lp, s.out[i].lp, s.out[i].n * sizeof *s.out[i].lp);
 	}
 	if (first >= 0) {
 		size_t t = 0;
@@ -438,6 +453,8 @@ static void test_decoder(model_config cfg, const char *tag, int full)
 	ok(rc == 0 && again, "sampling with forks: two unrecorded runs give the same tokens%s%s",
 	   rc ? ": " : "", rc ? e.msg : "");
 	ok(rc == 0 && first < 0, "recorded steps (CUDA graphs) give the tokens unrecorded ones do");
+	ok(rc == 0 && same_ahead && ahead > 0, "%u rounds ahead in one graph (%ld calls) give the "
+	   "tokens and log-probs of one round a call", (unsigned)MODEL_DECODE_AHEAD, ahead);
 	int differs = 0;
 	for (int i = 0; i < NP && rc == 0; i++)
 		differs += s.out[i * 4].n != s.out[i * 4 + 1].n ||

@@ -3,13 +3,17 @@
  * forking and lazy admission must not change any sample; log-probabilities
  * equal a recomputation from the prefix; greedy follows the argmax chain;
  * stop strings, end-of-text, max tokens, the context limit and the thinking
- * budget end or steer sequences as documented; output comes in order. */
+ * budget end or steer sequences as documented; output comes in order.  A
+ * fake that samples where its logits are (choose, kernels/sample.h's C
+ * twin) gives the same samples when it runs rounds ahead (choose_ahead),
+ * also when it declines some calls. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../tap.h"
 #include "gen/generate.h"
+#include "kernels/sample.h"
 
 enum { V = 257, EOT = 256, CTX = 160, MAX_RES = 256 };
 
@@ -45,6 +49,11 @@ typedef struct fake {
 	uint32_t hist[32][CTX];
 	size_t len[32];
 	long feeds;
+	/* sampling where the logits are (choose): each slot's last logits */
+	float rows[32][V];
+	uint32_t room;        /* the decoder's n_ctx */
+	int decline;          /* choose_ahead runs one round every other call */
+	long calls, ahead_calls;
 } fake;
 
 /* HASHED: logits from a stream seeded by a hash of the whole prefix. */
@@ -103,6 +112,64 @@ static int fake_feed(void *ctx, uint32_t n_seq, const uint32_t *slot, const uint
 		fake_logits(f, f->hist[s], f->len[s], logits[i]);
 	}
 	return 0;
+}
+
+/* The device-sampling fake: feed keeps each slot's logits. */
+static int dev_feed(void *ctx, uint32_t n_seq, const uint32_t *slot, const uint32_t *const *t,
+		    const uint32_t *n, float *const *logits, lm_err *e)
+{
+	fake *f = ctx;
+	float *rows[32];
+	for (uint32_t i = 0; i < n_seq; i++)
+		rows[i] = f->rows[slot[i]];
+	return fake_feed(ctx, n_seq, slot, t, n, rows, e);
+}
+
+static int dev_fork(void *ctx, uint32_t dst, uint32_t src, lm_err *e)
+{
+	fake *f = ctx;
+	memcpy(f->rows[dst], f->rows[src], sizeof f->rows[src]);
+	return fake_fork(ctx, dst, src, e);
+}
+
+static int dev_ahead(void *ctx, uint32_t n, uint32_t k, const uint32_t *slot,
+		     const sample_params *sp, const float *u, const int32_t *forced, uint32_t *out,
+		     double *lp, lm_err *e)
+{
+	fake *f = ctx;
+	sample_args a = { (float)sp->temperature, (int)sp->top_k, (float)sp->top_p, (int)sp->limit };
+	if (f->decline && f->calls++ % 2)
+		k = 1;
+	for (uint32_t i = 0; i < n; i++)
+		if (f->len[slot[i]] + k - 1 > f->room || forced[i] >= 0)
+			k = 1;
+	f->ahead_calls += k > 1;
+	int32_t row[32], t[32];
+	float l[32];
+	for (uint32_t i = 0; i < n; i++)
+		row[i] = (int32_t)slot[i];
+	for (uint32_t j = 0; j < k; j++) {
+		sample_rows_cpu(t, l, &f->rows[0][0], row, u + (size_t)j * n, j ? NULL : forced, NULL,
+				NULL, (int)n, V, a);
+		uint32_t ids[32], one[32];
+		const uint32_t *tp[32];
+		for (uint32_t i = 0; i < n; i++) {
+			out[j * n + i] = t[i] < 0 ? UINT32_MAX : (uint32_t)t[i];
+			lp[j * n + i] = l[i];
+			ids[i] = t[i] < 0 ? 0 : (uint32_t)t[i];
+			tp[i] = &ids[i];
+			one[i] = 1;
+		}
+		if (j + 1 < k && dev_feed(ctx, n, slot, tp, one, NULL, e) < 0)
+			return -1;
+	}
+	return (int)k;
+}
+
+static int dev_choose(void *ctx, uint32_t n, const uint32_t *slot, const sample_params *sp,
+		      const float *u, const int32_t *forced, uint32_t *out, double *lp, lm_err *e)
+{
+	return dev_ahead(ctx, n, 1, slot, sp, u, forced, out, lp, e) < 0 ? -1 : 0;
 }
 
 /* ---- prompts in, results out */
@@ -185,8 +252,22 @@ static void h_release(void *user, gen_prompt *p)
 
 static int run(harness *h, fake *f, uint32_t slots, int fork, const gen_config *c, lm_err *e)
 {
-	lm_decoder d = { f, V, CTX, slots, fake_reset, fork ? fake_fork : NULL, fake_feed, NULL };
+	lm_decoder d = { f, V, CTX, slots, fake_reset, fork ? fake_fork : NULL, fake_feed, NULL, NULL, 0 };
 	gen_io io = { h, h_next, h_text, h_done, h_release };
+	h->next = h->n_res = h->n_streamed = 0;
+	h->in_order = 1;
+	h->released = 0;
+	return generate(&d, c, &io, &tok, e);
+}
+
+/* The device-sampling fake, running up to `ahead` rounds a call (0: none). */
+static int run_dev(harness *h, fake *f, uint32_t slots, uint32_t ahead, const gen_config *c,
+		   lm_err *e)
+{
+	lm_decoder d = { f, V, CTX, slots, fake_reset, dev_fork, dev_feed, dev_choose,
+			 ahead ? dev_ahead : NULL, ahead };
+	gen_io io = { h, h_next, h_text, h_done, h_release };
+	f->room = CTX;
 	h->next = h->n_res = h->n_streamed = 0;
 	h->in_order = 1;
 	h->released = 0;
@@ -303,6 +384,66 @@ static void test_batching(void)
 	is_int(greedy_bad, 0, "greedy follows the argmax chain of full recomputations");
 }
 
+/* Sampling on the decoder, one round a call or several. */
+static void test_ahead(void)
+{
+	static harness ref, h;
+	static fake f;
+	lm_err e;
+	gen_config c = { .sp = { 0.9, 50, 0.95, 0 }, .seed = 77, .n_samples = NS, .max_tokens = 30,
+			 .eot = EOT };
+	ref.prompts = h.prompts = PROMPTS;
+	ref.n_prompts = h.n_prompts = NP;
+	f.kind = HASHED;
+	int rc = run_dev(&ref, &f, 6, 0, &c, &e);
+	ok(rc == 0 && ref.n_res == NP * NS && ref.in_order, "sampling on the decoder runs%s%s",
+	   rc ? ": " : "", rc ? e.msg : "");
+	static const struct { uint32_t slots, ahead; int decline; } cfg[] = {
+		{ 6, 4, 0 }, { 6, 8, 1 }, { 21, 5, 0 }, { 3, 16, 1 }, { 32, 2, 0 },
+	};
+	for (size_t k = 0; k < sizeof cfg / sizeof cfg[0]; k++) {
+		memset(&f, 0, sizeof f);
+		f.decline = cfg[k].decline;
+		rc = run_dev(&h, &f, cfg[k].slots, cfg[k].ahead, &c, &e);
+		ok(rc == 0 && same_results(&ref, &h) && h.in_order && f.ahead_calls > 0,
+		   "%u slots, %u rounds ahead%s: the samples of one round a call (%ld calls ran ahead)",
+		   cfg[k].slots, cfg[k].ahead, cfg[k].decline ? ", every other call declined" : "",
+		   f.ahead_calls);
+	}
+	ok(h.n_streamed == ref.n_streamed && !memcmp(h.streamed, ref.streamed, ref.n_streamed),
+	   "rounds ahead: the same streamed text");
+	/* endings inside a call's rounds: stop strings, max tokens, a full context */
+	const char *stops[] = { "b", "zz" };
+	c.stop = stops;
+	c.n_stop = 2;
+	c.max_tokens = 13;
+	memset(&f, 0, sizeof f);
+	f.kind = HASHED;
+	rc = run_dev(&ref, &f, 8, 0, &c, &e);
+	memset(&f, 0, sizeof f);
+	rc |= run_dev(&h, &f, 8, 8, &c, &e);
+	int stopped = 0;
+	for (size_t i = 0; i < ref.n_res; i++)
+		stopped += ref.res[i].len >= 1 && !strcmp(ref.res[i].finish, "stop") &&
+			   ref.res[i].ids[ref.res[i].n - 1] != EOT;
+	ok(rc == 0 && same_results(&ref, &h) && stopped > 0,
+	   "stop strings and max tokens within a call's rounds: the same samples (%d stopped by a "
+	   "string)", stopped);
+	c.n_stop = 0;
+	c.max_tokens = 200;
+	c.eot = BPE_NO_TOKEN;
+	memset(&f, 0, sizeof f);
+	rc = run_dev(&ref, &f, 4, 0, &c, &e);
+	memset(&f, 0, sizeof f);
+	rc |= run_dev(&h, &f, 4, 8, &c, &e);
+	int full = 0;
+	for (size_t i = 0; i < ref.n_res; i++)
+		full += !strcmp(ref.res[i].finish, "length") &&
+			strlen(PROMPTS[ref.res[i].prompt]) + ref.res[i].n == CTX + 1;
+	ok(rc == 0 && same_results(&ref, &h) && full == (int)ref.n_res,
+	   "up to a full context: the same samples, every one ends there (%d of %zu)", full, ref.n_res);
+}
+
 /* Many prompts through few slots: the FIFO is compacted on the way. */
 static void test_many(void)
 {
@@ -338,7 +479,7 @@ static result *run_script(const char *prompt, const char *script, gen_config *c,
 	pp[0] = prompt;
 	h.prompts = pp;
 	h.n_prompts = 1;
-	lm_decoder d = { &f, V, ctx_room, 2, fake_reset, fake_fork, fake_feed, NULL };
+	lm_decoder d = { &f, V, ctx_room, 2, fake_reset, fake_fork, fake_feed, NULL, NULL, 0 };
 	gen_io io = { &h, h_next, NULL, h_done, NULL };
 	h.next = h.n_res = 0;
 	if (generate(&d, c, &io, &tok, &e) < 0) {
@@ -409,7 +550,7 @@ static void test_think(void)
 static void test_config(void)
 {
 	lm_err e;
-	lm_decoder d = { NULL, V, CTX, 4, NULL, NULL, NULL, NULL };
+	lm_decoder d = { NULL, V, CTX, 4, NULL, NULL, NULL, NULL, NULL, 0 };
 	gen_config c = { .sp = { 1, 0, 1, 0 }, .n_samples = 5, .max_tokens = 1, .eot = EOT };
 	ok(gen_config_check(&c, &d, &e) < 0 && e.code == 2, "more samples than slots: usage error (%s)", e.msg);
 	c.n_samples = 1;
@@ -427,6 +568,7 @@ int main(void)
 	make_tokenizer();
 	test_batching();
 	test_many();
+	test_ahead();
 	test_endings();
 	test_think();
 	test_config();
