@@ -12,8 +12,11 @@
  * back to back and synchronised once per round (what the device needs per
  * step), "choose_ms" one choose() of the batch's next tokens (top-p 0.95,
  * synchronised: the sampler's round trip), "both_ms" a feed and a choose
- * (what lm-sample pays per token), and "sample_ms" the sampler's kernel
- * alone, queued 200 times between two device events.  Of several rounds
+ * (what lm-sample paid per token with one round a call), "ahead_ms" a
+ * token of feeds and choose_ahead()s of the decoder's rounds (after the
+ * prompts again: what lm-sample pays now; "ahead" rounds a call), and
+ * "sample_ms" the sampler's kernel alone, queued 200 times between two
+ * device events.  Of several rounds
  * the first is a warm-up, not counted.
  *
  * usage: decode_phases PRESET BATCH PROMPT NEW ROUNDS [DEVICE]
@@ -47,8 +50,8 @@ static int fail(const char *what, const lm_err *e)
 /* The device mode's four figures (see the top), added over a round that
  * starts after the prefill: feeds, chooses, then both. */
 struct dev_times {
-	double step, choose, both, sample;
-	long steps, samples;
+	double step, choose, both, sample, ahead;
+	long steps, samples, ahead_tokens;
 };
 
 static int one_feed(model_decoder *md, int B, int step, uint32_t *ids, uint32_t *slot,
@@ -62,25 +65,27 @@ static int one_feed(model_decoder *md, int B, int step, uint32_t *ids, uint32_t 
 	return md->dec.feed(md->dec.ctx, (uint32_t)B, slot, tok, n, rows, e);
 }
 
-static int device_round(model_decoder *md, int B, int NEW, uint32_t *ids, uint32_t *slot,
+static int device_round(model_decoder *md, int B, int P, int NEW, uint32_t *ids, uint32_t *slot,
 			const uint32_t **tok, uint32_t *n, float **rows, struct dev_times *dt,
 			lm_err *e)
 {
 	lm_backend *be = md->m->be;
 	sample_params sp = { 1.0, 0, 0.95, 0 };
-	float *u = malloc((size_t)B * sizeof *u);
+	uint32_t K = md->dec.choose_ahead ? md->dec.max_ahead : 1;
+	float *u = malloc((size_t)K * B * sizeof *u);
 	int32_t *forced = malloc((size_t)B * sizeof *forced);
-	uint32_t *out = malloc((size_t)B * sizeof *out);
-	double *lp = malloc((size_t)B * sizeof *lp);
+	uint32_t *out = malloc((size_t)K * B * sizeof *out);
+	double *lp = malloc((size_t)K * B * sizeof *lp);
+	uint32_t *prompt = malloc((size_t)B * P * sizeof *prompt);
 	int rc = -1;
-	if (!u || !forced || !out || !lp) {
+	if (!u || !forced || !out || !lp || !prompt) {
 		lm_seterr(e, "out of memory");
 		goto done;
 	}
-	for (int b = 0; b < B; b++) {
-		u[b] = (float)((b * 0.618034 + 0.3) - (int)(b * 0.618034 + 0.3));
+	for (int b = 0; b < B; b++)
 		forced[b] = -1;
-	}
+	for (size_t i = 0; i < (size_t)K * B; i++)
+		u[i] = (float)((i * 0.618034 + 0.3) - (int)(i * 0.618034 + 0.3));
 	double t0 = now_s();
 	for (int s = 1; s < NEW; s++)
 		if (one_feed(md, B, s, ids, slot, tok, n, rows, e) < 0)
@@ -97,12 +102,37 @@ static int device_round(model_decoder *md, int B, int NEW, uint32_t *ids, uint32
 		    md->dec.choose(md->dec.ctx, (uint32_t)B, slot, &sp, u, forced, out, lp, e) < 0)
 			goto done;
 	double t3 = now_s();
+	/* the prompts again, then feeds and choose_ahead()s of K rounds: K
+	 * tokens a call */
+	long ahead = 0;
+	for (int b = 0; K > 1 && b < B; b++) {
+		if (md->dec.reset(md->dec.ctx, (uint32_t)b, e) < 0)
+			goto done;
+		for (int i = 0; i < P; i++)
+			prompt[(size_t)b * P + i] = (uint32_t)(97 + (b * 7 + i * 3) % 26);
+		tok[b] = prompt + (size_t)b * P;
+		n[b] = (uint32_t)P;
+	}
+	if (K > 1 && (md->dec.feed(md->dec.ctx, (uint32_t)B, slot, tok, n, rows, e) < 0 ||
+		      be->sync(be, e) < 0))
+		goto done;
+	double t3b = now_s();
+	for (int s = 1; K > 1 && s + (int)K <= NEW; s += (int)K) {
+		if (one_feed(md, B, s, ids, slot, tok, n, rows, e) < 0)
+			goto done;
+		int got = md->dec.choose_ahead(md->dec.ctx, (uint32_t)B, K, slot, &sp, u, forced, out,
+					       lp, e);
+		if (got < 0)
+			goto done;
+		ahead += got;
+	}
+	double t4 = now_s();
 	/* the sampler's kernel alone, on the rows the last step left */
 	sample_args a = { 1.0f, 0, 0.95f, 0 };
 	void *m0 = be->mark(be);
 	for (int k = 0; k < 200; k++)
 		be->sample(be, md->s_out, (float *)(md->s_out + md->n_slots), md->rows, md->s_in,
-			   (const float *)(md->s_in + md->n_slots), md->s_in + 2 * md->n_slots, B,
+			   (const float *)(md->s_in + 2 * md->n_slots), md->s_in + md->n_slots, NULL, B,
 			   md->m->cfg.vocab, a);
 	void *m1 = be->mark(be);
 	if (be->sync(be, e) < 0)
@@ -117,12 +147,15 @@ static int device_round(model_decoder *md, int B, int NEW, uint32_t *ids, uint32
 	dt->choose += t2 - t1;
 	dt->both += t3 - t2;
 	dt->steps += NEW - 1;
+	dt->ahead += t4 - t3b;
+	dt->ahead_tokens += ahead;
 	rc = 0;
 done:
 	free(u);
 	free(forced);
 	free(out);
 	free(lp);
+	free(prompt);
 	return rc;
 }
 
@@ -186,7 +219,7 @@ int main(int argc, char **argv)
 			/* the first of several rounds warms up (graphs are
 			 * recorded at a step's second occurrence) */
 			struct dev_times warm = { 0 };
-			if (device_round(&md, B, NEW, ids, slot, tok, n, rows,
+			if (device_round(&md, B, P, NEW, ids, slot, tok, n, rows,
 					 r == 0 && R > 1 ? &warm : &dt, &e) < 0)
 				return fail("device round", &e);
 			continue;
@@ -208,10 +241,14 @@ int main(int argc, char **argv)
 	if (dev) {
 		printf("{\"impl\":\"lm-sample-phases\",\"device\":\"%s\",\"model\":\"%s\","
 		       "\"batch\":%d,\"prompt\":%d,\"new\":%d,\"rounds\":%d,\"step_ms\":%.4f,"
-		       "\"choose_ms\":%.4f,\"both_ms\":%.4f,\"sample_ms\":%.4f,\"tokens_per_s\":%.0f}\n",
+		       "\"choose_ms\":%.4f,\"both_ms\":%.4f,\"sample_ms\":%.4f,\"tokens_per_s\":%.0f,"
+		       "\"ahead\":%u,\"ahead_ms\":%.4f,\"ahead_tokens_per_s\":%.0f}\n",
 		       argv[6], argv[1], B, P, NEW, R, 1e3 * dt.step / dt.steps,
 		       1e3 * dt.choose / dt.steps, 1e3 * dt.both / dt.steps,
-		       dt.samples ? 1e3 * dt.sample / dt.samples : -1.0, B * dt.steps / dt.both);
+		       dt.samples ? 1e3 * dt.sample / dt.samples : -1.0, B * dt.steps / dt.both,
+		       md.dec.choose_ahead ? md.dec.max_ahead : 1,
+		       dt.ahead_tokens ? 1e3 * dt.ahead / dt.ahead_tokens : -1.0,
+		       dt.ahead_tokens ? B * dt.ahead_tokens / dt.ahead : -1.0);
 		goto out;
 	}
 	printf("{\"impl\":\"lm-sample-phases\",\"model\":\"%s\",\"batch\":%d,\"prompt\":%d,\"new\":%d,"

@@ -20,10 +20,11 @@
  * holding NaN or +inf, or with every drawable logit -inf, gives
  * tok[i] = -1.
  *
- * next_ids and next_pos (both NULL, or both [n]) feed the choice to the
- * next decoding step without the host: next_ids[i] = tok[i] (0 where that
- * is -1) and next_pos[i] += 1, so that a recorded step after the sampler
- * takes each sequence's token at its next position.
+ * A feed (NULL: none) passes the choice on to the next decoding step
+ * without the host: ids[i] = tok[i] (0 where that is -1), pos[i] += 1, and
+ * with x, x[i] = table's row ids[i] (the step's embedding), so that a
+ * recorded step after the sampler takes each sequence's token at its next
+ * position.
  *
  * sample_rows_cpu is the plain C twin: the same integer arithmetic, so it
  * chooses the CUDA version's token except where the two expf differ in
@@ -44,16 +45,23 @@ typedef struct sample_args {
 	int limit;          /* ids below it may be drawn (0 or >= V: all) */
 } sample_args;
 
+typedef struct sample_feed {
+	int32_t *ids, *pos;  /* [n] */
+	float *x;            /* NULL, or [n][C] */
+	const float *table;  /* [*][C] */
+	int C;
+} sample_feed;
+
 /* p's integer mass: 2^40. */
 #define SAMPLE_MASS_ONE 1099511627776.0f
 
 void sample_rows_cpu(int32_t *tok, float *lp, const float *logits, const int32_t *row,
-		     const float *u, const int32_t *forced, int32_t *next_ids, int32_t *next_pos,
+		     const float *u, const int32_t *forced, const sample_feed *feed,
 		     int n, int V, sample_args a);
 
 /* Device memory for every pointer; 0, or -1 if the launch failed. */
 int sample_rows_cuda(int32_t *tok, float *lp, const float *logits, const int32_t *row,
-		     const float *u, const int32_t *forced, int32_t *next_ids, int32_t *next_pos,
+		     const float *u, const int32_t *forced, const sample_feed *feed,
 		     int n, int V, sample_args a, void *stream);
 
 #ifdef __cplusplus

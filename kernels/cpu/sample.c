@@ -141,7 +141,7 @@ static void one_row(int32_t *tok, float *lp, const float *l, float u, int32_t fo
 }
 
 void sample_rows_cpu(int32_t *tok, float *lp, const float *logits, const int32_t *row,
-		     const float *u, const int32_t *forced, int32_t *next_ids, int32_t *next_pos,
+		     const float *u, const int32_t *forced, const sample_feed *feed,
 		     int n, int V, sample_args a)
 {
 	/* one row's probabilities: the caller's logits are not ours to overwrite */
@@ -152,9 +152,13 @@ void sample_rows_cpu(int32_t *tok, float *lp, const float *logits, const int32_t
 				forced ? forced[i] : -1, V, a, p);
 		else
 			tok[i] = -1;
-		if (next_ids) {
-			next_ids[i] = tok[i] < 0 ? 0 : tok[i];
-			next_pos[i]++;
+		if (feed) {
+			int32_t t = tok[i] < 0 ? 0 : tok[i];
+			feed->ids[i] = t;
+			feed->pos[i]++;
+			if (feed->x)
+				memcpy(feed->x + (size_t)i * feed->C, feed->table + (size_t)t * feed->C,
+				       (size_t)feed->C * sizeof *feed->x);
 		}
 	}
 	free(p);

@@ -16,6 +16,7 @@
 #include "kernels/sample.h"
 #include "ops_cuda.cuh"
 
+#include <limits.h>
 #include <math.h>
 
 using namespace ops;
@@ -63,12 +64,17 @@ __device__ void block_max_argmax(float *all, float *v, int *at, shared &sh)
 		sh.i[w] = *at;
 	}
 	__syncthreads();
-	*all = sh.f[0];
-	*v = sh.g[0];
-	*at = sh.i[0];
-	for (int j = 1; j < n_warps(); j++) {
-		*all = fmaxf(*all, sh.f[j]);
-		max_at(v, at, sh.g[j], sh.i[j]);
+	// every warp reduces the warps' values by shuffles (lane j holds warp
+	// j's): the same maximum and lowest index as a serial pass over them
+	bool in = l < n_warps();
+	*all = in ? sh.f[l] : -INFINITY;
+	*v = in ? sh.g[l] : -INFINITY;
+	*at = in ? sh.i[l] : INT_MAX;
+	for (int o = WARP / 2; o > 0; o /= 2) {
+		*all = fmaxf(*all, __shfl_xor_sync(0xffffffffu, *all, o));
+		float v2 = __shfl_xor_sync(0xffffffffu, *v, o);
+		int a2 = __shfl_xor_sync(0xffffffffu, *at, o);
+		max_at(v, at, v2, a2);
 	}
 }
 
@@ -162,15 +168,26 @@ struct row_view {
 	float mx, inv_t;
 };
 
-__device__ __forceinline__ float prob(const row_view &r, int j)
+// p of id j from the logits, and (CACHED: from the copy in shared memory;
+// a compile-time choice, so that the passes over the copy hold no
+// predicated global path beside it) as the selection passes read it.
+__device__ __forceinline__ float prob_of(const row_view &r, int j)
 {
-	return r.pc ? r.pc[j] : expf((r.l[j] - r.mx) * r.inv_t);
+	return expf((r.l[j] - r.mx) * r.inv_t);
 }
+
+template <bool CACHED> __device__ __forceinline__ float prob(const row_view &r, int j)
+{
+	return CACHED ? r.pc[j] : prob_of(r, j);
+}
+
+// q_of(p) > 0, by a compare: p * 2^40 is exact, and truncates to 0 below 1.
+__device__ __forceinline__ bool has_mass(float p) { return p >= 0x1p-40f; }
 
 __device__ __forceinline__ bool in_cut(float p, unsigned long long *rank, cut c)
 {
 	unsigned pb = fbits(p);
-	if (!q_of(p) || pb < c.tau)
+	if (!has_mass(p) || pb < c.tau)
 		return false;
 	return pb > c.tau || (*rank)++ < c.ties;
 }
@@ -185,16 +202,15 @@ struct cut_sums {
 	unsigned long long base, before, mine, mass;
 };
 
-__device__ cut_sums cut_scan(const row_view &r, cut c, shared &sh)
+template <bool CACHED> __device__ cut_sums cut_scan(const row_view &r, cut c, shared &sh)
 {
 	unsigned long long above = 0, at = 0;
 	for (int j = r.lo; j < r.hi; j++) {
-		float p = prob(r, j);
-		unsigned long long q = q_of(p);
+		float p = prob<CACHED>(r, j);
 		unsigned pb = fbits(p);
-		if (q && pb > c.tau)
-			above += q;
-		else if (q && pb == c.tau)
+		if (pb > c.tau)
+			above += q_of(p); /* 0 where p has no mass */
+		else if (pb == c.tau && has_mass(p))
 			at++;
 	}
 	unsigned long long ea, eb, ta, tb;
@@ -255,6 +271,7 @@ enum { BINS = 256 };
 // (so a pass waits on two barriers, not four); hist[0 .. BINS) is zero on
 // entry and on return.  With built, the first pass's histogram is there
 // already (made beside the mass, for a cut of every q > 0).
+template <bool CACHED>
 __device__ unsigned radix_select(const row_view &r, cut c, unsigned long long base,
 				 unsigned long long want, bool by_mass, bool built,
 				 unsigned long long *left, bin64 *hist, unsigned (*pick)[3])
@@ -270,7 +287,7 @@ __device__ unsigned radix_select(const row_view &r, cut c, unsigned long long ba
 			unsigned long long rank = base;
 			run_acc ra = { -1, 0 };
 			for (int j = r.lo; j < r.hi; j++) {
-				float p = prob(r, j);
+				float p = prob<CACHED>(r, j);
 				if (in_cut(p, &rank, c) && (fbits(p) & mask) == prefix)
 					run_add(h, &ra, (fbits(p) >> shift) & 255, by_mass ? q_of(p) : 1ull);
 			}
@@ -315,11 +332,28 @@ __device__ unsigned radix_select(const row_view &r, cut c, unsigned long long ba
 	return prefix;
 }
 
-template <int NT>
+// Row i's token t on to the next step (sample.h's feed), by the whole block.
+__device__ __forceinline__ void feed_next(const sample_feed &f, int i, int32_t t)
+{
+	if (!f.ids)
+		return;
+	if (threadIdx.x == 0) {
+		f.ids[i] = t;
+		f.pos[i]++;
+	}
+	if (f.x) {
+		const float *src = f.table + (size_t)t * f.C;
+		float *dst = f.x + (size_t)i * f.C;
+		for (int c = threadIdx.x; c < f.C; c += blockDim.x)
+			dst[c] = src[c];
+	}
+}
+
+template <int NT, bool CACHED>
 __global__ void __launch_bounds__(NT) sample_kernel(int32_t *tok, float *lp, const float *logits,
 						    const int32_t *row, const float *u,
-						    const int32_t *forced, int32_t *next_ids,
-						    int32_t *next_pos, int V, sample_args a, int cache)
+						    const int32_t *forced, sample_feed feed, int V,
+						    sample_args a)
 {
 	pdl_begin();
 	extern __shared__ float pc[];
@@ -363,11 +397,8 @@ __global__ void __launch_bounds__(NT) sample_kernel(int32_t *tok, float *lp, con
 		if (threadIdx.x == 0) {
 			tok[i] = -1;
 			lp[i] = NAN;
-			if (next_ids) {
-				next_ids[i] = 0;
-				next_pos[i]++;
-			}
 		}
+		feed_next(feed, i, 0);
 		return;
 	}
 	se = mine_max == -INFINITY ? 0.0 : se * (double)expf(mine_max - mxall);
@@ -385,8 +416,8 @@ __global__ void __launch_bounds__(NT) sample_kernel(int32_t *tok, float *lp, con
 	if (draw) {
 		run_acc ra = { -1, 0 };
 		for (int j = threadIdx.x; j < n; j += NT) {
-			float p = prob(r, j);
-			if (cache)
+			float p = prob_of(r, j);
+			if (CACHED)
 				pc[j] = p;
 			unsigned long long q = q_of(p);
 			mass += q;
@@ -395,7 +426,7 @@ __global__ void __launch_bounds__(NT) sample_kernel(int32_t *tok, float *lp, con
 				run_add(hist, &ra, fbits(p) >> 24, q);
 		}
 		run_end(hist, &ra);
-		if (cache)
+		if (CACHED)
 			r.pc = pc;
 	}
 	block_sum3(&se, &mass, &members, sh);
@@ -407,10 +438,10 @@ __global__ void __launch_bounds__(NT) sample_kernel(int32_t *tok, float *lp, con
 		bool scanned = false;
 		if (a.top_k > 0 && (unsigned long long)a.top_k < members) {
 			unsigned long long left;
-			unsigned tau = radix_select(r, c, 0, (unsigned long long)a.top_k, false, false,
+			unsigned tau = radix_select<CACHED>(r, c, 0, (unsigned long long)a.top_k, false, false,
 						    &left, hist, sel);
 			c = cut{ tau, left };
-			cs = cut_scan(r, c, sh);
+			cs = cut_scan<CACHED>(r, c, sh);
 			scanned = true;
 		}
 		if (a.top_p < 1) {
@@ -418,14 +449,14 @@ __global__ void __launch_bounds__(NT) sample_kernel(int32_t *tok, float *lp, con
 			unsigned long long target =
 				(unsigned long long)((double)a.top_p * (double)cs.mass);
 			target = target ? target : 1;
-			unsigned tau = radix_select(r, c, cs.base, target, true, built, &left, hist,
+			unsigned tau = radix_select<CACHED>(r, c, cs.base, target, true, built, &left, hist,
 						    sel);
 			unsigned long long qt = q_of(__uint_as_float(tau)), m = (left + qt - 1) / qt;
 			c = cut{ tau, m ? m : 1 };
 			scanned = false;
 		}
 		if (!scanned)
-			cs = cut_scan(r, c, sh);
+			cs = cut_scan<CACHED>(r, c, sh);
 		// the draw: the thread whose members' mass holds it walks its ids
 		unsigned long long want = (unsigned long long)((double)u[i] * (double)cs.mass);
 		if (want >= cs.mass)
@@ -433,7 +464,7 @@ __global__ void __launch_bounds__(NT) sample_kernel(int32_t *tok, float *lp, con
 		if (cs.mine > 0 && want >= cs.before && want < cs.before + cs.mine) {
 			unsigned long long acc = cs.before, rank = cs.base;
 			for (int j = r.lo; j < r.hi; j++) {
-				float p = prob(r, j);
+				float p = prob<CACHED>(r, j);
 				if (in_cut(p, &rank, c)) {
 					acc += q_of(p);
 					if (acc > want) {
@@ -449,21 +480,19 @@ __global__ void __launch_bounds__(NT) sample_kernel(int32_t *tok, float *lp, con
 	if (threadIdx.x == 0) {
 		tok[i] = t;
 		lp[i] = (float)((double)l[t] - ((double)mxall + log(se)));
-		if (next_ids) {
-			next_ids[i] = t;
-			next_pos[i]++;
-		}
 	}
+	feed_next(feed, i, t);
 }
 
 }  // namespace
 
 extern "C" int sample_rows_cuda(int32_t *tok, float *lp, const float *logits, const int32_t *row,
-				const float *u, const int32_t *forced, int32_t *next_ids,
-				int32_t *next_pos, int n, int V, sample_args a, void *stream)
+				const float *u, const int32_t *forced, const sample_feed *feed,
+				int n, int V, sample_args a, void *stream)
 {
 	if (n <= 0)
 		return 0;
+	sample_feed fd = feed ? *feed : sample_feed{ NULL, NULL, NULL, NULL, 0 };
 	// the probabilities in shared memory when they fit beside the rest
 	size_t bytes = (size_t)V * sizeof(float);
 	int cache = bytes <= CACHE_BYTES;
@@ -475,18 +504,22 @@ extern "C" int sample_rows_cuda(int32_t *tok, float *lp, const float *logits, co
 			return -1;
 	}
 	if (cache && bytes > 48 * 1024 && !raised) {
-		if (cudaFuncSetAttribute(sample_kernel<THREADS>,
+		if (cudaFuncSetAttribute(sample_kernel<THREADS, true>,
 					 cudaFuncAttributeMaxDynamicSharedMemorySize, CACHE_BYTES) !=
 			    cudaSuccess ||
-		    cudaFuncSetAttribute(sample_kernel<THREADS_FEW>,
+		    cudaFuncSetAttribute(sample_kernel<THREADS_FEW, true>,
 					 cudaFuncAttributeMaxDynamicSharedMemorySize, CACHE_BYTES) !=
 			    cudaSuccess)
 			return -1;
 		raised = 1;
 	}
-	if (n < sms)
-		return launch_pdl(sample_kernel<THREADS_FEW>, n, THREADS_FEW, cache ? bytes : 0, stream,
-				  tok, lp, logits, row, u, forced, next_ids, next_pos, V, a, cache);
-	return launch_pdl(sample_kernel<THREADS>, n, THREADS, cache ? bytes : 0, stream, tok, lp,
-			  logits, row, u, forced, next_ids, next_pos, V, a, cache);
+	if (cache)
+		return n < sms ? launch_pdl(sample_kernel<THREADS_FEW, true>, n, THREADS_FEW, bytes, stream,
+					    tok, lp, logits, row, u, forced, fd, V, a)
+			       : launch_pdl(sample_kernel<THREADS, true>, n, THREADS, bytes, stream, tok,
+					    lp, logits, row, u, forced, fd, V, a);
+	return n < sms ? launch_pdl(sample_kernel<THREADS_FEW, false>, n, THREADS_FEW, 0, stream, tok,
+				    lp, logits, row, u, forced, fd, V, a)
+		       : launch_pdl(sample_kernel<THREADS, false>, n, THREADS, 0, stream, tok, lp, logits,
+				    row, u, forced, fd, V, a);
 }

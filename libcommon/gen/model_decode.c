@@ -88,10 +88,11 @@ static void norm_matmul(model_decoder *md, void *out, const float *x, const floa
 }
 
 /* The ops of a chunk of N tokens, nl of which end their sequence's input,
- * from the uploaded meta arrays to each such token's logits in its slot's
- * row of md->rows.  Queued only: nothing here waits for the backend or
- * touches the host, so that it can be recorded. */
-static void chunk_ops(model_decoder *md, int N, int nl)
+ * from the uploaded meta arrays (and, unless embed, the embedded tokens
+ * in md->x already: the sampler's feed) to each such token's logits in its
+ * slot's row of md->rows.  Queued only: nothing here waits for the backend
+ * or touches the host, so that it can be recorded. */
+static void chunk_ops(model_decoder *md, int N, int nl, int embed)
 {
 	const model *m = md->m;
 	lm_backend *be = m->be;
@@ -105,7 +106,8 @@ static void chunk_ops(model_decoder *md, int N, int nl)
 	/* the residual stream moves between two buffers: a product's addend
 	 * is never its output (cuBLASLt's in-place split-K would overwrite it) */
 	float *x = md->x, *x2 = md->x2;
-	be->embedding_fwd(be, x, md->ids, m->wte, N, C);
+	if (embed)
+		be->embedding_fwd(be, x, md->ids, m->wte, N, C);
 	for (int l = 0; l < c->n_layers; l++) {
 		const layer_ptrs *p = &m->lp[l];
 		const layer_cptrs *w = &m->lc[l];
@@ -130,8 +132,14 @@ static void chunk_ops(model_decoder *md, int N, int nl)
 	}
 	if (!nl)
 		return; /* a chunk within a long prompt only fills the cache */
-	be->rows_gather(be, md->xl, x, meta(md, md->meta, META_LAST), nl, C);
-	norm_matmul(md, md->logits, md->xl, m->lnf, m->head_c, nl, C, V, eps);
+	/* the rows that end their sequence's input; all of them, in order,
+	 * when each token does (a decoding step) */
+	const float *xl = x;
+	if (nl < N) {
+		be->rows_gather(be, md->xl, x, meta(md, md->meta, META_LAST), nl, C);
+		xl = md->xl;
+	}
+	norm_matmul(md, md->logits, xl, m->lnf, m->head_c, nl, C, V, eps);
 	if (c->softcap > 0)
 		be->softcap_fwd(be, md->logits, (size_t)nl * V, (float)c->softcap);
 	be->rows_scatter(be, md->rows, md->logits, meta(md, md->meta, META_ROW), nl, V);
@@ -146,12 +154,12 @@ static int step_ops(model_decoder *md, int N, lm_err *e)
 	if (!md->graph || md->no_graphs || md->seen[N] < 1) {
 		if (md->seen)
 			md->seen[N] = 1;
-		chunk_ops(md, N, N);
+		chunk_ops(md, N, N, 1);
 		return 0;
 	}
 	if (!md->graph[N]) {
 		be->graph_begin(be);
-		chunk_ops(md, N, N);
+		chunk_ops(md, N, N, 1);
 		if (!(md->graph[N] = be->graph_end(be))) {
 			md->no_graphs = 1;
 			return be->sync(be, e);
@@ -191,7 +199,7 @@ static int run_chunk(model_decoder *md, int N, int single, float *const *out, lm
 		if (step_ops(md, N, e) < 0)
 			return -1;
 	} else {
-		chunk_ops(md, N, nl);
+		chunk_ops(md, N, nl, 1);
 	}
 	if (be->sample)
 		return 0;
@@ -255,15 +263,16 @@ static int run_pending(model_decoder *md, lm_err *e)
 
 /* The sampler over n rows for round j of a choose: that round's draws in,
  * its tokens and log-probs out, and, with feed, the tokens fed on to the
- * next step's ids and positions. */
+ * next step: its ids, positions and embedded rows. */
 static void sample_op(model_decoder *md, uint32_t n, sample_args a, uint32_t j, int feed)
 {
 	lm_backend *be = md->m->be;
 	uint32_t S = md->n_slots;
 	int32_t *out = md->s_out + 2 * (size_t)S * j;
+	sample_feed f = { meta(md, md->meta, META_IDS), meta(md, md->meta, META_POS), md->x,
+			  md->m->wte, md->m->cfg.d_model };
 	be->sample(be, out, (float *)(out + S), md->rows, md->s_in,
-		   (const float *)(md->s_in + (2 + (size_t)j) * S), md->s_in + S,
-		   feed ? meta(md, md->meta, META_IDS) : NULL, feed ? meta(md, md->meta, META_POS) : NULL,
+		   (const float *)(md->s_in + (2 + (size_t)j) * S), md->s_in + S, feed ? &f : NULL,
 		   (int)n, md->m->cfg.vocab, a);
 }
 
@@ -273,7 +282,7 @@ static void rounds_ops(model_decoder *md, uint32_t n, sample_args a, uint32_t k)
 {
 	int N = (int)n;
 	for (uint32_t j = 0; j < k; j++) {
-		chunk_ops(md, N, N);
+		chunk_ops(md, N, N, j == 0);
 		sample_op(md, n, a, j, j + 1 < k);
 	}
 }

@@ -330,11 +330,11 @@ struct lm_backend {
 	void (*glu_matmul_fwd)(lm_backend *be, float *out, const float *addend, const void *h,
 			       const void *w, int N, int F, int OUT);
 	/* The next token of n sequences where the logits are (kernels/sample.h),
-	 * fed on to next_ids and next_pos unless they are NULL; NULL where the
-	 * host samples (the CPU backend: gen/sampler.h). */
+	 * passed on by feed unless it is NULL; NULL where the host samples (the
+	 * CPU backend: gen/sampler.h). */
 	void (*sample)(lm_backend *be, int32_t *tok, float *lp, const float *logits,
 		       const int32_t *row, const float *u, const int32_t *forced,
-		       int32_t *next_ids, int32_t *next_pos, int n, int V, sample_args a);
+		       const sample_feed *feed, int n, int V, sample_args a);
 
 	/* Recorded work (CUDA graphs), NULL where there is none: graph_begin
 	 * records instead of running what is queued until graph_end, which

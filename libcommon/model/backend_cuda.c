@@ -888,11 +888,10 @@ static void cu_glu_matmul_fwd(lm_backend *be, float *out, const float *addend, c
 }
 
 static void cu_sample(lm_backend *be, int32_t *tok, float *lp, const float *logits,
-		      const int32_t *row, const float *u, const int32_t *forced, int32_t *next_ids,
-		      int32_t *next_pos, int n, int V, sample_args a)
+		      const int32_t *row, const float *u, const int32_t *forced,
+		      const sample_feed *feed, int n, int V, sample_args a)
 {
-	check(be, sample_rows_cuda(tok, lp, logits, row, u, forced, next_ids, next_pos, n, V, a,
-				   ST(be)),
+	check(be, sample_rows_cuda(tok, lp, logits, row, u, forced, feed, n, V, a, ST(be)),
 	      "sampling");
 }
 

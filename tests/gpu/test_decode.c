@@ -124,8 +124,23 @@ static void test_fused(int N, int C, int OUTD)
 	free(x), free(g), free(w), free(h), free(add);
 }
 
+/* A feed's ids, positions (from i * 3) and rows after the sampler chose
+ * tok: the tokens (0 for -1), one position on, the table's rows. */
+static int feed_ok(const int32_t *tok, const int32_t *ids, const int32_t *pos, const float *x,
+		   const float *table, int n, int C)
+{
+	for (int i = 0; i < n; i++) {
+		int32_t t = tok[i] < 0 ? 0 : tok[i];
+		if (ids[i] != t || pos[i] != i * 3 + 1 ||
+		    memcmp(x + (size_t)i * C, table + (size_t)t * C, (size_t)C * sizeof *x))
+			return 0;
+	}
+	return 1;
+}
+
 /* The device sampler on n rows of random logits (scale mag, some ties,
- * some -inf) against the C twin with the same draws. */
+ * some -inf) against the C twin with the same draws, each feeding its
+ * choice on (kernels/sample.h's sample_feed). */
 static void test_sampler_twin(int n, int V, sample_args a, float mag)
 {
 	float *l = malloc((size_t)n * V * sizeof *l), *u = malloc(n * sizeof *u);
@@ -139,8 +154,26 @@ static void test_sampler_twin(int n, int V, sample_args a, float mag)
 		u[i] = 0.5f * (gpu_rand(&seed) + 1);
 		forced[i] = i % 17 == 3 ? (i * 7) % V : -1;
 	}
-	sample_rows_cpu(tc, lc, l, row, u, forced, NULL, NULL, n, V, a);
+	enum { FC = 24 };
+	float *table = malloc((size_t)V * FC * sizeof *table), *xc = malloc((size_t)n * FC * sizeof *xc);
+	float *xg = malloc((size_t)n * FC * sizeof *xg);
+	int32_t *ic = malloc(n * sizeof *ic), *pc = malloc(n * sizeof *pc), *ig = malloc(n * sizeof *ig);
+	int32_t *pg = malloc(n * sizeof *pg);
+	for (size_t i = 0; i < (size_t)V * FC; i++)
+		table[i] = gpu_rand(&seed);
+	for (int i = 0; i < n; i++)
+		pc[i] = i * 3;
+	sample_feed fc = { ic, pc, xc, table, FC };
+	sample_rows_cpu(tc, lc, l, row, u, forced, &fc, n, V, a);
 	lm_backend *be = gpu.be;
+	float *dtab = be->alloc(be, (size_t)V * FC * sizeof *table);
+	float *dx = be->alloc(be, (size_t)n * FC * sizeof *xg);
+	int32_t *dids = be->alloc(be, n * sizeof *ig), *dpos = be->alloc(be, n * sizeof *pg);
+	for (int i = 0; i < n; i++)
+		pg[i] = i * 3;
+	be->upload(be, dtab, table, (size_t)V * FC * sizeof *table);
+	be->upload(be, dpos, pg, n * sizeof *pg);
+	sample_feed fg = { dids, dpos, dx, dtab, FC };
 	float *dl = be->alloc(be, (size_t)n * V * sizeof *l), *du = be->alloc(be, n * sizeof *u);
 	int32_t *drow = be->alloc(be, n * sizeof *row), *df = be->alloc(be, n * sizeof *row);
 	int32_t *dt = be->alloc(be, n * sizeof *row);
@@ -149,9 +182,12 @@ static void test_sampler_twin(int n, int V, sample_args a, float mag)
 	be->upload(be, du, u, n * sizeof *u);
 	be->upload(be, drow, row, n * sizeof *row);
 	be->upload(be, df, forced, n * sizeof *row);
-	be->sample(be, dt, dlp, dl, drow, du, df, NULL, NULL, n, V, a);
+	be->sample(be, dt, dlp, dl, drow, du, df, &fg, n, V, a);
 	be->download(be, tg, dt, n * sizeof *tg);
 	be->download(be, lgp, dlp, n * sizeof *lgp);
+	be->download(be, ig, dids, n * sizeof *ig);
+	be->download(be, pg, dpos, n * sizeof *pg);
+	be->download(be, xg, dx, (size_t)n * FC * sizeof *xg);
 	lm_err e;
 	int rc = be->sync(be, &e);
 	int differ = 0, bad = 0;
@@ -166,9 +202,13 @@ static void test_sampler_twin(int n, int V, sample_args a, float mag)
 	   "sampler V=%d T=%.2f k=%d p=%.2f limit=%d: %d of %d tokens differ from the C twin "
 	   "(<= 1%%), log-probs within %.2g%s%s", V, a.temperature, a.top_k, a.top_p, a.limit, differ,
 	   n, lpd, rc ? ": " : "", rc ? e.msg : "");
+	ok(!rc && feed_ok(tc, ic, pc, xc, table, n, FC) && feed_ok(tg, ig, pg, xg, table, n, FC),
+	   "sampler V=%d: both feed their tokens on (ids, positions, embedded rows)", V);
 	be->release(be, dl), be->release(be, du), be->release(be, drow), be->release(be, df);
-	be->release(be, dt), be->release(be, dlp);
+	be->release(be, dt), be->release(be, dlp), be->release(be, dtab), be->release(be, dx);
+	be->release(be, dids), be->release(be, dpos);
 	free(l), free(u), free(row), free(forced), free(tc), free(tg), free(lc), free(lgp);
+	free(table), free(xc), free(xg), free(ic), free(pc), free(ig), free(pg);
 }
 
 /* Bad rows: NaN, +inf, all -inf give -1; greedy ties go to the lowest id. */
@@ -193,7 +233,7 @@ static void test_sampler_edges(void)
 	be->upload(be, du, u, sizeof u);
 	be->upload(be, dr, row, sizeof row);
 	sample_args greedy = { 0, 0, 1, 0 };
-	be->sample(be, dt, dlp, dl, dr, du, NULL, NULL, NULL, R, V, greedy);
+	be->sample(be, dt, dlp, dl, dr, du, NULL, NULL, R, V, greedy);
 	be->download(be, tok, dt, sizeof tok);
 	ok(tok[0] == -1 && tok[1] == -1 && tok[2] == -1 && tok[3] == 9,
 	   "sampler: NaN, +inf and all -inf rows give no token; greedy ties go to the lowest id "
@@ -231,7 +271,7 @@ static void test_sampler_chi2(int V, sample_params sp, int draws)
 	be->upload(be, du, u, draws * sizeof *u);
 	be->upload(be, dr, row, draws * sizeof *row);
 	sample_args a = { (float)sp.temperature, (int)sp.top_k, (float)sp.top_p, 0 };
-	be->sample(be, dt, dlp, dl, dr, du, NULL, NULL, NULL, draws, V, a);
+	be->sample(be, dt, dlp, dl, dr, du, NULL, NULL, draws, V, a);
 	be->download(be, tok, dt, draws * sizeof *tok);
 	double *cnt = calloc(V, sizeof *cnt), *pr = calloc(V, sizeof *pr);
 	for (uint32_t i = 0; i < nsup; i++)

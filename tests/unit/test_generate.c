@@ -150,7 +150,7 @@ static int dev_ahead(void *ctx, uint32_t n, uint32_t k, const uint32_t *slot,
 		row[i] = (int32_t)slot[i];
 	for (uint32_t j = 0; j < k; j++) {
 		sample_rows_cpu(t, l, &f->rows[0][0], row, u + (size_t)j * n, j ? NULL : forced, NULL,
-				NULL, (int)n, V, a);
+				(int)n, V, a);
 		uint32_t ids[32], one[32];
 		const uint32_t *tp[32];
 		for (uint32_t i = 0; i < n; i++) {
