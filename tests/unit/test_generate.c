@@ -444,6 +444,26 @@ static void test_ahead(void)
 	   "up to a full context: the same samples, every one ends there (%d of %zu)", full, ref.n_res);
 }
 
+/* The C sampler's feed: each choice on to the next step's ids, positions
+ * and embedded rows (kernels/sample.h), -1 as token 0. */
+static void test_sample_feed(void)
+{
+	enum { N = 3, FV = 5, FC = 4 };
+	float logits[N][FV] = { { 0, 9, 0, 0, 0 }, { 0, 0, 0, 0, 7 }, { 0, NAN, 0, 0, 0 } };
+	float table[FV][FC], x[N][FC], u[N] = { 0.5f, 0.5f, 0.5f }, lp[N];
+	int32_t row[N] = { 0, 1, 2 }, t[N], ids[N] = { -7, -7, -7 }, pos[N] = { 3, 10, 0 };
+	for (int v = 0; v < FV; v++)
+		for (int c = 0; c < FC; c++)
+			table[v][c] = (float)(10 * v + c);
+	sample_feed f = { ids, pos, &x[0][0], &table[0][0], FC };
+	sample_rows_cpu(t, lp, &logits[0][0], row, u, NULL, &f, N, FV,
+			(sample_args){ 0, 0, 1, 0 });
+	ok(t[0] == 1 && t[1] == 4 && t[2] == -1 && ids[0] == 1 && ids[1] == 4 && ids[2] == 0 &&
+	   pos[0] == 4 && pos[1] == 11 && pos[2] == 1 && !memcmp(x[0], table[1], sizeof x[0]) &&
+	   !memcmp(x[1], table[4], sizeof x[1]) && !memcmp(x[2], table[0], sizeof x[2]),
+	   "the C sampler feeds its choices on: ids, positions, embedded rows (-1 as 0)");
+}
+
 /* Many prompts through few slots: the FIFO is compacted on the way. */
 static void test_many(void)
 {
@@ -569,6 +589,7 @@ int main(void)
 	test_batching();
 	test_many();
 	test_ahead();
+	test_sample_feed();
 	test_endings();
 	test_think();
 	test_config();
