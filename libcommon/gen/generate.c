@@ -204,7 +204,8 @@ static int choose_on_decoder(gen_run *r, gen_sample **act, size_t n, uint32_t *r
 		r->c_slot[i] = st->slot;
 		r->c_forced[i] = st->forcing ? (int32_t)c->think_close[st->force_next] : -1;
 		r->c_u[i] = st->forcing ? 0.0f : (float)rng_uniform(&st->rng);
-		r->c_rng[i] = st->rng;
+		if (k > 1)
+			r->c_rng[i] = st->rng;
 		for (uint32_t j = 1; j < k; j++)
 			r->c_u[j * n + i] = (float)rng_uniform(&st->rng);
 	}
