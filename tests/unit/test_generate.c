@@ -250,14 +250,20 @@ static void h_release(void *user, gen_prompt *p)
 	((harness *)user)->released++;
 }
 
-static int run(harness *h, fake *f, uint32_t slots, int fork, const gen_config *c, lm_err *e)
+/* generate() over d into a fresh harness. */
+static int run_on(harness *h, const lm_decoder *d, const gen_config *c, lm_err *e)
 {
-	lm_decoder d = { f, V, CTX, slots, fake_reset, fork ? fake_fork : NULL, fake_feed, NULL, NULL, 0 };
 	gen_io io = { h, h_next, h_text, h_done, h_release };
 	h->next = h->n_res = h->n_streamed = 0;
 	h->in_order = 1;
 	h->released = 0;
-	return generate(&d, c, &io, &tok, e);
+	return generate(d, c, &io, &tok, e);
+}
+
+static int run(harness *h, fake *f, uint32_t slots, int fork, const gen_config *c, lm_err *e)
+{
+	lm_decoder d = { f, V, CTX, slots, fake_reset, fork ? fake_fork : NULL, fake_feed, NULL, NULL, 0 };
+	return run_on(h, &d, c, e);
 }
 
 /* The device-sampling fake, running up to `ahead` rounds a call (0: none). */
@@ -266,12 +272,8 @@ static int run_dev(harness *h, fake *f, uint32_t slots, uint32_t ahead, const ge
 {
 	lm_decoder d = { f, V, CTX, slots, fake_reset, dev_fork, dev_feed, dev_choose,
 			 ahead ? dev_ahead : NULL, ahead };
-	gen_io io = { h, h_next, h_text, h_done, h_release };
 	f->room = CTX;
-	h->next = h->n_res = h->n_streamed = 0;
-	h->in_order = 1;
-	h->released = 0;
-	return generate(&d, c, &io, &tok, e);
+	return run_on(h, &d, c, e);
 }
 
 static const char *const PROMPTS[] = {
