@@ -3,7 +3,8 @@
 # listed in W/inputs.txt into pieces (doc-cat --plan --sizes): W/plan.tsv
 # (PATH, START, END, BYTES per piece), one stamp per piece
 # W/pieces/NNNNNN.desc, and W/plan.mk, which names the pieces for
-# pipelines/data.mk (PIECES in plan order, PIECES_BY_SIZE largest first, so
+# pipelines/data.mk (FILE_id, RANGE_id, CUT_id for a byte range of a plain
+# file; PIECES in plan order, PIECES_BY_SIZE largest first, so
 # that make -j starts the long jobs first and no core is left with a big one
 # at the end; a piece's outputs do not depend on when it runs), and, when there
 # are more than GROUP pieces, the groups of GROUP whose counts are merged
@@ -37,6 +38,8 @@ i=0
 		[ -f "$w/pieces/$id.desc" ] && IFS= read -r old < "$w/pieces/$id.desc"
 		[ "$old" = "$desc" ] || printf '%s\n' "$desc" > "$w/pieces/$id.desc"
 		printf 'FILE_%s := %s\nRANGE_%s := %s\n' "$id" "$path" "$id" "$range"
+		# a cut (a byte range of a plain file, not the whole file)
+		[ "$start" = 0 ] && [ "$end" = - ] || printf 'CUT_%s := 1\n' "$id"
 		printf '%s/counts/%s.counts %s/pre/%s.pre %s/shards/%s/manifest.tsv: %s %s/pieces/%s.desc\n' \
 			"$w" "$id" "$w" "$id" "$w" "$id" "$path" "$w" "$id"
 		i=$((i + 1))

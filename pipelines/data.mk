@@ -1,7 +1,7 @@
 # pipelines/data.mk: a corpus of many files to one tokenizer and token shards,
 # on many cores or hosts, resumable, and the same bytes whatever the parallelism.
 #
-#   INPUTS --plan--> pieces --doc-cat | bpe-encode --pretokenize --counts-out-->
+#   INPUTS --plan--> pieces --[doc-cat |] bpe-encode --pretokenize --counts-out-->
 #             counts/NNNNNN.counts, pre/NNNNNN.pre
 #          --bpe-learn --from-counts--> tok.bpe
 #          --bpe-encode --from-pretok | shard-pack--> shards/NNNNNN/train-*.lms, train.manifest
@@ -250,8 +250,8 @@ ifeq ($(PRE),1)
 # one task makes both (a pattern rule of two targets runs once for them)
 $(W)/counts/%.counts $(W)/pre/%.pre: $(W)/params/counts
 	$(Q)mkdir -p $(W)/counts $(W)/pre && rm -f $(W)/counts/$*.counts.tmp $(W)/counts/.$*.counts.tmp.tmp-*
-	$(Q)($(DOCS) --range '$(RANGE_$*)' $(FILE_$*) | \
-	  $(PRETOK) --counts-out $(W)/counts/$*.counts.tmp > $(W)/pre/$*.pre.tmp) $(NOTTY) || \
+	$(Q)($(call piece_text,$*,$(PRETOK) --counts-out $(W)/counts/$*.counts.tmp) \
+	  > $(W)/pre/$*.pre.tmp) $(NOTTY) || \
 	  { rm -f $(W)/counts/$*.counts.tmp $(W)/pre/$*.pre.tmp; exit 1; }
 	$(Q)mv $(W)/pre/$*.pre.tmp $(W)/pre/$*.pre && mv $(W)/counts/$*.counts.tmp $(W)/counts/$*.counts; \
 	  $(call progress,counts,$(W)/counts/*.counts)
@@ -263,9 +263,16 @@ $(W)/counts/%.counts: $(W)/params/counts
 	$(Q)mv $@.tmp $@; $(call progress,counts,$(W)/counts/*.counts)
 endif
 
+# $(call piece_text,ID,CMD): CMD (a bpe-encode) on the documents of piece ID:
+# a cut of end-of-text separated text is read in place (bpe-encode -r: the
+# same bytes as doc-cat -r, without its process and pipe: at -j 16 the pipes
+# slow every core), other pieces through doc-cat (formats, decompression)
+IN_PLACE := $(and $(filter text,$(FORMAT)),$(filter eot,$(SEP)),$(filter <|endoftext|>,$(SPECIAL)))
+piece_text = $(if $(and $(IN_PLACE),$(CUT_$1)),$2 -r '$(RANGE_$1)' $(FILE_$1),\
+  $(DOCS) --range '$(RANGE_$1)' $(FILE_$1) | $2)
 # the text of a piece: its pre-tokens, or (PRE=0) its documents pre-tokenized here
 piece_ids = $(if $(filter 1,$(PRE)),$(ENCODE) --from-pretok $(W)/pre/$1.pre,\
-  $(DOCS) --range '$(RANGE_$1)' $(FILE_$1) | $(ENCODE))
+  $(call piece_text,$1,$(ENCODE)))
 
 $(W)/shards/%/manifest.tsv: $(W)/tok.bpe $(W)/params/shards $(if $(filter 1,$(PRE)),$(W)/pre/%.pre)
 	$(Q)rm -rf $(W)/shards/$*.tmp && mkdir -p $(W)/shards/$*.tmp

@@ -9,7 +9,7 @@
 # stage and a re-run give the uninterrupted output, progress shows on a
 # terminal (script(1)) and not in a file, SEP=line with a glob of inputs
 # works, and bad input (a missing file, a JSON line without "text", a corrupt
-# xz file, a UTF-16 file) names the file and line, fails its piece, keeps the
+# xz file, a UTF-16 file, a NUL byte in a cut) names the file and line, fails its piece, keeps the
 # others' output and accepts nothing partial; an unreadable file
 # (/proc/self/mem, which fails to read even for root) the same; a piece that
 # fails while packing leaves none of its shards, and the re-run repacks it
@@ -262,6 +262,17 @@ grep -q "doc-cat: $TMP/bad/u16.txt: UTF-16 or UTF-32 text (byte-order mark FF FE
 ok $? "... naming the file and the encoding" || show u16
 [ "$(ls u16/counts/*.counts | wc -l)" -ge 3 ] && [ ! -e u16/counts/000000.counts ] && [ ! -e u16/tok.bpe ]
 ok $? "... its piece fails, the other file's pieces are counted"
+
+# a NUL byte in a cut of a plain file (a cut is read in place, by
+# bpe-encode -r): named with its offset, that piece fails, the others count
+{ head -c 20000 corpus/part1.txt; printf 'x\000y'; tail -c +20001 corpus/part1.txt; } > bad/nul.txt
+data nb -j2 INPUTS="$TMP/bad/nul.txt"
+is "$?" 2 "a NUL byte in a cut of a plain file: make fails"
+grep -q "bpe-encode: $TMP/bad/nul.txt: byte 20001: a NUL byte: binary data, not text" nb.log
+ok $? "... naming the file and the byte" || show nb
+grep -q "CUT_000002 := 1" nb/plan.mk && [ ! -e nb/counts/000002.counts ] && [ -e nb/counts/000001.counts ] &&
+	[ -e nb/counts/000003.counts ] && [ ! -e nb/tok.bpe ]
+ok $? "... its piece (a cut) fails, the other pieces are counted" || ls -A nb/counts | sed 's/^/# /'
 
 # a piece that fails while packing (a shard-pack that fails for piece 2
 # once its shards are written): none of its shards is kept or accepted

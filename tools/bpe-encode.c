@@ -4,6 +4,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "app/doc_cat.h"
 #include "cli/die.h"
 #include "cli/files.h"
 #include "cli/options.h"
@@ -15,6 +16,7 @@
 #include "tok/bpe_output.h"
 #include "tok/bpe_pre.h"
 #include "tok/bpe_stream.h"
+#include "tok/bpe_build.h"
 
 enum { MAX_THREADS = 1024, MIN_CHUNK = 64 };
 
@@ -22,7 +24,7 @@ static bpe_source src;
 static int text, no_specials, doc_per_line, eot_per_file, show_progress, pretokenize, from_pretok;
 static long long threads;
 static uint64_t chunk;
-static const char *output, *save_tokenizer, *counts_out;
+static const char *output, *save_tokenizer, *counts_out, *range;
 
 static const opt_def options[] = {
 	BPE_SOURCE_OPTIONS(src),
@@ -43,6 +45,9 @@ static const opt_def options[] = {
 	  "--pretokenize: also the pre-token counts, as bpe-learn --counts-out makes them", 0, 0, NULL },
 	{ 0, "from-pretok", OPT_FLAG, &from_pretok, NULL,
 	  "the FILEs are pre-token files (--pretokenize), not text: the same ids as their text's", 0, 0, NULL },
+	{ 'r', "range", OPT_STR, &range, "START:END",
+	  "only the documents of the one plain FILE that start in this byte range, read in place: "
+	  "the same text as doc-cat -r START:END FILE", 0, 0, NULL },
 	{ 'o', "output", OPT_STR, &output, "FILE", "write to FILE (whole or nothing), not stdout", 0, 0, NULL },
 	{ 0, "progress", OPT_FLAG, &show_progress, NULL, "show progress even when stderr is not a terminal",
 	  0, 0, NULL },
@@ -55,6 +60,45 @@ static const opt_prog prog = {
 	options,
 	"Each FILE is encoded on its own; special tokens in the text become their ids.",
 };
+
+/* The inputs in turn: the FILEs (or stdin), or with --range the one
+ * FILE's documents that start in the range, mapped and read in place
+ * (docs_span_open: what doc-cat -r writes, without its process and pipe). */
+typedef struct inputs {
+	cli_inputs in;
+	docs_span span;
+	int done;
+	FILE *fp;
+	const char *name;
+} inputs;
+
+static int next_input(inputs *it)
+{
+	if (!range) {
+		if (!cli_next_input(&it->in))
+			return 0;
+		it->fp = it->in.fp;
+		it->name = it->in.name;
+		return 1;
+	}
+	if (it->fp) {
+		fclose(it->fp);
+		it->fp = NULL;
+	}
+	docs_span_free(&it->span);
+	if (it->done++)
+		return 0;
+	lm_err e;
+	docs_opts o = { DOCS_TEXT, DOCS_SEP_EOT, NULL, BPE_EOT_TEXT, 0, DOCS_TO_END };
+	if (doc_cat_parse_range(range, &o, &e) || docs_span_open(&o, it->in.files[0], &it->span, &e))
+		die_err(&e);
+	static const unsigned char none[1]; /* an empty span: a stream of nothing */
+	it->fp = fmemopen((void *)(it->span.n ? it->span.p : none), it->span.n, "rb");
+	if (!it->fp)
+		die(EXIT_RUNTIME, "%s: fmemopen: out of memory", it->in.files[0]);
+	it->name = it->in.files[0];
+	return 1;
+}
 
 static progress prog_bar;
 static bpe_stream *stream;
@@ -117,8 +161,8 @@ static int write_pretok(bpe_tokenizer *t, bpe_encoder *enc, char **files, int n_
 	if (!(stream = bpe_stream_new(enc, &so, &e)))
 		die_err(&e);
 	progress_start(&prog_bar, show_progress, "pre-tokenizing", "B", 0);
-	cli_inputs in = { .files = files, .n = n_files };
-	while (cli_next_input(&in)) {
+	inputs in = { .in = { .files = files, .n = n_files } };
+	while (next_input(&in)) {
 		progress_update(&prog_bar, bpe_stream_bytes(stream), NULL);
 		if (bpe_stream_file(stream, in.fp, in.name, bpe_pre_sink, pre, &e))
 			die_err(&e);
@@ -148,6 +192,8 @@ int main(int argc, char **argv)
 	if (pretokenize && (from_pretok || text || doc_per_line || eot_per_file || save_tokenizer ||
 			    no_specials))
 		die(EXIT_USAGE, "--pretokenize goes with --special, --counts-out, -o and text FILEs only");
+	if (range && (n_files != 1 || from_pretok || doc_per_line))
+		die(EXIT_USAGE, "--range needs exactly one text FILE, without --from-pretok and --doc-per-line");
 	if (counts_out && !pretokenize)
 		die(EXIT_USAGE, "--counts-out goes with --pretokenize");
 	if (from_pretok && (doc_per_line || n_files == 0))
@@ -178,14 +224,14 @@ int main(int argc, char **argv)
 	if (bpe_output_open(&out, dst.fp, dst.name, text, t.n_vocab, t.eot, &identity, &e))
 		die_err(&e);
 	progress_start(&prog_bar, show_progress, "encoding", "B", 0);
-	cli_inputs in = { .files = files, .n = n_files };
+	inputs in = { .in = { .files = files, .n = n_files } };
 	for (int i = 0; from_pretok && i < n_files; i++) {
 		if (bpe_pre_encode(enc, files[i], bpe_output_ids, &out, &e))
 			die_err(&e);
 		if (eot_per_file && bpe_output_ids(&out, &t.eot, 1, &e))
 			die_err(&e);
 	}
-	while (!from_pretok && cli_next_input(&in)) {
+	while (!from_pretok && next_input(&in)) {
 		if (bpe_stream_file(stream, in.fp, in.name, sink, &out, &e))
 			die_err(&e);
 		if (eot_per_file && bpe_output_ids(&out, &t.eot, 1, &e))

@@ -10,7 +10,7 @@
 #include "base/io.h"
 #include "cli/options.h"
 
-static int parse_range(const char *s, docs_opts *d, lm_err *e)
+int doc_cat_parse_range(const char *s, docs_opts *d, lm_err *e)
 {
 	const char *colon = strchr(s, ':');
 	if (!colon)
@@ -38,7 +38,7 @@ int doc_cat(doc_cat_opts *o, const char *const *files, int n, docs_stats *st, lm
 	o->docs.end = DOCS_TO_END;
 	if (o->range && n != 1)
 		return lm_usage_err(e, "--range needs exactly one FILE");
-	if (o->range && parse_range(o->range, &o->docs, e))
+	if (o->range && doc_cat_parse_range(o->range, &o->docs, e))
 		return -1;
 	if (n == 0) {
 		files = stdin_only;

@@ -352,29 +352,63 @@ static int copy_compressed(parser *p, docs_codec codec, lm_err *e)
 	return finish(p, e);
 }
 
-static int copy_mapped(parser *p, int fd, uint64_t size, lm_err *e)
+/* Map a plain file of size bytes (fd) and find the span [*a, *b) of the
+ * documents that start in o's range; *m is NULL for an empty file. */
+static int map_range(const docs_opts *o, const char *path, int fd, uint64_t size,
+		     const unsigned char **m, uint64_t *a, uint64_t *b, lm_err *e)
 {
-	const docs_opts *o = p->o;
+	*m = NULL;
+	*a = *b = 0;
 	if (o->start > size || (o->end != DOCS_TO_END && o->end < o->start))
-		return lm_usage_err(e, "%s: range %llu:%llu outside its %llu bytes", p->path,
+		return lm_usage_err(e, "%s: range %llu:%llu outside its %llu bytes", path,
 				    (unsigned long long)o->start, (unsigned long long)o->end,
 				    (unsigned long long)size);
 	if (size == 0)
 		return 0;
-	void *m = mmap(NULL, (size_t)size, PROT_READ, MAP_PRIVATE, fd, 0);
-	if (m == MAP_FAILED)
-		return lm_seterr(e, "%s: mmap:", p->path);
-	p->map = m;
-	uint64_t a = next_start(o, p->map, size, o->start);
-	uint64_t b = o->end == DOCS_TO_END ? size : next_start(o, p->map, size, o->end);
-	madvise((void *)(p->map + a), (size_t)(b - a), MADV_SEQUENTIAL);
+	void *q = mmap(NULL, (size_t)size, PROT_READ, MAP_PRIVATE, fd, 0);
+	if (q == MAP_FAILED)
+		return lm_seterr(e, "%s: mmap:", path);
+	*m = q;
+	*a = next_start(o, *m, size, o->start);
+	*b = o->end == DOCS_TO_END ? size : next_start(o, *m, size, o->end);
+	madvise((void *)(*m + *a), (size_t)(*b - *a), MADV_SEQUENTIAL);
+	return 0;
+}
+
+static int copy_mapped(parser *p, int fd, uint64_t size, lm_err *e)
+{
+	uint64_t a, b;
+	if (map_range(p->o, p->path, fd, size, &p->map, &a, &b, e))
+		return -1;
+	if (!p->map)
+		return 0;
 	p->base = a;
 	int rc = a < b ? feed(p, p->map + a, (size_t)(b - a), e) : 0;
 	if (!rc)
 		rc = finish(p, e);
-	munmap(m, (size_t)size);
+	munmap((void *)p->map, (size_t)size);
 	p->map = NULL;
 	return rc;
+}
+
+/* path opened for reading, its status in *sb: the descriptor, or -1 (a
+ * directory too) with e set. */
+static int open_input(const char *path, struct stat *sb, lm_err *e)
+{
+	int fd = open(path, O_RDONLY);
+	if (fd < 0)
+		return lm_seterr(e, "%s:", path);
+	if (fstat(fd, sb) != 0) {
+		lm_seterr(e, "%s:", path);
+		close(fd);
+		return -1;
+	}
+	if (S_ISDIR(sb->st_mode)) {
+		close(fd);
+		lm_seterr(e, "%s: a directory, not a file", path);
+		return -1;
+	}
+	return fd;
 }
 
 int docs_copy(const docs_opts *o, const char *path, FILE *out, const char *out_name,
@@ -401,18 +435,10 @@ int docs_copy(const docs_opts *o, const char *path, FILE *out, const char *out_n
 		free(p.line);
 		return rc;
 	}
-	int fd = open(path, O_RDONLY);
 	struct stat sb;
+	int fd = open_input(path, &sb, e);
 	if (fd < 0)
-		return lm_seterr(e, "%s:", path);
-	if (fstat(fd, &sb) != 0) {
-		close(fd);
-		return lm_seterr(e, "%s:", path);
-	}
-	if (S_ISDIR(sb.st_mode)) {
-		close(fd);
-		return lm_seterr(e, "%s: a directory, not a file", path);
-	}
+		return -1;
 	/* a pipe's first bytes cannot be peeked at: a pipe is read as plain */
 	docs_codec codec = DOCS_PLAIN;
 	rc = S_ISREG(sb.st_mode) ? docs_codec_of(path, &codec, e) : 0;
@@ -436,6 +462,74 @@ int docs_copy(const docs_opts *o, const char *path, FILE *out, const char *out_n
 		close(fd);
 	free(p.line);
 	return rc;
+}
+
+/* ---- a range in place ---- */
+
+int docs_span_open(const docs_opts *o, const char *path, docs_span *s, lm_err *e)
+{
+	memset(s, 0, sizeof *s);
+	const char *name = io_name(path);
+	size_t eot_len = strlen(o->eot);
+	if (o->format != DOCS_TEXT || o->sep != DOCS_SEP_EOT)
+		return lm_usage_err(e, "%s: only end-of-text separated text can be read in place", name);
+	if (eot_len == 0 || eot_len > sizeof ((parser *)0)->tail)
+		return lm_usage_err(e, "the end-of-text text must be 1 to %zu bytes",
+				    sizeof ((parser *)0)->tail);
+	if (!strcmp(path, "-"))
+		return lm_usage_err(e, "<stdin> cannot be read in place");
+	struct stat sb;
+	int fd = open_input(path, &sb, e);
+	if (fd < 0)
+		return -1;
+	if (!S_ISREG(sb.st_mode)) {
+		close(fd);
+		return lm_usage_err(e, "%s: not a regular file: it cannot be read in place", name);
+	}
+	docs_codec codec = DOCS_PLAIN;
+	if (docs_codec_of(path, &codec, e)) {
+		close(fd);
+		return -1;
+	}
+	if (codec != DOCS_PLAIN) {
+		close(fd);
+		return lm_usage_err(e, "%s: %s data cannot be read by byte range", name,
+				    docs_codec_name(codec));
+	}
+	const unsigned char *m;
+	uint64_t a, b, size = (uint64_t)sb.st_size;
+	int rc = map_range(o, name, fd, size, &m, &a, &b, e);
+	close(fd);
+	if (rc || !m)
+		return rc;
+	s->map = (void *)m;
+	s->map_n = (size_t)size;
+	/* as feed() and check_text() see it */
+	if (a == 0 && b >= 2 && ((m[0] == 0xff && m[1] == 0xfe) || (m[0] == 0xfe && m[1] == 0xff))) {
+		unsigned b0 = m[0], b1 = m[1];
+		docs_span_free(s);
+		return lm_seterr(e, "%s: UTF-16 or UTF-32 text (byte-order mark %02X %02X): "
+				 "convert it to UTF-8 first (iconv -t UTF-8)", name, b0, b1);
+	}
+	if (a == 0 && b >= sizeof UTF8_BOM && !memcmp(m, UTF8_BOM, sizeof UTF8_BOM))
+		a = sizeof UTF8_BOM;
+	const unsigned char *z = a < b ? memchr(m + a, 0, (size_t)(b - a)) : NULL;
+	if (z) {
+		uint64_t at = (uint64_t)(z - m);
+		docs_span_free(s);
+		return lm_seterr(e, "%s: byte %llu: a NUL byte: binary data, not text", name,
+				 (unsigned long long)at);
+	}
+	s->p = m + a;
+	s->n = (size_t)(b - a);
+	return 0;
+}
+
+void docs_span_free(docs_span *s)
+{
+	if (s->map)
+		munmap(s->map, s->map_n);
+	memset(s, 0, sizeof *s);
 }
 
 /* ---- plans ---- */

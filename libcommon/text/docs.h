@@ -47,6 +47,24 @@ typedef struct docs_stats {
 int docs_copy(const docs_opts *o, const char *path, FILE *out, const char *out_name,
 	      docs_stats *st, lm_err *e);
 
+/* The bytes docs_copy writes for a plain file in end-of-text mode (o's
+ * range, o's end-of-text text), in place: the file is mapped and
+ * [p, p + n) is the span of the documents that start in the range (a
+ * UTF-8 byte-order mark at offset 0 left out), checked as docs_copy checks
+ * it: a NUL byte, or a UTF-16 or UTF-32 byte-order mark, is an error naming
+ * the file and byte.  A compressed file, a pipe or a line format is a
+ * usage error (docs_copy reads those).  So a program can read a piece
+ * without doc-cat and a pipe in front of it, and get the same bytes. */
+typedef struct docs_span {
+	const unsigned char *p;
+	size_t n;
+	void *map;      /* the mapping (NULL for an empty file) */
+	size_t map_n;
+} docs_span;
+
+int docs_span_open(const docs_opts *o, const char *path, docs_span *s, lm_err *e);
+void docs_span_free(docs_span *s);
+
 /* The codec of a file, from its first bytes (not its name). */
 int docs_codec_of(const char *path, docs_codec *c, lm_err *e);
 const char *docs_codec_name(docs_codec c);
