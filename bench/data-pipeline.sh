@@ -26,7 +26,7 @@
 #   BENCH_JOBS   make -j values (default "1 2 4 8 16")
 #   BENCH_VOCAB  (default 10000)   BENCH_PIECE  PIECE_BYTES (default 4Mi)
 #   BENCH_PAR_WORDS  LMPIPE_BPE_PAR_WORDS values for the tokenizer alone
-#                (default "100000 4096 1024 256 64"; "" for none)
+#                (default "131072 16384 1024"; "" for none)
 #   BENCH_PRE    data.mk PRE values (default "1 0")
 #   BENCH_HF     0 to leave Hugging Face out (default: run it when importable)
 #   BENCH_REPS   runs of each -j (default 3), each from nothing: the line is the
@@ -38,7 +38,7 @@ BIN=${LMPIPE_BIN:-$ROOT/bin}
 DATA=${LMPIPE_DATA:-$ROOT/../shared/data}
 JOBS=${BENCH_JOBS:-1 2 4 8 16}
 PRES=${BENCH_PRE:-1 0}
-PAR_WORDS=${BENCH_PAR_WORDS-100000 4096 1024 256 64}
+PAR_WORDS=${BENCH_PAR_WORDS-131072 16384 1024}
 VOCAB=${BENCH_VOCAB:-10000}
 PIECE=${BENCH_PIECE:-4Mi}
 REPS=${BENCH_REPS:-3}

@@ -242,7 +242,9 @@ endif
 # The programs of a piece draw no progress bars of their own (their stderr is
 # not the terminal); the pipeline draws, on a terminal, the pieces of the
 # stage done so far.
-NOTTY = 2>&1 | cat >&2
+# (only when make's stderr is a terminal: else they draw none anyway, and
+# the cat would be one more process a piece)
+NOTTY = $(if $(MAKE_TERMERR),2>&1 | cat >&2)
 progress = [ -t 2 ] && printf '\rdata.mk: %s: %d/%d pieces ' $1 \
   $$(ls $2 2>/dev/null | wc -l) $(words $(PIECES)) >&2 || true
 

@@ -43,12 +43,15 @@
 
 enum {
 	/* a merge goes parallel past this many words a thread (LMPIPE_BPE_PAR_WORDS
-	 * sets it): a thread's share of rewriting costs well over the fork and
-	 * join; its table's falls are applied on the thread, its new pairs
-	 * (a few dozen) after the join.  On the GPU machine's 16 cores (201 MB
-	 * Gutenberg, vocabulary 10000) the tokenizer took 0.32 s at 1024,
-	 * 0.44 at 256, 0.63 at 128, 0.74 at 64, 1.24 at 16 */
-	PAR_WORDS_PER_THREAD = 1024,
+	 * sets it): a thread's share of rewriting must cost well over the fork
+	 * and join and the serial fold and rises after it.  On the GPU
+	 * machine's 16 cores (201 MB Gutenberg, vocabulary 10000: 2.96 M word
+	 * visits over 9743 merges, the largest 42 K words) no merge gained
+	 * from threads on two hosts: the merges took 0.092-0.096 s on one
+	 * thread against 0.105-0.127 at 1024 words a thread (2026-12-03), and
+	 * 0.15 s against 0.14-0.19 on the other host; so only a merge of more
+	 * than twice this many words (a far larger corpus) goes on threads */
+	PAR_WORDS_PER_THREAD = 1 << 17,
 	/* the first pair count: a thread (and its table of 1 MiB) for each
 	 * this many words */
 	PAR_COUNT_WORDS = 4096,
