@@ -164,11 +164,12 @@ NOW = $${EPOCHREALTIME:-$$(date +%s.%6N)}
 summary = { [ -t 2 ] && printf '\r\033[K'; t1=$(NOW); t1=$${t1/[.,]/}; t0=$${t0/[.,]/}; \
   printf 'data.mk: %s: %s, %d.%03d s\n' $1 "$2" $$(((t1 - t0) / 1000000)) $$(((t1 - t0) / 1000 % 1000)); } >&2
 IN_BYTES = $$(stat -L -c %s $(INPUT_FILES) | awk '{ b += $$1 } END { print b }')
+SHARDS_TOTALS = $$(cat $(SHARDS) | awk -F'\t' '{t+=$$4; d+=$$5; b+=$$6} \
+  END {printf "%d tokens, %d documents, %d bytes of shards", t, d, b}')
 
-# $(call launch,STAGE): build the task-STAGE targets: here, or by the engine.
+# $(call launch_$(LAUNCH),STAGE): build the task-STAGE targets by the engine.
 TASK_MAKE = env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL $(MAKE) -f $(SELF) --no-print-directory \
   -k -j $(TASK_JOBS) W=$(W) N=$(N)
-launch_ = $(MAKE) -f $(SELF) --no-print-directory -k W=$(W) TASK=all task-$1
 # (the array is watched with squeue every SLURM_POLL seconds: sbatch --wait
 # polls every 10; whether a task failed is told by its outputs, see check)
 launch_slurm = mkdir -p $(W)/logs && jid=$$(sbatch --parsable --array=0-$$(($(N) - 1)) \
@@ -178,7 +179,7 @@ launch_slurm = mkdir -p $(W)/logs && jid=$$(sbatch --parsable --array=0-$$(($(N)
 launch_srun = srun --ntasks=$(N) $(SRUN_OPTS) bash -c '$(TASK_MAKE) TASK=$$SLURM_PROCID task-$1'
 launch_parallel = seq 0 $$(($(N) - 1)) | parallel --will-cite --halt never --jobs $(PARALLEL_JOBS) \
   --sshlogin '$(SSHLOGIN)' 'cd $(CURDIR) && $(TASK_MAKE) TASK={} task-$1'
-ifeq ($(filter undefined,$(origin launch_$(LAUNCH))),undefined)
+ifeq ($(if $(LAUNCH),$(filter undefined,$(origin launch_$(LAUNCH)))),undefined)
 $(error LAUNCH=$(LAUNCH): expected nothing, slurm, srun or parallel)
 endif
 # after the engine: every piece's output must be there
@@ -186,31 +187,53 @@ check = for f in $1; do [ -e $$f ] || { echo "data.mk: $$f missing: a task faile
   $(LAUNCH),$(,) and $(W)/logs))" >&2; exit 1; }; done
 
 data: $(W)/manifest.tsv
-counts: $(COUNTS)
 tok: $(W)/tok.bpe
-shards: $(SHARDS)
 
 ifneq ($(PIECES),)
+ifeq ($(LAUNCH),)
+# On this host the pieces are this make's own jobs: largest first, the
+# others carried on when one fails (-k), and no make between (a sub-make
+# cost ~10 ms a stage at -j 16).  A stage's summary is the recipe of its
+# stamp W/params/STAGE.done, made after its pieces, and timed from the first
+# piece this run started (which notes the time in W/params/STAGE.t0.PID).
+MAKEFLAGS += -k
+COUNTS_DONE := $(W)/params/counts.done
+SHARDS_DONE := $(W)/params/shards.done
+counts: $(COUNTS_DONE)
+shards: $(SHARDS_DONE)
+$(COUNTS_DONE): $(PIECES_BY_SIZE:%=$(W)/counts/%.counts) $(PRES)
+	$(Q){ read -r t0 < $(W)/params/counts.t0.$$PPID; } 2> /dev/null || t0=$(NOW); \
+	  rm -f $(W)/params/counts.t0.*; : > $@; \
+	  $(call summary,counts,$(words $(PIECES)) pieces$(,) $(IN_BYTES) bytes)
+$(SHARDS_DONE): $(PIECES_BY_SIZE:%=$(W)/shards/%/manifest.tsv)
+	$(Q){ read -r t0 < $(W)/params/shards.t0.$$PPID; } 2> /dev/null || t0=$(NOW); \
+	  rm -f $(W)/params/shards.t0.*; : > $@; \
+	  $(call summary,shards,$(words $(PIECES)) pieces$(,) $(SHARDS_TOTALS))
+else
+counts: $(COUNTS)
+shards: $(SHARDS)
 $(COUNTS) $(PRES) &: $(W)/params/counts $(W)/plan.tsv
 	+$(Q)t0=$(NOW); $(call launch_$(LAUNCH),counts) || true; $(call check,$(COUNTS) $(PRES)); \
 	  $(call summary,counts,$(words $(PIECES)) pieces$(,) $(IN_BYTES) bytes)
+endif
 
 $(W)/counts/group-%.counts: $(W)/params/counts
 	$(Q)rm -f $@.tmp && $(LEARN) -j $(THREADS) --from-counts --counts-out $@.tmp \
 	  $(filter %.counts,$^) && mv $@.tmp $@
 
-$(W)/tok.bpe: $(TOK_COUNTS) $(W)/params/tok
+$(W)/tok.bpe: $(COUNTS_DONE) $(TOK_COUNTS) $(W)/params/tok
 	$(Q)t0=$(NOW); $(LEARN) -j $(MERGE_THREADS) --from-counts -v $(VOCAB) -o $@.tmp $(TOK_COUNTS) && \
 	  mv $@.tmp $@; \
 	  $(call summary,tokenizer,vocabulary $(VOCAB) from $(words $(TOK_COUNTS)) counts files)
 
+ifneq ($(LAUNCH),)
 $(SHARDS) &: $(W)/tok.bpe $(W)/params/shards $(W)/plan.tsv $(PRES)
 	+$(Q)t0=$(NOW); $(call launch_$(LAUNCH),shards) || true; $(call check,$(SHARDS)); \
-	  $(call summary,shards,$(words $(PIECES)) pieces$(,) $$(cat $(SHARDS) | \
-	  awk -F'\t' '{t+=$$4; d+=$$5; b+=$$6} END {printf "%d tokens, %d documents, %d bytes of shards", t, d, b}'))
+	  $(call summary,shards,$(words $(PIECES)) pieces$(,) $(SHARDS_TOTALS))
+endif
 endif
 
-$(W)/manifest.tsv: $(SHARDS) $(W)/plan.tsv
+$(W)/manifest.tsv: $(SHARDS_DONE) $(SHARDS) $(W)/plan.tsv
 	$(Q)t0=$(NOW); $(ROOT)/pipelines/data-manifest.sh all $(W) > $@.tmp && \
 	  mv $(W)/lm-train.args.tmp $(W)/lm-train.args && mv $@.tmp $@ && \
 	  $(call summary,manifest,$$(grep -vc '^#' $@) shards) && \
@@ -245,13 +268,18 @@ endif
 # (only when make's stderr is a terminal: else they draw none anyway, and
 # the cat would be one more process a piece)
 NOTTY = $(if $(MAKE_TERMERR),2>&1 | cat >&2)
+# $(call stage_t0,STAGE): the first piece of STAGE this run notes the time
+# (for the summary of the driver's own jobs, not in a task of an engine; by
+# the make's process id, a recipe's $PPID, so that a killed run's is not
+# taken for this one's)
+stage_t0 = $(if $(TASK),,[ -e $(W)/params/$1.t0.$$PPID ] || echo $(NOW) > $(W)/params/$1.t0.$$PPID;)
 progress = [ -t 2 ] && printf '\rdata.mk: %s: %d/%d pieces ' $1 \
   $$(ls $2 2>/dev/null | wc -l) $(words $(PIECES)) >&2 || true
 
 ifeq ($(PRE),1)
 # one task makes both (a pattern rule of two targets runs once for them)
 $(W)/counts/%.counts $(W)/pre/%.pre: $(W)/params/counts
-	$(Q)mkdir -p $(W)/counts $(W)/pre && rm -f $(W)/counts/$*.counts.tmp $(W)/counts/.$*.counts.tmp.tmp-*
+	$(Q)$(call stage_t0,counts) mkdir -p $(W)/counts $(W)/pre && rm -f $(W)/counts/$*.counts.tmp $(W)/counts/.$*.counts.tmp.tmp-*
 	$(Q)($(call piece_text,$*,$(PRETOK) --counts-out $(W)/counts/$*.counts.tmp) \
 	  > $(W)/pre/$*.pre.tmp) $(NOTTY) || \
 	  { rm -f $(W)/counts/$*.counts.tmp $(W)/pre/$*.pre.tmp; exit 1; }
@@ -259,7 +287,7 @@ $(W)/counts/%.counts $(W)/pre/%.pre: $(W)/params/counts
 	  $(call progress,counts,$(W)/counts/*.counts)
 else
 $(W)/counts/%.counts: $(W)/params/counts
-	$(Q)mkdir -p $(@D) && rm -f $@.tmp $(@D)/.$(@F).tmp.tmp-*
+	$(Q)$(call stage_t0,counts) mkdir -p $(@D) && rm -f $@.tmp $(@D)/.$(@F).tmp.tmp-*
 	$(Q)($(DOCS) --range '$(RANGE_$*)' $(FILE_$*) | $(LEARN) -j $(THREADS) --counts-out $@.tmp) $(NOTTY) || \
 	  { rm -f $@.tmp; exit 1; }
 	$(Q)mv $@.tmp $@; $(call progress,counts,$(W)/counts/*.counts)
@@ -277,7 +305,7 @@ piece_ids = $(if $(filter 1,$(PRE)),$(ENCODE) --from-pretok $(W)/pre/$1.pre,\
   $(call piece_text,$1,$(ENCODE)))
 
 $(W)/shards/%/manifest.tsv: $(W)/tok.bpe $(W)/params/shards $(if $(filter 1,$(PRE)),$(W)/pre/%.pre)
-	$(Q)rm -rf $(W)/shards/$*.tmp && mkdir -p $(W)/shards/$*.tmp
+	$(Q)$(call stage_t0,shards) rm -rf $(W)/shards/$*.tmp && mkdir -p $(W)/shards/$*.tmp
 	$(Q)($(call piece_ids,$*) | $(PACK) -o $(W)/shards/$*.tmp/train) \
 	  $(NOTTY) || { rm -rf $(W)/shards/$*.tmp; exit 1; }
 	$(Q)$(ROOT)/pipelines/data-manifest.sh piece $(W) $* $(W)/shards/$*.tmp > $(W)/shards/$*.tmp/manifest.tsv
