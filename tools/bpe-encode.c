@@ -4,19 +4,19 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "app/doc_cat.h"
 #include "cli/die.h"
 #include "cli/files.h"
 #include "cli/options.h"
 #include "cli/progress.h"
 #include "cli/tok_options.h"
 #include "learn/bpe_learn.h"
+#include "text/docs.h"
+#include "tok/bpe_build.h"
 #include "tok/bpe_encode.h"
 #include "tok/bpe_identity.h"
 #include "tok/bpe_output.h"
 #include "tok/bpe_pre.h"
 #include "tok/bpe_stream.h"
-#include "tok/bpe_build.h"
 
 enum { MAX_THREADS = 1024, MIN_CHUNK = 64 };
 
@@ -90,7 +90,8 @@ static int next_input(inputs *it)
 		return 0;
 	lm_err e;
 	docs_opts o = { DOCS_TEXT, DOCS_SEP_EOT, NULL, BPE_EOT_TEXT, 0, DOCS_TO_END };
-	if (doc_cat_parse_range(range, &o, &e) || docs_span_open(&o, it->in.files[0], &it->span, &e))
+	if (opt_parse_range(range, &o.start, &o.end, DOCS_TO_END, &e) ||
+	    docs_span_open(&o, it->in.files[0], &it->span, &e))
 		die_err(&e);
 	static const unsigned char none[1]; /* an empty span: a stream of nothing */
 	it->fp = fmemopen((void *)(it->span.n ? it->span.p : none), it->span.n, "rb");

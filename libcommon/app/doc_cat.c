@@ -10,27 +10,6 @@
 #include "base/io.h"
 #include "cli/options.h"
 
-int doc_cat_parse_range(const char *s, docs_opts *d, lm_err *e)
-{
-	const char *colon = strchr(s, ':');
-	if (!colon)
-		return lm_usage_err(e, "--range %s: expected START:END", s);
-	char start[64];
-	size_t n = (size_t)(colon - s);
-	if (n == 0 || n >= sizeof start)
-		return lm_usage_err(e, "--range %s: expected START:END", s);
-	memcpy(start, s, n);
-	start[n] = 0;
-	if (opt_parse_size(start, &d->start, "--range start", e))
-		return -1;
-	d->end = DOCS_TO_END;
-	if (colon[1] && opt_parse_size(colon + 1, &d->end, "--range end", e))
-		return -1;
-	if (d->end < d->start)
-		return lm_usage_err(e, "--range %s: the end is before the start", s);
-	return 0;
-}
-
 int doc_cat(doc_cat_opts *o, const char *const *files, int n, docs_stats *st, lm_err *e)
 {
 	static const char *const stdin_only[] = { "-" };
@@ -38,7 +17,7 @@ int doc_cat(doc_cat_opts *o, const char *const *files, int n, docs_stats *st, lm
 	o->docs.end = DOCS_TO_END;
 	if (o->range && n != 1)
 		return lm_usage_err(e, "--range needs exactly one FILE");
-	if (o->range && doc_cat_parse_range(o->range, &o->docs, e))
+	if (o->range && opt_parse_range(o->range, &o->docs.start, &o->docs.end, DOCS_TO_END, e))
 		return -1;
 	if (n == 0) {
 		files = stdin_only;

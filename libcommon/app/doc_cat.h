@@ -20,10 +20,6 @@ typedef struct doc_cat_opts {
  * when asked for, is written to stderr by the caller from *st. */
 int doc_cat(doc_cat_opts *o, const char *const *files, int n, docs_stats *st, lm_err *e);
 
-/* "START:END" (END empty: to the end; sizes with k, M, Gi, ...) into d's
- * start and end; a usage error names the operand. */
-int doc_cat_parse_range(const char *s, docs_opts *d, lm_err *e);
-
 /* Print the plan: one line per piece, "PATH<TAB>START<TAB>END", END "-" for
  * the end of the file; with sizes (the documents' format and separator), a
  * fourth column: the bytes of the piece's documents (docs_piece_bytes). */

@@ -56,6 +56,25 @@ int opt_parse_size(const char *s, uint64_t *out, const char *what, lm_err *e)
 	return 0;
 }
 
+int opt_parse_range(const char *s, uint64_t *start, uint64_t *end, uint64_t to_end, lm_err *e)
+{
+	const char *colon = strchr(s, ':');
+	char first[64];
+	size_t n = colon ? (size_t)(colon - s) : 0;
+	if (!colon || n == 0 || n >= sizeof first)
+		return lm_usage_err(e, "--range %s: expected START:END", s);
+	memcpy(first, s, n);
+	first[n] = 0;
+	if (opt_parse_size(first, start, "--range start", e))
+		return -1;
+	*end = to_end;
+	if (colon[1] && opt_parse_size(colon + 1, end, "--range end", e))
+		return -1;
+	if (*end < *start)
+		return lm_usage_err(e, "--range %s: the end is before the start", s);
+	return 0;
+}
+
 int opt_parse_double(const char *s, double *out, const char *what, lm_err *e)
 {
 	char *end;

@@ -73,6 +73,9 @@ int opt_parse_int(const char *s, long long min, long long max, long long *out,
 		  const char *what, lm_err *e);
 int opt_parse_size(const char *s, uint64_t *out, const char *what, lm_err *e);
 int opt_parse_double(const char *s, double *out, const char *what, lm_err *e);
+/* A --range operand "START:END" of sizes (END empty: *end = to_end); a
+ * usage error names it. */
+int opt_parse_range(const char *s, uint64_t *start, uint64_t *end, uint64_t to_end, lm_err *e);
 
 /* Program front end: parse, print --help to stdout and exit 0, or print
  * "prog: message" plus a hint and exit 2.  Returns the operand count. */
