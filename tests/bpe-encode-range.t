@@ -80,6 +80,9 @@ run bpe-encode -t tok.bpe -r 0:100 < docs.txt
 ok $? "stdin: a usage error (exit $rc)" || echo "# $err"
 run bpe-encode -t tok.bpe -r 100:50 docs.txt
 is "$rc $err" "2 bpe-encode: --range 100:50: the end is before the start" "an end before the start: a usage error"
+run bpe-encode -t missing.bpe -r 5:x docs.txt
+[ $rc -eq 2 ] && case $err in "bpe-encode: --range end"*) true ;; *) false ;; esac
+ok $? "a bad range: a usage error, before the tokenizer is read (exit $rc)" || echo "# $err"
 run bpe-encode -t tok.bpe -r $((size + 1)): docs.txt
 [ $rc -eq 2 ] && case $err in "bpe-encode: docs.txt: range "*" outside its $size bytes") true ;; *) false ;; esac
 ok $? "a range past the end: a usage error (exit $rc)" || echo "# $err"

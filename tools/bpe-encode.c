@@ -4,6 +4,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/io.h"
 #include "cli/die.h"
 #include "cli/files.h"
 #include "cli/options.h"
@@ -72,6 +73,9 @@ typedef struct inputs {
 	const char *name;
 } inputs;
 
+/* --range's documents: end-of-text separated text, as doc-cat's default */
+static docs_opts range_docs = { DOCS_TEXT, DOCS_SEP_EOT, NULL, BPE_EOT_TEXT, 0, DOCS_TO_END };
+
 static int next_input(inputs *it)
 {
 	if (!range) {
@@ -89,15 +93,13 @@ static int next_input(inputs *it)
 	if (it->done++)
 		return 0;
 	lm_err e;
-	docs_opts o = { DOCS_TEXT, DOCS_SEP_EOT, NULL, BPE_EOT_TEXT, 0, DOCS_TO_END };
-	if (opt_parse_range(range, &o.start, &o.end, DOCS_TO_END, &e) ||
-	    docs_span_open(&o, it->in.files[0], &it->span, &e))
+	if (docs_span_open(&range_docs, it->in.files[0], &it->span, &e))
 		die_err(&e);
 	static const unsigned char none[1]; /* an empty span: a stream of nothing */
 	it->fp = fmemopen((void *)(it->span.n ? it->span.p : none), it->span.n, "rb");
 	if (!it->fp)
-		die(EXIT_RUNTIME, "%s: fmemopen: out of memory", it->in.files[0]);
-	it->name = it->in.files[0];
+		die(EXIT_RUNTIME, "%s: fmemopen: out of memory", io_name(it->in.files[0]));
+	it->name = io_name(it->in.files[0]);
 	return 1;
 }
 
@@ -195,6 +197,8 @@ int main(int argc, char **argv)
 		die(EXIT_USAGE, "--pretokenize goes with --special, --counts-out, -o and text FILEs only");
 	if (range && (n_files != 1 || from_pretok || doc_per_line))
 		die(EXIT_USAGE, "--range needs exactly one text FILE, without --from-pretok and --doc-per-line");
+	if (range && opt_parse_range(range, &range_docs.start, &range_docs.end, DOCS_TO_END, &e))
+		die_err(&e);
 	if (counts_out && !pretokenize)
 		die(EXIT_USAGE, "--counts-out goes with --pretokenize");
 	if (from_pretok && (doc_per_line || n_files == 0))
