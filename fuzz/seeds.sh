@@ -10,7 +10,7 @@ PATH=$BIN:$PATH
 W=$(mktemp -d "${TMPDIR:-/tmp}/lmpipe-seeds.XXXXXX")
 trap 'rm -rf "$W"' EXIT
 for t in shard shard_set tokstream tokenizer gpt2 counts safetensors checkpoint prompts tasks rewards \
-	rollouts pairs hf_tokenizer json_skim pretok; do
+	rollouts pairs hf_tokenizer json_skim pretok docs_span; do
 	mkdir -p "$OUT/$t"
 done
 cd "$W"
@@ -25,6 +25,8 @@ bpe-learn --gpt2-out g -v 280 small.txt
 { cat g/vocab.json; printf "\\0"; cat g/merges.txt; } > "$OUT/gpt2/g.bin"
 bpe-encode -t t.tok small.txt > s.tok
 cp s.tok "$OUT/tokstream/s.tok"
+# a range read: two bytes placing the range, then the file (separators in it)
+{ printf '\003\377'; cat small.txt; } > "$OUT/docs_span/s.txt"
 # shards (several frames) and their manifest
 shard-pack -o d --shard-tokens 200 --frame-tokens 64 --val-docs 1 < s.tok
 cp d-000000.lms "$OUT/shard/d0.lms"
