@@ -252,7 +252,6 @@ static int run_merges(learner *L, uint32_t vocab, bpe_merge *merges, uint32_t *n
 		if (add_token(L, a, b))
 			return -1;
 		merges[(*n_merges)++] = (bpe_merge){ a, b, c };
-		L->stamp++;
 		uint32_t *occ = x->occ, n_occ = x->n_occ;
 		uint32_t *own = x->own_occ ? occ : NULL;
 		x->occ = NULL;

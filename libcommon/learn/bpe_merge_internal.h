@@ -31,14 +31,14 @@ typedef struct pair {
 	uint32_t own_occ; /* occ is its own allocation (the first count's), else in the arena */
 } pair;
 
-/* A distinct pre-token: its count, its ids id[0 .. len), and the last merge
- * that rewrote it, in one record, so that a merge reaching a word touches
- * one place (a cache line or two), not an entry and then its ids.  Records
- * lie back to back, 8-byte aligned; a word is named by where its record
- * starts, in 8-byte units (word_at). */
+/* A distinct pre-token: its count and its ids id[0 .. len), in one record,
+ * so that a merge reaching a word touches one place (a cache line or two),
+ * not an entry and then its ids.  Records lie back to back, 8-byte
+ * aligned, the ids right after the length (12 bytes in); a word is named
+ * by where its record starts, in 8-byte units (word_at). */
 typedef struct wrec {
 	uint64_t count;
-	uint32_t len, stamp; /* stamp: last merge that rewrote it */
+	uint32_t len;
 	uint32_t id[];
 } wrec;
 
@@ -73,7 +73,6 @@ typedef struct learner {
 	size_t mmask;
 	hent *heap;
 	size_t n_heap;
-	uint32_t stamp;  /* merges done, marks the words rewritten */
 	uint32_t par_words; /* a merge goes parallel past this many words a thread */
 	uint32_t *grp_start; /* scratch of bpe_merge_words.c's sort */
 	/* the lists of the pairs merges make, in blocks never freed before the
@@ -119,7 +118,7 @@ static inline wrec *word_at(const learner *L, uint32_t w)
 /* 8-byte units of a record of n ids. */
 static inline size_t wrec_units(size_t n)
 {
-	return 2 + (n + 1) / 2;
+	return (offsetof(wrec, id) + n * sizeof(uint32_t) + 7) / 8;
 }
 
 static inline uint64_t pair_key(uint32_t a, uint32_t b)

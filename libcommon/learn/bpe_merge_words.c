@@ -264,6 +264,18 @@ static int rises(learner *L, nbr_tab *T, uint32_t a, uint32_t c)
 	return 0;
 }
 
+/* Word occ[i] is the one before it too.  A list holds a word twice only
+ * side by side: a first count's list holds each word once, and a merge's
+ * entries of one word are together and keep their order in the sort
+ * (rises), so its entries of one neighbour are together in the list (a
+ * word with the neighbour twice, not one after the other in the word, as
+ * x in "x a b y a b x a b").  So no mark in the word is needed, and a
+ * word whose entry is stale is only read, never written. */
+static inline int listed_before(const uint32_t *occ, uint32_t i)
+{
+	return i > 0 && occ[i - 1] == occ[i];
+}
+
 static int failed(learner *L)
 {
 	L->failed = 1;
@@ -282,10 +294,8 @@ int bpe_merge_words(learner *L, const uint32_t *occ, uint32_t n_occ, uint32_t a,
 			__builtin_prefetch(r);
 			__builtin_prefetch(r + RECORD_TAIL);
 		}
-		wrec *wd = word_at(L, w);
-		if (wd->stamp == L->stamp)
-			continue; /* listed twice */
-		wd->stamp = L->stamp;
+		if (listed_before(occ, i))
+			continue;
 		merge_word(L, w, a, b, c, T);
 	}
 	if (!T->failed)
@@ -298,7 +308,6 @@ int bpe_merge_words(learner *L, const uint32_t *occ, uint32_t n_occ, uint32_t a,
 int bpe_merge_words_par(learner *L, const uint32_t *occ, uint32_t n_occ, uint32_t a, uint32_t b,
 			uint32_t c, nbr_tab *tabs, int k)
 {
-	uint32_t stamp = L->stamp;
 #pragma omp parallel num_threads(k)
 	{
 		nbr_tab *T = &tabs[omp_get_thread_num()];
@@ -312,8 +321,9 @@ int bpe_merge_words_par(learner *L, const uint32_t *occ, uint32_t n_occ, uint32_
 				__builtin_prefetch(r);
 				__builtin_prefetch(r + RECORD_TAIL);
 			}
-			/* a word listed twice is rewritten once, by whichever thread is first */
-			if (__atomic_exchange_n(&word_at(L, w)->stamp, stamp, __ATOMIC_RELAXED) == stamp)
+			/* a word listed twice is rewritten once, by the thread of
+			 * its first place, whichever thread has the one before */
+			if (listed_before(occ, i))
 				continue;
 			merge_word(L, w, a, b, c, T);
 		}

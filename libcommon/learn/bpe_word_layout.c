@@ -113,7 +113,6 @@ static void write_word(learner *L, uint32_t w, uint32_t u, const bpe_counts *c,
 	const uint8_t *s = c->bytes + en->off;
 	wd->count = en->count;
 	wd->len = en->len;
-	wd->stamp = 0;
 	for (uint32_t i = 0; i < en->len; i++)
 		wd->id[i] = base + s[i];
 }
