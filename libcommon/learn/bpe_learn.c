@@ -294,7 +294,6 @@ static void learner_free(learner *L)
 	free(L->blk);
 	free(L->pairs);
 	free(L->map);
-	free(L->grp_start);
 	free(L->heap);
 }
 

@@ -74,7 +74,6 @@ typedef struct learner {
 	hent *heap;
 	size_t n_heap;
 	uint32_t par_words; /* a merge goes parallel past this many words a thread */
-	uint32_t *grp_start; /* scratch of bpe_merge_words.c's sort */
 	/* the lists of the pairs merges make, in blocks never freed before the
 	 * end (a list is written once, when its pair is made; all of them
 	 * together are at most two words an id the merges remove) */
@@ -86,15 +85,17 @@ typedef struct learner {
 	int failed;
 } learner;
 
-/* One side of a merge's changes (bpe_merge_words.c), per neighbour id x:
- * the summed count f[x] of the occurrences beside it, idx[x] its place
- * in touched + 1 (0: not touched yet), and the (neighbour, word) entries
- * in the order noted. */
+/* One side of a merge's changes (bpe_merge_words.c): the neighbour ids in
+ * the order first touched (touched), idx[x] the place of id x there + 1
+ * (0: not touched yet); by place j, f[j] the summed count of the
+ * occurrences beside touched[j] and n_of[j] its entries; and the
+ * (neighbour's place, word) entries in the order noted. */
 typedef struct nbr_side {
-	int64_t *f;
-	uint32_t *idx, *touched;
+	uint32_t *idx;                /* by id */
+	uint32_t *touched, *n_of;     /* by place */
+	int64_t *f;                   /* by place */
 	uint32_t n_touched;
-	uint32_t *ent_id, *ent_w;
+	uint32_t *ent_j, *ent_w;
 	size_t n_ent, cap_ent;
 } nbr_side;
 

@@ -4,9 +4,11 @@
  * Within one merge a and b are fixed, so every pair whose count changes is
  * known from one id beside an occurrence: a left neighbour x turns (x, a)
  * into (x, c), a right neighbour y turns (b, y) into (c, y).  So the
- * changes are summed per neighbour id, in two arrays indexed by id (no
- * hashing), beside the (neighbour, word) entries that the new pairs' word
- * lists are made from.  At the end the falls ((x, a), (b, y): pairs that
+ * changes are summed per neighbour id, each id given a place (in the
+ * order first seen) by an array indexed by id (no hashing), beside the
+ * (neighbour's place, word) entries that the new pairs' word lists are
+ * made from, counted by place as they are noted, so that grouping them by
+ * neighbour is one pass.  At the end the falls ((x, a), (b, y): pairs that
  * exist and only lose occurrences) and the rises ((x, c), (c, y): pairs
  * this merge creates) are applied once per neighbour.
  *
@@ -44,9 +46,11 @@ int bpe_nbr_reserve(nbr_tab *T, uint32_t n_ids)
 		uint32_t *t = idx ? realloc(d->touched, cap * sizeof *t) : NULL;
 		if (t)
 			d->touched = t;
-		if (!f || !idx || !t)
+		uint32_t *m = t ? realloc(d->n_of, cap * sizeof *m) : NULL;
+		if (m)
+			d->n_of = m;
+		if (!m)
 			return -1;
-		memset(d->f + T->cap_ids, 0, (cap - T->cap_ids) * sizeof *f);
 		memset(d->idx + T->cap_ids, 0, (cap - T->cap_ids) * sizeof *idx);
 	}
 	T->cap_ids = (uint32_t)cap;
@@ -60,7 +64,8 @@ void bpe_nbr_free(nbr_tab *T)
 		free(d->f);
 		free(d->idx);
 		free(d->touched);
-		free(d->ent_id);
+		free(d->n_of);
+		free(d->ent_j);
 		free(d->ent_w);
 	}
 	memset(T, 0, sizeof *T);
@@ -74,40 +79,47 @@ static int ents_room(nbr_side *d, size_t need)
 	size_t cap = d->cap_ent ? d->cap_ent : FIRST_ENTRIES;
 	while (cap < need)
 		cap *= 2;
-	uint32_t *id = realloc(d->ent_id, cap * sizeof *id);
-	if (id)
-		d->ent_id = id;
-	uint32_t *ww = id ? realloc(d->ent_w, cap * sizeof *ww) : NULL;
+	uint32_t *j = realloc(d->ent_j, cap * sizeof *j);
+	if (j)
+		d->ent_j = j;
+	uint32_t *ww = j ? realloc(d->ent_w, cap * sizeof *ww) : NULL;
 	if (ww)
 		d->ent_w = ww;
-	if (!id || !ww)
+	if (!j || !ww)
 		return -1;
 	d->cap_ent = cap;
 	return 0;
 }
 
-/* x among d's touched ids (in the order first touched). */
-static inline void touch(nbr_side *d, uint32_t x)
+/* The place of id x among d's touched ids (in the order first touched),
+ * given one with no count and no entry when x is new. */
+static inline uint32_t touch(nbr_side *d, uint32_t x)
 {
-	if (!d->idx[x]) {
-		d->touched[d->n_touched] = x;
-		d->idx[x] = ++d->n_touched;
-	}
+	uint32_t j = d->idx[x];
+	if (j)
+		return j - 1;
+	j = d->n_touched++;
+	d->touched[j] = x;
+	d->f[j] = 0;
+	d->n_of[j] = 0;
+	d->idx[x] = j + 1;
+	return j;
 }
 
 /* Neighbour x of an occurrence in word w (count f). */
 static inline void note(nbr_tab *T, nbr_side *d, uint32_t x, int64_t f, uint32_t w)
 {
-	touch(d, x);
-	d->f[x] += f;
-	if (d->n_ent && d->ent_id[d->n_ent - 1] == x && d->ent_w[d->n_ent - 1] == w)
+	uint32_t j = touch(d, x);
+	d->f[j] += f;
+	if (d->n_ent && d->ent_j[d->n_ent - 1] == j && d->ent_w[d->n_ent - 1] == w)
 		return; /* the same neighbour twice in one word */
 	if (d->n_ent == d->cap_ent && ents_room(d, d->n_ent + 1)) {
 		T->failed = 1;
 		return;
 	}
-	d->ent_id[d->n_ent] = x;
+	d->ent_j[d->n_ent] = j;
 	d->ent_w[d->n_ent++] = w;
+	d->n_of[j]++;
 }
 
 /* Replace each (a, b) in word w by c, left to right, noting the
@@ -180,67 +192,75 @@ static void falls(learner *L, nbr_tab *T, uint32_t a, uint32_t b, uint32_t c, in
 				return;
 			}
 			if (atomic)
-				__atomic_fetch_add(&L->pairs[p].count, -d->f[x], __ATOMIC_RELAXED);
+				__atomic_fetch_add(&L->pairs[p].count, -d->f[j], __ATOMIC_RELAXED);
 			else
-				L->pairs[p].count -= d->f[x];
+				L->pairs[p].count -= d->f[j];
 		}
 	}
 }
 
-/* src's sums and entries added to dst (entries after dst's), src emptied. */
+/* src's sums and entries added to dst (entries after dst's, their
+ * neighbours' places made dst's), src emptied. */
 static int fold(nbr_tab *dst, nbr_tab *src)
 {
 	for (int s = 0; s < 2; s++) {
 		nbr_side *d = &dst->side[s], *o = &src->side[s];
 		for (uint32_t j = 0; j < o->n_touched; j++) {
-			uint32_t x = o->touched[j];
-			touch(d, x);
-			d->f[x] += o->f[x];
-			o->f[x] = 0;
+			uint32_t x = o->touched[j], k = touch(d, x);
+			d->f[k] += o->f[j];
+			d->n_of[k] += o->n_of[j];
+			o->n_of[j] = k; /* now the place in dst */
 			o->idx[x] = 0;
 		}
 		o->n_touched = 0;
 		if (ents_room(d, d->n_ent + o->n_ent))
 			return -1;
-		if (o->n_ent) { /* (an empty side may have no arrays at all) */
-			memcpy(d->ent_id + d->n_ent, o->ent_id, o->n_ent * sizeof *o->ent_id);
+		for (size_t e = 0; e < o->n_ent; e++)
+			d->ent_j[d->n_ent + e] = o->n_of[o->ent_j[e]];
+		if (o->n_ent) /* (an empty side may have no arrays at all) */
 			memcpy(d->ent_w + d->n_ent, o->ent_w, o->n_ent * sizeof *o->ent_w);
-			d->n_ent += o->n_ent;
-			o->n_ent = 0;
-		}
+		d->n_ent += o->n_ent;
+		o->n_ent = 0;
 	}
 	return 0;
 }
 
+/* The words of d's entries into words, grouped by neighbour in the order
+ * of its places and in entry order within a group (a stable counting sort:
+ * each place's entries were counted as they were noted); then n_of[j] is
+ * the end of place j's group. */
+static void group_words(nbr_side *d, uint32_t *words)
+{
+	uint32_t *n_of = d->n_of, sum = 0;
+	for (uint32_t j = 0; j < d->n_touched; j++) {
+		uint32_t m = n_of[j];
+		n_of[j] = sum;
+		sum += m;
+	}
+	const uint32_t *ent_j = d->ent_j, *ent_w = d->ent_w;
+	for (size_t e = 0, n = d->n_ent; e < n; e++)
+		words[n_of[ent_j[e]]++] = ent_w[e];
+}
+
 /* The rises of T: each new pair (x, c) or (c, y) made and counted once,
- * with its words in entry order (a stable counting sort of the entries by
- * neighbour, straight into the arena: a pair with c is new, its list
- * empty, and no pair is made twice); then T is empty.  (c, a) rises by the occurrences of a
- * right after one and falls by those of (a, b) right after one (falls):
- * the second are a part of the first, so its net count is not below 0. */
+ * with its words in entry order (group_words, straight into the arena: a
+ * pair with c is new, its list empty, and no pair is made twice); then T
+ * is empty.  (c, a) rises by the occurrences of a right after one and
+ * falls by those of (a, b) right after one (falls): the second are a part
+ * of the first, so its net count is not below 0. */
 static int rises(learner *L, nbr_tab *T, uint32_t a, uint32_t c)
 {
-	int64_t ca_fall = T->side[0].idx[c] ? T->side[0].f[c] : 0;
+	const nbr_side *left = &T->side[0];
+	int64_t ca_fall = left->idx[c] ? left->f[left->idx[c] - 1] : 0;
 	for (int s = 0; s < 2; s++) {
 		nbr_side *d = &T->side[s];
 		uint32_t n = d->n_touched;
-		uint32_t *start = bpe_xrealloc(L, L->grp_start, ((size_t)n + 1) * sizeof *start);
-		if (!start)
-			return -1;
-		L->grp_start = start;
 		if (d->n_ent > UINT32_MAX)
 			return lm_seterr(L->e, "pair list too long");
 		uint32_t *words = d->n_ent ? bpe_list_room(L, d->n_ent) : NULL;
 		if (d->n_ent && !words)
 			return -1;
-		memset(start, 0, ((size_t)n + 1) * sizeof *start);
-		for (size_t e = 0; e < d->n_ent; e++)
-			start[d->idx[d->ent_id[e]]]++;       /* bucket idx - 1, counted at idx */
-		for (uint32_t j = 0; j < n; j++)
-			start[j + 1] += start[j];            /* start[j]: bucket j's first */
-		for (size_t e = 0; e < d->n_ent; e++)
-			words[start[d->idx[d->ent_id[e]] - 1]++] = d->ent_w[e];
-		/* now start[j] is bucket j's end */
+		group_words(d, words);
 		uint32_t from = 0;
 		for (uint32_t j = 0; j < n; j++) {
 			uint32_t x = d->touched[j];
@@ -251,11 +271,10 @@ static int rises(learner *L, nbr_tab *T, uint32_t a, uint32_t c)
 			if (p == NONE)
 				return -1;
 			pair *q = &L->pairs[p];
-			q->count += d->f[x] - (s == 1 && x == a ? ca_fall : 0);
+			q->count += d->f[j] - (s == 1 && x == a ? ca_fall : 0);
 			q->occ = words + from;
-			q->n_occ = start[j] - from;
-			from = start[j];
-			d->f[x] = 0;
+			q->n_occ = d->n_of[j] - from;
+			from = d->n_of[j];
 			d->idx[x] = 0;
 		}
 		d->n_touched = 0;
