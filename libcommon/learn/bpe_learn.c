@@ -18,6 +18,17 @@
  * the pairs it created, once each, when it ends.  The top entry is the pair
  * to merge when its key is its count (every other pair's count is at most
  * its key); otherwise it goes back with its count as key (or out, at 0).
+ * Only the pairs of counts at or above a floor (a power of two) are in the
+ * heap; the others wait in buckets by the power of two of their count,
+ * each a list, unordered.  The largest count never grows (a merge's new
+ * pairs have at most the merged pair's count), and the ones merged fall
+ * far below the most of the pairs: of the 250 K pairs a 10000-token
+ * vocabulary of Gutenberg makes, a few thousand at a time are in the heap,
+ * and most pairs are never compared.  When the heap is empty, the highest
+ * bucket with pairs goes into it, and its power of two becomes the floor;
+ * a heap entry whose count falls below the floor goes to its bucket.
+ * The merges are the same: the top of the heap is the largest of all
+ * (every pair out of it counts less than the floor). 
  *
  * On several threads, a merge whose pair occurs in many words rewrites them
  * in parallel: each thread rewrites its share of the words and sums the
@@ -119,26 +130,75 @@ static void sift_down(learner *L, size_t i)
 	L->heap[i] = h;
 }
 
-/* Push pair p with its count now (the heap has room: at most one entry a
- * pair). */
+/* Bucket of count n > 0: the power of two at or below n. */
+static inline unsigned bucket_of(int64_t n)
+{
+	return 63u - (unsigned)__builtin_clzll((unsigned long long)n);
+}
+
+/* Pair p (of count n > 0, below the floor) into its bucket. */
+static void low_put(learner *L, uint32_t p, int64_t n)
+{
+	unsigned k = bucket_of(n);
+	L->low_next[p] = L->low_head[k];
+	L->low_head[k] = p;
+}
+
+/* Push pair p with its count now, into the heap or below its floor (the
+ * heap has room: at most one entry a pair). */
 static void heap_push(learner *L, uint32_t p)
 {
-	L->heap[L->n_heap] = (hent){ L->pairs[p].count, p };
+	int64_t n = L->pairs[p].count;
+	if (n < L->heap_floor) {
+		low_put(L, p, n);
+		return;
+	}
+	L->heap[L->n_heap] = (hent){ n, p };
 	sift_up(L, L->n_heap++);
+}
+
+/* The heap (empty) made from the highest bucket with a pair: its power of
+ * two the floor, the pairs that fell below it (in their buckets now) or to
+ * 0 (out) taken out; 0 when no bucket holds a pair. */
+static int heap_refill(learner *L)
+{
+	for (unsigned k = L->heap_floor == INT64_MAX ? 64 : bucket_of(L->heap_floor); k-- > 0;) {
+		uint32_t p = L->low_head[k];
+		if (p == NONE)
+			continue;
+		L->low_head[k] = NONE;
+		L->heap_floor = (int64_t)1 << k;
+		while (p != NONE) {
+			uint32_t next = L->low_next[p];
+			int64_t n = L->pairs[p].count;
+			if (n >= L->heap_floor)
+				L->heap[L->n_heap++] = (hent){ n, p };
+			else if (n > 0)
+				low_put(L, p, n);
+			p = next;
+		}
+		for (size_t i = (L->n_heap + HEAP_ARITY - 2) / HEAP_ARITY; i-- > 0;)
+			sift_down(L, i);
+		if (L->n_heap)
+			return 1;
+	}
+	return 0;
 }
 
 /* The pair to merge next, out of the heap; NONE when no pair is left. */
 static uint32_t heap_take(learner *L)
 {
-	while (L->n_heap > 0) {
+	while (L->n_heap > 0 || heap_refill(L)) {
 		hent top = L->heap[0];
 		int64_t now = L->pairs[top.p].count;
-		if (now == top.count || now <= 0) {
+		if (now == top.count || now < L->heap_floor) {
 			L->heap[0] = L->heap[--L->n_heap];
 			if (L->n_heap > 0)
 				sift_down(L, 0);
-			if (now > 0)
+			if (now == top.count)
 				return top.p;
+			if (now > 0)
+				low_put(L, top.p, now);
 			continue;
 		}
 		L->heap[0].count = now; /* lower than its key: back in its place */
@@ -205,7 +265,7 @@ static int setup(learner *L, const bpe_counts *c, const bpe_specials *sp, uint32
 /* ---- merging ---- */
 
 /* The pairs of every word, counted (bpe_first_count.c), on a thread for
- * every PAR_COUNT_WORDS words up to threads, then the heap. */
+ * every PAR_COUNT_WORDS words up to threads, then put in their buckets. */
 static int count_pairs(learner *L, int threads)
 {
 	size_t k = L->n_words / PAR_COUNT_WORDS;
@@ -213,11 +273,13 @@ static int count_pairs(learner *L, int threads)
 		k = (size_t)threads;
 	if (bpe_count_first(L, k > 1 ? (int)k : 1))
 		return -1;
-	for (size_t p = 0; p < L->n_pairs; p++)
+	/* every pair in a bucket: the first heap_take makes the heap */
+	for (unsigned i = 0; i < 64; i++)
+		L->low_head[i] = NONE;
+	L->heap_floor = INT64_MAX;
+	for (size_t p = L->n_pairs; p-- > 0;)
 		if (L->pairs[p].count > 0)
-			L->heap[L->n_heap++] = (hent){ L->pairs[p].count, (uint32_t)p };
-	for (size_t i = (L->n_heap + HEAP_ARITY - 2) / HEAP_ARITY; i-- > 0;)
-		sift_down(L, i);
+			low_put(L, (uint32_t)p, L->pairs[p].count);
 	return 0;
 }
 
@@ -295,6 +357,7 @@ static void learner_free(learner *L)
 	free(L->pairs);
 	free(L->map);
 	free(L->heap);
+	free(L->low_next);
 }
 
 int bpe_specials_check(const bpe_specials *sp, lm_err *e)

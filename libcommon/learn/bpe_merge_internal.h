@@ -73,6 +73,10 @@ typedef struct learner {
 	size_t mmask;
 	hent *heap;
 	size_t n_heap;
+	/* the pairs below the heap's floor, by bucket (bpe_learn.c) */
+	int64_t heap_floor;       /* every heap key is at least this */
+	uint32_t low_head[64];    /* bucket k's first pair: counts in [2^k, 2^(k+1)) */
+	uint32_t *low_next;       /* by pair: the next pair of its bucket */
 	uint32_t par_words; /* a merge goes parallel past this many words a thread */
 	/* the lists of the pairs merges make, in blocks never freed before the
 	 * end (a list is written once, when its pair is made; all of them

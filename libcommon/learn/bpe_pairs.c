@@ -69,7 +69,10 @@ uint32_t bpe_pair_get(learner *L, uint32_t a, uint32_t b)
 		hent *h = bpe_xrealloc(L, L->heap, cap * sizeof *h);
 		if (h)
 			L->heap = h;
-		if (!np || !h)
+		uint32_t *next = bpe_xrealloc(L, L->low_next, cap * sizeof *next);
+		if (next)
+			L->low_next = next;
+		if (!np || !h || !next)
 			return NONE;
 		L->cap_pairs = cap;
 	}
