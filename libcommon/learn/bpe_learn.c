@@ -28,7 +28,7 @@
  * bucket with pairs goes into it, and its power of two becomes the floor;
  * a heap entry whose count falls below the floor goes to its bucket.
  * The merges are the same: the top of the heap is the largest of all
- * (every pair out of it counts less than the floor). 
+ * (every pair out of it counts less than the floor).
  *
  * On several threads, a merge whose pair occurs in many words rewrites them
  * in parallel: each thread rewrites its share of the words and sums the
