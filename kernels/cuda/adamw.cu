@@ -119,12 +119,13 @@ __device__ __forceinline__ void elem_at(size_t i, float *p, const float *g, floa
 __global__ void __launch_bounds__(BLOCK) multi_kernel(float *p, const float *g, float *m, float *v,
 						      bf16 *p_act, const __grid_constant__ seg_table t,
 						      float b1, float b2, float eps, float step,
-						      float rbc2, float decay, float decay_none,
-						      const float *grad_scale, const double *dev,
-						      float wd)
+						      float rbc2, float decay, const float *grad_scale,
+						      const double *dev, float wd)
 {
 	float s = *grad_scale;
-	step_consts cd = consts(step, rbc2, decay, dev, wd), cn = consts(step, rbc2, decay_none, dev, 0.0f);
+	// no decay: 1 - lr * 0, which is 1 exactly, from the host or from dev
+	step_consts cd = consts(step, rbc2, decay, dev, wd), cn = cd;
+	cn.decay = 1.0f;
 	size_t v0 = (size_t)blockIdx.x * CHUNK, v1 = v0 + CHUNK;
 	if (v1 > t.start[t.n])
 		v1 = t.start[t.n];
@@ -164,7 +165,7 @@ __global__ void __launch_bounds__(BLOCK) multi_kernel(float *p, const float *g, 
 }
 
 // The host's constants (adamw_step_cuda's) when there is no dev.
-void host_consts(const adamw_hparams *h, float wd, float *step, float *rbc2, float *decay)
+void host_consts(const adamw_hparams *h, float *step, float *rbc2, float *decay)
 {
 	*step = *rbc2 = *decay = 0;
 	if (!h->dev) {
@@ -172,7 +173,7 @@ void host_consts(const adamw_hparams *h, float wd, float *step, float *rbc2, flo
 		adamw_dev_values(dv, h->lr, h->beta1, h->beta2, h->t);
 		*step = (float)(h->lr / dv[ADAMW_DEV_BC1]);
 		*rbc2 = (float)(1.0 / sqrt(dv[ADAMW_DEV_BC2]));
-		*decay = 1.0f - h->lr * wd;
+		*decay = 1.0f - h->lr * h->weight_decay;
 	}
 }
 
@@ -199,7 +200,7 @@ extern "C" int adamw_step_cuda(float *p, const float *g, float *m, float *v, uin
 			       size_t n, const adamw_hparams *h, const float *grad_scale, void *stream)
 {
 	float step, rbc2, decay;
-	host_consts(h, h->weight_decay, &step, &rbc2, &decay);
+	host_consts(h, &step, &rbc2, &decay);
 	step_kernel<<<grid_for(n), BLOCK, 0, (cudaStream_t)stream>>>(
 		p, g, m, v, (bf16 *)p_act, n, h->beta1, h->beta2, h->eps, step, rbc2, decay, grad_scale,
 		h->dev, h->weight_decay);
@@ -210,9 +211,8 @@ extern "C" int adamw_multi_cuda(float *p, const float *g, float *m, float *v, ui
 				const adamw_seg *segs, int n_segs, const adamw_hparams *h,
 				const float *grad_scale, void *stream)
 {
-	float step, rbc2, decay, none;
-	host_consts(h, h->weight_decay, &step, &rbc2, &decay);
-	host_consts(h, 0.0f, &step, &rbc2, &none);
+	float step, rbc2, decay;
+	host_consts(h, &step, &rbc2, &decay);
 	for (int s0 = 0; s0 < n_segs; s0 += ADAMW_SEGS_MAX) {
 		seg_table t = {};
 		t.n = n_segs - s0 < ADAMW_SEGS_MAX ? n_segs - s0 : ADAMW_SEGS_MAX;
@@ -226,7 +226,7 @@ extern "C" int adamw_multi_cuda(float *p, const float *g, float *m, float *v, ui
 			continue;
 		multi_kernel<<<(unsigned)chunks, BLOCK, 0, (cudaStream_t)stream>>>(
 			p, g, m, v, (bf16 *)p_act, t, h->beta1, h->beta2, h->eps, step, rbc2, decay,
-			none, grad_scale, h->dev, h->weight_decay);
+			grad_scale, h->dev, h->weight_decay);
 		if (launched())
 			return -1;
 	}

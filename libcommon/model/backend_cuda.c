@@ -40,14 +40,15 @@ enum { ATTN_D_SMALL = 64, ATTN_D_LARGE = 128, ATTN_D_ALIGN = 8, ATTN_PADDED_BUFS
 
 /* Upload staging: enough slots for the uploads of a few micro-batches. */
 enum { STAGE_SLOTS = 16, STAGE_BYTES = 1 << 20 };
-/* head_xent's chunk: bf16 logits held at once (384 MiB), but no fewer
+/* head_xent's chunk: bf16 logits held at once (CUDA_HEAD_CHUNK of them,
+ * 384 MiB), but no fewer
  * than HEAD_MIN_ROWS rows: each chunk adds a pass over the head's fp32
  * gradient (155 MB at gpt2s's V = 50304), and short chunks make slower
  * products (measured on gpt2s: 2668-row chunks cost 3.7 ms a step more
  * than 5336-row ones; 8192-row chunks 0.26 ms less than 4096-row ones;
  * ts: two chunks of 16384 rows 0.12 ms less than three of 10923).  Both
  * stay under torch.compile's peak memory (bench/lm-train-gpu-notes.md). */
-enum { CUDA_HEAD_CHUNK = 384 << 20, HEAD_MIN_ROWS = 8192 };
+enum { CUDA_HEAD_CHUNK = 192 << 20, HEAD_MIN_ROWS = 8192 };
 
 typedef struct cuda_ctx {
 	int device;
@@ -670,9 +671,6 @@ static void cu_ppo_tok(lm_backend *be, float *w, float *dent, float *dvalue, flo
 static int head_rows(int N, int V)
 {
 	int R = CUDA_HEAD_CHUNK / V > HEAD_MIN_ROWS ? CUDA_HEAD_CHUNK / V : HEAD_MIN_ROWS;
-	const char *env = getenv("LMPIPE_HEAD_ROWS");  /* tuning: rows of a chunk */
-	if (env && atoi(env) > 0)
-		R = atoi(env);
 	if (R >= N)
 		return N;
 	int k = (N + R - 1) / R;
