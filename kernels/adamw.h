@@ -57,6 +57,19 @@ int sumsq_cuda(double *out, const float *g, size_t n, double *partials, void *st
 int clip_scale_cuda(float *scale, const double *sumsq, double max_norm, void *stream);
 int adamw_step_cuda(float *p, const float *g, float *m, float *v, uint16_t *p_act, size_t n,
 		    const adamw_hparams *h, const float *grad_scale, void *stream);
+/* Several tensors in one launch: segment i is n[i] elements at off[i]
+ * (elements) into p, g, m, v and p_act, with h's weight decay where
+ * decay[i] is set and none elsewhere; each element's arithmetic is
+ * adamw_step_cuda's (the same bits).  Segments beyond ADAMW_SEGS_MAX take
+ * more launches. */
+enum { ADAMW_SEGS_MAX = 64 };
+typedef struct adamw_seg {
+	size_t off, n;
+	int decay;
+} adamw_seg;
+int adamw_multi_cuda(float *p, const float *g, float *m, float *v, uint16_t *p_act,
+		     const adamw_seg *segs, int n_segs, const adamw_hparams *h,
+		     const float *grad_scale, void *stream);
 
 #ifdef __cplusplus
 }

@@ -292,6 +292,13 @@ struct lm_backend {
 	 * in the act type (the compute copy). */
 	void (*adamw_step)(lm_backend *be, float *p, const float *g, float *m, float *v,
 			   void *p_act, size_t n, const adamw_hparams *h, const float *grad_scale);
+	/* Optional: adamw_step on several tensors at once (kernels/adamw.h's
+	 * segments: offsets in elements into p, g, m, v and p_act, h's weight
+	 * decay where a segment's flag is set), the same bits as one
+	 * adamw_step a segment.  NULL: the caller steps them one by one. */
+	void (*adamw_multi)(lm_backend *be, float *p, const float *g, float *m, float *v,
+			    void *p_act, const adamw_seg *segs, int n_segs, const adamw_hparams *h,
+			    const float *grad_scale);
 	/* One Muon step (kernels/muon.h) on count matrices of one shape, matrix
 	 * i at offs[i] floats into p, g and buf (offs: count size_t in the
 	 * backend's memory), the last n_tr of them of the transposed shape

@@ -40,12 +40,15 @@ enum { ATTN_D_SMALL = 64, ATTN_D_LARGE = 128, ATTN_D_ALIGN = 8, ATTN_PADDED_BUFS
 
 /* Upload staging: enough slots for the uploads of a few micro-batches. */
 enum { STAGE_SLOTS = 16, STAGE_BYTES = 1 << 20 };
-/* head_xent's chunk: bf16 logits held at once (256 MiB), but no fewer
+/* head_xent's chunk: bf16 logits held at once (CUDA_HEAD_CHUNK of them,
+ * 384 MiB), but no fewer
  * than HEAD_MIN_ROWS rows: each chunk adds a pass over the head's fp32
  * gradient (155 MB at gpt2s's V = 50304), and short chunks make slower
  * products (measured on gpt2s: 2668-row chunks cost 3.7 ms a step more
- * than 5336-row ones). */
-enum { CUDA_HEAD_CHUNK = 1 << 27, HEAD_MIN_ROWS = 4096 };
+ * than 5336-row ones; 8192-row chunks 0.26 ms less than 4096-row ones;
+ * ts: two chunks of 16384 rows 0.12 ms less than three of 10923).  Both
+ * stay under torch.compile's peak memory (bench/lm-train-gpu-notes.md). */
+enum { CUDA_HEAD_CHUNK = 192 << 20, HEAD_MIN_ROWS = 8192 };
 
 typedef struct cuda_ctx {
 	int device;
@@ -813,6 +816,13 @@ static void cu_adamw_step(lm_backend *be, float *p, const float *g, float *m, fl
 	check(be, adamw_step_cuda(p, g, m, v, p_act, n, h, grad_scale, ST(be)), "AdamW");
 }
 
+static void cu_adamw_multi(lm_backend *be, float *p, const float *g, float *m, float *v,
+			   void *p_act, const adamw_seg *segs, int n_segs, const adamw_hparams *h,
+			   const float *grad_scale)
+{
+	check(be, adamw_multi_cuda(p, g, m, v, p_act, segs, n_segs, h, grad_scale, ST(be)), "AdamW");
+}
+
 static size_t cu_muon_workspace(lm_backend *be, int count, int rows, int cols)
 {
 	return muon_workspace_cuda(count, rows, cols);
@@ -1004,6 +1014,7 @@ static const lm_backend cuda_table = {
 	.sumsq = cu_sumsq,
 	.clip_scale = cu_clip_scale,
 	.adamw_step = cu_adamw_step,
+	.adamw_multi = cu_adamw_multi,
 	.muon_workspace = cu_muon_workspace,
 	.muon_step = cu_muon_step,
 	.muon_join = cu_muon_join,

@@ -229,33 +229,61 @@ static void muon_step(optim *o, model *m)
 	});
 }
 
-/* AdamW tensors are contiguous in buffer order: step each maximal run of
- * them with the same decay flag in one call, at the staged lr and t. */
-static void adamw_steps(optim *o, model *m)
+/* AdamW tensors are contiguous in buffer order: each maximal run of them
+ * with the same decay flag is one segment; the backend's adamw_multi steps
+ * up to ADAMW_SEGS_MAX segments a call (one launch), else adamw_step one
+ * a call, at the staged lr and t. */
+static void adamw_flush(optim *o, model *m, const adamw_seg *segs, int n, adamw_hparams *h)
 {
 	lm_backend *be = m->be;
-	size_t esize = lm_dtype_size(be->act);
+	size_t esize = lm_dtype_size(be->act), total = 0;
+	void *act = m->wact == m->params ? NULL : m->wact;
+	for (int i = 0; i < n; i++)
+		total += segs[i].n;
+	if (be->adamw_multi && n > 1) {
+		PROF(be, "AdamW", 12.0 * total, (20.0 + (act ? esize : 0)) * total,
+		     be->adamw_multi(be, m->params, m->grads, o->m, o->v, act, segs, n, h,
+				     &m->sc->grad_scale));
+		return;
+	}
+	float wd = h->weight_decay;
+	for (int i = 0; i < n; i++) {
+		size_t off = segs[i].off, k = segs[i].n;
+		void *p_act = act ? (char *)act + off * esize : NULL;
+		h->weight_decay = segs[i].decay ? wd : 0.0f;
+		PROF(be, "AdamW", 12.0 * k, (20.0 + (act ? esize : 0)) * k,
+		     be->adamw_step(be, m->params + off, m->grads + off, o->m + off, o->v + off, p_act,
+				    k, h, &m->sc->grad_scale));
+	}
+	h->weight_decay = wd;
+}
+
+static void adamw_steps(optim *o, model *m)
+{
 	adamw_hparams h = {
 		.beta1 = (float)o->cfg.beta1, .beta2 = (float)o->cfg.beta2, .eps = (float)o->cfg.eps,
-		.dev = o->dv,
+		.weight_decay = (float)o->cfg.weight_decay, .dev = o->dv,
 	};
+	adamw_seg segs[ADAMW_SEGS_MAX];
+	int n = 0;
 	for (int i = 0; i < o->n_tensors;) {
 		if (o->is_muon[i]) {
 			i++;
 			continue;
 		}
 		int j = i;
-		size_t n = 0;
+		size_t k = 0;
 		while (j < o->n_tensors && !o->is_muon[j] && o->tensors[j].decay == o->tensors[i].decay)
-			n += o->tensors[j++].numel;
-		h.weight_decay = o->tensors[i].decay ? (float)o->cfg.weight_decay : 0.0f;
-		size_t off = o->tensors[i].offset;
-		void *p_act = m->wact == m->params ? NULL : (char *)m->wact + off * esize;
-		PROF(be, "AdamW", 12.0 * n, (20.0 + (p_act ? esize : 0)) * n,
-		     be->adamw_step(be, m->params + off, m->grads + off, o->m + off, o->v + off, p_act,
-				    n, &h, &m->sc->grad_scale));
+			k += o->tensors[j++].numel;
+		if (n == ADAMW_SEGS_MAX) {
+			adamw_flush(o, m, segs, n, &h);
+			n = 0;
+		}
+		segs[n++] = (adamw_seg){ .off = o->tensors[i].offset, .n = k, .decay = o->tensors[i].decay };
 		i = j;
 	}
+	if (n)
+		adamw_flush(o, m, segs, n, &h);
 }
 
 /* The step's values into o->dv (AdamW's lr and bias corrections at the

@@ -533,6 +533,74 @@ static void test_embedding_adamw(int N, int V, int C)
 	release_all(&cpu), release_all(&gpu);
 }
 
+/* adamw_multi against adamw_step a segment on the same device, bit for
+ * bit: segments of odd offsets and lengths (the vector path's edges),
+ * empty ones, gaps between them that must stay as they were, more than
+ * ADAMW_SEGS_MAX of them (two launches), with the constants from the host
+ * and from device memory (dev, as the optimizer stages them). */
+static void test_adamw_multi(int n_segs, int use_dev)
+{
+	adamw_seg *segs = malloc(n_segs * sizeof *segs);
+	size_t n = 0;
+	for (int i = 0; i < n_segs; i++) {
+		static const size_t lens[] = { 0, 1, 3, 5, 768, 1000, 4097, 70001, 12 };
+		n += (size_t)(i % 3);  /* a gap */
+		segs[i] = (adamw_seg){ .off = n, .n = lens[i % 9], .decay = i % 4 != 1 };
+		n += segs[i].n;
+	}
+	float *p = rnd(n, 1), *g = rnd(n, 1), *m0 = rnd(n, 0.1f), *v0 = malloc(n * sizeof *v0);
+	for (size_t i = 0; i < n; i++)
+		v0[i] = fabsf(m0[i]) * 0.01f;
+	void *pa = put(&gpu, p, n, 0), *ga = put(&gpu, g, n, 0), *ma = put(&gpu, m0, n, 0);
+	void *va = put(&gpu, v0, n, 0), *aa = put(&gpu, p, n, 1);
+	void *pb = put(&gpu, p, n, 0), *mb = put(&gpu, m0, n, 0), *vb = put(&gpu, v0, n, 0);
+	void *ab = put(&gpu, p, n, 1);
+	float one = 0.75f;
+	void *scale = put(&gpu, &one, 1, 0);
+	adamw_hparams h = { .lr = 3e-3f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f,
+			    .weight_decay = 0.1f, .t = 7 };
+	if (use_dev) {
+		double dv[ADAMW_DEV_N];
+		adamw_dev_values(dv, h.lr, h.beta1, h.beta2, h.t);
+		double *d = gpu.be->alloc(gpu.be, sizeof dv);
+		gpu.be->upload(gpu.be, d, dv, sizeof dv);
+		gpu.bufs[gpu.n++] = d;
+		h.dev = d;
+	}
+	gpu.be->adamw_multi(gpu.be, pa, ga, ma, va, aa, segs, n_segs, &h, scale);
+	for (int i = 0; i < n_segs; i++) {
+		adamw_hparams hi = h;
+		size_t o = segs[i].off;
+		hi.weight_decay = segs[i].decay ? h.weight_decay : 0.0f;
+		if (segs[i].n)
+			gpu.be->adamw_step(gpu.be, (float *)pb + o, (float *)ga + o, (float *)mb + o,
+					   (float *)vb + o, (uint16_t *)ab + o, segs[i].n, &hi, scale);
+	}
+	lm_err e;
+	int rc = gpu.be->sync(gpu.be, &e);
+	float *x[4] = { get(&gpu, pa, n, 0), get(&gpu, ma, n, 0), get(&gpu, va, n, 0), get(&gpu, aa, n, 1) };
+	float *y[4] = { get(&gpu, pb, n, 0), get(&gpu, mb, n, 0), get(&gpu, vb, n, 0), get(&gpu, ab, n, 1) };
+	char *in = calloc(n, 1);
+	for (int i = 0; i < n_segs; i++)
+		memset(in + segs[i].off, 1, segs[i].n);
+	size_t diff = 0, moved = 0, gap_moved = 0;
+	for (int k = 0; k < 4; k++)
+		for (size_t i = 0; i < n; i++) {
+			diff += memcmp(&x[k][i], &y[k][i], sizeof(float)) != 0;
+			moved += k == 0 && x[k][i] != p[i];
+			gap_moved += k == 0 && !in[i] && x[k][i] != p[i];
+		}
+	free(in);
+	ok(!rc && diff == 0 && moved > n / 2 && gap_moved == 0,
+	   "AdamW over %d segments (%zu elements, constants from %s) in one call: %zu of 4 x %zu values "
+	   "differ from one call a segment, %zu weights moved, %zu in the gaps", n_segs, n,
+	   use_dev ? "the device" : "the host", diff, n, moved, gap_moved);
+	for (int k = 0; k < 4; k++)
+		free(x[k]), free(y[k]);
+	free(segs), free(p), free(g), free(m0), free(v0);
+	release_all(&gpu);
+}
+
 /* The variants' ops of backend.h, op by op. */
 static void test_variant_ops(int B, int T, int H, int Hkv, int D, int F, int V)
 {
@@ -806,6 +874,8 @@ int main(void)
 	test_attn_qkv(1, 1, 2, 32);
 	test_attn_qkv(1, 511, 2, 32);
 	test_embedding_adamw(37, 97, 40);
+	test_adamw_multi(9, 0);
+	test_adamw_multi(70, 1);
 	test_embedding_det(37, 97, 40);
 	test_embedding_det(32768, 10000, 512);
 	model_config small = { 97, 64, 64, 2, 2, 96, 10000.0, 0, MODEL_PLAIN };
