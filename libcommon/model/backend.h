@@ -186,15 +186,17 @@ struct lm_backend {
 			      void *dv, int B, int H, int T, int D, int causal, float scale);
 	/* Causal attention on the q/k/v projection's packed rows qkv[B, T, 3,
 	 * H, D], before RoPE (table cs), into y [B, T, H, D]: the split, RoPE
-	 * and attn_fwd_bthd in one op.  The backward pass overwrites qkv with
-	 * its gradient (qkv_rope_merge's output) from y and dy.  For one
-	 * key/value head per query head, the shapes supports(
+	 * and attn_fwd_bthd in one op.  The forward may leave qkv changed (the
+	 * CUDA flash path rotates q and k there in place); the backward pass
+	 * takes it as the forward left it and overwrites it with its gradient
+	 * (qkv_rope_merge's output) from y and dy.  ws: attn_workspace's bytes.
+	 * For one key/value head per query head, the shapes supports(
 	 * LM_OP_ATTENTION_QKV, D, T) accepts; NULL where a backend has none. */
-	void (*attn_qkv_fwd)(lm_backend *be, const void *qkv, const float *cs, void *y, float *lse,
-			     int B, int T, int H, int D, float scale);
+	void (*attn_qkv_fwd)(lm_backend *be, void *qkv, const float *cs, void *y, float *lse,
+			     int B, int T, int H, int D, float scale, void *ws, size_t ws_bytes);
 	void (*attn_qkv_bwd)(lm_backend *be, void *qkv, const float *cs, const void *y,
 			     const void *dy, const float *lse, int B, int T, int H, int D,
-			     float scale);
+			     float scale, void *ws, size_t ws_bytes);
 	void (*swiglu_fwd)(lm_backend *be, void *out, const void *h, int N, int F);
 	void (*swiglu_bwd)(lm_backend *be, void *dh, const void *dout, const void *h, int N, int F);
 	/* Per-token losses and lse (fp32) of act logits; the counted tokens'

@@ -294,7 +294,9 @@ static int attn_padded_dim(int D)
 
 static int cu_supports(lm_backend *be, lm_op op, int a, int b)
 {
-	if (op == LM_OP_ATTENTION_BTHD || op == LM_OP_ATTENTION_QKV)
+	if (op == LM_OP_ATTENTION_QKV) /* the short kernels, or the flash ones unpadded */
+		return attn_short_applies(a, b) || a == ATTN_D_SMALL || a == ATTN_D_LARGE;
+	if (op == LM_OP_ATTENTION_BTHD)
 		return attn_short_applies(a, b);
 	return op == LM_OP_ATTENTION ? attn_padded_dim(a) != 0 || attn_short_applies(a, b) : 0;
 }
@@ -580,18 +582,35 @@ static void cu_attn_bwd_bthd(lm_backend *be, const void *q, const void *k, const
 		check(be, 1, attn_strerror(rc));
 }
 
-static void cu_attn_qkv_fwd(lm_backend *be, const void *qkv, const float *cs, void *y, float *lse,
-			    int B, int T, int H, int D, float scale)
+/* Attention on the packed qkv rows (backend.h attn_qkv_fwd): the short
+ * kernels where they apply (qkv kept), else the flash ones (q and k of qkv
+ * rotated in place for the backward pass, which takes the workspace). */
+static void cu_attn_qkv_fwd(lm_backend *be, void *qkv, const float *cs, void *y, float *lse,
+			    int B, int T, int H, int D, float scale, void *ws, size_t ws_bytes)
 {
-	int rc = attn_short_qkv_fwd_cuda(qkv, cs, y, lse, B, H, T, D, scale, ST(be));
+	int rc;
+	(void)ws, (void)ws_bytes;
+	if (attn_short_applies(D, T))
+		rc = attn_short_qkv_fwd_cuda(qkv, cs, y, lse, B, H, T, D, scale, ST(be));
+	else
+		rc = attn_qkv_fwd_cuda(qkv, cs, y, lse, B, H, T, D, scale, ST(be));
 	if (rc)
 		check(be, 1, attn_strerror(rc));
 }
 
 static void cu_attn_qkv_bwd(lm_backend *be, void *qkv, const float *cs, const void *y,
-			    const void *dy, const float *lse, int B, int T, int H, int D, float scale)
+			    const void *dy, const float *lse, int B, int T, int H, int D, float scale,
+			    void *ws, size_t ws_bytes)
 {
-	int rc = attn_short_qkv_bwd_cuda(qkv, cs, y, dy, lse, B, H, T, D, scale, ST(be));
+	int rc;
+	if (attn_short_applies(D, T)) {
+		rc = attn_short_qkv_bwd_cuda(qkv, cs, y, dy, lse, B, H, T, D, scale, ST(be));
+	} else {
+		if (attn_arg_error(be, D, ws_bytes, cu_attn_workspace(be, B, H, T, D)))
+			return;
+		rc = attn_qkv_bwd_cuda(qkv, cs, y, dy, lse, B, H, T, D, scale, be->deterministic, ws,
+				       ST(be));
+	}
 	if (rc)
 		check(be, 1, attn_strerror(rc));
 }
