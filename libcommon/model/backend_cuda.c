@@ -70,9 +70,10 @@ typedef struct cuda_ctx {
 					scratch, so a grown one keeps the old (retired) until close */
 	void **retired;
 	int n_retired;
-	char *stage;                 /* pinned, STAGE_SLOTS x STAGE_BYTES */
+	char *stage;                 /* pinned, STAGE_SLOTS x STAGE_BYTES, then the snapshots */
 	cudaEvent_t stage_done[STAGE_SLOTS];
 	int next_stage;
+	cudaEvent_t snap_done[LM_SNAP_SLOTS];
 } cuda_ctx;
 
 #define CTX(be) ((cuda_ctx *)(be)->impl)
@@ -207,6 +208,37 @@ static void cu_download(lm_backend *be, void *host, const void *src, size_t byte
 		  cudaSuccess || cudaStreamSynchronize(CTX(be)->st) != cudaSuccess, "download");
 }
 
+/* Snapshots (backend.h snap): pinned slots after the staging ring, each
+ * with an event recorded behind its copy. */
+static char *snap_slot(cuda_ctx *c, int slot)
+{
+	return c->stage + (size_t)STAGE_SLOTS * STAGE_BYTES + (size_t)slot * LM_SNAP_BYTES;
+}
+
+static void cu_snap(lm_backend *be, int slot, const void *src, size_t bytes)
+{
+	cuda_ctx *c = CTX(be);
+	if (slot < 0 || slot >= LM_SNAP_SLOTS || bytes > LM_SNAP_BYTES) {
+		backend_fail(be, "snapshot slot %d of %zu bytes", slot, bytes);
+		return;
+	}
+	cu_muon_join(be);
+	check(be, cudaMemcpyAsync(snap_slot(c, slot), src, bytes, cudaMemcpyDeviceToHost, c->st) !=
+		  cudaSuccess || cudaEventRecord(c->snap_done[slot], c->st) != cudaSuccess, "snapshot");
+}
+
+static int cu_snap_read(lm_backend *be, int slot, void *host, size_t bytes, lm_err *e)
+{
+	cuda_ctx *c = CTX(be);
+	if (slot < 0 || slot >= LM_SNAP_SLOTS || bytes > LM_SNAP_BYTES) {
+		backend_fail(be, "snapshot slot %d of %zu bytes", slot, bytes);
+	} else {
+		check(be, cudaEventSynchronize(c->snap_done[slot]) != cudaSuccess, "snapshot");
+		memcpy(host, snap_slot(c, slot), bytes);
+	}
+	return backend_take_error(be, e);
+}
+
 static void cu_to_act(lm_backend *be, void *dst, const float *src, size_t n)
 {
 	check(be, f32_to_bf16_cuda(dst, src, n, ST(be)), "fp32 to bf16");
@@ -312,6 +344,9 @@ static void cu_close(lm_backend *be)
 	for (int i = 0; i < STAGE_SLOTS; i++)
 		if (c->stage_done[i])
 			cudaEventDestroy(c->stage_done[i]);
+	for (int i = 0; i < LM_SNAP_SLOTS; i++)
+		if (c->snap_done[i])
+			cudaEventDestroy(c->snap_done[i]);
 	cudaFreeHost(c->stage);
 	free(c->events);
 	matmul_cuda_free(c->mm);
@@ -984,6 +1019,8 @@ static const lm_backend cuda_table = {
 	.copy = cu_copy,
 	.upload = cu_upload,
 	.download = cu_download,
+	.snap = cu_snap,
+	.snap_read = cu_snap_read,
 	.to_act = cu_to_act,
 	.from_act = cu_from_act,
 	.add_act = cu_add_act,
@@ -1089,14 +1126,17 @@ lm_backend *backend_cuda_open(lm_err *e)
 	    cudaStreamCreateWithFlags(&c->st, cudaStreamNonBlocking) != cudaSuccess ||
 	    cudaMalloc((void **)&c->partials, SUMSQ_CUDA_PARTIALS * sizeof(double)) != cudaSuccess ||
 	    !(c->mm = matmul_cuda_new(c->st)) ||
-	    cudaMallocHost((void **)&c->stage, (size_t)STAGE_SLOTS * STAGE_BYTES) != cudaSuccess) {
+	    cudaMallocHost((void **)&c->stage, (size_t)STAGE_SLOTS * STAGE_BYTES +
+					       LM_SNAP_SLOTS * LM_SNAP_BYTES) != cudaSuccess) {
 		lm_seterr(e, "device 'cuda' is not available: %s", cudaGetErrorString(cudaGetLastError()));
 		cu_close(be);
 		return NULL;
 	}
 	matmul_cuda_follow(c->mm, &be->deterministic);
-	for (int i = 0; i < STAGE_SLOTS; i++)
-		if (cudaEventCreateWithFlags(&c->stage_done[i], cudaEventDisableTiming) != cudaSuccess) {
+	for (int i = 0; i < STAGE_SLOTS + LM_SNAP_SLOTS; i++)
+		if (cudaEventCreateWithFlags(i < STAGE_SLOTS ? &c->stage_done[i]
+							     : &c->snap_done[i - STAGE_SLOTS],
+					     cudaEventDisableTiming) != cudaSuccess) {
 			lm_seterr(e, "device 'cuda' is not available: %s",
 				  cudaGetErrorString(cudaGetLastError()));
 			cu_close(be);

@@ -381,6 +381,24 @@ int model_read_scalars(const model *m, lm_scalars *host, lm_err *e)
 	return m->be->sync(m->be, e);
 }
 
+void model_queue_scalars(model *m, int slot)
+{
+	lm_backend *be = m->be;
+	if (be->snap)
+		be->snap(be, slot, m->sc, sizeof *m->sc);
+	else
+		be->download(be, &m->snap[slot], m->sc, sizeof *m->sc);
+}
+
+int model_take_scalars(model *m, int slot, lm_scalars *host, lm_err *e)
+{
+	lm_backend *be = m->be;
+	if (be->snap)
+		return be->snap_read(be, slot, host, sizeof *host, e);
+	*host = m->snap[slot];
+	return be->sync(be, e);
+}
+
 const void *model_logits(const model *m) { return m->a->logits; }
 const void *model_hidden(const model *m) { return m->a->lnf; }
 long long model_count(const model *m) { return m->a->count; }
