@@ -18,6 +18,10 @@
 // adding it (attention_bwd.cuh, DQ_KEYS), and step (3) sums the slices in
 // key-block order before it converts, so no sum depends on which block
 // finishes first.  dK and dV are sums within one block either way.
+//
+// attn_qkv_bwd_cuda runs the same three steps on the packed layout
+// (kernels/attention.h): delta from y and dy [B, T, H, D], the key blocks
+// reading qkv in place, and a conversion that rotates dQ back into qkv.
 #include "attention_bwd.cuh"
 #include "attention_cuda.cuh"
 #include "kernels/attention.h"

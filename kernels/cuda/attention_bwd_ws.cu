@@ -21,6 +21,10 @@
 // added) into the block's own slice of the workspace (attention_bwd.cuh,
 // DQ_KEYS), with query steps of DQ_ROWS rows whatever BWS*_BM says, so
 // that a slice holds exactly the tiles of the default layout.
+//
+// PACKED (attn_qkv_bwd_cuda): q, k, v are read where the projection
+// qkv[B, T, 3, H, D] holds them (q and k rotated) and dO from [B, T, H,
+// D]; dK, rotated back, and dV are stored over k and v.
 #include "attention_bwd.cuh"
 #include "attention_cuda.cuh"
 #include "kernels/attention.h"

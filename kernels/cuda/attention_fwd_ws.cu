@@ -23,6 +23,10 @@
 // or more consumers (FWS_PINGPONG) they also take turns to issue their
 // matrix products (named barriers), so that one warpgroup's softmax runs
 // while another's products occupy the tensor cores.
+//
+// Two layouts: q, k, v, o [BH, T, D] (3-d tensor maps), or the packed
+// projection qkv[B, T, 3, H, D] read in place through 4-d maps with o
+// [B, T, H, D] (attn_fwd_ws_packed, for attn_qkv_fwd_cuda).
 #include "attention_cuda.cuh"
 #include "attention_fwd.cuh"
 #include "kernels/attention.h"
