@@ -92,6 +92,21 @@ int attn_short_qkv_fwd_cuda(const uint16_t *qkv, const float *cs, uint16_t *y, f
 int attn_short_qkv_bwd_cuda(uint16_t *qkv, const float *cs, const uint16_t *y, const uint16_t *dy,
 			    const float *lse, int B, int H, int T, int D, float scale, void *stream);
 
+/* The flash kernels (D in {64, 128}) on the packed projection qkv[B, T, 3,
+ * H, D], causal, y and dy [B, T, H, D], no layout change around them: the
+ * forward rotates q and k of qkv in place (RoPE, table cs[T, D/2, 2],
+ * 16-byte aligned; v untouched) and reads the three parts through 4-d
+ * tensor maps; the backward takes qkv as the forward left it and
+ * overwrites it with dqkv, the gradient with respect to the unrotated q,
+ * k and v (dK and dQ rotated back as they are stored).  Its workspace is
+ * attn_bwd_cuda_workspace(B, H, T, D) bytes, or with det set (the fixed
+ * order of attn_bwd_det_cuda) attn_bwd_det_cuda_workspace's. */
+int attn_qkv_fwd_cuda(uint16_t *qkv, const float *cs, uint16_t *y, float *lse, int B, int H,
+		      int T, int D, float scale, void *stream);
+int attn_qkv_bwd_cuda(uint16_t *qkv, const float *cs, const uint16_t *y, const uint16_t *dy,
+		      const float *lse, int B, int H, int T, int D, float scale, int det,
+		      void *workspace, void *stream);
+
 #ifdef __cplusplus
 }
 #endif

@@ -37,6 +37,9 @@ int qkv_rope_split_cuda(uint16_t *q, uint16_t *k, uint16_t *v, const uint16_t *q
 int qkv_rope_merge_cuda(uint16_t *dqkv, const uint16_t *dq, const uint16_t *dk,
 			const uint16_t *dv, const float *cs, int B, int T, int H, int D,
 			void *stream);
+/* rope_fwd of the q and k parts of qkv[B, T, 3, H, D], in place (v kept):
+ * the same bits as qkv_rope_split's q and k.  D a multiple of 16. */
+int qkv_rope_cuda(uint16_t *qkv, const float *cs, int B, int T, int H, int D, void *stream);
 /* Rows of Ds values to rows of Dd: the first min(Dd, Ds) copied, the rest
  * zero (a head dimension padded for a kernel that takes only some, and
  * back). */

@@ -1,9 +1,10 @@
-// attention.cu: the attention forward's entry point and the launch checks
-// both passes share.  The forward itself, FlashAttention-3 style, is in
+// attention.cu: the attention forward's entry points (the [B, H, T, D]
+// layout and the packed qkv rows) and the launch checks both passes share.  The forward itself, FlashAttention-3 style, is in
 // attention_fwd_ws.cu; the FlashAttention-2 kernels it replaced (wgmma and
 // mma.sync) are out of the default build, in variants/attention_fwd_fa2.cu.
 #include "attention_cuda.cuh"
 #include "kernels/attention.h"
+#include "kernels/permute.h"
 
 #include <cuda_runtime.h>
 #include <math.h>
@@ -45,4 +46,24 @@ extern "C" int attn_fwd_cuda(const uint16_t *q, const uint16_t *k, const uint16_
 	if (rc)
 		return rc;
 	return attn_fwd_ws(q, k, v, o, lse, B * H, T, D, causal, scale, (cudaStream_t)stream);
+}
+
+/* The packed layout (kernels/attention.h, attn_qkv_fwd_cuda): q and k of
+ * qkv rotated in place, then the warp-specialised forward reading the
+ * three parts through 4-d tensor maps and writing y [B, T, H, D]. */
+extern "C" int attn_qkv_fwd_cuda(uint16_t *qkv, const float *cs, uint16_t *y, float *lse, int B,
+				 int H, int T, int D, float scale, void *stream)
+{
+	cudaStream_t st = (cudaStream_t)stream;
+	const void *ptrs[] = {qkv, y, cs};
+	int rc = attn_cuda_check(B, H, T, D, ptrs, 3, lse);
+	if (rc)
+		return rc;
+	if ((size_t)B * T * 3 * H * D > UINT32_MAX)
+		return ATTN_ESHAPE;
+	if (!(scale > 0 && scale < INFINITY))
+		return ATTN_ESHAPE;
+	if (qkv_rope_cuda(qkv, cs, B, T, H, D, st))
+		return ATTN_EDEVICE;
+	return attn_fwd_ws_packed(qkv, y, lse, B, H, T, D, scale, st);
 }

@@ -18,6 +18,10 @@
 // adding it (attention_bwd.cuh, DQ_KEYS), and step (3) sums the slices in
 // key-block order before it converts, so no sum depends on which block
 // finishes first.  dK and dV are sums within one block either way.
+//
+// attn_qkv_bwd_cuda runs the same three steps on the packed layout
+// (kernels/attention.h): delta from y and dy [B, T, H, D], the key blocks
+// reading qkv in place, and a conversion that rotates dQ back into qkv.
 #include "attention_bwd.cuh"
 #include "attention_cuda.cuh"
 #include "kernels/attention.h"
@@ -32,14 +36,21 @@ using namespace bwd;
 constexpr int ROWS_PER_BLOCK = 8;   // delta kernel: one warp per row
 constexpr int CONVERT_THREADS = 256;
 
-// delta[row] = sum_d dout[row, d] o[row, d], one warp per row.
+// delta[row] = sum_d dout[row, d] o[row, d], one warp per row.  With
+// H > 0, o and dout are [B, T, H, D] and row (b T + t) H + h's sum goes to
+// delta[(b H + h) T + t], the [B, H, T] order of lse.
 __global__ void delta_kernel(const bf16 *__restrict__ o, const bf16 *__restrict__ dout,
-			     float *__restrict__ delta, size_t rows, int D)
+			     float *__restrict__ delta, size_t rows, int D, int H, int T)
 {
 	size_t row = (size_t)blockIdx.x * ROWS_PER_BLOCK + threadIdx.x / 32;
 	int lane = threadIdx.x & 31;
 	if (row >= rows)
 		return;
+	size_t at = row;
+	if (H > 0) {
+		const size_t bt = row / H, b = bt / T;
+		at = (b * H + row % H) * T + bt % T;
+	}
 	const __nv_bfloat162 *a = reinterpret_cast<const __nv_bfloat162 *>(o + row * D);
 	const __nv_bfloat162 *b = reinterpret_cast<const __nv_bfloat162 *>(dout + row * D);
 	float s = 0;
@@ -50,7 +61,7 @@ __global__ void delta_kernel(const bf16 *__restrict__ o, const bf16 *__restrict_
 	for (int m = 16; m; m >>= 1)
 		s += __shfl_xor_sync(0xffffffff, s, m);
 	if (lane == 0)
-		delta[row] = s;
+		delta[at] = s;
 }
 
 // Float4 number i of the tiled workspace (attention_bwd.cuh) holds v: its
@@ -106,6 +117,68 @@ __global__ void sum_convert_tiles_kernel(const float4 *__restrict__ in, bf16 *__
 	}
 }
 
+// Float4 i of a slice of the workspace, or (DET) the sum over the slices
+// that wrote its query tile, as sum_convert_tiles_kernel adds them.
+template <bool DET>
+__device__ __forceinline__ float4 dq_at(const float4 *in, size_t i, size_t n, int mt, int T,
+					int causal)
+{
+	float4 s = in[i];
+	if (DET) {
+		const int nb = dq_blocks_for(mt, T, causal);
+		for (int kb = 1; kb < nb; kb++) {
+			const float4 p = in[(size_t)kb * n + i];
+			s.x += p.x, s.y += p.y, s.z += p.z, s.w += p.w;
+		}
+	}
+	return s;
+}
+
+// The packed layout's dq (attn_qkv_bwd_cuda): the workspace's dQ is the
+// gradient of the rotated queries; rotated back by the RoPE table cs
+// (kernels/rope.h) it becomes the q part of dqkv[B, T, 3, H, D].  A thread
+// takes a float4 of columns c, c + 1 (< D/2) and the one of their partners
+// c + D/2, c + D/2 + 1 (same rows), and writes both.
+template <bool DET>
+__global__ void convert_tiles_packed_kernel(const float4 *__restrict__ in, bf16 *__restrict__ dqkv,
+					    const float *__restrict__ cs, size_t BH, int H, int T,
+					    int D, int causal)
+{
+	const int tiles_row = D / DQ_COLS, tiles_head = dq_rows_padded(T) / DQ_ROWS * tiles_row;
+	const size_t n = BH * tiles_head * (DQ_TILE / 4);
+	const size_t ld = 3 * (size_t)H * D;
+	size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+	for (; i < n; i += (size_t)gridDim.x * blockDim.x) {
+		const size_t tile = i / (DQ_TILE / 4);
+		const int within = (int)(i % (DQ_TILE / 4)), j = within / 128, thr = within % 128;
+		const size_t bh = tile / tiles_head;
+		const int th = (int)(tile % tiles_head), mt = th / tiles_row, ct = th % tiles_row;
+		const int lane = thr % 32;
+		const int row = mt * DQ_ROWS + thr / 32 * 16 + lane / 4;
+		const int col = ct * DQ_COLS + j * 8 + 2 * (lane % 4);
+		if (col >= D / 2 || row >= T)
+			continue;
+		const int col2 = col + D / 2, ct2 = col2 / DQ_COLS, j2 = col2 % DQ_COLS / 8;
+		const size_t i2 = (bh * tiles_head + (size_t)mt * tiles_row + ct2) * (DQ_TILE / 4) +
+				  (size_t)j2 * 128 + thr;
+		const float4 a = dq_at<DET>(in, i, n, mt, T, causal);
+		const float4 b = dq_at<DET>(in, i2, n, mt, T, causal);
+		bf16 *o = dqkv + ((bh / H) * T * 3 * H + bh % H) * (size_t)D + (size_t)row * ld + col;
+		const float4 r = *reinterpret_cast<const float4 *>(cs + ((size_t)row * (D / 2) + col) * 2);
+		*reinterpret_cast<uint32_t *>(o) = pack_bf16(a.x * r.x + b.x * r.y, a.y * r.z + b.y * r.w);
+		*reinterpret_cast<uint32_t *>(o + D / 2) =
+			pack_bf16(b.x * r.x - a.x * r.y, b.y * r.z - a.y * r.w);
+		if (row + 8 < T) {
+			const float4 r8 = *reinterpret_cast<const float4 *>(
+				cs + ((size_t)(row + 8) * (D / 2) + col) * 2);
+			*reinterpret_cast<uint32_t *>(o + 8 * ld) =
+				pack_bf16(a.z * r8.x + b.z * r8.y, a.w * r8.z + b.w * r8.w);
+			*reinterpret_cast<uint32_t *>(o + 8 * ld + D / 2) =
+				pack_bf16(b.z * r8.x - a.z * r8.y, b.w * r8.z - a.w * r8.w);
+		}
+	}
+}
+
 // Blocks of CONVERT_THREADS for n float4s, at most 65536 (they stride).
 unsigned convert_grid(size_t n)
 {
@@ -118,7 +191,7 @@ unsigned convert_grid(size_t n)
 int begin(const uint16_t *q, const uint16_t *k, const uint16_t *v, const uint16_t *o,
 	  const uint16_t *dout, const float *lse, uint16_t *dq, uint16_t *dk, uint16_t *dv, int B,
 	  int H, int T, int D, float scale, void *workspace, size_t acc_floats, int zero,
-	  cudaStream_t st, float **acc, float **delta)
+	  cudaStream_t st, float **acc, float **delta, int packed = 0)
 {
 	const void *ptrs[] = {q, k, v, o, dout, dq, dk, dv, workspace};
 	int rc = attn_cuda_check(B, H, T, D, ptrs, 9, lse);
@@ -131,7 +204,7 @@ int begin(const uint16_t *q, const uint16_t *k, const uint16_t *v, const uint16_
 	if (zero && cudaMemsetAsync(*acc, 0, acc_floats * sizeof(float), st))
 		return ATTN_EDEVICE;
 	delta_kernel<<<(unsigned)((rows + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK), 32 * ROWS_PER_BLOCK,
-		       0, st>>>((const bf16 *)o, (const bf16 *)dout, *delta, rows, D);
+		       0, st>>>((const bf16 *)o, (const bf16 *)dout, *delta, rows, D, packed ? H : 0, T);
 	return cudaGetLastError() ? ATTN_EDEVICE : ATTN_OK;
 }
 
@@ -208,6 +281,32 @@ extern "C" int attn_bwd_det_cuda(const uint16_t *q, const uint16_t *k, const uin
 	if (rc == ATTN_OK) {
 		sum_convert_tiles_kernel<<<convert_grid(slice), CONVERT_THREADS, 0, st>>>(
 			(const float4 *)part, (bf16 *)dq, (size_t)B * H, T, D, causal ? 1 : 0);
+		rc = cudaGetLastError() == cudaSuccess ? ATTN_OK : ATTN_EDEVICE;
+	}
+	return rc;
+}
+
+extern "C" int attn_qkv_bwd_cuda(uint16_t *qkv, const float *cs, const uint16_t *y,
+				 const uint16_t *dy, const float *lse, int B, int H, int T, int D,
+				 float scale, int det, void *workspace, void *stream)
+{
+	cudaStream_t st = (cudaStream_t)stream;
+	uint16_t *k = qkv + (size_t)H * D, *v = qkv + 2 * (size_t)H * D;
+	const void *ptrs[] = {qkv, y, dy, cs};
+	int rc = attn_cuda_check(B, H, T, D, ptrs, 4, lse);
+	if (rc)
+		return rc;
+	const size_t slice = dq_floats(B, H, T, D);
+	float *acc, *delta;
+	rc = begin(qkv, k, v, y, dy, lse, qkv, k, v, B, H, T, D, scale, workspace,
+		   det ? (size_t)dq_key_blocks(T) * slice : slice, !det, st, &acc, &delta, 1);
+	if (rc == ATTN_OK)
+		rc = attn_bwd_ws_any(qkv, k, v, dy, lse, delta, acc, k, v, B * H, H, cs, T, D, 1,
+				     scale, det, st);
+	if (rc == ATTN_OK) {
+		auto kern = det ? convert_tiles_packed_kernel<true> : convert_tiles_packed_kernel<false>;
+		kern<<<convert_grid(slice), CONVERT_THREADS, 0, st>>>((const float4 *)acc, (bf16 *)qkv,
+								      cs, (size_t)B * H, H, T, D, 1);
 		rc = cudaGetLastError() == cudaSuccess ? ATTN_OK : ATTN_EDEVICE;
 	}
 	return rc;

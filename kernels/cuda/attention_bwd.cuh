@@ -67,15 +67,16 @@ __host__ __device__ constexpr int dq_blocks_for(int mt, int T, int causal)
 	return causal && upto < all ? upto : all;
 }
 
-// Q and dO rows m0.. as slab tiles, and their lse and delta (0 past T),
-// all by cp.async.
+// Q and dO rows m0.. as slab tiles (their rows ldq and ldo elements
+// apart), and their lse and delta (0 past T), all by cp.async.
 template <int D, int BM, int NT>
 __device__ __forceinline__ void load_q_slabs(bf16 *sQ, bf16 *sdO, float *sL, float *sDl,
 					     const bf16 *q, const bf16 *dout, const float *lse,
-					     const float *delta, int m0, int T)
+					     const float *delta, int m0, int T, size_t ldq = D,
+					     size_t ldo = D)
 {
-	load_slabs<BM, D, NT>(sQ, q, m0, T);
-	load_slabs<BM, D, NT>(sdO, dout, m0, T);
+	load_slabs<BM, D, NT>(sQ, q, m0, T, ldq);
+	load_slabs<BM, D, NT>(sdO, dout, m0, T, ldo);
 	for (int i = threadIdx.x; i < BM; i += NT) {
 		bool valid = m0 + i < T;
 		cp_async4(sL + i, lse + (valid ? m0 + i : 0), valid);
@@ -256,20 +257,41 @@ __device__ __forceinline__ void issue_dq(float (*c)[4], uint32_t dsaddr, uint32_
 }
 
 // This thread's rows of dK and dV (from key `key` and + 8, columns 2t, 2t+1
-// of every n-tile) as bf16 into the head's [T, D] arrays.
+// of every n-tile) as bf16 into the head's [T, D] arrays, rows ld
+// elements apart.  With cs (a RoPE table [T, D/2, 2], kernels/rope.h), dK
+// is the gradient of rotated keys: it is rotated back by the key's angle
+// first (column c and c + D/2 are this thread's n-tiles dt and dt + D/16).
 template <int D>
 __device__ __forceinline__ void store_dkdv(bf16 *dk, bf16 *dv, const float (*adk)[4],
-					   const float (*adv)[4], int key, int t, int T)
+					   const float (*adv)[4], int key, int t, int T,
+					   size_t ld = D, const float *cs = nullptr)
 {
 #pragma unroll
 	for (int h = 0; h < 2; h++) {
-		if (key + h * 8 >= T)
+		const int row = key + h * 8;
+		if (row >= T)
 			continue;
 #pragma unroll
 		for (int dt = 0; dt < D / 8; dt++) {
-			size_t x = (size_t)(key + h * 8) * D + dt * 8 + 2 * t;
-			*reinterpret_cast<uint32_t *>(dk + x) = pack_bf16(adk[dt][2 * h], adk[dt][2 * h + 1]);
+			size_t x = (size_t)row * ld + dt * 8 + 2 * t;
 			*reinterpret_cast<uint32_t *>(dv + x) = pack_bf16(adv[dt][2 * h], adv[dt][2 * h + 1]);
+			if (!cs)
+				*reinterpret_cast<uint32_t *>(dk + x) =
+					pack_bf16(adk[dt][2 * h], adk[dt][2 * h + 1]);
+		}
+		if (!cs)
+			continue;
+#pragma unroll
+		for (int dt = 0; dt < D / 16; dt++) {
+			const int c = dt * 8 + 2 * t;
+			const float4 r = *reinterpret_cast<const float4 *>(cs + ((size_t)row * (D / 2) + c) * 2);
+			const float a0 = adk[dt][2 * h], a1 = adk[dt][2 * h + 1];
+			const float b0 = adk[dt + D / 16][2 * h], b1 = adk[dt + D / 16][2 * h + 1];
+			size_t x = (size_t)row * ld + c;
+			*reinterpret_cast<uint32_t *>(dk + x) =
+				pack_bf16(a0 * r.x + b0 * r.y, a1 * r.z + b1 * r.w);
+			*reinterpret_cast<uint32_t *>(dk + x + D / 2) =
+				pack_bf16(b0 * r.x - a0 * r.y, b1 * r.z - a1 * r.w);
 		}
 	}
 }

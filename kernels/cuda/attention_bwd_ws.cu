@@ -21,6 +21,10 @@
 // added) into the block's own slice of the workspace (attention_bwd.cuh,
 // DQ_KEYS), with query steps of DQ_ROWS rows whatever BWS*_BM says, so
 // that a slice holds exactly the tiles of the default layout.
+//
+// PACKED (attn_qkv_bwd_cuda): q, k, v are read where the projection
+// qkv[B, T, 3, H, D] holds them (q and k rotated) and dO from [B, T, H,
+// D]; dK, rotated back, and dV are stored over k and v.
 #include "attention_bwd.cuh"
 #include "attention_cuda.cuh"
 #include "kernels/attention.h"
@@ -40,6 +44,11 @@
 #endif
 #ifndef BWS_DQ_N
 #define BWS_DQ_N 32
+#endif
+// 1: the grid's x is the key block (a head's blocks run side by side);
+// 0: x is the head.
+#ifndef BWS_KB_FAST
+#define BWS_KB_FAST 1
 #endif
 
 namespace {
@@ -113,12 +122,17 @@ __device__ void dq_role(const bf16 *sK, const bf16 *sdS, float *sDq, float *dqac
 		bulk_wait_done();
 }
 
-template <int D, int BM, int NWG, bool DET>
+// PACKED (H > 0), the packed layout: q, k, v (and dk, dv, the same places)
+// are the parts of qkv[B, T, 3, H, D] with q and k rotated by the RoPE
+// table cs, dout is [B, T, H, D], and dK is rotated back as it is stored;
+// else all are [BH, T, D] and cs is unused.  dk and dv may be k and v:
+// a block reads only its own keys' rows of them, before it writes them.
+template <int D, int BM, int NWG, bool DET, bool PACKED, bool KB_FAST>
 __global__ void __launch_bounds__(WsCfg<D, BM, NWG>::NT, 1)
-bwd_ws_kernel(const bf16 *__restrict__ q, const bf16 *__restrict__ k, const bf16 *__restrict__ v,
-	      const bf16 *__restrict__ dout, const float *__restrict__ lse,
-	      const float *__restrict__ delta, float *__restrict__ dqacc, bf16 *__restrict__ dk,
-	      bf16 *__restrict__ dv, int T, int causal, float scale)
+bwd_ws_kernel(const bf16 *q, const bf16 *k, const bf16 *v, const bf16 *__restrict__ dout,
+	      const float *__restrict__ lse, const float *__restrict__ delta,
+	      float *__restrict__ dqacc, bf16 *dk, bf16 *dv, int H, const float *__restrict__ cs,
+	      int T, int causal, float scale)
 {
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
 	__trap();  // built without sm_90a: refuse loudly rather than compute nothing
@@ -137,20 +151,27 @@ bwd_ws_kernel(const bf16 *__restrict__ q, const bf16 *__restrict__ k, const bf16
 	float *sDl = sL + 2 * BM;                                    // two buffers of BM
 	float *sDq = sDl + 2 * BM;                                   // PIECES tiles
 
-	const int bh = blockIdx.x, k0 = blockIdx.y * BN;
-	const size_t off = (size_t)bh * T * D;
+	// KB_FAST: the key blocks of a head are neighbours in the grid (x), so
+	// the blocks running at once share the Q and dO of a few heads in L2;
+	// else heads are x (for more heads than grid.y takes).
+	const int bh = KB_FAST ? blockIdx.y : blockIdx.x, kb = KB_FAST ? blockIdx.x : blockIdx.y;
+	const int nbh = KB_FAST ? gridDim.y : gridDim.x, k0 = kb * BN;
+	// a head's first row in q, k, v (dk, dv) and in dout, and their row strides
+	const size_t off = PACKED ? ((size_t)(bh / H) * T * 3 * H + bh % H) * D : (size_t)bh * T * D;
+	const size_t offo = PACKED ? ((size_t)(bh / H) * T * H + bh % H) * D : off;
+	const size_t ld = PACKED ? 3 * (size_t)H * D : D, ldo = PACKED ? (size_t)H * D : D;
 	const int mfirst = causal ? k0 / BM : 0, nmb = (T + BM - 1) / BM;
 	const int wg = threadIdx.x / BWG_THREADS;
 	if (wg == NWG) {
 		regs_dealloc<DQ_REGS>();
-		// DET: slice blockIdx.y of gridDim.x heads
-		const size_t head = DET ? (size_t)blockIdx.y * gridDim.x + bh : (size_t)bh;
+		// DET: slice kb of nbh heads
+		const size_t head = DET ? (size_t)kb * nbh + bh : (size_t)bh;
 		dq_role<D, BM, NWG, DET>(sK, sdS, sDq, dqacc + head * dq_rows_padded(T) * D, mfirst,
 					 nmb - mfirst);
 		return;
 	}
 	regs_alloc<C::KEY_REGS>();
-	q += off, k += off, v += off, dout += off;
+	q += off, k += off, v += off, dout += offo;
 	lse += (size_t)bh * T, delta += (size_t)bh * T;
 	const int warp = threadIdx.x % BWG_THREADS / 32;
 	const int lane = threadIdx.x & 31, g = lane / 4, t = lane % 4;
@@ -158,9 +179,9 @@ bwd_ws_kernel(const bf16 *__restrict__ q, const bf16 *__restrict__ k, const bf16
 	const int krow = wg * BWG_KEYS + warp * 16;  // this warp's first key, within the block
 	const float sl2 = scale * LOG2E;
 
-	load_slabs<BN, D, KT>(sK, k, k0, T);
-	load_slabs<BN, D, KT>(sV, v, k0, T);
-	load_q_slabs<D, BM, KT>(sQ, sdO, sL, sDl, q, dout, lse, delta, mfirst * BM, T);
+	load_slabs<BN, D, KT>(sK, k, k0, T, ld);
+	load_slabs<BN, D, KT>(sV, v, k0, T, ld);
+	load_q_slabs<D, BM, KT>(sQ, sdO, sL, sDl, q, dout, lse, delta, mfirst * BM, T, ld, ldo);
 	cp_async_commit();
 
 	float adk[D / 8][4], adv[D / 8][4];
@@ -177,7 +198,7 @@ bwd_ws_kernel(const bf16 *__restrict__ q, const bf16 *__restrict__ k, const bf16
 		if (mb + 1 < nmb) {
 			int nb = buf ^ 1;
 			load_q_slabs<D, BM, KT>(sQ + nb * BM * D, sdO + nb * BM * D, sL + nb * BM,
-						sDl + nb * BM, q, dout, lse, delta, m0 + BM, T);
+						sDl + nb * BM, q, dout, lse, delta, m0 + BM, T, ld, ldo);
 			cp_async_commit();
 		}
 		const uint32_t qaddr = smem_addr(sQ + buf * BM * D);
@@ -199,41 +220,55 @@ bwd_ws_kernel(const bf16 *__restrict__ q, const bf16 *__restrict__ k, const bf16
 		fence_regs<D / 8>(adk);
 		fence_regs<D / 8>(adv);
 	}
-	store_dkdv<D>(dk + off, dv + off, adk, adv, k0 + krow + g, t, T);
+	store_dkdv<D>(dk + off, dv + off, adk, adv, k0 + krow + g, t, T, ld, PACKED ? cs : nullptr);
 #endif
 }
 
 template <int D, int BM, int NWG, bool DET = false>
 int launch(const uint16_t *q, const uint16_t *k, const uint16_t *v, const uint16_t *dout,
 	   const float *lse, const float *delta, float *dqacc, uint16_t *dk, uint16_t *dv, int BH,
-	   int T, int causal, float scale, cudaStream_t st)
+	   int H, const float *cs, int T, int causal, float scale, cudaStream_t st)
 {
 	using C = WsCfg<D, BM, NWG>;
-	auto kern = bwd_ws_kernel<D, BM, NWG, DET>;
+	const int nkb = (T + C::BN - 1) / C::BN;
+	const bool kb_fast = BWS_KB_FAST && BH <= 65535;  // grid.y's limit
+	auto kern = H > 0 ? (kb_fast ? bwd_ws_kernel<D, BM, NWG, DET, true, true>
+				     : bwd_ws_kernel<D, BM, NWG, DET, true, false>)
+			  : (kb_fast ? bwd_ws_kernel<D, BM, NWG, DET, false, true>
+				     : bwd_ws_kernel<D, BM, NWG, DET, false, false>);
 	if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)C::SMEM))
 		return ATTN_EDEVICE;
-	dim3 grid(BH, (T + C::BN - 1) / C::BN);
+	dim3 grid = kb_fast ? dim3(nkb, BH) : dim3(BH, nkb);
 	kern<<<grid, C::NT, C::SMEM, st>>>((const bf16 *)q, (const bf16 *)k, (const bf16 *)v,
 					   (const bf16 *)dout, lse, delta, dqacc, (bf16 *)dk,
-					   (bf16 *)dv, T, causal, scale);
+					   (bf16 *)dv, H, cs, T, causal, scale);
 	return cudaGetLastError() == cudaSuccess ? ATTN_OK : ATTN_EDEVICE;
 }
 
 }  // namespace
 
+int attn_bwd_ws_any(const uint16_t *q, const uint16_t *k, const uint16_t *v, const uint16_t *dout,
+		    const float *lse, const float *delta, float *dqacc, uint16_t *dk, uint16_t *dv,
+		    int BH, int H, const float *cs, int T, int D, int causal, float scale, int det,
+		    cudaStream_t st)
+{
+	if (det && D == 64)
+		return launch<64, DQ_ROWS, 2, true>(q, k, v, dout, lse, delta, dqacc, dk, dv, BH, H,
+						    cs, T, causal, scale, st);
+	if (det)
+		return launch<128, DQ_ROWS, 2, true>(q, k, v, dout, lse, delta, dqacc, dk, dv, BH, H,
+						     cs, T, causal, scale, st);
+	if (D == 64)
+		return launch<64, BWS64_BM, 2>(q, k, v, dout, lse, delta, dqacc, dk, dv, BH, H, cs, T,
+					      causal, scale, st);
+	return launch<128, BWS128_BM, 2>(q, k, v, dout, lse, delta, dqacc, dk, dv, BH, H, cs, T,
+					 causal, scale, st);
+}
+
 int attn_bwd_ws(const uint16_t *q, const uint16_t *k, const uint16_t *v, const uint16_t *dout,
 		const float *lse, const float *delta, float *dqacc, uint16_t *dk, uint16_t *dv,
 		int BH, int T, int D, int causal, float scale, int det, cudaStream_t st)
 {
-	if (det && D == 64)
-		return launch<64, DQ_ROWS, 2, true>(q, k, v, dout, lse, delta, dqacc, dk, dv, BH, T,
-						    causal, scale, st);
-	if (det)
-		return launch<128, DQ_ROWS, 2, true>(q, k, v, dout, lse, delta, dqacc, dk, dv, BH, T,
-						     causal, scale, st);
-	if (D == 64)
-		return launch<64, BWS64_BM, 2>(q, k, v, dout, lse, delta, dqacc, dk, dv, BH, T,
-					      causal, scale, st);
-	return launch<128, BWS128_BM, 2>(q, k, v, dout, lse, delta, dqacc, dk, dv, BH, T, causal,
-					 scale, st);
+	return attn_bwd_ws_any(q, k, v, dout, lse, delta, dqacc, dk, dv, BH, 0, nullptr, T, D,
+			       causal, scale, det, st);
 }

@@ -28,6 +28,11 @@ int attn_fwd_check(const uint16_t *q, const uint16_t *k, const uint16_t *v, cons
 int attn_fwd_ws(const uint16_t *q, const uint16_t *k, const uint16_t *v, uint16_t *o, float *lse,
 		int BH, int T, int D, int causal, float scale, cudaStream_t st);
 
+// The same on the packed qkv[B, T, 3, H, D] (q and k rotated), causal,
+// into y [B, T, H, D] (kernels/attention.h, attn_qkv_fwd_cuda).
+int attn_fwd_ws_packed(const uint16_t *qkv, uint16_t *y, float *lse, int B, int H, int T, int D,
+		       float scale, cudaStream_t st);
+
 // The backward's key blocks with a warpgroup of their own for dQ
 // (attention_bwd_ws.cu), arguments checked: dqacc is the zeroed workspace
 // in attention_bwd.cuh's tiles, delta the row sums dout.o; with det set,
@@ -36,6 +41,14 @@ int attn_fwd_ws(const uint16_t *q, const uint16_t *k, const uint16_t *v, uint16_
 int attn_bwd_ws(const uint16_t *q, const uint16_t *k, const uint16_t *v, const uint16_t *dout,
 		const float *lse, const float *delta, float *dqacc, uint16_t *dk, uint16_t *dv,
 		int BH, int T, int D, int causal, float scale, int det, cudaStream_t st);
+
+// The same for either layout: H = 0 as attn_bwd_ws; H > 0 the packed one
+// (q, k, v, dk, dv the parts of qkv[B, T, 3, H, D], dk = k and dv = v
+// allowed, dout [B, T, H, D], dK rotated back by the RoPE table cs).
+int attn_bwd_ws_any(const uint16_t *q, const uint16_t *k, const uint16_t *v, const uint16_t *dout,
+		    const float *lse, const float *delta, float *dqacc, uint16_t *dk, uint16_t *dv,
+		    int BH, int H, const float *cs, int T, int D, int causal, float scale, int det,
+		    cudaStream_t st);
 
 // The backward's steps around its key blocks (attention_bwd.cu), for
 // attn_bwd_cuda and the variants (variants/attention_bwd_fa2.cu): check the

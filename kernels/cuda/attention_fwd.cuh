@@ -90,11 +90,12 @@ __device__ __forceinline__ void online_softmax(float (&s)[BC / 8][4], float (&ac
 }
 
 // Normalise and store this thread's two output rows and their lse (lse
-// points at this head's T values).
+// points at this head's T values; o at its first row, rows ld elements
+// apart).
 template <int D>
 __device__ __forceinline__ void store_rows(bf16 *o, float *lse, float (&acc)[D / 8][4],
 					   const float (&mx)[2], float (&sum)[2], int wrow, int g,
-					   int t, int T, float scale)
+					   int t, int T, float scale, size_t ld = D)
 {
 #pragma unroll
 	for (int r = 0; r < 2; r++) {
@@ -104,7 +105,7 @@ __device__ __forceinline__ void store_rows(bf16 *o, float *lse, float (&acc)[D /
 		if (row >= T)
 			continue;
 		float inv = 1.f / sum[r];
-		bf16 *orow = o + (size_t)row * D;
+		bf16 *orow = o + (size_t)row * ld;
 #pragma unroll
 		for (int dt = 0; dt < D / 8; dt++)
 			*reinterpret_cast<uint32_t *>(orow + dt * 8 + 2 * t) =

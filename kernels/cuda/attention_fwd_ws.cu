@@ -23,6 +23,10 @@
 // or more consumers (FWS_PINGPONG) they also take turns to issue their
 // matrix products (named barriers), so that one warpgroup's softmax runs
 // while another's products occupy the tensor cores.
+//
+// Two layouts: q, k, v, o [BH, T, D] (3-d tensor maps), or the packed
+// projection qkv[B, T, 3, H, D] read in place through 4-d maps with o
+// [B, T, H, D] (attn_fwd_ws_packed, for attn_qkv_fwd_cuda).
 #include "attention_cuda.cuh"
 #include "attention_fwd.cuh"
 #include "kernels/attention.h"
@@ -125,15 +129,24 @@ struct Ring {
 			mbar_init(&empty[i], consumers);
 		}
 	}
-	// Producer: load rows [row0, row0 + rows) of head bh for use u.
+	// Producer: load rows [row0, row0 + rows) of head bh for use u; with
+	// PACKED, through a 4-d map of [B, T, ..., H, D] (head bh % H of batch
+	// bh / H), else a 3-d one of [BH, T, D].
+	template <bool PACKED>
 	__device__ __forceinline__ void load(const CUtensorMap *map, uint32_t u, int rows, int row0,
-					     int bh, int D) const
+					     int bh, int D, int H) const
 	{
 		bf16 *dst = at(u);
 		uint64_t *bar = &full[u % N];
 		mbar_expect_tx(bar, (uint32_t)(rows * D * sizeof(bf16)));
-		for (int sl = 0; sl < D / SLAB_COLS; sl++)
-			tma_load_3d(dst + sl * rows * SLAB_COLS, map, bar, sl * SLAB_COLS, row0, bh);
+		for (int sl = 0; sl < D / SLAB_COLS; sl++) {
+			if constexpr (PACKED)
+				tma_load_4d(dst + sl * rows * SLAB_COLS, map, bar, sl * SLAB_COLS, bh % H,
+					    row0, bh / H);
+			else
+				tma_load_3d(dst + sl * rows * SLAB_COLS, map, bar, sl * SLAB_COLS, row0,
+					    bh);
+		}
 	}
 };
 
@@ -288,32 +301,32 @@ struct Walk {
 // tiles, each into the next buffer of its ring once the consumers have
 // released it; the rings run on across items, so the next item's Q and
 // first tiles arrive while the consumers finish the current one.
-template <int QST, int KST, int VST, int BR, int D>
+template <int QST, int KST, int VST, int BR, int D, bool PACKED>
 __device__ void produce(const CUtensorMap *mq, const CUtensorMap *mk, const CUtensorMap *mv,
 			const Ring<QST> &rq, const Ring<KST> &rk, const Ring<VST> &rv, int BH,
-			int T, int causal)
+			int H, int T, int causal)
 {
 	Walk<BR> walk(BH, T, causal);
 	uint32_t use = 0;
 	Item it;
 	for (uint32_t n = 0; walk.next(it); n++) {
 		rq.wait_empty(n);
-		rq.load(mq, n, BR, it.q0, it.bh, D);
+		rq.template load<PACKED>(mq, n, BR, it.q0, it.bh, D, H);
 		for (int j = 0; j < it.nkv; j++, use++) {
 			rk.wait_empty(use);
-			rk.load(mk, use, BC, j * BC, it.bh, D);
+			rk.template load<PACKED>(mk, use, BC, j * BC, it.bh, D, H);
 			rv.wait_empty(use);
-			rv.load(mv, use, BC, j * BC, it.bh, D);
+			rv.template load<PACKED>(mv, use, BC, j * BC, it.bh, D, H);
 		}
 	}
 }
 
 // A consumer warpgroup: 64 query rows of each of this block's items.  K_j
 // is released as soon as S_j is computed, V_j after P_j V_j, Q after the
-// item's last Q K^T.
-template <int D, int NWG, int QST, int KST, int VST, bool PP>
+// item's last Q K^T.  With PACKED, o is [B, T, H, D], else [BH, T, D].
+template <int D, int NWG, int QST, int KST, int VST, bool PP, bool PACKED>
 __device__ void consume(const Ring<QST> &rq, const Ring<KST> &rk, const Ring<VST> &rv, bf16 *o,
-			float *lse, int BH, int T, int causal, float scale)
+			float *lse, int BH, int H, int T, int causal, float scale)
 {
 	constexpr int BR = WG_ROWS * NWG;
 	const int wg = threadIdx.x / WG_THREADS;
@@ -395,17 +408,19 @@ __device__ void consume(const Ring<QST> &rq, const Ring<KST> &rk, const Ring<VST
 			turn.end();
 		}
 		use += it.nkv;
-		store_rows<D>(o + (size_t)it.bh * T * D, lse + (size_t)it.bh * T, acc, mx, sum, wrow,
-			      g, t, T, scale);
+		bf16 *oh = PACKED ? o + ((size_t)(it.bh / H) * T * H + it.bh % H) * D
+				  : o + (size_t)it.bh * T * D;
+		store_rows<D>(oh, lse + (size_t)it.bh * T, acc, mx, sum, wrow, g, t, T, scale,
+			      PACKED ? (size_t)H * D : (size_t)D);
 	}
 }
 
 // Persistent: one block per multiprocessor, looping over items.
-template <int D, int NWG, int QST, int KST, int VST, bool PINGPONG>
+template <int D, int NWG, int QST, int KST, int VST, bool PINGPONG, bool PACKED>
 __global__ void __launch_bounds__(WG_THREADS *(NWG + 1), 1)
 fwd_ws_kernel(const __grid_constant__ CUtensorMap mq, const __grid_constant__ CUtensorMap mk,
 	      const __grid_constant__ CUtensorMap mv, bf16 *__restrict__ o,
-	      float *__restrict__ lse, int BH, int T, int causal, float scale)
+	      float *__restrict__ lse, int BH, int H, int T, int causal, float scale)
 {
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
 	__trap();  // built without sm_90a: refuse loudly rather than compute nothing
@@ -434,25 +449,36 @@ fwd_ws_kernel(const __grid_constant__ CUtensorMap mq, const __grid_constant__ CU
 	if (threadIdx.x / WG_THREADS == NWG) {  // the producer warpgroup
 		regs_dealloc<PRODUCER_REGS>();
 		if (threadIdx.x % WG_THREADS == 0)
-			produce<QST, KST, VST, C::BR, D>(&mq, &mk, &mv, rq, rk, rv, BH, T, causal);
+			produce<QST, KST, VST, C::BR, D, PACKED>(&mq, &mk, &mv, rq, rk, rv, BH, H, T,
+								 causal);
 	} else {
 		regs_alloc<C::CONSUMER_REGS>();
-		consume<D, NWG, QST, KST, VST, PP>(rq, rk, rv, o, lse, BH, T, causal, scale);
+		consume<D, NWG, QST, KST, VST, PP, PACKED>(rq, rk, rv, o, lse, BH, H, T, causal, scale);
 	}
 #endif
 }
 
+// H > 0: q, k, v are the parts of the packed qkv[B, T, 3, H, D] (BH = B H)
+// and o is [B, T, H, D]; H = 0: all four [BH, T, D].
 template <int D, int NWG, int QST, int KST, int VST>
 int launch(const uint16_t *q, const uint16_t *k, const uint16_t *v, uint16_t *o, float *lse,
-	   int BH, int T, int causal, float scale, cudaStream_t st)
+	   int BH, int H, int T, int causal, float scale, cudaStream_t st)
 {
 	using C = WsCfg<D, NWG, QST, KST, VST>;
 	static_assert(C::SMEM <= 227 * 1024, "the buffers exceed a block's shared memory");
 	CUtensorMap mq, mk, mv;
-	if (tma_map_3d(&mq, q, D, T, BH, C::BR) || tma_map_3d(&mk, k, D, T, BH, BC) ||
-	    tma_map_3d(&mv, v, D, T, BH, BC))
+	if (H > 0) {
+		const uint64_t n[4] = {(uint64_t)D, (uint64_t)H, (uint64_t)T, (uint64_t)(BH / H)};
+		const uint64_t row = 3 * (uint64_t)H * D, stride[3] = {(uint64_t)D, row, row * T};
+		if (tma_map_4d(&mq, q, n, stride, C::BR) || tma_map_4d(&mk, k, n, stride, BC) ||
+		    tma_map_4d(&mv, v, n, stride, BC))
+			return ATTN_EDEVICE;
+	} else if (tma_map_3d(&mq, q, D, T, BH, C::BR) || tma_map_3d(&mk, k, D, T, BH, BC) ||
+		   tma_map_3d(&mv, v, D, T, BH, BC)) {
 		return ATTN_EDEVICE;
-	auto kern = fwd_ws_kernel<D, NWG, QST, KST, VST, FWS_PINGPONG>;
+	}
+	auto kern = H > 0 ? fwd_ws_kernel<D, NWG, QST, KST, VST, FWS_PINGPONG, true>
+			  : fwd_ws_kernel<D, NWG, QST, KST, VST, FWS_PINGPONG, false>;
 	if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)C::SMEM))
 		return ATTN_EDEVICE;
 	int dev, sms;
@@ -461,7 +487,7 @@ int launch(const uint16_t *q, const uint16_t *k, const uint16_t *v, uint16_t *o,
 	const long long nq = (T + C::BR - 1) / C::BR;
 	const long long units = BH * (FWS_UNITS && causal ? (nq + 1) / 2 : nq);
 	const int grid = units < sms ? (int)units : sms;
-	kern<<<grid, C::NT, C::SMEM, st>>>(mq, mk, mv, (bf16 *)o, lse, BH, T, causal, scale);
+	kern<<<grid, C::NT, C::SMEM, st>>>(mq, mk, mv, (bf16 *)o, lse, BH, H, T, causal, scale);
 	return cudaGetLastError() == cudaSuccess ? ATTN_OK : ATTN_EDEVICE;
 }
 
@@ -472,8 +498,19 @@ int attn_fwd_ws(const uint16_t *q, const uint16_t *k, const uint16_t *v, uint16_
 		int BH, int T, int D, int causal, float scale, cudaStream_t st)
 {
 	if (D == 64)
-		return launch<64, FWS64_NWG, FWS64_QST, FWS64_KST, FWS64_VST>(q, k, v, o, lse, BH, T,
-									    causal, scale, st);
-	return launch<128, FWS128_NWG, FWS128_QST, FWS128_KST, FWS128_VST>(q, k, v, o, lse, BH, T,
-									       causal, scale, st);
+		return launch<64, FWS64_NWG, FWS64_QST, FWS64_KST, FWS64_VST>(q, k, v, o, lse, BH, 0,
+									    T, causal, scale, st);
+	return launch<128, FWS128_NWG, FWS128_QST, FWS128_KST, FWS128_VST>(q, k, v, o, lse, BH, 0,
+									       T, causal, scale, st);
+}
+
+int attn_fwd_ws_packed(const uint16_t *qkv, uint16_t *y, float *lse, int B, int H, int T, int D,
+		       float scale, cudaStream_t st)
+{
+	const uint16_t *q = qkv, *k = qkv + (size_t)H * D, *v = qkv + 2 * (size_t)H * D;
+	if (D == 64)
+		return launch<64, FWS64_NWG, FWS64_QST, FWS64_KST, FWS64_VST>(q, k, v, y, lse, B * H,
+									    H, T, 1, scale, st);
+	return launch<128, FWS128_NWG, FWS128_QST, FWS128_KST, FWS128_VST>(q, k, v, y, lse, B * H,
+									       H, T, 1, scale, st);
 }

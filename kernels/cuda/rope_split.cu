@@ -1,7 +1,7 @@
 // rope_split.cu: the layout change from qkv[B, T, 3, H, D] to q, k, v
 // [B, H, T, D] with RoPE applied to q and k on the way (kernels/permute.h,
 // qkv_rope_split_cuda), and its backward, which rotates dq and dk back and
-// writes dqkv.  The same arithmetic as qkv_split then rope_fwd (fp32 from
+// writes dqkv; and RoPE of q and k in place in qkv (qkv_rope_cuda).  The same arithmetic as qkv_split then rope_fwd (fp32 from
 // bf16, rounded once), so the result is the same bits; one pass over
 // memory instead of three, in 16-byte vectors.
 //
@@ -49,6 +49,20 @@ __global__ void kernel(bf16 *qkv, bf16 *q, bf16 *k, bf16 *v, const float *cs, in
 	}
 }
 
+// In place: one thread per (row, q or k and head, chunk c).
+__global__ void inplace_kernel(bf16 *qkv, const float *cs, int T, int H, int D, unsigned n)
+{
+	unsigned CH = D / 16, half = D / 2;
+	for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+		unsigned c = i % CH, r = i / CH, sh = r % (2 * H), bt = r / (2 * H);
+		bf16 *p = qkv + ((size_t)bt * 3 * H + sh) * D + 8 * c;
+		uint4 a = *(const uint4 *)p, b = *(const uint4 *)(p + half);
+		rotate(a, b, cs + (size_t)(bt % T) * D, 8 * c, 1.0f);
+		*(uint4 *)p = a;
+		*(uint4 *)(p + half) = b;
+	}
+}
+
 int launch(bf16 *qkv, bf16 *q, bf16 *k, bf16 *v, const float *cs, int B, int T, int H, int D,
 	   int merge, void *stream)
 {
@@ -65,6 +79,17 @@ extern "C" int qkv_rope_split_cuda(uint16_t *q, uint16_t *k, uint16_t *v, const 
 				   const float *cs, int B, int T, int H, int D, void *stream)
 {
 	return launch((bf16 *)qkv, (bf16 *)q, (bf16 *)k, (bf16 *)v, cs, B, T, H, D, 0, stream);
+}
+
+extern "C" int qkv_rope_cuda(uint16_t *qkv, const float *cs, int B, int T, int H, int D,
+			     void *stream)
+{
+	size_t n = (size_t)B * T * 2 * H * (D / 16);
+	if (D % 16 || 3 * (size_t)B * T * H * D > UINT32_MAX)
+		return -1;
+	inplace_kernel<<<grid_for(n), BLOCK, 0, (cudaStream_t)stream>>>((bf16 *)qkv, cs, T, H, D,
+									 (unsigned)n);
+	return launched();
 }
 
 extern "C" int qkv_rope_merge_cuda(uint16_t *dqkv, const uint16_t *dq, const uint16_t *dk,

@@ -8,7 +8,7 @@
 // Host side:
 // tma_map_3d builds the tensor map of a [n2][n1][n0] bf16 array whose boxes
 // land in shared memory in the 128-byte swizzled layout wgmma reads
-// (wgmma.cuh's slabs).
+// (wgmma.cuh's slabs); tma_map_4d that of a strided 4-d one.
 #ifndef LMPIPE_TMA_CUH
 #define LMPIPE_TMA_CUH
 
@@ -65,6 +65,18 @@ __device__ __forceinline__ void tma_load_3d(void *dst, const CUtensorMap *map, u
 			     (uint32_t)__cvta_generic_to_shared(dst)),
 		     "l"(map), "r"((uint32_t)__cvta_generic_to_shared(bar)), "r"(c0), "r"(c1),
 		     "r"(c2)
+		     : "memory");
+}
+
+// The same for a 4-d tensor map, box at (c0, c1, c2, c3).
+__device__ __forceinline__ void tma_load_4d(void *dst, const CUtensorMap *map, uint64_t *bar,
+					    int c0, int c1, int c2, int c3)
+{
+	asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes"
+		     " [%0], [%1, {%3, %4, %5, %6}], [%2];\n" ::"r"(
+			     (uint32_t)__cvta_generic_to_shared(dst)),
+		     "l"(map), "r"((uint32_t)__cvta_generic_to_shared(bar)), "r"(c0), "r"(c1),
+		     "r"(c2), "r"(c3)
 		     : "memory");
 }
 
@@ -125,6 +137,12 @@ __device__ __forceinline__ void bulk_wait_done(void)
 // boxes of 64 x rows x 1: 128-byte rows, swizzled as wgmma's 128B mode
 // expects.  0 on success, -1 if the driver refuses.
 int tma_map_3d(CUtensorMap *map, const void *base, uint64_t n0, uint64_t n1, uint64_t n2,
+	       uint32_t rows);
+// The same for a 4-d bf16 array of sizes n[0..3] (n[0] contiguous) whose
+// dimensions 1..3 lie stride[0..2] elements apart, read in boxes of
+// 64 x 1 x rows x 1 (a head's rows of a packed [B, T, ..., H, D] tensor:
+// n = {D, H, T, B}); the box lands as the 3-d map's does.
+int tma_map_4d(CUtensorMap *map, const void *base, const uint64_t n[4], const uint64_t stride[3],
 	       uint32_t rows);
 
 #endif

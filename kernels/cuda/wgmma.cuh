@@ -23,10 +23,12 @@ __device__ __forceinline__ int slab_off(int row, int col)
 	       ((((col % SLAB_COLS) >> 3) ^ (row & 7)) << 3) + (col & 7);
 }
 
-// Copy rows [row0, row0 + R) of a [rows_total, C] bf16 matrix into a slab
-// tile (cp.async; rows past rows_total become zeros).
+// Copy rows [row0, row0 + R) of a [rows_total, C] bf16 matrix, its rows
+// ld elements apart, into a slab tile (cp.async; rows past rows_total
+// become zeros).
 template <int R, int C, int NTHREADS>
-__device__ __forceinline__ void load_slabs(bf16 *tile, const bf16 *g, int row0, int rows_total)
+__device__ __forceinline__ void load_slabs(bf16 *tile, const bf16 *g, int row0, int rows_total,
+					   size_t ld = C)
 {
 	constexpr int CHUNKS = R * C / 8;
 #pragma unroll
@@ -36,7 +38,7 @@ __device__ __forceinline__ void load_slabs(bf16 *tile, const bf16 *g, int row0, 
 			break;
 		int r = c / (C / 8), col = (c % (C / 8)) * 8;
 		bool valid = row0 + r < rows_total;
-		const bf16 *src = valid ? g + (size_t)(row0 + r) * C + col : g;
+		const bf16 *src = valid ? g + (size_t)(row0 + r) * ld + col : g;
 		cp_async16(tile + slab_off<R>(r, col), src, valid);
 	}
 }

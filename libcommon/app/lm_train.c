@@ -34,6 +34,13 @@
 
 enum { NAME_MAX_LEN = 64, EXTRA_LEN = 96, GROUPS_LEN = 2048 };
 
+/* What launch() queued for a step and finish() needs: its counted
+ * targets, and the windows it took ([win0, win1) of the data). */
+typedef struct queued {
+	long long count;
+	uint64_t win0, win1;
+} queued;
+
 typedef struct trainer {
 	const train_config *tc;
 	model m;
@@ -55,7 +62,9 @@ typedef struct trainer {
 	int graphed;                 /* steps recorded and replayed (train_graph.h) */
 	int warm;                    /* a step ran in this process: a recording may be made */
 	int mb_first, mb_last;       /* the micro-batch micro_batch() queues */
+	queued q[2];                 /* steps n queued, by n % 2 (launch, finish) */
 	train_graph tg;
+	uint64_t staged;             /* windows read and staged for the next step (0: none) */
 } trainer;
 
 static int open_reader(shard_reader **r, const char *const *paths, size_t n, sr_mode mode,
@@ -81,6 +90,22 @@ static void split_windows(trainer *t, int rows)
 			t->ids[b * T + i] = (int32_t)t->win[(size_t)b * (T + 1) + i];
 			t->tgt[b * T + i] = (int32_t)t->win[(size_t)b * (T + 1) + i + 1];
 		}
+}
+
+/* The training data's position: the windows taken by the steps run (a
+ * batch read ahead for the next step is not one of them). */
+static uint64_t data_pos(const trainer *t)
+{
+	return sr_tell(t->data) - t->staged;
+}
+
+/* The next training batch read, split and staged on the backend. */
+static int next_batch(trainer *t, lm_err *e)
+{
+	if (sr_next(t->data, t->win, e) < 0)
+		return -1;
+	split_windows(t, t->B);
+	return model_stage(&t->m, t->ids, t->tgt, t->B, t->T, e);
 }
 
 /* The validation loss: every batch queued, the loss sum read once.  With
@@ -121,7 +146,7 @@ static int save(trainer *t, lm_err *e)
 	char name[NAME_MAX_LEN];
 	snprintf(name, sizeof name, "step-%08lld.safetensors", t->st.step);
 	/* the global position: every rank has taken as many windows */
-	t->st.data_pos = sr_tell(t->data) * (uint64_t)t->tc->world;
+	t->st.data_pos = data_pos(t) * (uint64_t)t->tc->world;
 	snprintf(t->last_ckpt, sizeof t->last_ckpt, "%s/%s", dir, name);
 	if (ddp_save(t->dp, t->last_ckpt, &t->o, &t->st, e))
 		return -1;
@@ -170,20 +195,25 @@ static int micro_batch(void *arg, lm_err *e)
 	return t->mb_last && (ddp_finish(t->dp, e) || ddp_step_staged(t->dp, &t->o, e)) ? -1 : 0;
 }
 
-/* One optimizer step: accum micro-batches, then clipping and the
- * optimizer at sched times each group's peak lr, all queued on the
- * backend; the loss and the gradient norm are read once, at the end.
- * *loss is the mean loss over the step's tokens. */
-static int step(trainer *t, double sched, double *loss, double *gnorm, lm_err *e)
+/* Queue step n (counted from 1): accum micro-batches, then clipping and
+ * the optimizer at the schedule's factor for the step, all on the backend,
+ * and a copy of the step's scalars (the loss sum, the gradient's sum of
+ * squares) into snapshot slot n % 2, for finish().  Each micro-batch's
+ * batch is read while the one before it runs; with ahead, the next step's
+ * first batch is read and staged too (its uploads queued behind this
+ * step's work), so that the device does not wait for the host there. */
+static int launch(trainer *t, long long n, int ahead, lm_err *e)
 {
 	const train_config *tc = t->tc;
-	long long count = 0;
+	queued *q = &t->q[n & 1];
+	double sched = optim_schedule(&t->o.cfg, n - 1);
+	q->count = 0;
+	q->win0 = data_pos(t);
 	for (int a = 0; a < tc->accum; a++) {
-		if (sr_next(t->data, t->win, e) < 0)
-			return -1;
-		split_windows(t, t->B);
-		if (model_stage(&t->m, t->ids, t->tgt, t->B, t->T, e))
-			return -1;
+		if (t->staged)
+			t->staged = 0;
+		else if (next_batch(t, e))
+			return lm_err_prefix(e, "step %lld", n);
 		t->mb_first = a == 0;
 		t->mb_last = a == tc->accum - 1;
 		if (t->mb_last)
@@ -192,22 +222,57 @@ static int step(trainer *t, double sched, double *loss, double *gnorm, lm_err *e
 						      t->warm, micro_batch, t, e)
 				    : micro_batch(t, e);
 		if (rc)
-			return lm_err_prefix(e, "step %lld", t->st.step + 1);
-		count += model_count(&t->m);
+			return lm_err_prefix(e, "step %lld", n);
+		q->count += model_count(&t->m);
 	}
+	q->win1 = data_pos(t);
 	if (ddp_settle(t->dp, "the step's collectives", e))
-		return lm_err_prefix(e, "step %lld", t->st.step + 1);
+		return lm_err_prefix(e, "step %lld", n);
+	model_queue_scalars(&t->m, (int)(n & 1));
+	if (ahead) {
+		if (next_batch(t, e))
+			return lm_err_prefix(e, "step %lld", n + 1);
+		t->staged = (uint64_t)t->B;
+	}
+	return 0;
+}
+
+/* Step n's results, once its work is done: *loss, the mean loss over the
+ * step's tokens, and *gnorm; and whether the ranks agree to stop. */
+static int finish(trainer *t, long long n, double *loss, double *gnorm, lm_err *e)
+{
+	const train_config *tc = t->tc;
 	lm_scalars s;
-	if (model_read_scalars(&t->m, &s, e))
-		return lm_err_prefix(e, "step %lld", t->st.step + 1);
+	if (model_take_scalars(&t->m, (int)(n & 1), &s, e))
+		return lm_err_prefix(e, "step %lld", n);
 	/* the stop asked for by a signal is decided together */
-	double sum[3] = { s.loss_sum, (double)count, tc->stop && *tc->stop };
+	double sum[3] = { s.loss_sum, (double)t->q[n & 1].count, tc->stop && *tc->stop };
 	if (t->comm->host_sum(t->comm, sum, 3, "the step's loss", e))
-		return lm_err_prefix(e, "step %lld", t->st.step + 1);
+		return lm_err_prefix(e, "step %lld", n);
 	t->stop = sum[2] > 0;
 	*loss = sum[1] > 0 ? sum[0] / sum[1] : 0.0;
 	*gnorm = sqrt(s.sumsq);
 	return 0;
+}
+
+/* Whether step n (of steps) may read and stage the next step's first
+ * batch: one follows, with no evaluation between them (its batches go
+ * through the same buffers), at a world of one, not profiling. */
+static int stage_next(const trainer *t, long long n, long long steps)
+{
+	const train_config *tc = t->tc;
+	return tc->world == 1 && !tc->profile && n < steps &&
+	       !(t->val && tc->eval_every && n % tc->eval_every == 0);
+}
+
+/* Whether step n + 1 may be queued before step n's results are read: it
+ * follows directly (as above), no checkpoint is written after step n (it
+ * must hold step n's weights) and no stop is asked for. */
+static int run_ahead(const trainer *t, long long n, long long steps)
+{
+	const train_config *tc = t->tc;
+	return stage_next(t, n, steps) && !(tc->out_dir && tc->ckpt_every && n % tc->ckpt_every == 0) &&
+	       !t->stop && !(tc->stop && *tc->stop);
 }
 
 static int stop_nonfinite(trainer *t, double loss, double gnorm, lm_err *e)
@@ -243,16 +308,26 @@ static int loop(trainer *t, long long steps, lm_err *e)
 		p.on = 0;
 	double t0 = lm_now(), prof_wall = 0, train_s = 0;
 	long long first = t->st.step, prof_steps = 0;
-	/* one rank alone must not stop on its own signal: step() agrees */
-	while (t->st.step < steps && !t->stop && !(tc->world == 1 && tc->stop && *tc->stop)) {
+	/* one rank alone must not stop on its own signal: finish() agrees; a
+	 * step queued ahead is finished first */
+	int queued_next = 0;
+	while (queued_next ||
+	       (t->st.step < steps && !t->stop && !(tc->world == 1 && tc->stop && *tc->stop))) {
+		long long n = t->st.step + 1;
 		int profiled = tc->profile && t->st.step > first && prof_steps < tc->profile;
 		prof_pause(t->m.be, !profiled);
-		double sched = optim_schedule(oc, t->st.step), lr = oc->lr_max * sched;
+		double sched = optim_schedule(oc, n - 1), lr = oc->lr_max * sched;
 		double loss = 0, gnorm = 0, ts = lm_now();
-		uint64_t win0 = sr_tell(t->data);
-		if (step(t, sched, &loss, &gnorm, e) ||
-		    train_windows_step(&t->wd, t->st.step + 1, t->data, win0,
-				       sr_tell(t->data) - win0, e))
+		if (!queued_next && launch(t, n, stage_next(t, n, steps), e))
+			return -1;
+		/* step n + 1 queued before step n's results are read, so that the
+		 * device goes on while the host reads, logs and launches */
+		queued_next = run_ahead(t, n, steps);
+		if (queued_next && launch(t, n + 1, stage_next(t, n + 1, steps), e))
+			return -1;
+		const queued *q = &t->q[n & 1];
+		if (finish(t, n, &loss, &gnorm, e) ||
+		    train_windows_step(&t->wd, n, t->data, q->win0, q->win1 - q->win0, e))
 			return -1;
 		if (!isfinite(loss) || !isfinite(gnorm))
 			return stop_nonfinite(t, loss, gnorm, e);

@@ -47,6 +47,8 @@ typedef enum lm_dtype { LM_F32 = 0, LM_BF16 = 1 } lm_dtype;
 static inline size_t lm_dtype_size(lm_dtype t) { return t == LM_BF16 ? 2 : 4; }
 
 /* The scalars of a training step, in the backend's memory. */
+enum { LM_SNAP_SLOTS = 2, LM_SNAP_BYTES = 256 };
+
 typedef struct lm_scalars {
 	double loss_sum;     /* sum of the counted tokens' losses since the last reset */
 	double sumsq;        /* sum of squares of the gradient (optim_grad_norm) */
@@ -120,6 +122,14 @@ struct lm_backend {
 	void (*copy)(lm_backend *be, void *dst, const void *src, size_t bytes);
 	void (*upload)(lm_backend *be, void *dst, const void *host, size_t bytes);
 	void (*download)(lm_backend *be, void *host, const void *src, size_t bytes);
+	/* A copy of bytes (at most LM_SNAP_BYTES) at src for the host, queued
+	 * behind the work queued so far into snapshot slot (0 .. LM_SNAP_SLOTS
+	 * - 1); snap_read waits for that copy only (not for work queued after
+	 * it), puts it at host, and returns 0 or -1 with the first error so
+	 * far.  So a caller may queue more work before it reads the results of
+	 * the work before.  NULL where a backend has none (download, then). */
+	void (*snap)(lm_backend *be, int slot, const void *src, size_t bytes);
+	int (*snap_read)(lm_backend *be, int slot, void *host, size_t bytes, lm_err *e);
 	/* n fp32 values to the act type and back (a copy when act is fp32). */
 	void (*to_act)(lm_backend *be, void *dst, const float *src, size_t n);
 	void (*from_act)(lm_backend *be, float *dst, const void *src, size_t n);
@@ -186,15 +196,17 @@ struct lm_backend {
 			      void *dv, int B, int H, int T, int D, int causal, float scale);
 	/* Causal attention on the q/k/v projection's packed rows qkv[B, T, 3,
 	 * H, D], before RoPE (table cs), into y [B, T, H, D]: the split, RoPE
-	 * and attn_fwd_bthd in one op.  The backward pass overwrites qkv with
-	 * its gradient (qkv_rope_merge's output) from y and dy.  For one
-	 * key/value head per query head, the shapes supports(
+	 * and attn_fwd_bthd in one op.  The forward may leave qkv changed (the
+	 * CUDA flash path rotates q and k there in place); the backward pass
+	 * takes it as the forward left it and overwrites it with its gradient
+	 * (qkv_rope_merge's output) from y and dy.  ws: attn_workspace's bytes.
+	 * For one key/value head per query head, the shapes supports(
 	 * LM_OP_ATTENTION_QKV, D, T) accepts; NULL where a backend has none. */
-	void (*attn_qkv_fwd)(lm_backend *be, const void *qkv, const float *cs, void *y, float *lse,
-			     int B, int T, int H, int D, float scale);
+	void (*attn_qkv_fwd)(lm_backend *be, void *qkv, const float *cs, void *y, float *lse,
+			     int B, int T, int H, int D, float scale, void *ws, size_t ws_bytes);
 	void (*attn_qkv_bwd)(lm_backend *be, void *qkv, const float *cs, const void *y,
 			     const void *dy, const float *lse, int B, int T, int H, int D,
-			     float scale);
+			     float scale, void *ws, size_t ws_bytes);
 	void (*swiglu_fwd)(lm_backend *be, void *out, const void *h, int N, int F);
 	void (*swiglu_bwd)(lm_backend *be, void *dh, const void *dout, const void *h, int N, int F);
 	/* Per-token losses and lse (fp32) of act logits; the counted tokens'

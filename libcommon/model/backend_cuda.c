@@ -70,9 +70,10 @@ typedef struct cuda_ctx {
 					scratch, so a grown one keeps the old (retired) until close */
 	void **retired;
 	int n_retired;
-	char *stage;                 /* pinned, STAGE_SLOTS x STAGE_BYTES */
+	char *stage;                 /* pinned, STAGE_SLOTS x STAGE_BYTES, then the snapshots */
 	cudaEvent_t stage_done[STAGE_SLOTS];
 	int next_stage;
+	cudaEvent_t snap_done[LM_SNAP_SLOTS];
 } cuda_ctx;
 
 #define CTX(be) ((cuda_ctx *)(be)->impl)
@@ -207,6 +208,37 @@ static void cu_download(lm_backend *be, void *host, const void *src, size_t byte
 		  cudaSuccess || cudaStreamSynchronize(CTX(be)->st) != cudaSuccess, "download");
 }
 
+/* Snapshots (backend.h snap): pinned slots after the staging ring, each
+ * with an event recorded behind its copy. */
+static char *snap_slot(cuda_ctx *c, int slot)
+{
+	return c->stage + (size_t)STAGE_SLOTS * STAGE_BYTES + (size_t)slot * LM_SNAP_BYTES;
+}
+
+static void cu_snap(lm_backend *be, int slot, const void *src, size_t bytes)
+{
+	cuda_ctx *c = CTX(be);
+	if (slot < 0 || slot >= LM_SNAP_SLOTS || bytes > LM_SNAP_BYTES) {
+		backend_fail(be, "snapshot slot %d of %zu bytes", slot, bytes);
+		return;
+	}
+	cu_muon_join(be);
+	check(be, cudaMemcpyAsync(snap_slot(c, slot), src, bytes, cudaMemcpyDeviceToHost, c->st) !=
+		  cudaSuccess || cudaEventRecord(c->snap_done[slot], c->st) != cudaSuccess, "snapshot");
+}
+
+static int cu_snap_read(lm_backend *be, int slot, void *host, size_t bytes, lm_err *e)
+{
+	cuda_ctx *c = CTX(be);
+	if (slot < 0 || slot >= LM_SNAP_SLOTS || bytes > LM_SNAP_BYTES) {
+		backend_fail(be, "snapshot slot %d of %zu bytes", slot, bytes);
+	} else {
+		check(be, cudaEventSynchronize(c->snap_done[slot]) != cudaSuccess, "snapshot");
+		memcpy(host, snap_slot(c, slot), bytes);
+	}
+	return backend_take_error(be, e);
+}
+
 static void cu_to_act(lm_backend *be, void *dst, const float *src, size_t n)
 {
 	check(be, f32_to_bf16_cuda(dst, src, n, ST(be)), "fp32 to bf16");
@@ -294,7 +326,9 @@ static int attn_padded_dim(int D)
 
 static int cu_supports(lm_backend *be, lm_op op, int a, int b)
 {
-	if (op == LM_OP_ATTENTION_BTHD || op == LM_OP_ATTENTION_QKV)
+	if (op == LM_OP_ATTENTION_QKV) /* the short kernels, or the flash ones unpadded */
+		return attn_short_applies(a, b) || a == ATTN_D_SMALL || a == ATTN_D_LARGE;
+	if (op == LM_OP_ATTENTION_BTHD)
 		return attn_short_applies(a, b);
 	return op == LM_OP_ATTENTION ? attn_padded_dim(a) != 0 || attn_short_applies(a, b) : 0;
 }
@@ -310,6 +344,9 @@ static void cu_close(lm_backend *be)
 	for (int i = 0; i < STAGE_SLOTS; i++)
 		if (c->stage_done[i])
 			cudaEventDestroy(c->stage_done[i]);
+	for (int i = 0; i < LM_SNAP_SLOTS; i++)
+		if (c->snap_done[i])
+			cudaEventDestroy(c->snap_done[i]);
 	cudaFreeHost(c->stage);
 	free(c->events);
 	matmul_cuda_free(c->mm);
@@ -580,18 +617,35 @@ static void cu_attn_bwd_bthd(lm_backend *be, const void *q, const void *k, const
 		check(be, 1, attn_strerror(rc));
 }
 
-static void cu_attn_qkv_fwd(lm_backend *be, const void *qkv, const float *cs, void *y, float *lse,
-			    int B, int T, int H, int D, float scale)
+/* Attention on the packed qkv rows (backend.h attn_qkv_fwd): the short
+ * kernels where they apply (qkv kept), else the flash ones (q and k of qkv
+ * rotated in place for the backward pass, which takes the workspace). */
+static void cu_attn_qkv_fwd(lm_backend *be, void *qkv, const float *cs, void *y, float *lse,
+			    int B, int T, int H, int D, float scale, void *ws, size_t ws_bytes)
 {
-	int rc = attn_short_qkv_fwd_cuda(qkv, cs, y, lse, B, H, T, D, scale, ST(be));
+	int rc;
+	(void)ws, (void)ws_bytes;
+	if (attn_short_applies(D, T))
+		rc = attn_short_qkv_fwd_cuda(qkv, cs, y, lse, B, H, T, D, scale, ST(be));
+	else
+		rc = attn_qkv_fwd_cuda(qkv, cs, y, lse, B, H, T, D, scale, ST(be));
 	if (rc)
 		check(be, 1, attn_strerror(rc));
 }
 
 static void cu_attn_qkv_bwd(lm_backend *be, void *qkv, const float *cs, const void *y,
-			    const void *dy, const float *lse, int B, int T, int H, int D, float scale)
+			    const void *dy, const float *lse, int B, int T, int H, int D, float scale,
+			    void *ws, size_t ws_bytes)
 {
-	int rc = attn_short_qkv_bwd_cuda(qkv, cs, y, dy, lse, B, H, T, D, scale, ST(be));
+	int rc;
+	if (attn_short_applies(D, T)) {
+		rc = attn_short_qkv_bwd_cuda(qkv, cs, y, dy, lse, B, H, T, D, scale, ST(be));
+	} else {
+		if (attn_arg_error(be, D, ws_bytes, cu_attn_workspace(be, B, H, T, D)))
+			return;
+		rc = attn_qkv_bwd_cuda(qkv, cs, y, dy, lse, B, H, T, D, scale, be->deterministic, ws,
+				       ST(be));
+	}
 	if (rc)
 		check(be, 1, attn_strerror(rc));
 }
@@ -965,6 +1019,8 @@ static const lm_backend cuda_table = {
 	.copy = cu_copy,
 	.upload = cu_upload,
 	.download = cu_download,
+	.snap = cu_snap,
+	.snap_read = cu_snap_read,
 	.to_act = cu_to_act,
 	.from_act = cu_from_act,
 	.add_act = cu_add_act,
@@ -1070,14 +1126,17 @@ lm_backend *backend_cuda_open(lm_err *e)
 	    cudaStreamCreateWithFlags(&c->st, cudaStreamNonBlocking) != cudaSuccess ||
 	    cudaMalloc((void **)&c->partials, SUMSQ_CUDA_PARTIALS * sizeof(double)) != cudaSuccess ||
 	    !(c->mm = matmul_cuda_new(c->st)) ||
-	    cudaMallocHost((void **)&c->stage, (size_t)STAGE_SLOTS * STAGE_BYTES) != cudaSuccess) {
+	    cudaMallocHost((void **)&c->stage, (size_t)STAGE_SLOTS * STAGE_BYTES +
+					       LM_SNAP_SLOTS * LM_SNAP_BYTES) != cudaSuccess) {
 		lm_seterr(e, "device 'cuda' is not available: %s", cudaGetErrorString(cudaGetLastError()));
 		cu_close(be);
 		return NULL;
 	}
 	matmul_cuda_follow(c->mm, &be->deterministic);
-	for (int i = 0; i < STAGE_SLOTS; i++)
-		if (cudaEventCreateWithFlags(&c->stage_done[i], cudaEventDisableTiming) != cudaSuccess) {
+	for (int i = 0; i < STAGE_SLOTS + LM_SNAP_SLOTS; i++)
+		if (cudaEventCreateWithFlags(i < STAGE_SLOTS ? &c->stage_done[i]
+							     : &c->snap_done[i - STAGE_SLOTS],
+					     cudaEventDisableTiming) != cudaSuccess) {
 			lm_seterr(e, "device 'cuda' is not available: %s",
 				  cudaGetErrorString(cudaGetLastError()));
 			cu_close(be);

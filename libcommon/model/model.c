@@ -381,6 +381,24 @@ int model_read_scalars(const model *m, lm_scalars *host, lm_err *e)
 	return m->be->sync(m->be, e);
 }
 
+void model_queue_scalars(model *m, int slot)
+{
+	lm_backend *be = m->be;
+	if (be->snap)
+		be->snap(be, slot, m->sc, sizeof *m->sc);
+	else
+		be->download(be, &m->snap[slot], m->sc, sizeof *m->sc);
+}
+
+int model_take_scalars(model *m, int slot, lm_scalars *host, lm_err *e)
+{
+	lm_backend *be = m->be;
+	if (be->snap)
+		return be->snap_read(be, slot, host, sizeof *host, e);
+	*host = m->snap[slot];
+	return be->sync(be, e);
+}
+
 const void *model_logits(const model *m) { return m->a->logits; }
 const void *model_hidden(const model *m) { return m->a->lnf; }
 long long model_count(const model *m) { return m->a->count; }
@@ -691,7 +709,8 @@ static void forward_blocks(model *m)
 		if (a->attn_qkv) {
 			p_matmul_fwd(m, "matmul qkv", a->qkvl[l], NULL, a->ln1[l], w->wqkv, N, C, QKV);
 			PROF(be, "attention", 2.0 * B * H * T * (double)T * D, 6.0 * N * C * esz(m),
-			     be->attn_qkv_fwd(be, a->qkvl[l], m->rope_cs, a->y[l], a->lse[l], B, T, H, D, scale));
+			     be->attn_qkv_fwd(be, a->qkvl[l], m->rope_cs, a->y[l], a->lse[l], B, T, H, D, scale,
+					      a->attn_ws, a->attn_ws_bytes));
 			goto attn_done;
 		}
 		p_matmul_fwd(m, "matmul qkv", a->qkv, NULL, a->ln1[l], w->wqkv, N, C, QKV);
@@ -904,7 +923,7 @@ blocks:
 		if (a->attn_qkv) {
 			PROF(be, "attention backward", 5.0 * B * H * T * (double)T * D, 10.0 * N * C * esz(m),
 			     be->attn_qkv_bwd(be, a->qkvl[l], m->rope_cs, a->y[l], a->dln, a->lse[l], B, T, H,
-					      D, scale));
+					      D, scale, a->attn_ws, a->attn_ws_bytes));
 			p_matmul_bwd(m, "matmul qkv backward", a->dln, gr->wqkv, a->qkvl[l], a->ln1[l], w->wqkv,
 				     N, C, QKV);
 			goto qkv_done;

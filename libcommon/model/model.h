@@ -137,6 +137,7 @@ typedef struct model {
 	void *head_c;                   /* the LM head in wact */
 	float *rope_cs;                 /* [ctx, D/2, 2] */
 	lm_scalars *sc;                 /* device scalars of the step (backend.h) */
+	lm_scalars snap[LM_SNAP_SLOTS]; /* model_queue_scalars' copies, where the backend has no snap */
 	int maxB, maxT, B, T;           /* activation capacity, and last forward */
 	/* Called (when set) during model_backward as soon as a part's gradients
 	 * are final: layer l = L-1 .. 0 after its block, -1 after the embedding
@@ -256,6 +257,12 @@ long long model_count(const model *m);
 /* The step's device scalars, in host memory (waits for the device, and
  * returns the first asynchronous error). */
 int model_read_scalars(const model *m, lm_scalars *host, lm_err *e);
+/* The same in two halves: a copy of the device scalars queued (into slot
+ * 0 or 1) behind the work queued so far, and, later, that copy read: it
+ * waits for the work before the copy only, so the next step may be queued
+ * in between.  Returns the first asynchronous error, as above. */
+void model_queue_scalars(model *m, int slot);
+int model_take_scalars(model *m, int slot, lm_scalars *host, lm_err *e);
 /* Zero the device loss sum. */
 void model_loss_reset(model *m);
 

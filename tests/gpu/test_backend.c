@@ -426,8 +426,11 @@ static void test_embedding_det(int N, int V, int C)
 }
 
 /* The fused attention on the packed q/k/v rows against the CPU's
- * composition: split, RoPE, attention, heads merge; and back. */
-static void test_attn_qkv(int B, int T, int H, int D)
+ * composition: split, RoPE, attention, heads merge; and back.  D = 32:
+ * the short kernels; 64 and 128 the flash ones, which rotate qkv in place
+ * for the backward pass.  det: --deterministic, and the whole pass run
+ * again from the same qkv gives the same bits. */
+static void test_attn_qkv(int B, int T, int H, int D, int det)
 {
 	char what[96];
 	size_t n = (size_t)B * T * H * D, nl = (size_t)B * H * T;
@@ -449,13 +452,17 @@ static void test_attn_qkv(int B, int T, int H, int D)
 	OUT(dv, n, 1);
 	size_t wc_b = cpu.be->attn_workspace(cpu.be, B, H, T, D);
 	void *wsc = cpu.be->alloc(cpu.be, wc_b + 1);
+	gpu.be->deterministic = det; /* before the workspace: its size depends on it */
+	size_t wg_b = gpu.be->attn_workspace(gpu.be, B, H, T, D);
+	void *wsg = gpu.be->alloc(gpu.be, wg_b + 1);
+	void *qkv0 = put(&gpu, qkv, 3 * n, 1), *first = put(&gpu, NULL, 3 * n, 1);
 	cpu.be->qkv_split(cpu.be, qc, kc, vc, qkvc, B, T, H, D);
 	cpu.be->rope_fwd(cpu.be, qc, csc, B, H, T, D);
 	cpu.be->rope_fwd(cpu.be, kc, csc, B, H, T, D);
 	cpu.be->attn_fwd(cpu.be, qc, kc, vc, oc, lsec, B, H, T, D, 1, scale, wsc, wc_b);
 	cpu.be->heads_merge(cpu.be, yc, oc, B, T, H, D);
 	ok(gpu.be->supports(gpu.be, LM_OP_ATTENTION_QKV, D, T), "CUDA has the fused attention for D=%d T=%d", D, T);
-	gpu.be->attn_qkv_fwd(gpu.be, qkvg, csg, yg, lseg, B, T, H, D, scale);
+	gpu.be->attn_qkv_fwd(gpu.be, qkvg, csg, yg, lseg, B, T, H, D, scale, wsg, wg_b);
 	snprintf(what, sizeof what, "attention on packed qkv B=%d T=%d H=%d D=%d: y", B, T, H, D);
 	compare(what, yg, yc, n, 1, TOL_ACT);
 	snprintf(what, sizeof what, "attention on packed qkv B=%d T=%d H=%d D=%d: lse", B, T, H, D);
@@ -465,9 +472,27 @@ static void test_attn_qkv(int B, int T, int H, int D)
 	cpu.be->rope_bwd(cpu.be, dqc, csc, B, H, T, D);
 	cpu.be->rope_bwd(cpu.be, dkc, csc, B, H, T, D);
 	cpu.be->qkv_merge(cpu.be, qkvc, dqc, dkc, dvc, B, T, H, D);
-	gpu.be->attn_qkv_bwd(gpu.be, qkvg, csg, yg, dyg, lseg, B, T, H, D, scale);
-	snprintf(what, sizeof what, "attention on packed qkv backward B=%d T=%d H=%d D=%d: dqkv", B, T, H, D);
+	gpu.be->attn_qkv_bwd(gpu.be, qkvg, csg, yg, dyg, lseg, B, T, H, D, scale, wsg, wg_b);
+	snprintf(what, sizeof what, "attention on packed qkv backward B=%d T=%d H=%d D=%d%s: dqkv", B,
+		 T, H, D, det ? " deterministic" : "");
 	compare(what, qkvg, qkvc, 3 * n, 1, 2 * TOL_ACT);
+	if (det) {
+		size_t bytes = 3 * n * sizeof(uint16_t);
+		lm_err e;
+		int failed = gpu.be->sync(gpu.be, &e) ||
+			     cudaMemcpy(first, qkvg, bytes, cudaMemcpyDeviceToDevice) != cudaSuccess ||
+			     cudaMemcpy(qkvg, qkv0, bytes, cudaMemcpyDeviceToDevice) != cudaSuccess;
+		gpu.be->attn_qkv_fwd(gpu.be, qkvg, csg, yg, lseg, B, T, H, D, scale, wsg, wg_b);
+		gpu.be->attn_qkv_bwd(gpu.be, qkvg, csg, yg, dyg, lseg, B, T, H, D, scale, wsg, wg_b);
+		failed = failed || gpu.be->sync(gpu.be, &e);
+		float *a = failed ? NULL : get(&gpu, first, 3 * n, 1);
+		float *b = failed ? NULL : get(&gpu, qkvg, 3 * n, 1);
+		ok(a && b && !memcmp(a, b, 3 * n * sizeof *a),
+		   "attention on packed qkv B=%d T=%d H=%d D=%d deterministic: the same bits twice", B, T,
+		   H, D);
+		free(a), free(b);
+	}
+	gpu.be->deterministic = 0;
 	(void)qg, (void)kg, (void)vg, (void)og, (void)dOg, (void)dqg, (void)dkg, (void)dvg;
 	free(qkv), free(dy), free(cs);
 	release_all(&cpu), release_all(&gpu);
@@ -869,10 +894,16 @@ int main(void)
 	test_attention_det(2, 3, 300, 48);    /* padded to 64 */
 	test_attention_det(1, 2, 1000, 32);   /* past the short kernels: padded to 64 */
 	test_attention_det(1, 1, 1, 64);
-	test_attn_qkv(2, 17, 3, 32);
-	test_attn_qkv(3, 256, 4, 32);
-	test_attn_qkv(1, 1, 2, 32);
-	test_attn_qkv(1, 511, 2, 32);
+	test_attn_qkv(2, 17, 3, 32, 0);
+	test_attn_qkv(3, 256, 4, 32, 0);
+	test_attn_qkv(1, 1, 2, 32, 0);
+	test_attn_qkv(1, 511, 2, 32, 0);
+	test_attn_qkv(2, 300, 3, 64, 0);   /* the flash kernels on packed rows */
+	test_attn_qkv(1, 1024, 2, 64, 0);  /* gpt2s's heads */
+	test_attn_qkv(2, 200, 2, 128, 0);
+	test_attn_qkv(1, 1, 2, 64, 0);
+	test_attn_qkv(1, 700, 3, 64, 1);
+	test_attn_qkv(1, 129, 2, 128, 1);
 	test_embedding_adamw(37, 97, 40);
 	test_adamw_multi(9, 0);
 	test_adamw_multi(70, 1);
