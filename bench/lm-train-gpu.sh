@@ -10,7 +10,7 @@
 # lmpipe / torch.compile per config.  Needs a GPU, python3 with torch.
 #   STEPS=N (default 30) timed steps per run; CONFIGS="ts gpt2s";
 #   REF=0 leaves PyTorch out (lmpipe's lines only, for runs set against each
-#   other); LMTRAIN_OPTS="..." more lm-train options (e.g. "--optimizer muon
+#   other), REF_MODES="compile" leaves its eager run out; LMTRAIN_OPTS="..." more lm-train options (e.g. "--optimizer muon
 #   --profile 8"), whose messages (a profile's table) go to stderr.
 set -eu
 BIN=${LMPIPE_BIN:-$(dirname "$0")/../bin}
@@ -43,11 +43,16 @@ print(round($ours*(6*m+6*L*T*d)/989e12,4))")
 	peak=$(sed -n 's/.*"peak_device_bytes":\([0-9]*\).*/\1/p' "$TMP/$cfg.jsonl")
 	echo "{\"config\":\"$cfg\",\"impl\":\"lmpipe\",\"tokens_per_s\":$ours,\"step_ms\":$(python3 -c "print(round($batch*$2/$ours*1e3,3))"),\"mfu\":$mfu,\"peak_gib\":$(python3 -c "print(round(${peak:-0}/2**30,2))")}"
 	[ "${REF:-1}" = 0 ] && continue
-	for mode in eager compile; do
+	for mode in ${REF_MODES:-eager compile}; do
 		python3 "$ROOT/bench/torch_llama_gpu.py" $mode $shape $batch "$STEPS" > "$TMP/$mode.json"
 		sed "s/^{/{\"config\":\"$cfg\",/" "$TMP/$mode.json"
 	done
 	python3 -c "
-import json; c=json.load(open('$TMP/compile.json')); e=json.load(open('$TMP/eager.json'))
-print(json.dumps({'config':'$cfg','lmpipe_over_compile':round($ours/c['tokens_per_s'],3),'lmpipe_over_eager':round($ours/e['tokens_per_s'],3)}))"
+import json, os
+r={'config':'$cfg'}
+for m in ('compile', 'eager'):
+    f='$TMP/'+m+'.json'
+    if os.path.exists(f):
+        r['lmpipe_over_'+m]=round($ours/json.load(open(f))['tokens_per_s'],3)
+print(json.dumps(r))"
 done
