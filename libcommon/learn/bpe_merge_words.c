@@ -158,15 +158,18 @@ static inline uint64_t side_key(int s, uint32_t x, uint32_t y)
 
 /* The map's slot for key fetched early (the keys of a merge's pairs are
  * scattered over the map). */
-#define fetch_slot(L, k) __builtin_prefetch(&(L)->map[key_slot((k), (L)->mmask)])
+#define fetch_slot(L, k) __builtin_prefetch(&(L)->map[key_hash(k) & (L)->mmask])
 
 /* Index of pair key, NONE when absent; reads the map only, so threads may
  * call it together while no pair is created. */
 static uint32_t pair_find(const learner *L, uint64_t k)
 {
-	for (size_t j = key_slot(k, L->mmask); L->map[j].val; j = (j + 1) & L->mmask)
-		if (L->map[j].key == k)
-			return L->map[j].val - 1;
+	uint32_t h = key_hash(k);
+	for (size_t j = h & L->mmask; L->map[j].val; j = (j + 1) & L->mmask) {
+		const mslot m = L->map[j];
+		if (m.hash == h && pair_key(L->pairs[m.val - 1].a, L->pairs[m.val - 1].b) == k)
+			return m.val - 1;
+	}
 	return NONE;
 }
 
