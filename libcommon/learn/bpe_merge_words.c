@@ -122,6 +122,23 @@ static inline void note(nbr_tab *T, nbr_side *d, uint32_t x, int64_t f, uint32_t
 	d->n_of[j]++;
 }
 
+/* Ids x, y as they lie side by side in memory, read as one number (one
+ * compare a place in the search for a pair, not two). */
+static inline uint64_t ids_of(uint32_t x, uint32_t y)
+{
+	uint32_t two[2] = { x, y };
+	uint64_t v;
+	memcpy(&v, two, sizeof v);
+	return v;
+}
+
+static inline uint64_t ids_at(const uint32_t *s)
+{
+	uint64_t v;
+	memcpy(&v, s, sizeof v);
+	return v;
+}
+
 /* Replace each (a, b) in word w by c, left to right, noting the
  * neighbours in T.  A word whose list entry is stale (no (a, b) left, as
  * for nearly half the words a merge visits) is only read. */
@@ -129,7 +146,8 @@ static void merge_word(learner *L, uint32_t w, uint32_t a, uint32_t b, uint32_t 
 {
 	wrec *wd = word_at(L, w);
 	uint32_t *s = wd->id, n = wd->len, i = 0;
-	while (i + 1 < n && !(s[i] == a && s[i + 1] == b))
+	uint64_t ab = ids_of(a, b);
+	while (i + 1 < n && ids_at(s + i) != ab)
 		i++;
 	if (i + 1 >= n)
 		return;
