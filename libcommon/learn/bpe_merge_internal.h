@@ -15,6 +15,7 @@
 enum {
 	NONE = 0xFFFFFFFFu,
 	INITIAL_MAP = 1 << 16,      /* slots of the first pair map */
+	MAX_MAP_LOG2 = 32,          /* and of the largest: a slot's hash is 32 bits */
 	PAR_CHUNK_WORDS = 64,       /* words a thread takes at a time in a parallel merge */
 	PREFETCH_AHEAD = 8,         /* words ahead whose entry and ids are fetched early */
 	RECORD_TAIL = 48,           /* bytes into a record fetched too: most end before */
@@ -42,12 +43,12 @@ typedef struct wrec {
 	uint32_t id[];
 } wrec;
 
-/* A slot of the pair map: key and value side by side, one cache miss a
- * probe. */
+/* A slot of the pair map, 8 bytes: the key's hash (key_hash: its home in
+ * any map of up to 2^32 slots, so the map grows without reading a pair)
+ * and the pair; a probe whose hash matches is told by the pair's ids. */
 typedef struct mslot {
-	uint64_t key;
+	uint32_t hash;
 	uint32_t val; /* pair index + 1, 0: empty */
-	uint32_t unused;
 } mslot;
 
 /* A heap entry: a pair and its count when it was pushed. */
@@ -133,12 +134,12 @@ static inline uint64_t pair_key(uint32_t a, uint32_t b)
 
 static const uint64_t KEY_MUL = 0x7FB5D329728EA185ull; /* an odd constant that mixes well */
 
-static inline size_t key_slot(uint64_t k, size_t mask)
+static inline uint32_t key_hash(uint64_t k)
 {
 	k ^= k >> 31;
 	k *= KEY_MUL;
 	k ^= k >> 27;
-	return (size_t)k & mask;
+	return (uint32_t)k;
 }
 
 /* in bpe_pairs.c */

@@ -122,6 +122,23 @@ static inline void note(nbr_tab *T, nbr_side *d, uint32_t x, int64_t f, uint32_t
 	d->n_of[j]++;
 }
 
+/* Ids x, y as they lie side by side in memory, read as one number (one
+ * compare a place in the search for a pair, not two). */
+static inline uint64_t ids_of(uint32_t x, uint32_t y)
+{
+	uint32_t two[2] = { x, y };
+	uint64_t v;
+	memcpy(&v, two, sizeof v);
+	return v;
+}
+
+static inline uint64_t ids_at(const uint32_t *s)
+{
+	uint64_t v;
+	memcpy(&v, s, sizeof v);
+	return v;
+}
+
 /* Replace each (a, b) in word w by c, left to right, noting the
  * neighbours in T.  A word whose list entry is stale (no (a, b) left, as
  * for nearly half the words a merge visits) is only read. */
@@ -129,7 +146,8 @@ static void merge_word(learner *L, uint32_t w, uint32_t a, uint32_t b, uint32_t 
 {
 	wrec *wd = word_at(L, w);
 	uint32_t *s = wd->id, n = wd->len, i = 0;
-	while (i + 1 < n && !(s[i] == a && s[i + 1] == b))
+	uint64_t ab = ids_of(a, b);
+	while (i + 1 < n && ids_at(s + i) != ab)
 		i++;
 	if (i + 1 >= n)
 		return;
@@ -158,15 +176,18 @@ static inline uint64_t side_key(int s, uint32_t x, uint32_t y)
 
 /* The map's slot for key fetched early (the keys of a merge's pairs are
  * scattered over the map). */
-#define fetch_slot(L, k) __builtin_prefetch(&(L)->map[key_slot((k), (L)->mmask)])
+#define fetch_slot(L, k) __builtin_prefetch(&(L)->map[key_hash(k) & (L)->mmask])
 
 /* Index of pair key, NONE when absent; reads the map only, so threads may
  * call it together while no pair is created. */
 static uint32_t pair_find(const learner *L, uint64_t k)
 {
-	for (size_t j = key_slot(k, L->mmask); L->map[j].val; j = (j + 1) & L->mmask)
-		if (L->map[j].key == k)
-			return L->map[j].val - 1;
+	uint32_t h = key_hash(k);
+	for (size_t j = h & L->mmask; L->map[j].val; j = (j + 1) & L->mmask) {
+		const mslot m = L->map[j];
+		if (m.hash == h && pair_key(L->pairs[m.val - 1].a, L->pairs[m.val - 1].b) == k)
+			return m.val - 1;
+	}
 	return NONE;
 }
 

@@ -30,7 +30,7 @@ static void map_move(const learner *L, mslot *map, size_t n)
 		mslot m = L->map[i];
 		if (!m.val)
 			continue;
-		size_t j = key_slot(m.key, n - 1);
+		size_t j = m.hash & (n - 1);
 		while (map[j].val)
 			j = (j + 1) & (n - 1);
 		map[j] = m;
@@ -40,7 +40,9 @@ static void map_move(const learner *L, mslot *map, size_t n)
 int bpe_map_grow(learner *L)
 {
 	size_t n = L->mmask ? (L->mmask + 1) * 2 : INITIAL_MAP;
-	mslot *map = calloc(n, sizeof *map);
+	/* (past 2^32 slots, about 2^31 pairs and 64 GiB of them, a hash would
+	 * not tell a slot) */
+	mslot *map = (uint64_t)n >> MAX_MAP_LOG2 ? NULL : calloc(n, sizeof *map);
 	if (!map) {
 		L->failed = 1;
 		return lm_seterr(L->e, "out of memory (pair table of %zu entries)", n);
@@ -55,10 +57,10 @@ int bpe_map_grow(learner *L)
 /* Index of pair (a, b), created with count 0 when absent; NONE on error. */
 uint32_t bpe_pair_get(learner *L, uint32_t a, uint32_t b)
 {
-	uint64_t k = pair_key(a, b);
-	size_t j = key_slot(k, L->mmask);
+	uint32_t hash = key_hash(pair_key(a, b));
+	size_t j = hash & L->mmask;
 	for (uint32_t v; (v = L->map[j].val); j = (j + 1) & L->mmask)
-		if (L->map[j].key == k)
+		if (L->map[j].hash == hash && L->pairs[v - 1].a == a && L->pairs[v - 1].b == b)
 			return v - 1;
 	if (L->n_pairs == L->cap_pairs) {
 		/* the heap never holds more than every pair */
@@ -78,7 +80,7 @@ uint32_t bpe_pair_get(learner *L, uint32_t a, uint32_t b)
 	}
 	uint32_t p = (uint32_t)L->n_pairs++;
 	L->pairs[p] = (pair){ a, b, 0, NULL, 0, 0 };
-	L->map[j] = (mslot){ k, p + 1, 0 };
+	L->map[j] = (mslot){ hash, p + 1 };
 	if (L->n_pairs * 2 > L->mmask + 1 && bpe_map_grow(L))
 		return NONE;
 	return p;
