@@ -23,7 +23,9 @@
 #include "base/grow.h"
 #include "base/io.h"
 
-enum { PART_BITS = 8, PARTS = 1 << PART_BITS };
+/* AHEAD: how many entries ahead of the one added its slot and bytes are
+ * fetched into the cache. */
+enum { PART_BITS = 8, PARTS = 1 << PART_BITS, AHEAD = 8 };
 
 /* A pre-token of a source, its bytes in the source's buffer. */
 typedef struct src_ent {
@@ -109,6 +111,14 @@ static int table_source(source *src, const bpe_counts *c, lm_err *e)
 	return by_partition(src, e);
 }
 
+/* Ask for the cache lines that adding x to t will read first: its home slot
+ * and its bytes (in a file read a while ago). */
+static void prefetch(const bpe_counts *t, const src_ent *x)
+{
+	__builtin_prefetch(&t->slot[x->hash & t->mask]);
+	__builtin_prefetch(x->s);
+}
+
 /* Add partition p of every source, in order, into tab[p]; on k threads. */
 static int add_partitions(bpe_counts **tab, const source *src, int n_src, int k, lm_err *e)
 {
@@ -122,6 +132,8 @@ static int add_partitions(bpe_counts **tab, const source *src, int n_src, int k,
 			const source *s = &src[f];
 			for (size_t i = s->start[p]; i < s->start[p + 1]; i++) {
 				const src_ent *x = &s->ent[i];
+				if (i + AHEAD < s->start[p + 1])
+					prefetch(tab[p], &x[AHEAD]);
 				if (bpe_counts_add_hashed(tab[p], x->s, x->len, x->hash, x->count, &errs[p])) {
 #pragma omp critical
 					if (p < bad)
