@@ -1,7 +1,9 @@
 /* test_counts_crafted.c: pre-token counts files crafted by hand (issue 22):
  * an entry length that claims 4 GiB in a tiny file must be refused as
  * truncated without being allocated, and counts whose pair sums overflow
- * 64-bit arithmetic must be refused rather than learned in the wrong order. */
+ * 64-bit arithmetic must be refused rather than learned in the wrong order;
+ * a saved file with one byte changed (in a count, a pre-token's bytes, or
+ * the stored hash) fails its checksum. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdint.h>
 #include <stdlib.h>
@@ -45,6 +47,73 @@ static void craft_long_entry(const char *path, uint32_t len)
 	fclose(fp);
 }
 
+/* The file at path, whole, into *buf (malloc'd); its size, or 0. */
+static size_t slurp(const char *path, uint8_t **buf)
+{
+	FILE *fp = fopen(path, "rb");
+	size_t n = 0, cap = 1 << 16;
+	*buf = malloc(cap);
+	if (!fp || !*buf)
+		return fp ? (fclose(fp), 0) : 0;
+	n = fread(*buf, 1, cap, fp);
+	fclose(fp);
+	return n < cap ? n : 0;
+}
+
+static void spit(const char *path, const uint8_t *b, size_t n)
+{
+	FILE *fp = fopen(path, "wb");
+	if (fp) {
+		fwrite(b, 1, n, fp);
+		fclose(fp);
+	}
+}
+
+/* A valid counts file with two entries, then each of its body's parts
+ * changed in one byte: the load must fail on the checksum (the entry
+ * loaded before it is discarded with the rest). */
+static void test_checksum(const char *path, const bpe_specials *none)
+{
+	lm_err e;
+	bpe_counts *c = bpe_counts_new(&e);
+	ok(c && !bpe_counts_add(c, (const uint8_t *)"zzqq", 4, 5, &e) &&
+	   !bpe_counts_add(c, (const uint8_t *)"xy", 2, 7, &e) && !bpe_counts_save(c, none, path, &e),
+	   "a counts file of two entries saved");
+	bpe_counts_free(c);
+	uint8_t *b;
+	size_t n = slurp(path, &b);
+	uint8_t *z = n ? memmem(b, n, "zzqq", 4) : NULL;
+	ok(z != NULL, "its bytes read back, the entry found");
+	if (!z) {
+		free(b);
+		return;
+	}
+	size_t at = (size_t)(z - b);
+	c = bpe_counts_new(&e);
+	ok(!bpe_counts_load(c, none, path, &e) && bpe_counts_size(c) == 2 && bpe_counts_total(c) == 12,
+	   "the file as saved loads");
+	bpe_counts_free(c);
+	/* an entry is [u32 length][u64 count][bytes]; the hash (u64) closes
+	 * the file.  (A changed length or number of entries reads as a
+	 * truncated file or a bad entry first.) */
+	struct { const char *what; size_t off; uint8_t bit; } cut[] = {
+		{ "a pre-token's byte", at + 1, 0x01 },
+		{ "a count's high byte", at - 1, 0x40 },
+		{ "the stored hash", n - 1, 0x01 },
+	};
+	for (size_t i = 0; i < sizeof cut / sizeof *cut; i++) {
+		b[cut[i].off] ^= cut[i].bit;
+		spit(path, b, n);
+		c = bpe_counts_new(&e);
+		ok(bpe_counts_load(c, none, path, &e) == -1 && strstr(e.msg, "checksum mismatch"),
+		   "%s changed: %s", cut[i].what, e.msg);
+		bpe_counts_free(c);
+		b[cut[i].off] ^= cut[i].bit;
+	}
+	free(b);
+	unlink(path);
+}
+
 int main(void)
 {
 	if (!mkdtemp(dir))
@@ -82,6 +151,10 @@ int main(void)
 	   "a pre-token count beyond 2^64 - 1 refused: %s", e.msg);
 	bpe_counts_free(c);
 
+	snprintf(path, sizeof path, "%s/sum.counts", dir);
+	test_checksum(path, &none);
+
+	snprintf(path, sizeof path, "%s/long.counts", dir);
 	unlink(path);
 	rmdir(dir);
 	return done_testing();
