@@ -33,54 +33,78 @@ namespace {
 
 using namespace bwd;
 
-constexpr int ROWS_PER_BLOCK = 8;   // delta kernel: one warp per row
+constexpr int DELTA_THREADS = 256;  // delta kernel
 constexpr int CONVERT_THREADS = 256;
 
-// delta[row] = sum_d dout[row, d] o[row, d], one warp per row.  With
-// H > 0, o and dout are [B, T, H, D] and row (b T + t) H + h's sum goes to
+// delta[row] = sum_d dout[row, d] o[row, d]: D / 8 lanes a row (8 or 16:
+// attn_cuda_check allows D = 64 and 128), 16 bytes of o and of dout a lane,
+// summed by shuffles within the row's lanes.  A warp a row, 4 bytes a lane,
+// kept too few bytes in flight: 1 TB/s on gpt2s's 100 MB.  With H > 0, o
+// and dout are [B, T, H, D] and row (b T + t) H + h's sum goes to
 // delta[(b H + h) T + t], the [B, H, T] order of lse.
 __global__ void delta_kernel(const bf16 *__restrict__ o, const bf16 *__restrict__ dout,
 			     float *__restrict__ delta, size_t rows, int D, int H, int T)
 {
-	size_t row = (size_t)blockIdx.x * ROWS_PER_BLOCK + threadIdx.x / 32;
-	int lane = threadIdx.x & 31;
-	if (row >= rows)
+	const int lanes = D / 8;
+	const size_t i = (size_t)blockIdx.x * DELTA_THREADS + threadIdx.x;
+	const size_t row = i / lanes;
+	const int part = (int)(i % lanes);
+	float s = 0;
+	if (row < rows) {
+		const uint4 a = *reinterpret_cast<const uint4 *>(o + row * D + part * 8);
+		const uint4 b = *reinterpret_cast<const uint4 *>(dout + row * D + part * 8);
+		const __nv_bfloat162 *pa = reinterpret_cast<const __nv_bfloat162 *>(&a);
+		const __nv_bfloat162 *pb = reinterpret_cast<const __nv_bfloat162 *>(&b);
+#pragma unroll
+		for (int e = 0; e < 4; e++) {
+			const float2 x = __bfloat1622float2(pa[e]), y = __bfloat1622float2(pb[e]);
+			s += x.x * y.x + x.y * y.y;
+		}
+	}
+	for (int m = lanes / 2; m; m >>= 1)
+		s += __shfl_xor_sync(0xffffffffu, s, m);
+	if (row >= rows || part)
 		return;
 	size_t at = row;
 	if (H > 0) {
 		const size_t bt = row / H, b = bt / T;
 		at = (b * H + row % H) * T + bt % T;
 	}
-	const __nv_bfloat162 *a = reinterpret_cast<const __nv_bfloat162 *>(o + row * D);
-	const __nv_bfloat162 *b = reinterpret_cast<const __nv_bfloat162 *>(dout + row * D);
-	float s = 0;
-	for (int i = lane; i < D / 2; i += 32) {
-		float2 x = __bfloat1622float2(a[i]), y = __bfloat1622float2(b[i]);
-		s += x.x * y.x + x.y * y.y;
-	}
-	for (int m = 16; m; m >>= 1)
-		s += __shfl_xor_sync(0xffffffff, s, m);
-	if (lane == 0)
-		delta[at] = s;
+	delta[at] = s;
 }
 
-// Float4 number i of the tiled workspace (attention_bwd.cuh) holds v: its
-// two bf16 pairs into dq [BH, T, D], the rows below T.  tiles_row, tiles_head:
-// tiles across a row and in a head.
-__device__ __forceinline__ void store_tile_f4(bf16 *out, float4 v, size_t i, int T, int D,
-					      int tiles_row, int tiles_head)
+// Where float4 number i of the tiled workspace (attention_bwd.cuh) lies:
+// head bh, query tile mt, and the first of its two rows (row, row + 8) and
+// columns (col, col + 1).  tiles_row, tiles_head: tiles across a row and in
+// a head.
+struct tile_pos {
+	size_t bh;
+	int mt, row, col;
+};
+
+__device__ __forceinline__ tile_pos tile_at(size_t i, int tiles_row, int tiles_head)
 {
 	const size_t tile = i / (DQ_TILE / 4);
 	const int within = (int)(i % (DQ_TILE / 4)), j = within / 128, thr = within % 128;
-	const size_t bh = tile / tiles_head;
-	const int th = (int)(tile % tiles_head), mt = th / tiles_row, ct = th % tiles_row;
-	const int lane = thr % 32;
-	const int row = mt * DQ_ROWS + thr / 32 * 16 + lane / 4;
-	const int col = ct * DQ_COLS + j * 8 + 2 * (lane % 4);
-	bf16 *o = out + (bh * T + row) * D + col;
-	if (row < T)
+	const int th = (int)(tile % tiles_head), ct = th % tiles_row, lane = thr % 32;
+	tile_pos p;
+	p.bh = tile / tiles_head;
+	p.mt = th / tiles_row;
+	p.row = p.mt * DQ_ROWS + thr / 32 * 16 + lane / 4;
+	p.col = ct * DQ_COLS + j * 8 + 2 * (lane % 4);
+	return p;
+}
+
+// Float4 number i of the workspace holds v: its two bf16 pairs into dq
+// [BH, T, D], the rows below T.
+__device__ __forceinline__ void store_tile_f4(bf16 *out, float4 v, size_t i, int T, int D,
+					      int tiles_row, int tiles_head)
+{
+	const tile_pos p = tile_at(i, tiles_row, tiles_head);
+	bf16 *o = out + (p.bh * T + p.row) * D + p.col;
+	if (p.row < T)
 		*reinterpret_cast<uint32_t *>(o) = pack_bf16(v.x, v.y);
-	if (row + 8 < T)
+	if (p.row + 8 < T)
 		*reinterpret_cast<uint32_t *>(o + 8 * D) = pack_bf16(v.z, v.w);
 }
 
@@ -137,8 +161,12 @@ __device__ __forceinline__ float4 dq_at(const float4 *in, size_t i, size_t n, in
 // The packed layout's dq (attn_qkv_bwd_cuda): the workspace's dQ is the
 // gradient of the rotated queries; rotated back by the RoPE table cs
 // (kernels/rope.h) it becomes the q part of dqkv[B, T, 3, H, D].  A thread
-// takes a float4 of columns c, c + 1 (< D/2) and the one of their partners
-// c + D/2, c + D/2 + 1 (same rows), and writes both.
+// takes a float4 of columns c, c + 1 < D/2 and the one of their partners
+// c + D/2, c + D/2 + 1 (same rows), and writes both.  In the workspace a
+// band of a head's tiles_row tiles (DQ_ROWS rows, all D columns) holds the
+// columns below D/2 in its first half (D = 64: the first four of a tile's
+// eight column groups; D = 128: its first tile), the partners half a band
+// on, so the threads go over half-bands only.
 template <bool DET>
 __global__ void convert_tiles_packed_kernel(const float4 *__restrict__ in, bf16 *__restrict__ dqkv,
 					    const float *__restrict__ cs, size_t BH, int H, int T,
@@ -146,24 +174,18 @@ __global__ void convert_tiles_packed_kernel(const float4 *__restrict__ in, bf16 
 {
 	const int tiles_row = D / DQ_COLS, tiles_head = dq_rows_padded(T) / DQ_ROWS * tiles_row;
 	const size_t n = BH * tiles_head * (DQ_TILE / 4);
+	const size_t half = (size_t)tiles_row * (DQ_TILE / 4) / 2;
 	const size_t ld = 3 * (size_t)H * D;
-	size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-	for (; i < n; i += (size_t)gridDim.x * blockDim.x) {
-		const size_t tile = i / (DQ_TILE / 4);
-		const int within = (int)(i % (DQ_TILE / 4)), j = within / 128, thr = within % 128;
-		const size_t bh = tile / tiles_head;
-		const int th = (int)(tile % tiles_head), mt = th / tiles_row, ct = th % tiles_row;
-		const int lane = thr % 32;
-		const int row = mt * DQ_ROWS + thr / 32 * 16 + lane / 4;
-		const int col = ct * DQ_COLS + j * 8 + 2 * (lane % 4);
-		if (col >= D / 2 || row >= T)
+	size_t h = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+	for (; h < n / 2; h += (size_t)gridDim.x * blockDim.x) {
+		const size_t i = h / half * 2 * half + h % half;
+		const tile_pos p = tile_at(i, tiles_row, tiles_head);
+		if (p.row >= T)
 			continue;
-		const int col2 = col + D / 2, ct2 = col2 / DQ_COLS, j2 = col2 % DQ_COLS / 8;
-		const size_t i2 = (bh * tiles_head + (size_t)mt * tiles_row + ct2) * (DQ_TILE / 4) +
-				  (size_t)j2 * 128 + thr;
-		const float4 a = dq_at<DET>(in, i, n, mt, T, causal);
-		const float4 b = dq_at<DET>(in, i2, n, mt, T, causal);
-		bf16 *o = dqkv + ((bh / H) * T * 3 * H + bh % H) * (size_t)D + (size_t)row * ld + col;
+		const float4 a = dq_at<DET>(in, i, n, p.mt, T, causal);
+		const float4 b = dq_at<DET>(in, i + half, n, p.mt, T, causal);
+		const int row = p.row, col = p.col;
+		bf16 *o = dqkv + ((p.bh / H) * T * 3 * H + p.bh % H) * (size_t)D + (size_t)row * ld + col;
 		const float4 r = *reinterpret_cast<const float4 *>(cs + ((size_t)row * (D / 2) + col) * 2);
 		*reinterpret_cast<uint32_t *>(o) = pack_bf16(a.x * r.x + b.x * r.y, a.y * r.z + b.y * r.w);
 		*reinterpret_cast<uint32_t *>(o + D / 2) =
@@ -203,8 +225,9 @@ int begin(const uint16_t *q, const uint16_t *k, const uint16_t *v, const uint16_
 	*acc = (float *)workspace, *delta = *acc + acc_floats;
 	if (zero && cudaMemsetAsync(*acc, 0, acc_floats * sizeof(float), st))
 		return ATTN_EDEVICE;
-	delta_kernel<<<(unsigned)((rows + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK), 32 * ROWS_PER_BLOCK,
-		       0, st>>>((const bf16 *)o, (const bf16 *)dout, *delta, rows, D, packed ? H : 0, T);
+	const size_t threads = rows * (size_t)(D / 8);
+	delta_kernel<<<(unsigned)((threads + DELTA_THREADS - 1) / DELTA_THREADS), DELTA_THREADS, 0,
+		       st>>>((const bf16 *)o, (const bf16 *)dout, *delta, rows, D, packed ? H : 0, T);
 	return cudaGetLastError() ? ATTN_EDEVICE : ATTN_OK;
 }
 
@@ -305,7 +328,7 @@ extern "C" int attn_qkv_bwd_cuda(uint16_t *qkv, const float *cs, const uint16_t 
 				     scale, det, st);
 	if (rc == ATTN_OK) {
 		auto kern = det ? convert_tiles_packed_kernel<true> : convert_tiles_packed_kernel<false>;
-		kern<<<convert_grid(slice), CONVERT_THREADS, 0, st>>>((const float4 *)acc, (bf16 *)qkv,
+		kern<<<convert_grid(slice / 2), CONVERT_THREADS, 0, st>>>((const float4 *)acc, (bf16 *)qkv,
 								      cs, (size_t)B * H, H, T, D, 1);
 		rc = cudaGetLastError() == cudaSuccess ? ATTN_OK : ATTN_EDEVICE;
 	}

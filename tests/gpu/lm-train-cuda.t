@@ -1,12 +1,15 @@
 #!/bin/sh
 # tests/gpu/lm-train-cuda.t: lm-train --device cuda against --device cpu on
 # the same byte-level shards and the same seed: 200 steps of a small model,
-# the validation loss within 1 % of the CPU run's at every evaluation and
-# the training loss within 2 % at every step (bf16 products as under
-# torch.autocast; the worst step measured 1.09 % and 1.21 % in two runs
-# of the same binary, at a loss of 0.34 nats: the CUDA run itself moves by
-# about half a percent between runs, through the atomic additions of the
-# embedding and attention backward passes, against the issue's 1 %); a CUDA checkpoint resumes on the CPU and a CPU checkpoint
+# the validation loss within 1 % of the CPU run's at every evaluation, the
+# training loss's mean over each 20 steps within 1 % and every step's within
+# 3 % (bf16 products as under torch.autocast).  Single steps are the noisy
+# measure: the CUDA run itself moves between runs, through the atomic
+# additions of the embedding and attention backward passes, and the worst
+# of 200 steps measured 1.09, 1.21, 0.90 and 2.01 % on the same numerics
+# (the last two in one session, at a loss of about 0.34 nats), so a bar of
+# 2 % a step failed now and then on correct code; the means over 20 steps
+# keep a bar as tight as the validation loss's.  A CUDA checkpoint resumes on the CPU and a CPU checkpoint
 # on CUDA; --export-hf and --dump-logits run on CUDA; a checkpoint evaluates
 # alike on both; lm-sample's greedy completions on CUDA equal the CPU's;
 # the model variants all at once train alike on both devices, resume across
@@ -45,8 +48,18 @@ cmp_losses() { # cmp_losses KEY LIMIT: every logged value within LIMIT (relative
 		printf "%d steps, worst %.4f at step %d\n", $n, $worst, $at; exit($worst > $ARGV[2])' \
 		a.txt b.txt "$2"
 }
-msg=$(cmp_losses loss 0.02); rc=$?
-ok $rc "training loss within 2 % of the CPU run at every step ($msg)"
+msg=$(cmp_losses loss 0.03); rc=$?
+ok $rc "training loss within 3 % of the CPU run at every step ($msg)"
+msg=$(perl -e 'open A, $ARGV[0]; open B, $ARGV[1]; my (@a, @b);
+	while (defined(my $x = <A>)) { my $y = <B>; exit 2 unless defined $y;
+		push @a, (split " ", $x)[1]; push @b, (split " ", $y)[1]; }
+	my ($worst, $at, $n) = (0, 0, 0);
+	for (my $i = 0; $i + 20 <= @a; $i += 20) { my ($sa, $sb) = (0, 0);
+		for my $j ($i .. $i + 19) { $sa += $a[$j]; $sb += $b[$j]; }
+		my $r = abs($sa - $sb) / $sa; $n++; ($worst, $at) = ($r, $i + 1) if $r > $worst; }
+	printf "%d windows, worst %.4f from step %d\n", $n, $worst, $at;
+	exit($n < 10 || $worst > 0.01)' a.txt b.txt); rc=$?
+ok $rc "training loss: the mean of each 20 steps within 1 % of the CPU run's ($msg)"
 msg=$(cmp_losses val_loss 0.01); rc=$?
 ok $rc "validation loss within 1 % at every evaluation ($msg)"
 echo "# last losses: cpu $(tail -2 c.jsonl | head -1 | cut -c1-60) cuda $(tail -2 g.jsonl | head -1 | cut -c1-60)"
