@@ -10,8 +10,9 @@
 # lmpipe / torch.compile per config.  Needs a GPU, python3 with torch.
 #   STEPS=N (default 30) timed steps per run; CONFIGS="ts gpt2s";
 #   REF=0 leaves PyTorch out (lmpipe's lines only, for runs set against each
-#   other), REF_MODES="compile" leaves its eager run out; LMTRAIN_OPTS="..." more lm-train options (e.g. "--optimizer muon
-#   --profile 8"), whose messages (a profile's table) go to stderr.
+#   other), REF_MODES="compile" leaves its eager run out; LMTRAIN_OPTS="..."
+#   more lm-train options (e.g. "--optimizer muon --profile 8"), whose
+#   messages (a profile's table) go to stderr.
 set -eu
 BIN=${LMPIPE_BIN:-$(dirname "$0")/../bin}
 ROOT=${LMPIPE_ROOT:-$(dirname "$0")/..}

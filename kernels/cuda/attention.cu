@@ -1,7 +1,7 @@
-// attention.cu: the attention forward's entry points (the [B, H, T, D]
-// layout and the packed qkv rows) and the launch checks both passes share.  The forward itself, FlashAttention-3 style, is in
-// attention_fwd_ws.cu; the FlashAttention-2 kernels it replaced (wgmma and
-// mma.sync) are out of the default build, in variants/attention_fwd_fa2.cu.
+// attention.cu: the attention forward's entry points (the [B, H, T, D] layout and
+// the packed qkv rows) and the launch checks both passes share.  The forward itself,
+// FlashAttention-3 style, is in attention_fwd_ws.cu; the FlashAttention-2 kernels it
+// replaced (wgmma and mma.sync) are out of the default build, in variants/attention_fwd_fa2.cu.
 #include "attention_cuda.cuh"
 #include "kernels/attention.h"
 #include "kernels/permute.h"

@@ -1,9 +1,9 @@
 // rope_split.cu: the layout change from qkv[B, T, 3, H, D] to q, k, v
 // [B, H, T, D] with RoPE applied to q and k on the way (kernels/permute.h,
-// qkv_rope_split_cuda), and its backward, which rotates dq and dk back and
-// writes dqkv; and RoPE of q and k in place in qkv (qkv_rope_cuda).  The same arithmetic as qkv_split then rope_fwd (fp32 from
-// bf16, rounded once), so the result is the same bits; one pass over
-// memory instead of three, in 16-byte vectors.
+// qkv_rope_split_cuda), its backward, which rotates dq and dk back and writes
+// dqkv, and RoPE of q and k in place in qkv (qkv_rope_cuda).  The arithmetic of
+// qkv_split then rope_fwd (fp32 from bf16, rounded once), so the same bits;
+// one pass over memory instead of three, in 16-byte vectors.
 //
 // A thread takes one head's elements [8c, 8c + 8) and their RoPE partners
 // [D/2 + 8c, D/2 + 8c + 8): the "rotate half" pairs (kernels/rope.h).

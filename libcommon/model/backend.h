@@ -46,9 +46,10 @@ typedef enum lm_dtype { LM_F32 = 0, LM_BF16 = 1 } lm_dtype;
 
 static inline size_t lm_dtype_size(lm_dtype t) { return t == LM_BF16 ? 2 : 4; }
 
-/* The scalars of a training step, in the backend's memory. */
+/* Snapshots (snap, snap_read): slots, and the bytes a slot holds. */
 enum { LM_SNAP_SLOTS = 2, LM_SNAP_BYTES = 256 };
 
+/* The scalars of a training step, in the backend's memory. */
 typedef struct lm_scalars {
 	double loss_sum;     /* sum of the counted tokens' losses since the last reset */
 	double sumsq;        /* sum of squares of the gradient (optim_grad_norm) */
