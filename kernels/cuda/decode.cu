@@ -5,13 +5,11 @@
 // and the row moves around the output head.  All launched with
 // programmatic dependent launch (ops_cuda.cuh).
 #include "kernels/decode.h"
-#include "ops_cuda.cuh"
+#include "decode_dev.cuh"
 
 using namespace ops;
 
 namespace {
-
-enum { ATTN_THREADS = 128, ATTN_WARPS = ATTN_THREADS / WARP };
 
 __device__ __forceinline__ size_t cache_at(decode_shape s, int slot, int h, int pos)
 {
@@ -40,8 +38,7 @@ __global__ void qkv_kernel(bf16 *q, bf16 *kc, bf16 *vc, const bf16 *qkv, const f
 		float c = cs[((size_t)p * half + d) * 2], sn = cs[((size_t)p * half + d) * 2 + 1];
 		bf16 *o = hh < s.H ? q + ((size_t)i * s.H + hh) * s.D
 				   : kc + cache_at(s, slot[i], hh - s.H, p);
-		o[d] = to_bf16(x0 * c - x1 * sn);
-		o[d + half] = to_bf16(x1 * c + x0 * sn);
+		rope_pair(o + d, o + d + half, x0, x1, c, sn);
 	}
 }
 
@@ -117,10 +114,9 @@ __global__ void __launch_bounds__(ATTN_THREADS) attn_kernel(bf16 *o, const bf16 
 	}
 }
 
-// The same for head dimensions of 32, 64 and 128, where a key row is read
-// whole in 16-byte pieces issued together and the weighted sum of values
-// is unrolled over positions, so that a thread waits for memory once per
-// row or per 8 rows instead of once per element.
+// The same for head dimensions of 32, 64 and 128 (decode_dev.cuh's
+// attn_row: a key row read whole, the weighted sum of values unrolled over
+// positions).
 template <int D>
 __global__ void __launch_bounds__(ATTN_THREADS) attn_kernel_d(bf16 *o, const bf16 *q, const bf16 *kc,
 							      const bf16 *vc, const int32_t *pos,
@@ -128,91 +124,13 @@ __global__ void __launch_bounds__(ATTN_THREADS) attn_kernel_d(bf16 *o, const bf1
 							      float scale)
 {
 	pdl_begin();
-	extern __shared__ float sm[];
-	float *sc = sm;                        // scores [n_ctx]
-	__shared__ float qs[D], red[ATTN_WARPS], part[ATTN_WARPS][D];
-	int i = blockIdx.x / s.H, h = blockIdx.x % s.H, n = pos[i] + 1;
-	int kvh = h / (s.H / s.Hkv), w = threadIdx.x / WARP, lane = threadIdx.x % WARP;
-	const bf16 *K = kc + cache_at(s, slot[i], kvh, 0), *Vc = vc + cache_at(s, slot[i], kvh, 0);
-	const bf16 *qi = q + ((size_t)i * s.H + h) * D;
-	for (int d = threadIdx.x; d < D; d += blockDim.x)
-		qs[d] = ld(qi + d) * scale;
-	__syncthreads();
-	float mx = -INFINITY;
-	for (int j = threadIdx.x; j < n; j += blockDim.x) {
-		const uint4 *k4 = (const uint4 *)(K + (size_t)j * D);
-		uint4 kv[D / 8];
-#pragma unroll
-		for (int c = 0; c < D / 8; c++)
-			kv[c] = k4[c];
-		float acc = 0;
-#pragma unroll
-		for (int c = 0; c < D / 8; c++) {
-			const __nv_bfloat162 *k2 = (const __nv_bfloat162 *)&kv[c];
-#pragma unroll
-			for (int e = 0; e < 4; e++) {
-				float2 f = __bfloat1622float2(k2[e]);
-				acc += qs[c * 8 + 2 * e] * f.x + qs[c * 8 + 2 * e + 1] * f.y;
-			}
-		}
-		sc[j] = acc;
-		mx = fmaxf(mx, acc);
-	}
-	mx = warp_max(mx);
-	if (lane == 0)
-		red[w] = mx;
-	__syncthreads();
-	mx = red[0];
-	for (int k = 1; k < ATTN_WARPS; k++)
-		mx = fmaxf(mx, red[k]);
-	__syncthreads();
-	float sum = 0;
-	for (int j = threadIdx.x; j < n; j += blockDim.x) {
-		float e = __expf(sc[j] - mx);
-		sc[j] = e;
-		sum += e;
-	}
-	sum = warp_sum(sum);
-	if (lane == 0)
-		red[w] = sum;
-	__syncthreads();
-	sum = 0;
-	for (int k = 0; k < ATTN_WARPS; k++)
-		sum += red[k];
-	// warp w takes positions w, w + 4, ...; lane l the dimensions l * E ..
-	constexpr int E = D / WARP;            // 1, 2 or 4 values a lane
-	float acc[E] = {};
-	int j = w;
-	for (; j + 7 * ATTN_WARPS < n; j += 8 * ATTN_WARPS) {
-		float v[8][E];
-#pragma unroll
-		for (int u = 0; u < 8; u++) {
-			const bf16 *vr = Vc + (size_t)(j + u * ATTN_WARPS) * D + lane * E;
-#pragma unroll
-			for (int e = 0; e < E; e++)
-				v[u][e] = ld(vr + e);
-		}
-#pragma unroll
-		for (int u = 0; u < 8; u++)
-#pragma unroll
-			for (int e = 0; e < E; e++)
-				acc[e] += sc[j + u * ATTN_WARPS] * v[u][e];
-	}
-	for (; j < n; j += ATTN_WARPS)
-#pragma unroll
-		for (int e = 0; e < E; e++)
-			acc[e] += sc[j] * ld(Vc + (size_t)j * D + lane * E + e);
-#pragma unroll
-	for (int e = 0; e < E; e++)
-		part[w][lane * E + e] = acc[e];
-	__syncthreads();
-	bf16 *oi = o + ((size_t)i * s.H + h) * D;
-	for (int d = threadIdx.x; d < D; d += blockDim.x) {
-		float t = 0;
-		for (int k = 0; k < ATTN_WARPS; k++)
-			t += part[k][d];
-		oi[d] = to_bf16(t / sum);
-	}
+	extern __shared__ float sc[];          // scores [n_ctx]
+	__shared__ attn_smem<D> sm;
+	int i = blockIdx.x / s.H, h = blockIdx.x % s.H;
+	int kvh = h / (s.H / s.Hkv);
+	attn_row<D>(o + ((size_t)i * s.H + h) * D, q + ((size_t)i * s.H + h) * D,
+		    kc + cache_at(s, slot[i], kvh, 0), vc + cache_at(s, slot[i], kvh, 0), pos[i] + 1,
+		    scale, sm, sc, threadIdx.x, 0);
 }
 
 __global__ void gather_kernel(float *dst, const float *src, const int32_t *idx, int n, int C)

@@ -12,13 +12,72 @@
 // split in the other two, whose rows are d_model long, made the step
 // slower).  Launched with programmatic dependent launch (ops_cuda.cuh).
 #include "kernels/matmul.h"
-#include "ops_cuda.cuh"
+#include "decode_dev.cuh"
 
 using namespace ops;
 
 namespace {
 
 enum { ROWS = 8, WARPS_PER_BLOCK = 8 };
+
+// RMSNorm folded into the weights: wf = 8 bf16 weights times their fp32
+// gains g8 (16-byte aligned).
+__device__ __forceinline__ void norm_weights(float *wf, uint4 wv, const float *g8)
+{
+	const __nv_bfloat162 *w2 = (const __nv_bfloat162 *)&wv;
+	const float4 *g4 = (const float4 *)g8;
+	float4 ga = g4[0], gb = g4[1];
+	float gf[8] = { ga.x, ga.y, ga.z, ga.w, gb.x, gb.y, gb.z, gb.w };
+#pragma unroll
+	for (int e = 0; e < 4; e++) {
+		float2 f = __bfloat1622float2(w2[e]);
+		wf[2 * e] = f.x * gf[2 * e];
+		wf[2 * e + 1] = f.y * gf[2 * e + 1];
+	}
+}
+
+// One piece of a normalised row's dot product: wf . (xa, xb).
+__device__ __forceinline__ float norm_dot8(const float *wf, float4 xa, float4 xb)
+{
+	return wf[0] * xa.x + wf[1] * xa.y + wf[2] * xa.z + wf[3] * xa.w + wf[4] * xb.x +
+	       wf[5] * xb.y + wf[6] * xb.z + wf[7] * xb.w;
+}
+
+// A row's sum of squares by one warp (every lane gets it): the RMSNorm's
+// statistic as the few-row products take it.
+__device__ __forceinline__ float row_sumsq(const float *xr, int C)
+{
+	int lane = threadIdx.x % WARP;
+	float ss = 0;
+	for (int k = lane; k < C; k += WARP)
+		ss += xr[k] * xr[k];
+	return warp_sum(ss);
+}
+
+// 8 bf16 weights against 8 SwiGLU outputs s (bf16): the piece's sum.
+__device__ __forceinline__ float glu_dot8(uint4 wv, const bf16 *s)
+{
+	const __nv_bfloat162 *w2 = (const __nv_bfloat162 *)&wv;
+	float a = 0;
+#pragma unroll
+	for (int e = 0; e < 4; e++) {
+		float2 ww = __bfloat1622float2(w2[e]);
+		a += ww.x * __bfloat162float(s[2 * e]) + ww.y * __bfloat162float(s[2 * e + 1]);
+	}
+	return a;
+}
+
+// The 8 SwiGLU outputs of a piece of gate values gv and up values uv.
+__device__ __forceinline__ void glu_act8(bf16 *s, uint4 gv, uint4 uv)
+{
+	const __nv_bfloat162 *g2 = (const __nv_bfloat162 *)&gv, *u2 = (const __nv_bfloat162 *)&uv;
+#pragma unroll
+	for (int e = 0; e < 4; e++) {
+		float2 gg = __bfloat1622float2(g2[e]), uu = __bfloat1622float2(u2[e]);
+		s[2 * e] = glu_act(gg.x, uu.x);
+		s[2 * e + 1] = glu_act(gg.y, uu.y);
+	}
+}
 
 // Warps per output feature for rows of `chunks` 16-byte pieces: the
 // fewest (a power of two, at most a block) that leave a lane at most one
@@ -71,16 +130,6 @@ __device__ __forceinline__ float group_sum(float (*part)[MATMUL_SMALL_N], const 
 	return t;
 }
 
-__device__ __forceinline__ void fma8(float *acc, uint4 w, uint4 x)
-{
-	const __nv_bfloat162 *w2 = (const __nv_bfloat162 *)&w, *x2 = (const __nv_bfloat162 *)&x;
-#pragma unroll
-	for (int i = 0; i < 4; i++) {
-		float2 a = __bfloat1622float2(w2[i]), b = __bfloat1622float2(x2[i]);
-		*acc += a.x * b.x + a.y * b.y;
-	}
-}
-
 __global__ void __launch_bounds__(WARPS_PER_BLOCK * WARP) small_kernel(void *out, const float *addend,
 								      const bf16 *inp, const bf16 *w,
 								      int N, int IN, int OUT)
@@ -126,11 +175,7 @@ __global__ void __launch_bounds__(WARPS_PER_BLOCK * WARP) norm_kernel(bf16 *out,
 	__shared__ float rstd[MATMUL_SMALL_N];
 	int warp = threadIdx.x / WARP, lane = threadIdx.x % WARP;
 	for (int r = warp; r < N; r += WARPS_PER_BLOCK) {
-		const float *xr = x + (size_t)r * C;
-		float ss = 0;
-		for (int k = lane; k < C; k += WARP)
-			ss += xr[k] * xr[k];
-		ss = warp_sum(ss);
+		float ss = row_sumsq(x + (size_t)r * C, C);
 		if (lane == 0)
 			rstd[r] = rsqrtf(ss / C + eps);
 	}
@@ -141,25 +186,14 @@ __global__ void __launch_bounds__(WARPS_PER_BLOCK * WARP) norm_kernel(bf16 *out,
 	const uint4 *wr = (const uint4 *)(w + (size_t)o * C);
 	float acc[MATMUL_SMALL_N] = { 0 };
 	for (int c = lane; c < C / 8; c += WARP) {
-		uint4 wv = wr[c];
-		const __nv_bfloat162 *w2 = (const __nv_bfloat162 *)&wv;
-		const float4 *g4 = (const float4 *)(g + c * 8);
-		float4 ga = g4[0], gb = g4[1];
-		float wf[8], gf[8] = { ga.x, ga.y, ga.z, ga.w, gb.x, gb.y, gb.z, gb.w };
-#pragma unroll
-		for (int e = 0; e < 4; e++) {
-			float2 f = __bfloat1622float2(w2[e]);
-			wf[2 * e] = f.x * gf[2 * e];
-			wf[2 * e + 1] = f.y * gf[2 * e + 1];
-		}
+		float wf[8];
+		norm_weights(wf, wr[c], g + c * 8);
 #pragma unroll
 		for (int r = 0; r < MATMUL_SMALL_N; r++) {
 			if (r >= N)
 				break;
 			const float4 *x4 = (const float4 *)(x + (size_t)r * C + c * 8);
-			float4 xa = x4[0], xb = x4[1];
-			acc[r] += wf[0] * xa.x + wf[1] * xa.y + wf[2] * xa.z + wf[3] * xa.w +
-				  wf[4] * xb.x + wf[5] * xb.y + wf[6] * xb.z + wf[7] * xb.w;
+			acc[r] += norm_dot8(wf, x4[0], x4[1]);
 		}
 	}
 #pragma unroll
@@ -187,25 +221,14 @@ __global__ void __launch_bounds__(WARPS_PER_BLOCK * WARP) glu_kernel(float *out,
 	float acc[MATMUL_SMALL_N] = { 0 };
 	for (int c = sl.c0 + lane; live && c < sl.c1; c += WARP) {
 		uint4 wv = wr[c];
-		const __nv_bfloat162 *w2 = (const __nv_bfloat162 *)&wv;
 #pragma unroll
 		for (int r = 0; r < MATMUL_SMALL_N; r++) {
 			if (r >= N)
 				break;
 			const uint4 *hr = (const uint4 *)(h + (size_t)r * 2 * F);
-			uint4 gv = hr[c], uv = hr[F / 8 + c];
-			const __nv_bfloat162 *g2 = (const __nv_bfloat162 *)&gv, *u2 = (const __nv_bfloat162 *)&uv;
-			float a = 0;
-#pragma unroll
-			for (int e = 0; e < 4; e++) {
-				float2 gg = __bfloat1622float2(g2[e]), uu = __bfloat1622float2(u2[e]);
-				float2 ww = __bfloat1622float2(w2[e]);
-				// the product's input rounded to bf16, as swiglu_fwd stores it
-				float s0 = __bfloat162float(to_bf16(gg.x / (1.0f + __expf(-gg.x)) * uu.x));
-				float s1 = __bfloat162float(to_bf16(gg.y / (1.0f + __expf(-gg.y)) * uu.y));
-				a += ww.x * s0 + ww.y * s1;
-			}
-			acc[r] += a;
+			bf16 sv[8];
+			glu_act8(sv, hr[c], hr[F / 8 + c]);
+			acc[r] += glu_dot8(wv, sv);
 		}
 	}
 #pragma unroll
