@@ -108,6 +108,12 @@ static void chunk_ops(model_decoder *md, int N, int nl, int embed)
 	float *x = md->x, *x2 = md->x2;
 	if (embed)
 		be->embedding_fwd(be, x, md->ids, m->wte, N, C);
+	if (nl == N && md->step && N <= DECODE_STEP_MAX_N) {
+		if (be->decode_step(be, md->step) == 0)
+			return;
+		free(md->step); /* shapes it does not run: the ops from now on */
+		md->step = NULL;
+	}
 	for (int l = 0; l < c->n_layers; l++) {
 		const layer_ptrs *p = &m->lp[l];
 		const layer_cptrs *w = &m->lc[l];
@@ -385,6 +391,54 @@ static int md_choose(void *ctx, uint32_t n, const uint32_t *slot, const sample_p
 	return md_choose_ahead(ctx, n, 1, slot, sp, u, forced, tok, lp, e) < 0 ? -1 : 0;
 }
 
+/* The arguments of be->decode_step (md->step), when the model's
+ * architecture is one it runs; 0, or -1 out of memory. */
+static int step_init(model_decoder *md)
+{
+	const model *m = md->m;
+	const model_config *c = &m->cfg;
+	lm_backend *be = m->be;
+	const char *off = getenv("LMPIPE_NO_STEP_KERNEL");
+	if (!be->decode_step || (off && *off && strcmp(off, "0")) || c->mlp != MODEL_MLP_SWIGLU ||
+	    c->qk_norm || c->softcap > 0 || c->n_layers > DECODE_STEP_MAX_LAYERS)
+		return 0;
+	decode_step_args *a = calloc(1, sizeof *a);
+	md->step_sync = be->alloc(be, 2 * sizeof *md->step_sync);
+	if (!a || !md->step_sync) {
+		free(a);
+		return -1;
+	}
+	be->zero(be, md->step_sync, 2 * sizeof *md->step_sync);
+	int H = c->n_heads, D = c->d_model / H;
+	a->s = (decode_shape){ 1, H, model_kv_heads(c), D, (int)md->n_ctx };
+	a->L = c->n_layers;
+	a->C = c->d_model;
+	a->F = c->d_ff;
+	a->V = c->vocab;
+	a->n_slots = (int)md->n_slots;
+	a->eps = (float)model_norm_eps(c);
+	a->scale = 1.0f / sqrtf((float)D);
+	a->x = md->x;
+	a->x2 = md->x2;
+	a->y = md->y;
+	a->sw = md->sw;
+	a->kc = md->kc;
+	a->vc = md->vc;
+	a->cs = m->rope_cs;
+	a->pos = meta(md, md->meta, META_POS);
+	a->slot = meta(md, md->meta, META_SLOT);
+	a->row = meta(md, md->meta, META_ROW);
+	a->lnf = m->lnf;
+	a->head = m->head_c;
+	a->rows = md->rows;
+	a->sync = md->step_sync;
+	for (int l = 0; l < c->n_layers; l++)
+		a->layer[l] = (decode_step_layer){ m->lp[l].ln1, m->lp[l].ln2, m->lc[l].wqkv, m->lc[l].wo,
+						   m->lc[l].wgu, m->lc[l].wdown };
+	md->step = a;
+	return 0;
+}
+
 void model_decoder_free(model_decoder *md)
 {
 	if (md->threads && md->threads != md->max_threads)
@@ -398,11 +452,13 @@ void model_decoder_free(model_decoder *md)
 			if (md->sgraph[i])
 				be->graph_free(be, md->sgraph[i]);
 		void *bufs[] = { md->kc, md->vc, md->x, md->x2, md->xl, md->rstd, md->xn, md->qkv, md->q,
-				 md->y, md->h, md->sw, md->logits, md->rows, md->meta, md->s_out };
+				 md->y, md->h, md->sw, md->logits, md->rows, md->meta, md->s_out,
+				 md->step_sync };
 		for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
 			if (bufs[i])
 				be->release(be, bufs[i]);
 	}
+	free(md->step);
 	free(md->graph);
 	free(md->seen);
 	free(md->sgraph);
@@ -484,6 +540,8 @@ int model_decoder_init(model_decoder *md, model *m, uint32_t n_slots, uint32_t n
 			fail = !md->sgraph || !md->seen_s || !md->sg_args;
 		}
 	}
+	if (!fail)
+		fail = step_init(md) < 0;
 	if (fail) {
 		lm_err be_e;
 		const char *why = be->sync(be, &be_e) < 0 ? be_e.msg : "out of memory";

@@ -21,7 +21,10 @@
  * choose(): only the chosen tokens and their log-probabilities cross to the
  * host.  Where the backend records graphs (be->graph_begin), a decoding
  * step of N single tokens is recorded the second time N occurs and
- * replayed after that: one launch instead of some forty.  There it also
+ * replayed after that: one launch instead of some forty.  A step of one
+ * token is one kernel where the backend has one (be->decode_step: CUDA,
+ * the plain architecture), equal to the ops it replaces within rounding
+ * (LMPIPE_NO_STEP_KERNEL=1: the ops).  There it also
  * offers choose_ahead(): MODEL_DECODE_AHEAD rounds of step and sampler in
  * one graph, each round's tokens fed to the next on the device (the
  * environment's LMPIPE_DECODE_AHEAD sets the rounds, 1 to 64; 1: none), so
@@ -45,6 +48,7 @@
 #include "base/err.h"
 #include "gen/generate.h"
 #include "kernels/decode_ops.h"
+#include "kernels/decode_step.h"
 #include "model/model.h"
 
 enum { MODEL_DECODE_CHUNK = 256, MODEL_DECODE_WORK = 1 << 18, MODEL_DECODE_AHEAD = 8 };
@@ -107,6 +111,13 @@ typedef struct model_decoder {
 	void **graph;
 	unsigned char *seen;
 	int no_graphs;         /* set by LMPIPE_NO_GRAPHS, or after a failed recording */
+	/* A step of one token as one kernel (be->decode_step,
+	 * kernels/decode_step.h), for the plain architecture (SwiGLU, no
+	 * QK-norm, no soft-capping): its arguments, and the two words of its
+	 * barrier (backend memory).  NULL where it does not apply or with
+	 * LMPIPE_NO_STEP_KERNEL=1 in the environment: the ops. */
+	decode_step_args *step;
+	unsigned *step_sync;
 	int max_threads, threads; /* the caller's thread count; the one set now */
 	double work;           /* multiply-adds per thread: MODEL_DECODE_WORK, or the
 				* environment's LMPIPE_DECODE_WORK (tests lower it) */

@@ -17,6 +17,7 @@
 #include "kernels/attention.h"
 #include "kernels/convert.h"
 #include "kernels/decode.h"
+#include "kernels/decode_step.h"
 #include "kernels/embedding.h"
 #include "kernels/gqa.h"
 #include "kernels/headnorm.h"
@@ -951,6 +952,14 @@ static void cu_glu_matmul_fwd(lm_backend *be, float *out, const float *addend, c
 		  matmul_fwd_cuda(CTX(be)->mm, out, addend, sw, w, N, F, OUT), "SwiGLU and matmul");
 }
 
+static int cu_decode_step(lm_backend *be, const decode_step_args *a)
+{
+	if (!decode_step_applies(a))
+		return -1;
+	check(be, decode_step_cuda(a, ST(be)), "decoding step");
+	return 0;
+}
+
 static void cu_sample(lm_backend *be, int32_t *tok, float *lp, const float *logits,
 		      const int32_t *row, const float *u, const int32_t *forced,
 		      const sample_feed *feed, int n, int V, sample_args a)
@@ -1080,6 +1089,7 @@ static const lm_backend cuda_table = {
 	.rows_scatter = cu_rows_scatter,
 	.norm_matmul_fwd = cu_norm_matmul_fwd,
 	.glu_matmul_fwd = cu_glu_matmul_fwd,
+	.decode_step = cu_decode_step,
 	.sample = cu_sample,
 	.graph_begin = cu_graph_begin,
 	.graph_end = cu_graph_end,

@@ -16,6 +16,7 @@
 #include "backend_pair.h"
 #include "gen/generate.h"
 #include "gen/model_decode.h"
+#include "gen/model_decode_internal.h"
 #include "gen/sampler.h"
 #include "kernels/rope.h"
 #include "kernels/sample.h"
@@ -377,6 +378,100 @@ static int decode(model *m, run_state *s, const gen_config *c, uint32_t slots, i
 	return rc;
 }
 
+/* max |a - b| over n values, and max |b|. */
+static void diff_of(const float *a, const float *b, size_t n, double *worst, double *scale)
+{
+	*worst = *scale = 0;
+	for (size_t i = 0; i < n; i++) {
+		double d = fabs((double)a[i] - b[i]);
+		*worst = d > *worst || d != d ? d : *worst;
+		*scale = fabs(b[i]) > *scale ? fabs(b[i]) : *scale;
+	}
+}
+
+/* The decoding step as one kernel (be->decode_step) against the same
+ * step op by op, on random weights of cfg: S sequences of different prompt
+ * lengths, then `steps` steps of one token each (N = S; the kernel runs
+ * N = 1, more go through the ops on both sides).  The two sum their
+ * products in different orders, so every step's logits and, at the end,
+ * both caches must agree within bf16 rounding of their scale. */
+static void test_step_kernel(model_config cfg, uint32_t S, int steps)
+{
+	char what[160];
+	snprintf(what, sizeof what, "step kernel: d=%d H=%d Hkv=%d L=%d d_ff=%d V=%d, %u sequences",
+		 cfg.d_model, cfg.n_heads, cfg.n_kv_heads ? cfg.n_kv_heads : cfg.n_heads, cfg.n_layers,
+		 cfg.d_ff, cfg.vocab, S);
+	lm_err e;
+	model mg;
+	lm_rng r;
+	rng_seed(&r, 11);
+	if (model_init(&mg, &cfg, gpu.be, 1, DCTX, &e) || model_init_weights(&mg, &r, &e) < 0) {
+		ok(0, "%s: model: %s", what, e.msg);
+		return;
+	}
+	model_params_changed(&mg);
+	model_decoder a, b;
+	if (model_decoder_init(&a, &mg, S, DCTX, &e) < 0 || model_decoder_init(&b, &mg, S, DCTX, &e) < 0) {
+		ok(0, "%s: decoders: %s", what, e.msg);
+		model_free(&mg);
+		return;
+	}
+	int had = a.step != NULL;
+	free(b.step); /* b: the ops */
+	b.step = NULL;
+	a.no_graphs = b.no_graphs = 1;
+	size_t V = (size_t)cfg.vocab, rows = (size_t)S * V;
+	float *ra = malloc(rows * sizeof *ra), *rb = malloc(rows * sizeof *rb);
+	enum { S_MAX = 8 };
+	uint32_t slot[S_MAX], n_tok[S_MAX], buf[S_MAX][DCTX];
+	const uint32_t *ids[S_MAX];
+	int rc = 0;
+	double worst = 0, scale = 0;
+	for (int t = -1; t < steps && rc == 0; t++) {
+		for (uint32_t i = 0; i < S; i++) {
+			slot[i] = i;
+			n_tok[i] = t < 0 ? 1 + (i * 29 + 3) % 40 : 1; /* prompts, then single tokens */
+			for (uint32_t k = 0; k < n_tok[i]; k++)
+				buf[i][k] = (uint32_t)((i * 53 + k * 17 + (t + 1) * 7) % V);
+			ids[i] = buf[i];
+		}
+		rc = a.dec.feed(&a, S, slot, ids, n_tok, NULL, &e) ||
+		     b.dec.feed(&b, S, slot, ids, n_tok, NULL, &e) || gpu.be->sync(gpu.be, &e);
+		if (rc || t < 0)
+			continue;
+		gpu.be->download(gpu.be, ra, a.rows, rows * sizeof *ra);
+		gpu.be->download(gpu.be, rb, b.rows, rows * sizeof *rb);
+		double w, sc;
+		diff_of(ra, rb, rows, &w, &sc);
+		worst = w > worst || w != w ? w : worst;
+		scale = sc > scale ? sc : scale;
+	}
+	/* the caches, as fp32 */
+	size_t cache = (size_t)cfg.n_layers * S * model_decoder_cache_stride(&a);
+	double cworst = 0, cscale = 0;
+	for (int k = 0; k < 2 && rc == 0; k++) {
+		float *ca = get(&gpu, k ? a.vc : a.kc, cache, 1), *cb = get(&gpu, k ? b.vc : b.kc, cache, 1);
+		double w, sc;
+		diff_of(ca, cb, cache, &w, &sc);
+		cworst = w > cworst || w != w ? w : cworst;
+		cscale = sc > cscale ? sc : cscale;
+		free(ca);
+		free(cb);
+	}
+	if (S == 1)
+		ok(rc == 0 && had && a.step, "%s: the kernel applies and runs%s%s", what, rc ? ": " : "",
+		   rc ? e.msg : "");
+	ok(rc == 0 && worst <= 0.02 * scale, "%s: %d steps' logits equal the ops' within %.3g (of %.3g, "
+	   "<= 2 %%)", what, steps, worst, scale);
+	ok(rc == 0 && cworst <= 0.02 * cscale, "%s: the key and value caches equal the ops' within %.3g "
+	   "(of %.3g, <= 2 %%)", what, cworst, cscale);
+	free(ra);
+	free(rb);
+	model_decoder_free(&a);
+	model_decoder_free(&b);
+	model_free(&mg);
+}
+
 /* The CUDA decoder against teacher-forced CPU passes for model cfg (a
  * variant: tag); full: also sampling, recorded steps and forks. */
 static void test_decoder(model_config cfg, const char *tag, int full)
@@ -543,6 +638,20 @@ int main(void)
 	/* Weights scaled up so that the logits are peaked, as a trained
 	 * model's are: greedy choices then rarely sit within rounding. */
 	model_config cfg = { DV, DCTX, 128, 2, 4, 200, 10000.0, 0, MODEL_PLAIN };
+	test_step_kernel(cfg, 1, 12);
+	test_step_kernel(cfg, 3, 3);   /* the ops on both sides */
+	model_config sk = { 1000, DCTX, 256, 3, 4, 344, 10000.0, 0, MODEL_PLAIN }; /* D = 64 */
+	test_step_kernel(sk, 1, 5);
+	sk.n_kv_heads = 2;
+	test_step_kernel(sk, 1, 4);
+	sk.n_kv_heads = 1;
+	test_step_kernel(sk, 1, 4);
+	sk = (model_config){ 517, DCTX, 256, 2, 2, 200, 10000.0, 0, MODEL_PLAIN }; /* D = 128 */
+	test_step_kernel(sk, 1, 4);
+	sk = (model_config){ 3001, DCTX, 768, 2, 12, 2048, 10000.0, 0, MODEL_PLAIN }; /* C > 512 */
+	test_step_kernel(sk, 1, 3);
+	sk = (model_config){ 10000, DCTX, 512, 4, 16, 1344, 10000.0, 0, MODEL_PLAIN }; /* ts */
+	test_step_kernel(sk, 1, 8);
 	test_decoder(cfg, "plain", 1);
 	model_config v = cfg;
 	v.n_kv_heads = 2;
