@@ -201,11 +201,12 @@ struct lm_backend {
 	 * and attn_fwd_bthd in one op.  The forward may leave qkv changed (the
 	 * CUDA flash path rotates q and k there in place); the backward pass
 	 * takes it as the forward left it and overwrites it with its gradient
-	 * (qkv_rope_merge's output) from y and dy.  ws: attn_workspace's bytes.
+	 * (qkv_rope_merge's output) from y and dy, with ws: attn_workspace's
+	 * bytes (the forward needs none).
 	 * For one key/value head per query head, the shapes supports(
 	 * LM_OP_ATTENTION_QKV, D, T) accepts; NULL where a backend has none. */
 	void (*attn_qkv_fwd)(lm_backend *be, void *qkv, const float *cs, void *y, float *lse,
-			     int B, int T, int H, int D, float scale, void *ws, size_t ws_bytes);
+			     int B, int T, int H, int D, float scale);
 	void (*attn_qkv_bwd)(lm_backend *be, void *qkv, const float *cs, const void *y,
 			     const void *dy, const float *lse, int B, int T, int H, int D,
 			     float scale, void *ws, size_t ws_bytes);

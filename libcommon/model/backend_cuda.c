@@ -622,10 +622,9 @@ static void cu_attn_bwd_bthd(lm_backend *be, const void *q, const void *k, const
  * kernels where they apply (qkv kept), else the flash ones (q and k of qkv
  * rotated in place for the backward pass, which takes the workspace). */
 static void cu_attn_qkv_fwd(lm_backend *be, void *qkv, const float *cs, void *y, float *lse,
-			    int B, int T, int H, int D, float scale, void *ws, size_t ws_bytes)
+			    int B, int T, int H, int D, float scale)
 {
 	int rc;
-	(void)ws, (void)ws_bytes;
 	if (attn_short_applies(D, T))
 		rc = attn_short_qkv_fwd_cuda(qkv, cs, y, lse, B, H, T, D, scale, ST(be));
 	else

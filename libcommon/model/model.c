@@ -709,8 +709,8 @@ static void forward_blocks(model *m)
 		if (a->attn_qkv) {
 			p_matmul_fwd(m, "matmul qkv", a->qkvl[l], NULL, a->ln1[l], w->wqkv, N, C, QKV);
 			PROF(be, "attention", 2.0 * B * H * T * (double)T * D, 6.0 * N * C * esz(m),
-			     be->attn_qkv_fwd(be, a->qkvl[l], m->rope_cs, a->y[l], a->lse[l], B, T, H, D, scale,
-					      a->attn_ws, a->attn_ws_bytes));
+			     be->attn_qkv_fwd(be, a->qkvl[l], m->rope_cs, a->y[l], a->lse[l], B, T, H, D,
+					      scale));
 			goto attn_done;
 		}
 		p_matmul_fwd(m, "matmul qkv", a->qkv, NULL, a->ln1[l], w->wqkv, N, C, QKV);

@@ -462,7 +462,7 @@ static void test_attn_qkv(int B, int T, int H, int D, int det)
 	cpu.be->attn_fwd(cpu.be, qc, kc, vc, oc, lsec, B, H, T, D, 1, scale, wsc, wc_b);
 	cpu.be->heads_merge(cpu.be, yc, oc, B, T, H, D);
 	ok(gpu.be->supports(gpu.be, LM_OP_ATTENTION_QKV, D, T), "CUDA has the fused attention for D=%d T=%d", D, T);
-	gpu.be->attn_qkv_fwd(gpu.be, qkvg, csg, yg, lseg, B, T, H, D, scale, wsg, wg_b);
+	gpu.be->attn_qkv_fwd(gpu.be, qkvg, csg, yg, lseg, B, T, H, D, scale);
 	snprintf(what, sizeof what, "attention on packed qkv B=%d T=%d H=%d D=%d: y", B, T, H, D);
 	compare(what, yg, yc, n, 1, TOL_ACT);
 	snprintf(what, sizeof what, "attention on packed qkv B=%d T=%d H=%d D=%d: lse", B, T, H, D);
@@ -482,7 +482,7 @@ static void test_attn_qkv(int B, int T, int H, int D, int det)
 		int failed = gpu.be->sync(gpu.be, &e) ||
 			     cudaMemcpy(first, qkvg, bytes, cudaMemcpyDeviceToDevice) != cudaSuccess ||
 			     cudaMemcpy(qkvg, qkv0, bytes, cudaMemcpyDeviceToDevice) != cudaSuccess;
-		gpu.be->attn_qkv_fwd(gpu.be, qkvg, csg, yg, lseg, B, T, H, D, scale, wsg, wg_b);
+		gpu.be->attn_qkv_fwd(gpu.be, qkvg, csg, yg, lseg, B, T, H, D, scale);
 		gpu.be->attn_qkv_bwd(gpu.be, qkvg, csg, yg, dyg, lseg, B, T, H, D, scale, wsg, wg_b);
 		failed = failed || gpu.be->sync(gpu.be, &e);
 		float *a = failed ? NULL : get(&gpu, first, 3 * n, 1);
