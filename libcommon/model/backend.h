@@ -351,11 +351,10 @@ struct lm_backend {
 				const void *w, int N, int C, int OUT, float eps);
 	void (*glu_matmul_fwd)(lm_backend *be, float *out, const float *addend, const void *h,
 			       const void *w, int N, int F, int OUT);
-	/* A decoding step of single tokens, one a sequence, from the embedded
-	 * rows to the logits' rows, as one kernel (kernels/decode_step.h): 0
-	 * when queued (a failure is sticky), -1 when it does not run these
-	 * shapes (nothing queued).  NULL where the decoder composes the step
-	 * from the ops above. */
+	/* A decoding step of one token, from its embedded row to its logits'
+	 * row, as one kernel (kernels/decode_step.h): 0 when queued (a failure
+	 * is sticky), -1 when it does not run these shapes (nothing queued).
+	 * NULL where the decoder composes the step from the ops above. */
 	int (*decode_step)(lm_backend *be, const decode_step_args *a);
 	/* The next token of n sequences where the logits are (kernels/sample.h),
 	 * passed on by feed unless it is NULL; NULL where the host samples (the
