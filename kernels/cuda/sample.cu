@@ -1,14 +1,27 @@
-// sample.cu: the device sampler (see kernels/sample.h): one block per
-// sequence, each thread a contiguous run of ids, the top-k and top-p
-// thresholds found by radix selection over the probabilities' float bits
-// (four passes of a 256-bin shared histogram, two barriers each, the
-// first built beside the probabilities when no top-k cut comes before),
-// and the draw placed by one block-wide prefix sum of integer masses in id
-// order, which also gives the cut's mass.
+// sample.cu: the device sampler (see kernels/sample.h): one block, or a
+// cluster of CL blocks, per sequence, each thread a contiguous run of ids,
+// the top-k and top-p thresholds found by radix selection over the
+// probabilities' float bits (four passes of a 256-bin shared histogram,
+// two barriers each, the first built beside the probabilities when no
+// top-k cut comes before), and the draw placed by one prefix sum of
+// integer masses in id order, which also gives the cut's mass.
 //
-// A block has 1024 threads when there are fewer sequences than SMs (a
-// decoding step at batch 1 waits on this kernel's serial passes), else
-// 256.  A thread's run is an odd number of ids long, so that a warp's
+// A large vocabulary takes a cluster of blocks a sequence (2, 4 or 8,
+// cluster_for below: the fewest whose slices hold at most 6144 ids, while
+// the clusters fit on the SMs), block r of it the r-th slice of the ids:
+// each reduction, histogram and scan is made per block as before, then
+// the blocks' results are read from each other's shared memory (DSMEM)
+// after a cluster barrier and combined in rank order, so every block holds
+// the same sums, bins and thresholds.  The masses are integers, so the
+// token is the one a single block draws (the log-prob's sum of
+// exponentials is summed in another order).  Blocks have 1024 threads
+// when there are fewer of them than SMs (a decoding step at batch 1 waits
+// on this kernel's serial passes), else 256; LMPIPE_SAMPLE_CLUSTER caps
+// the cluster (1: none) and LMPIPE_SAMPLE_THREADS sets the threads (256,
+// 512, 1024), for measuring.  The logits are read 8 a thread at a time
+// and kept in shared memory for the probabilities' pass when they fit.
+//
+// A thread's run is an odd number of ids long, so that a warp's
 // reads of the cached probabilities, a run apart, fall in distinct shared
 // memory banks.  The histograms' 64-bit sums are added as two 32-bit
 // words with the carry (native shared atomics, where a 64-bit one is a
@@ -16,6 +29,7 @@
 #include "kernels/sample.h"
 #include "ops_cuda.cuh"
 
+#include <cooperative_groups.h>
 #include <limits.h>
 #include <math.h>
 
@@ -23,7 +37,9 @@ using namespace ops;
 
 namespace {
 
-enum { THREADS = 256, THREADS_FEW = 1024, MAX_WARPS = THREADS_FEW / WARP };
+namespace cg = cooperative_groups;
+
+enum { THREADS = 256, THREADS_FEW = 1024, MAX_WARPS = THREADS_FEW / WARP, MAX_CLUSTER = 16 };
 
 // Probabilities cached in shared memory up to this many bytes (a vocabulary
 // of 50,000; larger ones recompute them in every pass).
@@ -35,6 +51,67 @@ struct shared {
 	int i[MAX_WARPS];
 	unsigned long long u[MAX_WARPS], v[MAX_WARPS];
 };
+
+// ---- a sequence over a cluster of CL blocks ----
+
+// What a block shows the others of its cluster at one exchange: its
+// maxima and bad values, then its sums, then its scan totals.  Exchanges
+// alternate between two slots: a block writes slot k & 1 for exchange k
+// only after the barrier of exchange k - 1, which every block reaches
+// after its reads of exchange k - 2, the last ones of that slot.
+struct xslot {
+	float all, v;
+	int at, bad;
+	double se;
+	unsigned long long a, b;
+};
+
+template <int CL> __device__ __forceinline__ unsigned cl_rank()
+{
+	if constexpr (CL == 1)
+		return 0;
+	else
+		return cg::this_cluster().block_rank();
+}
+
+// Every thread of every block of the cluster: the shared memory writes
+// before it are seen by the reads after it, in any block.
+template <int CL> __device__ __forceinline__ void cl_sync()
+{
+	if constexpr (CL > 1)
+		cg::this_cluster().sync();
+}
+
+// The copy of *p in block r of the cluster.
+template <typename T> __device__ __forceinline__ const T *cl_at(const T *p, unsigned r)
+{
+	return cg::this_cluster().map_shared_rank(const_cast<T *>(p), r);
+}
+
+// Sums and scans over a cluster's blocks, each warp reading the CL slots
+// by its lanes (lane r: block r's) and combining them by shuffles in a
+// fixed order, so every thread of every block gets the same bits.
+template <int CL> struct cl_ex {
+	xslot *slot;  // [2], this block's
+	int k;        // exchanges so far
+
+	__device__ xslot &mine() { return slot[k & 1]; }
+	// After thread 0 filled mine(): the barrier, then block (lane) r's slot.
+	__device__ const xslot *sync_read()
+	{
+		cl_sync<CL>();
+		const xslot *x = cl_at(&slot[k & 1], (threadIdx.x % WARP) % CL);
+		k++;
+		return x;
+	}
+};
+
+template <int CL, typename T> __device__ __forceinline__ T cl_lanes_sum(T x)
+{
+	for (int o = CL / 2; o > 0; o /= 2)
+		x += __shfl_xor_sync(0xffffffffu, x, o);
+	return x;
+}
 
 __device__ __forceinline__ int n_warps() { return (int)(blockDim.x / WARP); }
 
@@ -202,7 +279,8 @@ struct cut_sums {
 	unsigned long long base, before, mine, mass;
 };
 
-template <bool CACHED> __device__ cut_sums cut_scan(const row_view &r, cut c, shared &sh)
+template <int CL, bool CACHED>
+__device__ cut_sums cut_scan(const row_view &r, cut c, shared &sh, cl_ex<CL> &x)
 {
 	unsigned long long above = 0, at = 0;
 	for (int j = r.lo; j < r.hi; j++) {
@@ -215,6 +293,32 @@ template <bool CACHED> __device__ cut_sums cut_scan(const row_view &r, cut c, sh
 	}
 	unsigned long long ea, eb, ta, tb;
 	block_scan2(above, at, &ea, &eb, &ta, &tb, sh);
+	if constexpr (CL > 1) {
+		// the blocks before this one come first in id order
+		if (threadIdx.x == 0) {
+			x.mine().a = ta;
+			x.mine().b = tb;
+		}
+		const xslot *y = x.sync_read();
+		const unsigned long long oa = y->a, ob = y->b;
+		unsigned long long ia = oa, ib = ob;
+		int l = threadIdx.x % WARP;
+		for (int o = 1; o < CL; o *= 2) {
+			unsigned long long ya = __shfl_up_sync(0xffffffffu, ia, o, CL);
+			unsigned long long yb = __shfl_up_sync(0xffffffffu, ib, o, CL);
+			if (l % CL >= o) {
+				ia += ya;
+				ib += yb;
+			}
+		}
+		unsigned rk = cl_rank<CL>();
+		unsigned long long pa = __shfl_sync(0xffffffffu, ia - oa, rk, CL);
+		unsigned long long pb = __shfl_sync(0xffffffffu, ib - ob, rk, CL);
+		ea += pa;
+		eb += pb;
+		ta = __shfl_sync(0xffffffffu, ia, CL - 1, CL);
+		tb = __shfl_sync(0xffffffffu, ib, CL - 1, CL);
+	}
 	unsigned long long qt = q_of(__uint_as_float(c.tau));
 	unsigned long long m0 = min(c.ties, eb), m1 = min(c.ties, eb + at);
 	return cut_sums{ eb, ea + qt * m0, above + qt * (m1 - m0), ta + qt * min(c.ties, tb) };
@@ -265,24 +369,31 @@ __device__ __forceinline__ void run_end(bin64 *h, const run_acc *ra)
 
 enum { BINS = 256 };
 
-// kernels/cpu/sample.c's radix_select over the block: a 256-bin histogram
-// per pass in shared memory (integer atomics: the same sums in any order).
-// hist holds two histograms, a pass's and the next one's, which it clears
-// (so a pass waits on two barriers, not four); hist[0 .. BINS) is zero on
-// entry and on return.  With built, the first pass's histogram is there
-// already (made beside the mass, for a cut of every q > 0).
-template <bool CACHED>
+
+// kernels/cpu/sample.c's radix_select over the block (or cluster): a
+// 256-bin histogram per pass in shared memory (integer atomics: the same
+// sums in any order).  hist holds two histograms, a pass's and the next
+// one's, which it clears (so a pass waits on two barriers, not four);
+// hist[0 .. BINS) is zero on entry and on return.  With built, the first
+// pass's histogram is there already (made beside the mass, for a cut of
+// every q > 0; on a cluster, a cluster barrier after it).  On a cluster,
+// each pass's histograms are summed from every block into comb after a
+// cluster barrier, and the next histogram is cleared only then: the other
+// blocks read this block's previous one before they reached it.
+template <int CL, bool CACHED>
 __device__ unsigned radix_select(const row_view &r, cut c, unsigned long long base,
 				 unsigned long long want, bool by_mass, bool built,
-				 unsigned long long *left, bin64 *hist, unsigned (*pick)[3])
+				 unsigned long long *left, bin64 *hist, bin64 *comb,
+				 unsigned (*pick)[3])
 {
 	unsigned prefix = 0, mask = 0;
 	unsigned long long need = want;
 	for (int pass = 0; pass < 4; pass++) {
 		int shift = 24 - 8 * pass, cur = pass & 1;
 		bin64 *h = hist + cur * BINS, *next = hist + (cur ^ 1) * BINS;
-		for (int b = threadIdx.x; b < BINS; b += blockDim.x)
-			next[b] = bin64{ 0, 0 };
+		if constexpr (CL == 1)
+			for (int b = threadIdx.x; b < BINS; b += blockDim.x)
+				next[b] = bin64{ 0, 0 };
 		if (!(pass == 0 && built)) {
 			unsigned long long rank = base;
 			run_acc ra = { -1, 0 };
@@ -293,13 +404,27 @@ __device__ unsigned radix_select(const row_view &r, cut c, unsigned long long ba
 			}
 			run_end(h, &ra);
 			__syncthreads();
+			cl_sync<CL>();
+		}
+		const bin64 *hh = h;
+		if constexpr (CL > 1) {
+			for (int b = threadIdx.x; b < BINS; b += blockDim.x) {
+				unsigned long long sum = 0;
+#pragma unroll
+				for (int k = 0; k < CL; k++)
+					sum += bin_get(cl_at(h, k) + b);
+				comb[b] = bin64{ (unsigned)sum, (unsigned)(sum >> 32) };
+				next[b] = bin64{ 0, 0 };
+			}
+			__syncthreads();
+			hh = comb;
 		}
 		// warp 0 finds the bin: lane l holds bins 255 - 8l down to 248 - 8l
 		if (threadIdx.x < WARP) {
 			int l = threadIdx.x;
 			unsigned long long mine = 0;
 			for (int k = 0; k < 8; k++)
-				mine += bin_get(&h[255 - 8 * l - k]);
+				mine += bin_get(&hh[255 - 8 * l - k]);
 			unsigned long long inc = mine;
 			for (int o = 1; o < WARP; o *= 2) {
 				unsigned long long y = __shfl_up_sync(0xffffffffu, inc, o);
@@ -313,9 +438,9 @@ __device__ unsigned radix_select(const row_view &r, cut c, unsigned long long ba
 				int b = 255 - 8 * l;
 				for (int k = 0; k < 8; k++) {
 					b = 255 - 8 * l - k;
-					if (b == 0 || bin_get(&h[b]) >= nd)
+					if (b == 0 || bin_get(&hh[b]) >= nd)
 						break;
-					nd -= bin_get(&h[b]);
+					nd -= bin_get(&hh[b]);
 				}
 				pick[cur][0] = (unsigned)b;
 				pick[cur][1] = (unsigned)(nd >> 32);
@@ -327,7 +452,7 @@ __device__ unsigned radix_select(const row_view &r, cut c, unsigned long long ba
 		mask |= 255u << shift;
 		need = ((unsigned long long)pick[cur][1] << 32) | pick[cur][2];
 	}
-	// (the last pass cleared hist[0 .. BINS) before its barrier)
+	// (the last pass cleared hist[0 .. BINS))
 	*left = need;
 	return prefix;
 }
@@ -349,25 +474,38 @@ __device__ __forceinline__ void feed_next(const sample_feed &f, int i, int32_t t
 	}
 }
 
-template <int NT, bool CACHED>
+// A sequence over CL blocks: block r of its cluster (CL consecutive
+// blocks) takes the ids [r span, (r + 1) span) of the row, span a multiple
+// of 32 ids.  Ids are local to the slice inside row_view; the maximum's
+// id, the forced and the drawn token are the row's.
+template <int NT, int CL, bool CACHED>
 __global__ void __launch_bounds__(NT) sample_kernel(int32_t *tok, float *lp, const float *logits,
 						    const int32_t *row, const float *u,
 						    const int32_t *forced, sample_feed feed, int V,
-						    sample_args a)
+						    int span, sample_args a)
 {
 	pdl_begin();
 	extern __shared__ float pc[];
 	__shared__ shared sh;
 	__shared__ bin64 hist[2 * BINS];
+	__shared__ bin64 comb[CL > 1 ? BINS : 1];
+	__shared__ xslot slots[2];
 	__shared__ unsigned sel[2][3];
-	__shared__ int pick;
-	int i = blockIdx.x;
+	__shared__ int pick, found;
+	cl_ex<CL> x = { slots, 0 };
+	const int i = blockIdx.x / CL;
+	const unsigned rk = cl_rank<CL>();
 	const float *l = logits + (size_t)row[i] * V;
 	int n = a.limit > 0 && a.limit < V ? a.limit : V;
-	int per = (V + NT - 1) / NT | 1;
-	int lo = threadIdx.x * per, hi = min(V, lo + per);
+	// this block's slice [s0, s0 + Vs), of which [s0, s0 + ns) drawable
+	const int s0 = min(V, (int)rk * span), Vs = min(V - s0, span), ns = max(0, min(n - s0, Vs));
+	const float *ls = l + s0;
+	int per = (Vs + NT - 1) / NT | 1;
+	int lo = threadIdx.x * per, hi = min(Vs, lo + per);
 	for (int b = threadIdx.x; b < 2 * BINS; b += NT)
 		hist[b] = bin64{ 0, 0 };
+	if (threadIdx.x == 0)
+		found = 0;
 	// max over all, the drawable max and its lowest id, bad values, and
 	// the sum of exponentials (online: rescaled when the max grows).  The
 	// passes over the logits in global memory take ids THREADS apart, so a
@@ -376,36 +514,72 @@ __global__ void __launch_bounds__(NT) sample_kernel(int32_t *tok, float *lp, con
 	float mx = -INFINITY, mxall = -INFINITY;
 	int am = n, bad = 0;
 	double se = 0;
-	for (int j = threadIdx.x; j < V; j += NT) {
-		float x = l[j];
-		bad |= isnan(x) || x == INFINITY;
-		if (x > mxall) {
-			se = se * (double)expf(mxall - x) + 1.0;
-			mxall = x;
-		} else {
-			se += (double)expf(x - mxall);
-		}
-		if (j < n && x > mx) {
-			mx = x;
-			am = j;
+	// (eight loads in flight a thread: the loop's body waits on each;
+	// the logits kept in shared memory for the probabilities' pass)
+	enum { LOADS = 8 };
+	for (int j0 = threadIdx.x; j0 < Vs; j0 += LOADS * NT) {
+		float vk[LOADS];
+#pragma unroll
+		for (int k = 0; k < LOADS; k++)
+			vk[k] = j0 + k * NT < Vs ? ls[j0 + k * NT] : -INFINITY;
+#pragma unroll
+		for (int k = 0; k < LOADS; k++) {
+			int j = j0 + k * NT;
+			if (j >= Vs)
+				break;
+			float v = vk[k];
+			if (CACHED)
+				pc[j] = v;
+			bad |= isnan(v) || v == INFINITY;
+			if (v > mxall) {
+				se = se * (double)expf(mxall - v) + 1.0;
+				mxall = v;
+			} else {
+				se += (double)expf(v - mxall);
+			}
+			if (j < ns && v > mx) {
+				mx = v;
+				am = s0 + j;
+			}
 		}
 	}
 	bad = __syncthreads_or(bad);
 	float mine_max = mxall;
 	block_max_argmax(&mxall, &mx, &am, sh);
-	if (bad || mx == -INFINITY) {
-		if (threadIdx.x == 0) {
-			tok[i] = -1;
-			lp[i] = NAN;
+	if constexpr (CL > 1) {
+		if (threadIdx.x == 0)
+			x.mine() = xslot{ mxall, mx, am, bad, 0, 0, 0 };
+		const xslot *y = x.sync_read();
+		float all = y->all, v = y->v;
+		int at = y->at, bd = y->bad;
+		for (int o = CL / 2; o > 0; o /= 2) {
+			all = fmaxf(all, __shfl_xor_sync(0xffffffffu, all, o));
+			float v2 = __shfl_xor_sync(0xffffffffu, v, o);
+			int a2 = __shfl_xor_sync(0xffffffffu, at, o);
+			max_at(&v, &at, v2, a2);
+			bd |= __shfl_xor_sync(0xffffffffu, bd, o);
 		}
-		feed_next(feed, i, 0);
+		mxall = all;
+		mx = v;
+		am = at;
+		bad = bd;
+	}
+	if (bad || mx == -INFINITY) {
+		if (rk == 0) {
+			if (threadIdx.x == 0) {
+				tok[i] = -1;
+				lp[i] = NAN;
+			}
+			feed_next(feed, i, 0);
+		}
+		cl_sync<CL>(); /* no block leaves while another may read its slots */
 		return;
 	}
 	se = mine_max == -INFINITY ? 0.0 : se * (double)expf(mine_max - mxall);
 	int32_t t = am;
 	int32_t f = forced ? forced[i] : -1;
 	bool draw = !(f >= 0 && f < V) && a.temperature > 0;
-	row_view r = { l, NULL, lo, min(hi, n), mx, 1.0f / a.temperature };
+	row_view r = { ls, NULL, lo, min(hi, ns), mx, 1.0f / a.temperature };
 	if (r.hi < r.lo)
 		r.hi = r.lo;
 	// the probabilities (in shared memory when they fit), their mass and
@@ -415,8 +589,8 @@ __global__ void __launch_bounds__(NT) sample_kernel(int32_t *tok, float *lp, con
 	unsigned long long mass = 0, members = 0;
 	if (draw) {
 		run_acc ra = { -1, 0 };
-		for (int j = threadIdx.x; j < n; j += NT) {
-			float p = prob_of(r, j);
+		for (int j = threadIdx.x; j < ns; j += NT) {
+			float p = CACHED ? expf((pc[j] - r.mx) * r.inv_t) : prob_of(r, j);
 			if (CACHED)
 				pc[j] = p;
 			unsigned long long q = q_of(p);
@@ -430,6 +604,17 @@ __global__ void __launch_bounds__(NT) sample_kernel(int32_t *tok, float *lp, con
 			r.pc = pc;
 	}
 	block_sum3(&se, &mass, &members, sh);
+	if constexpr (CL > 1) {
+		if (threadIdx.x == 0) {
+			x.mine().se = se;
+			x.mine().a = mass;
+			x.mine().b = members;
+		}
+		const xslot *y = x.sync_read();
+		se = cl_lanes_sum<CL>(y->se);
+		mass = cl_lanes_sum<CL>(y->a);
+		members = cl_lanes_sum<CL>(y->b);
+	}
 	if (f >= 0 && f < V) {
 		t = f;
 	} else if (draw) {
@@ -438,10 +623,10 @@ __global__ void __launch_bounds__(NT) sample_kernel(int32_t *tok, float *lp, con
 		bool scanned = false;
 		if (a.top_k > 0 && (unsigned long long)a.top_k < members) {
 			unsigned long long left;
-			unsigned tau = radix_select<CACHED>(r, c, 0, (unsigned long long)a.top_k, false, false,
-						    &left, hist, sel);
+			unsigned tau = radix_select<CL, CACHED>(r, c, 0, (unsigned long long)a.top_k, false,
+							       false, &left, hist, comb, sel);
 			c = cut{ tau, left };
-			cs = cut_scan<CACHED>(r, c, sh);
+			cs = cut_scan<CL, CACHED>(r, c, sh, x);
 			scanned = true;
 		}
 		if (a.top_p < 1) {
@@ -449,14 +634,14 @@ __global__ void __launch_bounds__(NT) sample_kernel(int32_t *tok, float *lp, con
 			unsigned long long target =
 				(unsigned long long)((double)a.top_p * (double)cs.mass);
 			target = target ? target : 1;
-			unsigned tau = radix_select<CACHED>(r, c, cs.base, target, true, built, &left, hist,
-						    sel);
+			unsigned tau = radix_select<CL, CACHED>(r, c, cs.base, target, true, built, &left,
+							       hist, comb, sel);
 			unsigned long long qt = q_of(__uint_as_float(tau)), m = (left + qt - 1) / qt;
 			c = cut{ tau, m ? m : 1 };
 			scanned = false;
 		}
 		if (!scanned)
-			cs = cut_scan<CACHED>(r, c, sh);
+			cs = cut_scan<CL, CACHED>(r, c, sh, x);
 		// the draw: the thread whose members' mass holds it walks its ids
 		unsigned long long want = (unsigned long long)((double)u[i] * (double)cs.mass);
 		if (want >= cs.mass)
@@ -468,7 +653,8 @@ __global__ void __launch_bounds__(NT) sample_kernel(int32_t *tok, float *lp, con
 				if (in_cut(p, &rank, c)) {
 					acc += q_of(p);
 					if (acc > want) {
-						pick = j;
+						pick = s0 + j;
+						found = 1;
 						break;
 					}
 				}
@@ -477,11 +663,109 @@ __global__ void __launch_bounds__(NT) sample_kernel(int32_t *tok, float *lp, con
 		__syncthreads();
 		t = pick;
 	}
-	if (threadIdx.x == 0) {
-		tok[i] = t;
-		lp[i] = (float)((double)l[t] - ((double)mxall + log(se)));
+	// the token's block writes it: the drawing one, else the first
+	if (draw ? found : rk == 0) {
+		if (threadIdx.x == 0) {
+			tok[i] = t;
+			lp[i] = (float)((double)l[t] - ((double)mxall + log(se)));
+		}
+		feed_next(feed, i, t);
 	}
-	feed_next(feed, i, t);
+	cl_sync<CL>(); /* no block leaves while another may read its slots */
+}
+
+// Blocks a sequence takes: the fewest (a power of two, at most 8) whose
+// slices hold at most SLICE ids, with n clusters on at most sms blocks;
+// LMPIPE_SAMPLE_CLUSTER caps it (1: a block a sequence; 16 allowed).  A
+// block's time is mostly the fixed cost of its passes and barriers, not
+// its ids, and a cluster adds its own barriers: on the H200 (top-p 0.95,
+// one sequence) V = 10000 took 23.6 us on one block and 22.3 on two,
+// V = 50257 65.0 on one, 43.1 on two and 31.2 on eight.
+enum { SLICE = 6144 };
+
+static int cluster_for(int n, int V, int sms)
+{
+	static int cap = -1;
+	if (cap < 0) {
+		const char *e = getenv("LMPIPE_SAMPLE_CLUSTER");
+		int c = e && *e ? atoi(e) : 8;
+		cap = c >= 16 ? 16 : c >= 8 ? 8 : c >= 4 ? 4 : c >= 2 ? 2 : 1;
+	}
+	int cl = 1;
+	while (cl < cap && (V + cl - 1) / cl > SLICE && (long)n * cl * 2 <= sms)
+		cl *= 2;
+	return cl;
+}
+
+template <int NT, int CL>
+static int launch_one(bool cached, int n, size_t smem, void *stream, int32_t *tok, float *lp,
+		      const float *logits, const int32_t *row, const float *u,
+		      const int32_t *forced, sample_feed fd, int V, int span, sample_args a)
+{
+	auto kern = cached ? sample_kernel<NT, CL, true> : sample_kernel<NT, CL, false>;
+	static int raised;
+	if (!raised) {
+		if ((CL > 8 && cudaFuncSetAttribute(kern, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) !=
+				       cudaSuccess) ||
+		    cudaFuncSetAttribute(sample_kernel<NT, CL, true>,
+					 cudaFuncAttributeMaxDynamicSharedMemorySize, CACHE_BYTES) !=
+			    cudaSuccess)
+			return -1;
+		if (CL > 8 && cudaFuncSetAttribute(sample_kernel<NT, CL, false>,
+						   cudaFuncAttributeNonPortableClusterSizeAllowed, 1) !=
+				      cudaSuccess)
+			return -1;
+		raised = 1;
+	}
+	cudaLaunchAttribute at[2];
+	int na = 0;
+	if (CL > 1) {
+		at[na].id = cudaLaunchAttributeClusterDimension;
+		at[na].val.clusterDim.x = CL;
+		at[na].val.clusterDim.y = 1;
+		at[na].val.clusterDim.z = 1;
+		na++;
+	}
+	if (pdl_on()) {
+		at[na].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+		at[na].val.programmaticStreamSerializationAllowed = 1;
+		na++;
+	}
+	cudaLaunchConfig_t cfg = {};
+	cfg.gridDim = dim3((unsigned)(n * CL));
+	cfg.blockDim = dim3(NT);
+	cfg.dynamicSmemBytes = cached ? smem : 0;
+	cfg.stream = (cudaStream_t)stream;
+	cfg.attrs = at;
+	cfg.numAttrs = na;
+	return cudaLaunchKernelEx(&cfg, kern, tok, lp, logits, row, u, forced, fd, V, span, a) ==
+			       cudaSuccess
+		       ? 0
+		       : -1;
+}
+
+template <int NT>
+static int launch_nt(int cl, bool cached, int n, size_t smem, void *stream, int32_t *tok,
+		     float *lp, const float *logits, const int32_t *row, const float *u,
+		     const int32_t *forced, sample_feed fd, int V, int span, sample_args a)
+{
+	switch (cl) {
+	case 1:
+		return launch_one<NT, 1>(cached, n, smem, stream, tok, lp, logits, row, u, forced, fd, V,
+					 span, a);
+	case 2:
+		return launch_one<NT, 2>(cached, n, smem, stream, tok, lp, logits, row, u, forced, fd, V,
+					 span, a);
+	case 4:
+		return launch_one<NT, 4>(cached, n, smem, stream, tok, lp, logits, row, u, forced, fd, V,
+					 span, a);
+	case 8:
+		return launch_one<NT, 8>(cached, n, smem, stream, tok, lp, logits, row, u, forced, fd, V,
+					 span, a);
+	default:
+		return launch_one<NT, 16>(cached, n, smem, stream, tok, lp, logits, row, u, forced, fd, V,
+					  span, a);
+	}
 }
 
 }  // namespace
@@ -493,33 +777,30 @@ extern "C" int sample_rows_cuda(int32_t *tok, float *lp, const float *logits, co
 	if (n <= 0)
 		return 0;
 	sample_feed fd = feed ? *feed : sample_feed{ NULL, NULL, NULL, NULL, 0 };
-	// the probabilities in shared memory when they fit beside the rest
-	size_t bytes = (size_t)V * sizeof(float);
-	int cache = bytes <= CACHE_BYTES;
-	static int sms, raised;
+	static int sms, nt_env = -1;
 	if (!sms) {
 		int dev = 0;
 		if (cudaGetDevice(&dev) != cudaSuccess ||
 		    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
 			return -1;
 	}
-	if (cache && bytes > 48 * 1024 && !raised) {
-		if (cudaFuncSetAttribute(sample_kernel<THREADS, true>,
-					 cudaFuncAttributeMaxDynamicSharedMemorySize, CACHE_BYTES) !=
-			    cudaSuccess ||
-		    cudaFuncSetAttribute(sample_kernel<THREADS_FEW, true>,
-					 cudaFuncAttributeMaxDynamicSharedMemorySize, CACHE_BYTES) !=
-			    cudaSuccess)
-			return -1;
-		raised = 1;
+	if (nt_env < 0) {
+		const char *e = getenv("LMPIPE_SAMPLE_THREADS");
+		int v = e && *e ? atoi(e) : 0;
+		nt_env = v == 256 || v == 512 || v == 1024 ? v : 0;
 	}
-	if (cache)
-		return n < sms ? launch_pdl(sample_kernel<THREADS_FEW, true>, n, THREADS_FEW, bytes, stream,
-					    tok, lp, logits, row, u, forced, fd, V, a)
-			       : launch_pdl(sample_kernel<THREADS, true>, n, THREADS, bytes, stream, tok,
-					    lp, logits, row, u, forced, fd, V, a);
-	return n < sms ? launch_pdl(sample_kernel<THREADS_FEW, false>, n, THREADS_FEW, 0, stream, tok,
-				    lp, logits, row, u, forced, fd, V, a)
-		       : launch_pdl(sample_kernel<THREADS, false>, n, THREADS, 0, stream, tok, lp, logits,
-				    row, u, forced, fd, V, a);
+	int cl = cluster_for(n, V, sms);
+	int span = ((V + cl - 1) / cl + 31) / 32 * 32;
+	// the probabilities of a slice in shared memory when they fit beside the rest
+	size_t bytes = (size_t)span * sizeof(float);
+	bool cache = bytes <= CACHE_BYTES;
+	int nt = nt_env ? nt_env : (long)n * cl < sms ? THREADS_FEW : THREADS;
+	if (nt == 1024)
+		return launch_nt<1024>(cl, cache, n, bytes, stream, tok, lp, logits, row, u, forced, fd,
+				       V, span, a);
+	if (nt == 512)
+		return launch_nt<512>(cl, cache, n, bytes, stream, tok, lp, logits, row, u, forced, fd, V,
+				      span, a);
+	return launch_nt<256>(cl, cache, n, bytes, stream, tok, lp, logits, row, u, forced, fd, V,
+			      span, a);
 }

@@ -212,35 +212,42 @@ static void test_sampler_twin(int n, int V, sample_args a, float mag)
 	free(table), free(xc), free(xg), free(ic), free(pc), free(ig), free(pg);
 }
 
-/* Bad rows: NaN, +inf, all -inf give -1; greedy ties go to the lowest id. */
-static void test_sampler_edges(void)
+/* Bad rows: NaN, +inf, all -inf give -1; greedy ties go to the lowest id.
+ * At V = 10000 a row of a few is a cluster of blocks, each a slice of the
+ * ids: the bad value and the ties lie in different slices. */
+static void test_sampler_edges(int V)
 {
-	enum { V = 64, R = 4 };
-	float l[R * V];
+	enum { R = 4 };
+	float *l = malloc((size_t)R * V * sizeof *l);
 	for (int i = 0; i < R * V; i++)
 		l[i] = (float)(i % 7);
-	l[0 * V + 10] = NAN;
-	l[1 * V + 20] = INFINITY;
+	l[0 * V + V * 10 / 64] = NAN;
+	l[1 * V + V * 20 / 64] = INFINITY;
 	for (int j = 0; j < V; j++)
 		l[2 * V + j] = -INFINITY;
+	int t1 = V * 9 / 64, t2 = V * 40 / 64;
 	for (int j = 0; j < V; j++)
-		l[3 * V + j] = j == 9 || j == 40 ? 5.0f : 1.0f;
+		l[3 * V + j] = j == t1 || j == t2 ? 5.0f : 1.0f;
 	int32_t row[R] = { 0, 1, 2, 3 }, tok[R];
 	float u[R] = { 0.5f, 0.5f, 0.5f, 0.5f }, lp[R];
+	size_t bytes = (size_t)R * V * sizeof *l;
 	lm_backend *be = gpu.be;
-	float *dl = be->alloc(be, sizeof l), *du = be->alloc(be, sizeof u), *dlp = be->alloc(be, sizeof lp);
+	float *dl = be->alloc(be, bytes), *du = be->alloc(be, sizeof u), *dlp = be->alloc(be, sizeof lp);
 	int32_t *dr = be->alloc(be, sizeof row), *dt = be->alloc(be, sizeof tok);
-	be->upload(be, dl, l, sizeof l);
+	be->upload(be, dl, l, bytes);
 	be->upload(be, du, u, sizeof u);
 	be->upload(be, dr, row, sizeof row);
 	sample_args greedy = { 0, 0, 1, 0 };
 	be->sample(be, dt, dlp, dl, dr, du, NULL, NULL, R, V, greedy);
 	be->download(be, tok, dt, sizeof tok);
-	ok(tok[0] == -1 && tok[1] == -1 && tok[2] == -1 && tok[3] == 9,
-	   "sampler: NaN, +inf and all -inf rows give no token; greedy ties go to the lowest id "
-	   "(%d %d %d %d)", tok[0], tok[1], tok[2], tok[3]);
+	lm_err e;
+	int rc = be->sync(be, &e);
+	ok(!rc && tok[0] == -1 && tok[1] == -1 && tok[2] == -1 && tok[3] == t1,
+	   "sampler V=%d: NaN, +inf and all -inf rows give no token; greedy ties go to the lowest "
+	   "id (%d %d %d %d)%s%s", V, tok[0], tok[1], tok[2], tok[3], rc ? ": " : "", rc ? e.msg : "");
 	be->release(be, dl), be->release(be, du), be->release(be, dlp), be->release(be, dr);
 	be->release(be, dt);
+	free(l);
 }
 
 /* Chi-square of many device draws from one row against sample_support's
@@ -624,7 +631,25 @@ int main(void)
 	test_sampler_twin(200, 10000, nucleus, 6);
 	test_sampler_twin(50, 50257, nucleus, 4);
 	test_sampler_twin(100, 97, (sample_args){ 0.7f, 5, 0.5f, 0 }, 2);
-	test_sampler_edges();
+	/* few rows: each a cluster of 2, 4 or 8 blocks (sample.cu: V above
+	 * 6144, 12288, 24576), a slice of the ids each; the limit inside a
+	 * slice; slices too large for shared memory (V = 500000); a block a
+	 * row (V = 4099, or 64 rows of 10000 at most 2 blocks each) */
+	sample_args nuc = { 1, 0, 0.95f, 0 };
+	test_sampler_twin(1, 10000, nuc, 6);
+	test_sampler_twin(1, 10000, cut, 3);
+	test_sampler_twin(3, 20000, plain, 3);
+	test_sampler_twin(8, 20000, (sample_args){ 1, 0, 0.95f, 13000 }, 6);
+	test_sampler_twin(1, 50257, nuc, 4);
+	test_sampler_twin(16, 50257, nucleus, 4);
+	test_sampler_twin(3, 50257, cut, 3);
+	test_sampler_twin(40, 10000, cut, 3);
+	test_sampler_twin(64, 10000, nuc, 6);
+	test_sampler_twin(5, 4099, (sample_args){ 1.1f, 0, 0.8f, 2500 }, 3);
+	test_sampler_twin(2, 500000, nucleus, 6);
+	test_sampler_edges(64);
+	test_sampler_edges(10000);
+	test_sampler_edges(50257);
 	/* LMPIPE_TEST_DRAWS=N (at least 1000; anything else keeps 200000):
 	 * fewer draws where each costs much more (tests/gpu/sanitize.sh:
 	 * racecheck took minutes a test at 200000). */
