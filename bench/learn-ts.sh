@@ -6,13 +6,18 @@
 # untied) at batch 128 x 256, AdamW lr 2e-3, betas 0.9/0.95, weight decay
 # 0.1, eps 1e-8, warmup 200, cosine to 10 % at STEPS (12000), clip 1.0; the
 # validation loss on all of the validation text every EVAL (2000) steps.
-# Prints one JSON line per evaluation: step, training seconds so far,
-# nats/token and bits/byte (nats/token x validation tokens / validation
-# bytes / ln 2), then the time of each stage.
+# Prints one JSON line per evaluation: step, seconds of training so far
+# (train_s: the steps alone, as the recipe's PyTorch figure counts them)
+# and of training and evaluations (elapsed_s), nats/token and bits/byte
+# (nats/token x validation tokens / validation bytes / ln 2), then the
+# time of each stage.
 #
 #   CORPUS=DIR  holds gutenberg_train.txt and gutenberg_valid.txt, or their
 #               .xz copies (default ../shared/data/corpus); W=DIR work folder;
-#   STEPS, EVAL, BATCH (128), DEVICE (cuda) for smaller runs.
+#   STEPS, EVAL, BATCH (128), DEVICE (cuda) for smaller runs;
+#   TOKENIZER=FILE  a tokenizer to use instead of learning one (an lmpipe
+#               tokenizer file or a Hugging Face tokenizer.json), to compare
+#               tokenizers on the recipe.
 set -eu
 ROOT=${LMPIPE_ROOT:-$(cd "$(dirname "$0")/.." && pwd)}
 BIN=${LMPIPE_BIN:-$ROOT/bin}
@@ -31,10 +36,15 @@ text() { # text NAME: the corpus file, decompressed from .xz if needed
 t0=$(now)
 train=$(text gutenberg_train.txt) valid=$(text gutenberg_valid.txt)
 t1=$(now)
-"$BIN/bpe-learn" --vocab-size 10000 --special '<|endoftext|>' -o "$W/tok.bpe" "$train"
+if [ -n "${TOKENIZER:-}" ]; then
+	tok=$TOKENIZER
+else
+	tok=$W/tok.bpe
+	"$BIN/bpe-learn" --vocab-size 10000 --special '<|endoftext|>' -o "$tok" "$train"
+fi
 t2=$(now)
-"$BIN/bpe-encode" -t "$W/tok.bpe" "$train" | "$BIN/shard-pack" -f -j 4 -o "$W/train"
-"$BIN/bpe-encode" -t "$W/tok.bpe" "$valid" | "$BIN/shard-pack" -f -j 4 -o "$W/valid"
+"$BIN/bpe-encode" -t "$tok" "$train" | "$BIN/shard-pack" -f -j 4 -o "$W/train"
+"$BIN/bpe-encode" -t "$tok" "$valid" | "$BIN/shard-pack" -f -j 4 -o "$W/valid"
 t3=$(now)
 vtok=$("$BIN/shard-pack" -l "$W"/valid-0*.lms | awk '$NF ~ /\.lms$/ { s += $1 } END { print s }')
 vbytes=$(wc -c < "$valid")
@@ -44,9 +54,10 @@ vbytes=$(wc -c < "$valid")
 	--log "$W/train.jsonl"
 t4=$(now)
 awk -v vt="$vtok" -v vb="$vbytes" '
-	/"elapsed_s"/ { match($0, /"elapsed_s":[0-9.]+/); el = substr($0, RSTART + 12, RLENGTH - 12) }
+	/"elapsed_s"/ { match($0, /"elapsed_s":[0-9.]+/); el = substr($0, RSTART + 12, RLENGTH - 12)
+		match($0, /"train_s":[0-9.]+/); tr = substr($0, RSTART + 10, RLENGTH - 10) }
 	/"val_loss"/ { match($0, /"step":[0-9]+/); st = substr($0, RSTART + 7, RLENGTH - 7)
 		match($0, /"val_loss":[0-9.e+-]+/); vl = substr($0, RSTART + 11, RLENGTH - 11)
-		printf "{\"step\":%d,\"train_s\":%.1f,\"val_nats_per_token\":%.4f,\"val_bits_per_byte\":%.4f}\n",
-			st, el, vl, vl * vt / vb / log(2) }' "$W/train.jsonl"
+		printf "{\"step\":%d,\"train_s\":%.1f,\"elapsed_s\":%.1f,\"val_nats_per_token\":%.4f,\"val_bits_per_byte\":%.4f}\n",
+			st, tr, el, vl, vl * vt / vb / log(2) }' "$W/train.jsonl"
 echo "{\"valid_tokens\":$vtok,\"valid_bytes\":$vbytes,\"stages_s\":{\"unpack\":$(secs $t0 $t1),\"bpe_learn\":$(secs $t1 $t2),\"encode_pack\":$(secs $t2 $t3),\"train_and_eval\":$(secs $t3 $t4)}}"
