@@ -14,7 +14,7 @@
 #   make -f pipelines/align.mk W=work UPDATE_OPTS='--no-std --agg normalize'  (Dr. GRPO)
 #
 # A stage can be replaced by your own program through its command variable
-# (TASK, SFT, SAMPLE, REWARD, UPDATE), e.g. REWARD='$(BIN)/rl-reward --cmd
+# (TASK, TEST_TASK, SFT, SAMPLE, REWARD, UPDATE), e.g. REWARD='$(BIN)/rl-reward --cmd
 # ./my-scorer' for an external reward model.
 
 ROOT    := $(abspath $(dir $(lastword $(MAKEFILE_LIST)))/..)
@@ -55,6 +55,11 @@ MAX_TOKENS ?= 40
 
 TASK   ?= $(BIN)/lm-task arith -d $(DIGITS) --steps $(ARITH_STEPS) --ops '$(OPS)' \
           $(if $(TEMPLATE),-t $(TEMPLATE))
+# the held-out problems: TASK's with another seed, or a set of their own,
+# e.g. GSM8K (lm-task gsm8k draws by the seed, -s, that each use passes):
+#   TASK='$(BIN)/lm-task gsm8k -t $(TEMPLATE) gsm8k/train.jsonl' \
+#   TEST_TASK='$(BIN)/lm-task gsm8k -t $(TEMPLATE) gsm8k/test.jsonl'
+TEST_TASK ?= $(TASK)
 PROGRESS ?= --progress
 SFT    ?= $(BIN)/rl-update -a sft -t $(TOK) -e $(SFT_EPOCHS) -b $(SFT_BATCH) --lr $(SFT_LR) \
           --device $(DEVICE) -m $(MICRO_BATCH) $(PROGRESS)
@@ -79,7 +84,7 @@ $(A)/train.jsonl: | $(A)/t0
 	$(TASK) -n $(N_TRAIN) -s 1 -r -o $@
 
 $(A)/test.jsonl: | $(A)/t0
-	$(TASK) -n $(N_TEST) -s 2 -o $@
+	$(TEST_TASK) -n $(N_TEST) -s 2 -o $@
 
 $(A)/eval-base.json: $(BASE) $(A)/test.jsonl
 	$(EVAL) $(BASE) base $(A)

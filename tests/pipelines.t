@@ -52,6 +52,25 @@ grep -Eq '^SFT: [0-9.]+ -> [0-9.]+ \([+-][0-9.]+, [+-][0-9]+ of 3 problems\)$' "
 ok $? "the report ends with the comparison, SFT against base and GRPO against SFT"
 is "$(head -c 4 "$A/reward.png" | od -An -c | tr -d ' ')" "211PNG" "reward.png is a PNG"
 
+# GSM8K-format problems through TASK and TEST_TASK: training problems and
+# rounds' prompts from one file, the held-out ones from another, each
+# drawn by the seed align.mk passes
+for i in 1 2 3 4 5 6 7 8; do
+	printf '{"question":"train %d plus 1?","answer":"it is %d\\n#### %d"}\n' $i $((i + 1)) $((i + 1))
+done > train.g
+for i in 1 2 3 4; do
+	printf '{"question":"test %d plus 2?","answer":"it is %d\\n#### %d"}\n' $i $((i + 2)) $((i + 2))
+done > test.g
+make -s -f "$LMPIPE_ROOT/pipelines/align.mk" BIN="$LMPIPE_BIN" W="$W" A="$W/gsm" \
+	TASK="$LMPIPE_BIN/lm-task gsm8k -t $TMP/tmpl $TMP/train.g" \
+	TEST_TASK="$LMPIPE_BIN/lm-task gsm8k -t $TMP/tmpl $TMP/test.g" \
+	N_TRAIN=6 N_TEST=3 PROMPTS=2 G=2 ROUNDS=1 MAX_TOKENS=6 SFT_BATCH=3 GRPO_BATCH=4 > make3.out 2>&1
+ok $? "align.mk on GSM8K-format files (TASK, TEST_TASK)" || sed 's/^/# /' make3.out | tail -20
+is "$(grep -c '"prompt":"Q: train' "$W/gsm/train.jsonl") $(grep -c '"prompt":"Q: test' "$W/gsm/test.jsonl")" \
+	"6 3" "its training problems from the one file, the held-out ones from the other"
+is "$(grep -c '"prompt":"Q: train' "$W/gsm/round-1/scored.jsonl")" 4 \
+	"the round's prompts from the training file (G x PROMPTS rollouts)"
+
 # DEVICE=cuda reaches every program that runs the model: each lm-sample and
 # rl-update command of a dry run, and the evaluation script's DEVICE
 make -s -n -B -f "$LMPIPE_ROOT/pipelines/align.mk" BIN="$LMPIPE_BIN" W="$W" ROUNDS=2 DEVICE=cuda \

@@ -12,14 +12,18 @@
 static long long count = 1000, digits = 2, steps = 1, seed = 1;
 static const char *ops = "+-", *template_path, *output;
 static int with_response;
-enum { COUNT_OPT = 0 }; /* opts[COUNT_OPT] is -n: given, it limits gsm8k too */
+/* opts[COUNT_OPT] is -n: given, it limits gsm8k too; opts[SEED_OPT] is -s:
+ * given, gsm8k writes a sample drawn by it, in an order drawn by it */
+enum { COUNT_OPT = 0, SEED_OPT = 4 };
 
 static const opt_def opts[] = {
 	{ 'n', "count", OPT_INT, &count, "N", "number of problems (default 1000; gsm8k: all)", 0, 1e15, NULL },
 	{ 'd', "digits", OPT_INT, &digits, "D", "arith: digits of each operand", 1, TASK_MAX_DIGITS, NULL },
 	{ 0, "steps", OPT_INT, &steps, "S", "arith: operations per problem", 1, TASK_MAX_STEPS, NULL },
 	{ 0, "ops", OPT_STR, &ops, "OPS", "arith: operations to draw from, among + - * /", 0, 0, NULL },
-	{ 's', "seed", OPT_INT, &seed, "S", "arith: random seed (same seed, same problems)", 0, 0, NULL },
+	{ 's', "seed", OPT_INT, &seed, "S",
+	  "random seed: arith's problems; gsm8k: draw the records (-n of them, or all) in a random order", 0,
+	  0, NULL },
 	{ 't', "template", OPT_STR, &template_path, "FILE",
 	  "prompt template with {question} (default: the built-in r1-zero prompt)", 0, 0, NULL },
 	{ 'r', "response", OPT_FLAG, &with_response, NULL,
@@ -73,6 +77,16 @@ int main(int argc, char **argv)
 		if (task_arith_write(out.fp, &cfg, (uint64_t)count, (uint64_t)seed, tmpl, with_response,
 				     out.name, &e))
 			die_err(&e);
+	} else if (seen[SEED_OPT]) {
+		task_pick pick;
+		task_pick_init(&pick, seen[COUNT_OPT] ? (uint64_t)count : UINT64_MAX, (uint64_t)seed);
+		cli_inputs in = { .files = operands + 1, .n = n - 1 };
+		while (cli_next_input(&in))
+			if (task_pick_gsm8k(&pick, in.fp, in.name, &e))
+				die_err(&e);
+		if (task_pick_write(&pick, out.fp, tmpl, with_response, out.name, &e))
+			die_err(&e);
+		task_pick_free(&pick);
 	} else {
 		cli_inputs in = { .files = operands + 1, .n = n - 1 };
 		while ((!seen[COUNT_OPT] || left) && cli_next_input(&in))

@@ -339,8 +339,8 @@ static const char *string_field(json_t *o, const char *key)
 	return json_is_string(v) ? json_string_value(v) : NULL;
 }
 
-int task_gsm8k_write(FILE *in, const char *in_name, FILE *fp, const char *tmpl,
-		     int with_response, uint64_t *left, const char *name, lm_err *e)
+int task_gsm8k_read(FILE *in, const char *in_name, task_item_fn fn, void *ctx, uint64_t *left,
+		    lm_err *e)
 {
 	jsonl_reader jr;
 	jsonl_init(&jr, in, in_name);
@@ -354,7 +354,7 @@ int task_gsm8k_write(FILE *in, const char *in_name, FILE *fp, const char *tmpl,
 				       in_name, jr.lineno);
 		else if (task_gsm8k(q, a, &it, e))
 			rc = lm_err_prefix(e, "%s:%lu", in_name, jr.lineno);
-		else if (!(rc = task_write(fp, tmpl, &it, with_response, name, e)) && left)
+		else if (!(rc = fn(&it, ctx, e)) && left)
 			--*left;
 		task_item_free(&it);
 		json_decref(o);
@@ -363,4 +363,23 @@ int task_gsm8k_write(FILE *in, const char *in_name, FILE *fp, const char *tmpl,
 	}
 	jsonl_free(&jr);
 	return rc == JSONL_END ? 0 : -1;
+}
+
+typedef struct write_ctx {
+	FILE *fp;
+	const char *tmpl, *name;
+	int with_response;
+} write_ctx;
+
+static int write_one(task_item *it, void *ctx, lm_err *e)
+{
+	const write_ctx *w = ctx;
+	return task_write(w->fp, w->tmpl, it, w->with_response, w->name, e);
+}
+
+int task_gsm8k_write(FILE *in, const char *in_name, FILE *fp, const char *tmpl,
+		     int with_response, uint64_t *left, const char *name, lm_err *e)
+{
+	write_ctx w = { fp, tmpl, name, with_response };
+	return task_gsm8k_read(in, in_name, write_one, &w, left, e);
 }

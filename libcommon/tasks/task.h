@@ -71,4 +71,28 @@ int task_arith_write(FILE *fp, const task_arith_cfg *c, uint64_t count, uint64_t
 int task_gsm8k_write(FILE *in, const char *in_name, FILE *fp, const char *tmpl,
 		     int with_response, uint64_t *left, const char *name, lm_err *e);
 
+/* The same records handed to fn (which may take the item's strings,
+ * leaving NULLs); fn's error stops the reading. */
+typedef int (*task_item_fn)(task_item *it, void *ctx, lm_err *e);
+int task_gsm8k_read(FILE *in, const char *in_name, task_item_fn fn, void *ctx, uint64_t *left,
+		    lm_err *e);
+
+/* A sample of want records (UINT64_MAX: all) drawn without replacement
+ * from every record added, by seed, in an order drawn by seed: a
+ * reservoir of at most want items (the memory of the sample, not of the
+ * inputs), shuffled when written.  The same inputs and seed give the same
+ * sample and order on every machine. */
+typedef struct task_pick {
+	task_item *it;
+	uint64_t n, cap, seen, want, seed;
+} task_pick;
+
+void task_pick_init(task_pick *p, uint64_t want, uint64_t seed);
+/* Every GSM8K record of in into the sample. */
+int task_pick_gsm8k(task_pick *p, FILE *in, const char *in_name, lm_err *e);
+/* The sample, one JSON line each (task_write). */
+int task_pick_write(task_pick *p, FILE *fp, const char *tmpl, int with_response,
+		    const char *name, lm_err *e);
+void task_pick_free(task_pick *p);
+
 #endif

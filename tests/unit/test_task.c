@@ -96,6 +96,62 @@ static void test_gsm8k(void)
 	is_int(task_gsm8k("Q?", "x #### ", &it, &e), -1, "an empty final answer is refused");
 }
 
+/* task_pick: each of 5 records kept by about want / 5 of the seeds, and
+ * every one of the 5! / 3! ordered pairs (want = 2) about as often. */
+static void test_pick(void)
+{
+	static const char recs[] = "{\"question\":\"0\",\"answer\":\"#### 0\"}\n"
+				   "{\"question\":\"1\",\"answer\":\"#### 1\"}\n"
+				   "{\"question\":\"2\",\"answer\":\"#### 2\"}\n"
+				   "{\"question\":\"3\",\"answer\":\"#### 3\"}\n"
+				   "{\"question\":\"4\",\"answer\":\"#### 4\"}\n";
+	enum { SEEDS = 20000 };
+	long kept[5] = { 0 }, ordered[5][5] = { { 0 } };
+	int bad = 0;
+	lm_err e;
+	for (uint64_t seed = 0; seed < SEEDS; seed++) {
+		FILE *in = fmemopen((void *)recs, sizeof recs - 1, "r");
+		task_pick p;
+		task_pick_init(&p, 2, seed);
+		if (!in || task_pick_gsm8k(&p, in, "recs", &e) || p.n != 2) {
+			bad++;
+		} else {
+			/* the order written: task_pick_write shuffles; read it back */
+			char *buf = NULL;
+			size_t len = 0;
+			FILE *out = open_memstream(&buf, &len);
+			if (!out || task_pick_write(&p, out, "{question}", 0, "out", &e) || fclose(out))
+				bad++;
+			else {
+				int q[2], k = 0;
+				for (char *c = buf; c && (c = strstr(c, "\"prompt\":\"")) && k < 2; c++)
+					q[k++] = c[10] - '0';
+				if (k != 2 || q[0] == q[1] || q[0] < 0 || q[0] > 4 || q[1] < 0 || q[1] > 4)
+					bad++;
+				else {
+					kept[q[0]]++, kept[q[1]]++;
+					ordered[q[0]][q[1]]++;
+				}
+			}
+			free(buf);
+		}
+		task_pick_free(&p);
+		if (in)
+			fclose(in);
+	}
+	is_int(bad, 0, "a pick of 2 of 5 records: two distinct records for every seed");
+	int fair = 1;
+	for (int i = 0; i < 5; i++) /* expected 8000 each, s.d. about 69 */
+		fair &= kept[i] > 7600 && kept[i] < 8400;
+	ok(fair, "each record kept by 2/5 of the seeds (%ld %ld %ld %ld %ld of %d)", kept[0], kept[1],
+	   kept[2], kept[3], kept[4], SEEDS);
+	int even = 1;
+	for (int i = 0; i < 5; i++) /* 20 ordered pairs: 1000 each, s.d. about 31 */
+		for (int j = 0; j < 5; j++)
+			even &= i == j ? ordered[i][j] == 0 : ordered[i][j] > 850 && ordered[i][j] < 1150;
+	ok(even, "each ordered pair as often (the order is drawn too)");
+}
+
 static void test_template(void)
 {
 	lm_err e;
@@ -121,6 +177,7 @@ int main(void)
 {
 	test_arith();
 	test_gsm8k();
+	test_pick();
 	test_template();
 	return done_testing();
 }
