@@ -14,6 +14,11 @@
 #                                       (bench/rl-experiment-notes.md has its results)
 #   MODE=full bench/rl-experiment.sh    the whole corpus, longer runs
 #   MODE=smoke DEVICE=cpu bench/rl-experiment.sh   tiny sizes, the plumbing on a CPU
+#   GSM8K=DIR bench/rl-experiment.sh    then SFT and GRPO on GSM8K problems too
+#                                       (DIR/train.jsonl, DIR/test.jsonl; GSM_TRAIN,
+#                                       GSM_ROUNDS, GSM_MAX_TOKENS; W/gsm8k/report.txt;
+#                                       for the GPU machine, copy ../shared/data/gsm8k
+#                                       into an ignored folder and carry it)
 #   bench/rl-experiment.sh slice [MB]   here, beside ../shared: write
 #        .devdata/gutenberg-slice.txt.xz, the first MB (default 30) megabytes
 #        of the Gutenberg training text cut at a book's end, for the GPU
@@ -58,19 +63,22 @@ smoke)
 	: "${MODEL_OPTS:=--vocab $VOCAB --context $CONTEXT --d-model 32 --layers 1 --heads 2 --d-ff 64}"
 	: "${STEPS:=20}" "${BATCH:=4}" "${LR:=3e-3}" "${WARMUP:=2}" "${VAL_DOCS:=5}" "${EVAL_EVERY:=10}"
 	: "${DIGITS:=2}" "${N_TRAIN:=16}" "${N_TEST:=4}" "${SFT_EPOCHS:=1}" "${SFT_BATCH:=8}"
-	: "${ROUNDS:=2}" "${PROMPTS:=2}" "${G:=2}" "${GRPO_BATCH:=4}" "${MAX_TOKENS:=8}" "${THREADS:=1}" ;;
+	: "${ROUNDS:=2}" "${PROMPTS:=2}" "${G:=2}" "${GRPO_BATCH:=4}" "${MAX_TOKENS:=8}" "${THREADS:=1}"
+	: "${GSM_MAX:=8}" ;;
 short)
 	: "${MB_TEXT:=30}" "${MATH:=60000}" "${VOCAB:=10000}" "${MODEL:=ts}" "${CONTEXT:=256}"
 	: "${MODEL_OPTS:=--vocab $VOCAB --context $CONTEXT}"
 	: "${STEPS:=5000}" "${BATCH:=128}" "${LR:=2e-3}" "${WARMUP:=200}" "${VAL_DOCS:=50}" "${EVAL_EVERY:=1000}"
 	: "${DIGITS:=2}" "${N_TRAIN:=8000}" "${N_TEST:=500}" "${SFT_EPOCHS:=3}" "${SFT_BATCH:=32}"
-	: "${ROUNDS:=8}" "${PROMPTS:=256}" "${G:=8}" "${GRPO_BATCH:=256}" "${MAX_TOKENS:=40}" "${THREADS:=0}" ;;
+	: "${ROUNDS:=8}" "${PROMPTS:=256}" "${G:=8}" "${GRPO_BATCH:=256}" "${MAX_TOKENS:=40}" "${THREADS:=0}"
+	: "${GSM_MAX:=160}" ;;
 full)
 	: "${MB_TEXT:=0}" "${MATH:=400000}" "${VOCAB:=10000}" "${MODEL:=ts}" "${CONTEXT:=256}"
 	: "${MODEL_OPTS:=--vocab $VOCAB --context $CONTEXT}"
 	: "${STEPS:=12000}" "${BATCH:=128}" "${LR:=2e-3}" "${WARMUP:=200}" "${VAL_DOCS:=300}" "${EVAL_EVERY:=2000}"
 	: "${DIGITS:=3}" "${N_TRAIN:=20000}" "${N_TEST:=1000}" "${SFT_EPOCHS:=2}" "${SFT_BATCH:=32}"
-	: "${ROUNDS:=20}" "${PROMPTS:=256}" "${G:=8}" "${GRPO_BATCH:=256}" "${MAX_TOKENS:=40}" "${THREADS:=0}" ;;
+	: "${ROUNDS:=20}" "${PROMPTS:=256}" "${G:=8}" "${GRPO_BATCH:=256}" "${MAX_TOKENS:=40}" "${THREADS:=0}"
+	: "${GSM_MAX:=160}" ;;
 *)
 	echo "rl-experiment.sh: MODE is smoke, short or full, not '$MODE'" >&2; exit 2 ;;
 esac
@@ -152,7 +160,44 @@ fi
 align drgrpo '--no-std --agg normalize'
 log "Dr. GRPO: $(tail -1 "$W/drgrpo/report.txt")"
 
-# 4. The results: per stage, each method's accuracy; per round, the
+# 4. GSM8K (GSM8K=DIR holding train.jsonl and test.jsonl: ../shared/data/gsm8k,
+#    or a copy carried to the GPU machine): SFT and GRPO from the pretrained
+#    model on the training problems whose prompt and worked solution fit the
+#    context (rl-update refuses a longer sequence), held-out accuracy on the
+#    test problems whose prompt takes at most half of it, each stage's
+#    problems drawn by its seed.
+if [ -n "${GSM8K:-}" ]; then
+	G8=$W/gsm8k
+	mkdir -p "$G8"
+	# fit IN MAX [-r]: the records of IN whose prompt (and worked solution,
+	# with -r) is at most MAX tokens of this tokenizer
+	fit() {
+		"$BIN/lm-task" gsm8k -t "$ROOT/pipelines/arith.prompt" ${3:-} "$1" |
+			perl -MJSON::PP -CO -ne 'my $r = decode_json($_);
+				my $s = $r->{prompt} . ($r->{response} // ""); $s =~ s/\n/ /g; print "$s\n"' |
+			"$BIN/bpe-encode" -t "$W/tok.bpe" --doc-per-line --text | awk '{ print NF }' > "$G8/lens"
+		grep -v '^[[:space:]]*$' "$1" | paste "$G8/lens" - | awk -F'\t' -v max="$2" '$1 <= max' | cut -f2-
+	}
+	if [ ! -s "$G8/test-fit.jsonl" ]; then
+		fit "$GSM8K/train.jsonl" $((CONTEXT - 8)) -r > "$G8/fit.jsonl"
+		# held-out prompts with room for a solution after them
+		fit "$GSM8K/test.jsonl" $((CONTEXT / 2)) > "$G8/test-fit.jsonl.tmp"
+		mv "$G8/test-fit.jsonl.tmp" "$G8/test-fit.jsonl"
+	fi
+	log "GSM8K: $(wc -l < "$G8/fit.jsonl") of $(grep -c . "$GSM8K/train.jsonl") training problems fit $CONTEXT tokens," \
+		"$(wc -l < "$G8/test-fit.jsonl") of $(grep -c . "$GSM8K/test.jsonl") test prompts $((CONTEXT / 2))"
+	make -s -f "$ROOT/pipelines/align.mk" BIN="$BIN" W="$W" A="$G8" DEVICE="$DEVICE" \
+		TASK="$BIN/lm-task gsm8k -t $ROOT/pipelines/arith.prompt $G8/fit.jsonl" \
+		TEST_TASK="$BIN/lm-task gsm8k -t $ROOT/pipelines/arith.prompt $G8/test-fit.jsonl" \
+		TASK_NAME="GSM8K, prompts of at most $((CONTEXT / 2)) tokens" \
+		N_TRAIN="${GSM_TRAIN:-$N_TRAIN}" N_TEST="$N_TEST" SFT_EPOCHS="$SFT_EPOCHS" \
+		SFT_BATCH="$SFT_BATCH" SFT_LR="$SFT_LR" ROUNDS="${GSM_ROUNDS:-$ROUNDS}" PROMPTS="$PROMPTS" \
+		G="$G" GRPO_BATCH="$GRPO_BATCH" GRPO_LR="$GRPO_LR" MAX_TOKENS="${GSM_MAX_TOKENS:-$GSM_MAX}" \
+		PROGRESS= "$G8/report.txt" >&2
+	log "GSM8K: $(tail -1 "$G8/report.txt")"
+fi
+
+# 5. The results: per stage, each method's accuracy; per round, the
 #    rollouts' mean reward.
 {
 	for m in grpo drgrpo; do

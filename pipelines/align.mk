@@ -60,6 +60,8 @@ TASK   ?= $(BIN)/lm-task arith -d $(DIGITS) --steps $(ARITH_STEPS) --ops '$(OPS)
 #   TASK='$(BIN)/lm-task gsm8k -t $(TEMPLATE) gsm8k/train.jsonl' \
 #   TEST_TASK='$(BIN)/lm-task gsm8k -t $(TEMPLATE) gsm8k/test.jsonl'
 TEST_TASK ?= $(TASK)
+# what the report calls the problems
+TASK_NAME ?= DIGITS=$(DIGITS) ARITH_STEPS=$(ARITH_STEPS) OPS=$(OPS)
 PROGRESS ?= --progress
 SFT    ?= $(BIN)/rl-update -a sft -t $(TOK) -e $(SFT_EPOCHS) -b $(SFT_BATCH) --lr $(SFT_LR) \
           --device $(DEVICE) -m $(MICRO_BATCH) $(PROGRESS)
@@ -122,7 +124,7 @@ $(A)/log.jsonl: $(EVALS)
 # The report ends with the comparison the stages are for: SFT against the
 # base model, the last GRPO round against SFT.
 $(A)/report.txt: $(A)/log.jsonl
-	{ echo "held-out accuracy on $(N_TEST) problems (DIGITS=$(DIGITS) ARITH_STEPS=$(ARITH_STEPS) OPS=$(OPS)):"; \
+	{ echo "held-out accuracy on $(N_TEST) problems ($(TASK_NAME)):"; \
 	  sed 's/^{"stage":"\([^"]*\)","accuracy":\([^,]*\),"format":\([^,]*\),"seconds":\([0-9]*\)}/  \1: accuracy \2, format \3, at \4 s/' $<; \
 	  sed 's/^{"stage":"\([^"]*\)","accuracy":\([^,]*\),.*/\1 \2/' $< | awk -v n=$(N_TEST) ' \
 	    { acc[NR] = $$2; name[NR] = $$1 } \
