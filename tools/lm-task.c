@@ -22,8 +22,8 @@ static const opt_def opts[] = {
 	{ 0, "steps", OPT_INT, &steps, "S", "arith: operations per problem", 1, TASK_MAX_STEPS, NULL },
 	{ 0, "ops", OPT_STR, &ops, "OPS", "arith: operations to draw from, among + - * /", 0, 0, NULL },
 	{ 's', "seed", OPT_INT, &seed, "S",
-	  "random seed: arith's problems; gsm8k: draw the records (-n of them, or all) in a random order", 0,
-	  0, NULL },
+	  "random seed: of arith's problems (default 1); given to gsm8k, its records are drawn (-n of "
+	  "them, or all) in a random order, else the first N are written in order", 0, 0, NULL },
 	{ 't', "template", OPT_STR, &template_path, "FILE",
 	  "prompt template with {question} (default: the built-in r1-zero prompt)", 0, 0, NULL },
 	{ 'r', "response", OPT_FLAG, &with_response, NULL,
