@@ -7,11 +7,35 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
+/* A candidate as one number: the bits of its unnormalised probability
+ * exp((logit - max) / T) (a positive float) inverted, above its id, so that
+ * candidate order (more probable first, then the lower id) is the order of
+ * the numbers: comparisons are integer ones and a sort is a radix sort. */
 struct sample_cand {
-	double p;    /* unnormalised probability exp((logit - max) / T) */
-	uint32_t id;
+	uint64_t key;
 };
+
+static inline struct sample_cand cand_make(float p, uint32_t id)
+{
+	uint32_t bits;
+	memcpy(&bits, &p, sizeof bits);
+	return (struct sample_cand){ (uint64_t)~bits << 32 | id };
+}
+
+static inline float cand_p(struct sample_cand c)
+{
+	uint32_t bits = ~(uint32_t)(c.key >> 32);
+	float p;
+	memcpy(&p, &bits, sizeof p);
+	return p;
+}
+
+static inline uint32_t cand_id(struct sample_cand c)
+{
+	return (uint32_t)c.key;
+}
 
 /* splitmix64, to hash the stream's coordinates into a seed. */
 static uint64_t splitmix64(uint64_t *x)
@@ -37,16 +61,21 @@ void sample_rng_seed(lm_rng *r, uint64_t seed, uint64_t prompt, uint64_t sample)
 int sample_work_init(sample_work *w, uint32_t n_vocab, lm_err *e)
 {
 	w->n_vocab = n_vocab;
-	w->cand = malloc((size_t)(n_vocab ? n_vocab : 1) * sizeof *w->cand);
-	if (!w->cand)
+	size_t n = n_vocab ? n_vocab : 1;
+	w->cand = malloc(n * sizeof *w->cand);
+	w->tmp = malloc(n * sizeof *w->tmp);
+	if (!w->cand || !w->tmp) {
+		sample_work_free(w);
 		return lm_seterr(e, "sampler scratch for %u tokens:", n_vocab);
+	}
 	return 0;
 }
 
 void sample_work_free(sample_work *w)
 {
 	free(w->cand);
-	w->cand = NULL;
+	free(w->tmp);
+	w->cand = w->tmp = NULL;
 }
 
 int sample_params_check(const sample_params *p, lm_err *e)
@@ -59,15 +88,59 @@ int sample_params_check(const sample_params *p, lm_err *e)
 }
 
 /* Candidate order: more probable first, then lower id. */
-static int before(const struct sample_cand *a, const struct sample_cand *b)
+static inline int before(const struct sample_cand *a, const struct sample_cand *b)
 {
-	return a->p > b->p || (a->p == b->p && a->id < b->id);
+	return a->key < b->key;
 }
 
-static int cmp_cand(const void *pa, const void *pb)
+/* Sort c[0 .. n) into candidate order (tmp: room for n): by insertion
+ * when short, else by an LSD radix sort of the keys a byte a pass, the
+ * passes whose byte is the same in every key skipped (the ids' high bytes,
+ * most of the probabilities' exponent), the others' counts made in one read.
+ * The order is total, so any sort gives the same sequence: the sampler's
+ * choices do not depend on how it sorts. */
+static void sort_cands(struct sample_cand *c, struct sample_cand *tmp, size_t n)
 {
-	const struct sample_cand *a = pa, *b = pb;
-	return before(a, b) ? -1 : before(b, a) ? 1 : 0;
+	enum { SHORT = 48, DIGITS = 8 };
+	if (n <= SHORT) {
+		for (size_t i = 1; i < n; i++) {
+			struct sample_cand x = c[i];
+			size_t j = i;
+			for (; j > 0 && before(&x, &c[j - 1]); j--)
+				c[j] = c[j - 1];
+			c[j] = x;
+		}
+		return;
+	}
+	uint64_t differ = 0; /* the bits in which some key differs from the first */
+	for (size_t i = 1; i < n; i++)
+		differ |= c[i].key ^ c[0].key;
+	int pass[DIGITS], n_pass = 0;
+	for (int d = 0; d < DIGITS; d++)
+		if ((differ >> (8 * d)) & 0xFF)
+			pass[n_pass++] = d;
+	size_t count[DIGITS][256];
+	memset(count, 0, (size_t)n_pass * sizeof count[0]);
+	for (size_t i = 0; i < n; i++)
+		for (int k = 0; k < n_pass; k++)
+			count[k][(c[i].key >> (8 * pass[k])) & 0xFF]++;
+	struct sample_cand *src = c, *dst = tmp;
+	for (int k = 0; k < n_pass; k++) {
+		size_t *h = count[k], sum = 0;
+		unsigned shift = 8 * (unsigned)pass[k];
+		for (int v = 0; v < 256; v++) {
+			size_t m = h[v];
+			h[v] = sum;
+			sum += m;
+		}
+		for (size_t i = 0; i < n; i++)
+			dst[h[(src[i].key >> shift) & 0xFF]++] = src[i];
+		struct sample_cand *t = src;
+		src = dst;
+		dst = t;
+	}
+	if (src != c)
+		memcpy(c, src, n * sizeof *c);
 }
 
 static void swap(struct sample_cand *a, struct sample_cand *b)
@@ -113,18 +186,21 @@ static void select_top(struct sample_cand *c, size_t n, size_t k)
 static size_t partition_at(struct sample_cand *c, size_t from, size_t n, double t, double *mass)
 {
 	size_t m = from;
-	for (size_t i = from; i < n; i++)
-		if (c[i].p >= t) {
-			*mass += c[i].p;
+	for (size_t i = from; i < n; i++) {
+		double p = cand_p(c[i]);
+		if (p >= t) {
+			*mass += p;
 			swap(&c[i], &c[m++]);
 		}
+	}
 	return m;
 }
 
 /* Cut c[0 .. n) (total mass `mass`) to the nucleus of probability top_p:
  * gather the head by a falling threshold, each entry moved once, and sort
  * only the head. */
-static size_t nucleus(struct sample_cand *c, size_t n, double mass, double top_p)
+static size_t nucleus(struct sample_cand *c, struct sample_cand *tmp, size_t n, double mass,
+		      double top_p)
 {
 	enum { THRESHOLD_STEP = 16 };
 	double target = top_p * mass;
@@ -134,10 +210,10 @@ static size_t nucleus(struct sample_cand *c, size_t n, double mass, double top_p
 	for (;;) {
 		m = partition_at(c, m, n, t, &head_mass);
 		if (head_mass >= target || m == n) {
-			qsort(c, m, sizeof *c, cmp_cand);
+			sort_cands(c, tmp, m);
 			double cum = 0;
 			for (size_t i = 0; i < m; i++) {
-				cum += c[i].p;
+				cum += cand_p(c[i]);
 				if (cum >= target)
 					return i + 1;
 			}
@@ -182,7 +258,7 @@ static int support(const float *logits, const sample_params *p, sample_work *w,
 		return -1;
 	struct sample_cand *c = w->cand;
 	if (p->temperature == 0) {
-		c[0] = (struct sample_cand){ 1.0, am };
+		c[0] = cand_make(1.0f, am);
 		*n_out = 1;
 		*mass_out = 1.0;
 		return 0;
@@ -193,7 +269,7 @@ static int support(const float *logits, const sample_params *p, sample_work *w,
 	for (uint32_t i = 0; i < n_draw; i++) {
 		float q = expf((logits[i] - mx) * inv_t);
 		if (q > 0) {
-			c[n++] = (struct sample_cand){ q, i };
+			c[n++] = cand_make(q, i);
 			mass += q;
 		}
 	}
@@ -202,13 +278,13 @@ static int support(const float *logits, const sample_params *p, sample_work *w,
 		n = p->top_k;
 		mass = 0;
 		for (size_t i = 0; i < n; i++)
-			mass += c[i].p;
+			mass += cand_p(c[i]);
 	}
 	if (p->top_p < 1) {
-		n = nucleus(c, n, mass, p->top_p);
+		n = nucleus(c, w->tmp, n, mass, p->top_p);
 		mass = 0;
 		for (size_t i = 0; i < n; i++)
-			mass += c[i].p;
+			mass += cand_p(c[i]);
 	}
 	*n_out = n;
 	*mass_out = mass;
@@ -228,13 +304,13 @@ int sample_token(const float *logits, const sample_params *p, lm_rng *rng,
 	size_t pick = n - 1;
 	double acc = 0;
 	for (size_t i = 0; i < n; i++) {
-		acc += c[i].p;
+		acc += cand_p(c[i]);
 		if (u < acc) {
 			pick = i;
 			break;
 		}
 	}
-	*token = c[pick].id;
+	*token = cand_id(c[pick]);
 	if (logprob)
 		*logprob = sample_logprob(logits, w->n_vocab, *token);
 	return 0;
@@ -247,10 +323,10 @@ int sample_support(const float *logits, const sample_params *p, sample_work *w,
 	double mass;
 	if (support(logits, p, w, &n, &mass, e) < 0)
 		return -1;
-	qsort(w->cand, n, sizeof *w->cand, cmp_cand);
+	sort_cands(w->cand, w->tmp, n);
 	for (size_t i = 0; i < n; i++) {
-		ids[i] = w->cand[i].id;
-		probs[i] = w->cand[i].p / mass;
+		ids[i] = cand_id(w->cand[i]);
+		probs[i] = cand_p(w->cand[i]) / mass;
 	}
 	*n_out = (uint32_t)n;
 	return 0;

@@ -37,6 +37,7 @@ typedef struct sample_params {
 typedef struct sample_work {
 	uint32_t n_vocab;
 	struct sample_cand *cand;
+	struct sample_cand *tmp; /* the sort's other half */
 } sample_work;
 
 int sample_work_init(sample_work *w, uint32_t n_vocab, lm_err *e);

@@ -28,7 +28,15 @@ static int cmp_ref(const void *pa, const void *pb)
 static uint32_t ref_support(const float *l, uint32_t V, const sample_params *sp, uint32_t *ids,
 			    double *probs)
 {
-	static ref_cand c[MAXV];
+	static ref_cand *c;
+	static uint32_t cap;
+	if (V > cap) {
+		free(c);
+		cap = V;
+		c = malloc(cap * sizeof *c);
+		if (!c)
+			abort();
+	}
 	float mx = -INFINITY;
 	for (uint32_t i = 0; i < V; i++)
 		mx = l[i] > mx ? l[i] : mx;
@@ -160,6 +168,59 @@ static void test_supports(sample_work *w)
 	is_int(bad, 0, "%d random rows: top-k/top-p supports equal the brute-force definition", RANDOM_ROWS);
 }
 
+/* Rows of large vocabularies, where the sampler sorts by radix: flat ones
+ * (a nucleus of nearly every id), peaked ones, and ties (quantised
+ * logits, whole runs of equal probability), against the definition. */
+static void test_large_supports(void)
+{
+	static const uint32_t sizes[] = { 49, 1000, 10000, 50257 };
+	static const double scales[] = { 0.05, 0.5, 3, 12 };
+	static const double tops[] = { 1, 0.95, 0.5, 0.01 };
+	enum { MAX = 50257 };
+	float *l = malloc(MAX * sizeof *l);
+	uint32_t *ids = malloc(MAX * sizeof *ids), *rids = malloc(MAX * sizeof *rids);
+	double *pr = malloc(MAX * sizeof *pr), *rpr = malloc(MAX * sizeof *rpr);
+	sample_work w;
+	lm_err e;
+	if (!l || !ids || !rids || !pr || !rpr || sample_work_init(&w, MAX, &e) < 0)
+		abort();
+	lm_rng r;
+	sample_rng_seed(&r, 31, 0, 0);
+	int bad = 0, rows = 0, big = 0;
+	for (size_t si = 0; si < sizeof sizes / sizeof *sizes; si++)
+		for (size_t k = 0; k < 4; k++)
+			for (int quantise = 0; quantise < 2; quantise++) {
+				uint32_t V = sizes[si];
+				for (uint32_t i = 0; i < V; i++) {
+					double x = scales[k] * (rng_uniform(&r) * 2 - 1);
+					l[i] = quantise ? (float)(floor(x * 4) / 4) : (float)x;
+				}
+				sample_params sp = { 1, (uint32_t)(rows % 3 == 2 ? V / 3 : 0), tops[(rows + k) % 4], 0 };
+				w.n_vocab = V;
+				uint32_t n, rn = ref_support(l, V, &sp, rids, rpr);
+				rows++;
+				big += rn > 1000;
+				if (sample_support(l, &sp, &w, ids, pr, &n, &e) < 0 || n != rn) {
+					bad++;
+					continue;
+				}
+				for (uint32_t i = 0; i < n; i++)
+					if (ids[i] != rids[i] || fabs(pr[i] - rpr[i]) > 1e-12) {
+						bad++;
+						break;
+					}
+			}
+	is_int(bad, 0, "%d rows of 49 to 50257 ids (%d supports of over 1000): the definition's", rows,
+	       big);
+	ok(big >= 8, "the large cases include large supports (%d)", big);
+	sample_work_free(&w);
+	free(l);
+	free(ids);
+	free(rids);
+	free(pr);
+	free(rpr);
+}
+
 /* Draw DRAWS tokens; none may fall outside the support; the counts must fit
  * the renormalised probabilities (chi-square, generous bound). */
 static void check_draws(sample_work *w, const float *l, uint32_t V, sample_params sp, const char *what)
@@ -280,6 +341,7 @@ int main(void)
 	test_rng();
 	test_greedy(&w);
 	test_supports(&w);
+	test_large_supports();
 	test_frequencies(&w);
 	test_determinism(&w);
 	test_errors(&w);
