@@ -17,7 +17,12 @@
 #   STEPS, EVAL, BATCH (128), DEVICE (cuda) for smaller runs;
 #   TOKENIZER=FILE  a tokenizer to use instead of learning one (an lmpipe
 #               tokenizer file or a Hugging Face tokenizer.json), to compare
-#               tokenizers on the recipe.
+#               tokenizers on the recipe;
+#   EVAL_STRIDES="128 32"  after training, the final checkpoint evaluated on
+#               the validation text again with each of these sliding-window
+#               strides (lm-train --eval-stride), beside the recipe's own
+#               windows (stride 256), one JSON line each: whether the
+#               recipe's reference figure was measured with longer contexts.
 set -eu
 ROOT=${LMPIPE_ROOT:-$(cd "$(dirname "$0")/.." && pwd)}
 BIN=${LMPIPE_BIN:-$ROOT/bin}
@@ -51,7 +56,7 @@ vbytes=$(wc -c < "$valid")
 "$BIN/lm-train" --device "$DEVICE" -m ts -b "$BATCH" -n "$STEPS" --lr 2e-3 --lr-min-ratio 0.1 --warmup 200 \
 	--beta1 0.9 --beta2 0.95 --weight-decay 0.1 --eps 1e-8 --clip 1.0 \
 	-d "$W/train" --val "$W/valid" --eval-every "$EVAL" --eval-batches 0 \
-	--log "$W/train.jsonl"
+	--log "$W/train.jsonl" ${EVAL_STRIDES:+-o "$W/ck" --force}
 t4=$(now)
 awk -v vt="$vtok" -v vb="$vbytes" '
 	/"elapsed_s"/ { match($0, /"elapsed_s":[0-9.]+/); el = substr($0, RSTART + 12, RLENGTH - 12)
@@ -60,4 +65,8 @@ awk -v vt="$vtok" -v vb="$vbytes" '
 		match($0, /"val_loss":[0-9.e+-]+/); vl = substr($0, RSTART + 11, RLENGTH - 11)
 		printf "{\"step\":%d,\"train_s\":%.1f,\"elapsed_s\":%.1f,\"val_nats_per_token\":%.4f,\"val_bits_per_byte\":%.4f}\n",
 			st, tr, el, vl, vl * vt / vb / log(2) }' "$W/train.jsonl"
+for s in ${EVAL_STRIDES:+256 $EVAL_STRIDES}; do
+	"$BIN/lm-train" --device "$DEVICE" -c "$W/ck/latest" --val "$W/valid" -t "$tok" -b "$BATCH" \
+		--eval-stride "$s" | sed "s/^{/{\"eval_stride\":$s,/"
+done
 echo "{\"valid_tokens\":$vtok,\"valid_bytes\":$vbytes,\"stages_s\":{\"unpack\":$(secs $t0 $t1),\"bpe_learn\":$(secs $t1 $t2),\"encode_pack\":$(secs $t2 $t3),\"train_and_eval\":$(secs $t3 $t4)}}"

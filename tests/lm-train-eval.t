@@ -1,9 +1,9 @@
 #!/bin/sh
 # tests/lm-train-eval.t: evaluation of a checkpoint on its own
 # (lm-train -c CKPT --val PREFIX: loss, perplexity, bits per byte with the
-# tokenizer) and inspection (lm-train -c CKPT --info).  The evaluation of
-# the same windows gives the validation loss the training run logged, bit
-# for bit.
+# tokenizer; --eval-stride's sliding windows) and inspection (lm-train -c
+# CKPT --info).  The evaluation of the same windows gives the validation loss
+# the training run logged, bit for bit.
 . "$(dirname "$0")/lib.sh"
 cd "$TMP"
 perl "$LMPIPE_ROOT/tests/mktext.pl" 2000 1 > text.txt
@@ -30,6 +30,31 @@ ok $? "bits per byte = loss / ln 2 here ($(got bits_per_byte))"
 run lm-train -c ck/latest --val d-val -j 1
 is "$rc" 0 "without --eval-batches: every window"
 is "$(got tokens)" "$(shard-pack -l d-val-*.lms | awk '$NF ~ /lms$/ { n += $1 - 1 } END { print int(n / 64) * 64 }')" "every window of the validation set counted"
+FULL=$out
+run lm-train -c ck/latest --val d-val -j 1 --eval-stride 64
+is "$out" "$FULL" "--eval-stride of the context: the same evaluation"
+# a sliding window: shard i holds floor((n_i - 1 - 64) / 16) + 1 windows, the
+# first scoring 64 targets, each later one its last 16
+run lm-train -c ck/latest --val d-val -j 1 -t byte.tok --eval-stride 16
+is "$rc" 0 "--eval-stride 16 ($err)"
+is "$(got stride)" 16 "the stride is in the line"
+is "$(got tokens)" "$(shard-pack -l d-val-*.lms | awk '$NF ~ /lms$/ && $1 > 64 {
+	n += 64 + int(($1 - 65) / 16) * 16 } END { print n }')" "first windows' 64 targets, the others' last 16"
+is "$(got bytes)" "$(got tokens)" "bytes of the scored targets only"
+SLIDE=$(got loss)
+printf '%s\n' "$FULL" | grep -q "\"loss\":$SLIDE," && fail=1 || fail=0
+is "$fail" 0 "a loss of its own ($SLIDE)"
+lm-train -c ck/latest --val d-val -j 1 --eval-stride 65 > /dev/null 2> err.txt
+is "$?" 2 "a stride above the context is a usage error"
+grep -q 'evaluation stride of 65 tokens: it must be 1 to the context, 64' err.txt
+ok $? "naming both ($(cat err.txt))"
+lm-train -m tiny --vocab 256 --context 64 -n 30 -d d --val d-val --eval-every 30 --eval-batches 0 \
+	--eval-stride 16 -o ck16 --log run16.jsonl -j 1 2>/dev/null
+ok $? "a run whose validation slides by 16"
+is "$(sed -n 's/.*"val_loss":\([0-9.e+-]*\).*/\1/p' run16.jsonl | tail -1)" "$SLIDE" \
+	"its validation loss: the checkpoint's sliding evaluation, bit for bit"
+lm-train -c ck16/latest --info | grep -q '"eval_stride":16'
+ok $? "the checkpoint records the stride (--resume keeps it)"
 
 run lm-train -c ck/latest --info
 is "$rc" 0 "--info ($err)"

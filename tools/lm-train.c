@@ -78,7 +78,7 @@ int main(int argc, char **argv)
 	int qk_norm = 0;
 	long long vocab = 0, ctx = 0, d = 0, layers = 0, heads = 0, dff = 0;
 	long long batch = 16, accum = 1, steps = 0, warmup = 0, cycle = 0, seed = 0, threads = 0;
-	long long eval_every = 0, eval_batches = 20, ckpt_every = 0, keep_last = 0;
+	long long eval_every = 0, eval_batches = 20, eval_stride = 0, ckpt_every = 0, keep_last = 0;
 	uint64_t tokens = 0;
 	double theta = 0, lr = 1e-3, lr_min_ratio = 0.1, beta1 = 0.9, beta2 = 0.95, eps = 1e-8;
 	double wd = 0.1, clip = 1.0, decay_frac = 0.2;
@@ -140,6 +140,7 @@ int main(int argc, char **argv)
 		{ 0, "val", OPT_STRLIST, &val, "PREFIX", "validation shards (repeatable)", 0, 0, NULL },
 		{ 0, "eval-every", OPT_INT, &eval_every, "N", "validation loss every N steps and at the end", 0, STEPS_MAX, NULL },
 		{ 0, "eval-batches", OPT_INT, &eval_batches, "N", "batches per evaluation, 0: all", 0, STEPS_MAX, NULL },
+		{ 0, "eval-stride", OPT_INT, &eval_stride, "N", "validation windows start every N tokens and score only the targets no window before did (a sliding window); 0: the context", 0, 1 << 30, NULL },
 		{ 'o', "out", OPT_STR, &tc.out_dir, "DIR", "checkpoint directory (step-N.safetensors, latest)", 0, 0, NULL },
 		{ 0, "ckpt-every", OPT_INT, &ckpt_every, "N", "checkpoint every N steps and at the end", 0, STEPS_MAX, NULL },
 		{ 0, "keep-last", OPT_INT, &keep_last, "N", "keep only the newest N checkpoints, 0: all", 0, STEPS_MAX, NULL },
@@ -194,7 +195,7 @@ int main(int argc, char **argv)
 	if (ckpt && (info || (val.n && !data.n))) {
 		backend_set_threads((int)threads);
 		train_eval_opts eo = { ckpt, val.v, val.n, option_given("eval-batches") ? eval_batches : 0,
-				       option_given("batch") ? (int)batch : 0, tok, device };
+				       option_given("batch") ? (int)batch : 0, tok, device, (int)eval_stride };
 		if (info ? train_info(ckpt, stdout, &e) : train_evaluate(&eo, stdout, &e))
 			die_err(&e);
 		free(val.v);
@@ -262,6 +263,7 @@ int main(int argc, char **argv)
 	tc.n_val = val.n;
 	tc.eval_every = eval_every;
 	tc.eval_batches = eval_batches;
+	tc.eval_stride = (int)eval_stride;
 	tc.ckpt_every = ckpt_every;
 	tc.keep_last = keep_last;
 	tc.tokenizer = tok;

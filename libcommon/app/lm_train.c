@@ -72,7 +72,8 @@ static int open_reader(shard_reader **r, const char *const *paths, size_t n, sr_
 {
 	sr_config c = { .mode = mode, .batch = t->B, .context = t->T, .seed = t->st.data_seed,
 			.prefetch = 1, .world = mode == SR_RANDOM ? t->tc->world : 1,
-			.rank = mode == SR_RANDOM ? t->tc->rank : 0 };
+			.rank = mode == SR_RANDOM ? t->tc->rank : 0,
+			.stride = mode == SR_SEQUENTIAL ? t->tc->eval_stride : 0 };
 	if (sr_open(r, paths, n, &c, e))
 		return -1;
 	if (sr_vocab_size(*r) > (uint32_t)t->m.cfg.vocab)
@@ -118,6 +119,7 @@ static int evaluate(trainer *t, double *val_loss, lm_err *e)
 		return -1;
 	model_loss_reset(&t->m);
 	for (long long i = 0; !t->tc->eval_batches || i < t->tc->eval_batches; i++) {
+		uint64_t k0 = sr_tell(t->val);
 		int rows = sr_next(t->val, t->win, e);
 		if (rows < 0)
 			return -1;
@@ -125,7 +127,7 @@ static int evaluate(trainer *t, double *val_loss, lm_err *e)
 			break;
 		if (i % world != rank)
 			continue;
-		split_windows(t, rows);
+		train_eval_targets(t->val, k0, t->win, rows, t->T, t->tc->eval_stride, t->ids, t->tgt);
 		if (model_forward_loss(&t->m, t->ids, t->tgt, rows, t->T, 0, 0, e))
 			return -1;
 		count += model_count(&t->m);

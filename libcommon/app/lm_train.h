@@ -32,6 +32,7 @@ typedef struct train_config {
 	const char *const *val;
 	size_t n_val;
 	long long eval_every, eval_batches;
+	int eval_stride;             /* validation windows every N tokens (0: T) */
 	long long ckpt_every;
 	long long keep_last;         /* 0: keep every checkpoint */
 	const char *out_dir;
@@ -108,6 +109,8 @@ typedef struct train_eval_opts {
 	int batch;                   /* windows per forward pass; 0: a default */
 	const char *tokenizer;       /* NULL: no bits per byte */
 	const char *device;
+	int stride;                  /* windows every stride tokens, only their
+	                              * new targets scored (0: the context) */
 } train_eval_opts;
 int train_evaluate(const train_eval_opts *o, FILE *out, lm_err *e);
 

@@ -18,13 +18,28 @@
 
 enum { EVAL_BATCH = 16 };
 
-/* Bytes the target tokens of rows windows stand for (special tokens: none). */
-static uint64_t target_bytes(const bpe_tokenizer *t, const uint32_t *win, int rows, int T)
+void train_eval_targets(const shard_reader *r, uint64_t k0, const uint32_t *win, int rows, int T,
+			int stride, int32_t *ids, int32_t *tgt)
+{
+	int skip = stride > 0 && stride < T ? T - stride : 0;
+	for (int b = 0; b < rows; b++) {
+		int from = skip && !sr_window_first(r, k0 + (uint64_t)b) ? skip : 0;
+		for (int j = 0; j < T; j++) {
+			ids[b * T + j] = (int32_t)win[(size_t)b * (T + 1) + j];
+			tgt[b * T + j] = j < from ? -1 : (int32_t)win[(size_t)b * (T + 1) + j + 1];
+		}
+	}
+}
+
+/* Bytes the scored targets of rows windows stand for (special tokens: none). */
+static uint64_t target_bytes(const bpe_tokenizer *t, const int32_t *tgt, int rows, int T)
 {
 	uint64_t n = 0;
 	for (int b = 0; b < rows; b++)
-		for (int i = 1; i <= T; i++) {
-			uint32_t id = win[(size_t)b * (T + 1) + i];
+		for (int i = 0; i < T; i++) {
+			if (tgt[(size_t)b * T + i] < 0)
+				continue;
+			uint32_t id = (uint32_t)tgt[(size_t)b * T + i];
 			int special = 0;
 			for (uint32_t k = 0; k < t->n_special && !special; k++)
 				special = t->special[k] == id;
@@ -47,23 +62,20 @@ static int eval_loop(eval_run *x, const train_eval_opts *o, int T, double *sum, 
 		     uint64_t *bytes, lm_err *e)
 {
 	for (long long i = 0; !o->batches || i < o->batches; i++) {
+		uint64_t k0 = sr_tell(x->r);
 		int rows = sr_next(x->r, x->win, e);
 		if (rows < 0)
 			return -1;
 		if (rows == 0)
 			break;
-		for (int b = 0; b < rows; b++)
-			for (int j = 0; j < T; j++) {
-				x->ids[b * T + j] = (int32_t)x->win[(size_t)b * (T + 1) + j];
-				x->tgt[b * T + j] = (int32_t)x->win[(size_t)b * (T + 1) + j + 1];
-			}
+		train_eval_targets(x->r, k0, x->win, rows, T, o->stride, x->ids, x->tgt);
 		double loss;
 		if (model_forward(&x->m, x->ids, x->tgt, rows, T, &loss, e))
 			return -1;
 		*sum += loss * (double)model_count(&x->m);
 		*count += model_count(&x->m);
 		if (x->have_tok)
-			*bytes += target_bytes(&x->tok, x->win, rows, T);
+			*bytes += target_bytes(&x->tok, x->tgt, rows, T);
 	}
 	return 0;
 }
@@ -99,7 +111,8 @@ int train_evaluate(const train_eval_opts *o, FILE *out, lm_err *e)
 	double sum = 0;
 	long long count = 0;
 	uint64_t bytes = 0;
-	sr_config rc_cfg = { .mode = SR_SEQUENTIAL, .batch = B, .context = T, .prefetch = 1 };
+	sr_config rc_cfg = { .mode = SR_SEQUENTIAL, .batch = B, .context = T, .prefetch = 1,
+			     .stride = o->stride };
 	if (o->tokenizer) {
 		char *id = NULL;
 		if (bpe_load_any(&x.tok, o->tokenizer, e))
@@ -146,6 +159,8 @@ int train_evaluate(const train_eval_opts *o, FILE *out, lm_err *e)
 	double loss = sum / (double)count;
 	fprintf(out, "{\"checkpoint\":\"%s\",\"step\":%s,\"tokens\":%lld,\"loss\":%.17g,"
 		"\"perplexity\":%.17g", o->ckpt, step ? step : "null", count, loss, exp(loss));
+	if (o->stride && o->stride < T)
+		fprintf(out, ",\"stride\":%d", o->stride);
 	if (x.have_tok)
 		fprintf(out, ",\"bytes\":%llu,\"bits_per_byte\":%.17g", (unsigned long long)bytes,
 			bytes ? sum / log(2.0) / (double)bytes : NAN);

@@ -57,6 +57,7 @@ static const hparam HPARAMS[] = {
 	HP("seed", "seed", HP_U64, seed),
 	HP("eval_every", "eval-every", HP_LL, eval_every),
 	HP("eval_batches", "eval-batches", HP_LL, eval_batches),
+	HP("eval_stride", "eval-stride", HP_INT, eval_stride),
 	HP("ckpt_every", "ckpt-every", HP_LL, ckpt_every),
 	HP("steps", "steps", HP_LL, steps),
 };

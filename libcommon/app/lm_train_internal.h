@@ -78,6 +78,14 @@ int train_windows_step(train_windows *w, long long step, const shard_reader *dat
 int train_windows_commit(train_windows *w, lm_err *e);
 void train_windows_abort(train_windows *w);
 
+/* Evaluation (lm_train_eval.c): inputs and targets of the rows windows
+ * from sequential window k0 on (win: rows x (T + 1) ids); with a stride
+ * below T, a window that is not its shard's first keeps only its last
+ * stride targets (the others are -1: not scored), which the windows
+ * before it did not reach. */
+void train_eval_targets(const shard_reader *r, uint64_t k0, const uint32_t *win, int rows, int T,
+			int stride, int32_t *ids, int32_t *tgt);
+
 /* Print a note through c->note (when set). */
 void train_note(const train_config *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

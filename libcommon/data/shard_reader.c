@@ -154,7 +154,7 @@ static void locate(const shard_reader *r, uint64_t k, size_t *i, uint64_t *start
 		*start = u - r->start_prefix[*i];
 	} else {
 		*i = find_shard(r->win_prefix, r->n_files, k);
-		*start = (k - r->win_prefix[*i]) * (uint64_t)r->cfg.context;
+		*start = (k - r->win_prefix[*i]) * (uint64_t)r->cfg.stride;
 	}
 }
 
@@ -380,7 +380,7 @@ static int add_path(shard_reader *r, const char *path, size_t *cap, lm_err *e)
 static int check_set(shard_reader *r, lm_err *e)
 {
 	const shard_meta *m0 = &r->files[0].m;
-	const uint64_t T = (uint64_t)r->cfg.context;
+	const uint64_t T = (uint64_t)r->cfg.context, S = (uint64_t)r->cfg.stride;
 	r->start_prefix = calloc(r->n_files + 1, sizeof *r->start_prefix);
 	r->win_prefix = calloc(r->n_files + 1, sizeof *r->win_prefix);
 	if (!r->start_prefix || !r->win_prefix)
@@ -405,7 +405,7 @@ static int check_set(shard_reader *r, lm_err *e)
 		}
 		uint64_t n = m->n_tokens;
 		if (ck_add_u64(r->start_prefix[i], n > T ? n - T : 0, &r->start_prefix[i + 1]) ||
-		    ck_add_u64(r->win_prefix[i], n > 0 ? (n - 1) / T : 0, &r->win_prefix[i + 1]) ||
+		    ck_add_u64(r->win_prefix[i], n > T ? (n - 1 - T) / S + 1 : 0, &r->win_prefix[i + 1]) ||
 		    ck_add_u64(r->total_tokens, n, &r->total_tokens))
 			return lm_seterr(e, "%s: %llu tokens: the set's token count overflows",
 					 f->path, (unsigned long long)n);
@@ -479,6 +479,9 @@ int sr_open(shard_reader **out, const char *const *paths, size_t n,
 	if (cfg->batch < 1 || cfg->context < 1)
 		return lm_usage_err(e, "shard reader: batch %d and context %d must be >= 1",
 				    cfg->batch, cfg->context);
+	if (cfg->stride < 0 || cfg->stride > cfg->context)
+		return lm_usage_err(e, "an evaluation stride of %d tokens: it must be 1 to the "
+				    "context, %d", cfg->stride, cfg->context);
 	if (n == 0)
 		return lm_usage_err(e, "shard reader: no shards given");
 	if (cfg->world < 0 || cfg->rank < 0 || (cfg->world > 0 && cfg->rank >= cfg->world) ||
@@ -490,6 +493,8 @@ int sr_open(shard_reader **out, const char *const *paths, size_t n,
 	r->cfg = *cfg;
 	if (r->cfg.world == 0)
 		r->cfg.world = 1;
+	if (r->cfg.stride == 0)
+		r->cfg.stride = r->cfg.context;
 	size_t cap = 0;
 	int rc = 0;
 	for (size_t i = 0; !rc && i < n; i++)
@@ -568,6 +573,13 @@ uint64_t sr_starts(const shard_reader *r)
 uint64_t sr_windows(const shard_reader *r)
 {
 	return r->win_prefix[r->n_files];
+}
+
+int sr_window_first(const shard_reader *r, uint64_t k)
+{
+	if (k >= r->win_prefix[r->n_files])
+		return 0;
+	return r->win_prefix[find_shard(r->win_prefix, r->n_files, k)] == k;
 }
 
 size_t sr_shards(const shard_reader *r)

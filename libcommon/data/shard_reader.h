@@ -30,7 +30,12 @@
  * SR_SEQUENTIAL: for evaluation.  Window k starts at token k*T of the
  *   concatenated set (windows overlap by one token, so every token but the
  *   first of each shard is a target exactly once), shard by shard, in order;
- *   shard i holds floor((n_i - 1) / T) windows, sr_windows() in all.
+ *   shard i holds floor((n_i - 1) / T) windows, sr_windows() in all.  With
+ *   a stride S < T, the windows of a shard start every S tokens instead
+ *   (floor((n_i - 1 - T) / S) + 1 of them): a sliding window, whose last S
+ *   targets are the ones the windows before it did not reach, so that each
+ *   target but those of a shard's first window is scored with at least
+ *   T - S tokens before it (sr_window_first tells the first windows).
  *   sr_next() returns the number of windows filled (B, fewer for the last
  *   batch, 0 at the end); sr_seek(r, 0) starts over.
  *
@@ -62,6 +67,8 @@ typedef struct sr_config {
 	int threads;          /* threads that fill one batch; 0: 1.  The
 	                       * windows do not depend on it. */
 	int world, rank;      /* SR_RANDOM: data-parallel ranks; 0, 0: 1, 0 */
+	int stride;           /* SR_SEQUENTIAL: tokens between window starts,
+	                       * 1 .. T; 0: T */
 } sr_config;
 
 typedef struct shard_reader shard_reader;
@@ -92,6 +99,9 @@ int sr_tokenizer(const shard_reader *r, uint32_t *crc);
 uint64_t sr_tokens(const shard_reader *r);  /* all tokens of the set */
 uint64_t sr_starts(const shard_reader *r);  /* valid random start positions */
 uint64_t sr_windows(const shard_reader *r); /* sequential windows */
+/* Whether sequential window k is the first of its shard (all of its T
+ * targets new; a later one's are only its last S with a stride S). */
+int sr_window_first(const shard_reader *r, uint64_t k);
 size_t sr_shards(const shard_reader *r);
 /* Shard i of the set (i < sr_shards(r)), in the order the set was opened
  * (the paths in turn, a PREFIX's shards in its manifest's order): its path

@@ -84,11 +84,15 @@ run lm-train --device cuda --dump-logits lg.safetensors --ids ids.txt -c g/lates
 is "$rc" 0 "--dump-logits on CUDA ($err)"
 # A loaded checkpoint's compute copy follows its weights: the evaluation of
 # one checkpoint on both devices agrees.
-vloss() { lm-train --device "$1" -c g/latest --val d-val --eval-batches 0 2>/dev/null |
+vloss() { lm-train --device "$1" -c g/latest --val d-val --eval-batches 0 $2 2>/dev/null |
 	sed -n 's/.*"loss":\([0-9.e+-]*\).*/\1/p'; }
 vc=$(vloss cpu) vg=$(vloss cuda)
 perl -e 'exit !($ARGV[0] > 0 && abs($ARGV[0] - $ARGV[1]) <= 0.01 * $ARGV[0])' "$vc" "$vg"
 ok $? "-c CHECKPOINT --val: the same loss on both devices ($vc, $vg)"
+# a sliding window (the targets of a window's overlap not scored) agrees too
+vc=$(vloss cpu "--eval-stride 16") vg=$(vloss cuda "--eval-stride 16")
+perl -e 'exit !($ARGV[0] > 0 && abs($ARGV[0] - $ARGV[1]) <= 0.01 * $ARGV[0])' "$vc" "$vg"
+ok $? "--eval-stride 16: the same loss on both devices ($vc, $vg)"
 
 # Generation: greedy completions on CUDA are the CPU's, except where the
 # CPU's own logits put the two choices within bf16 rounding of each other

@@ -1,7 +1,7 @@
 /* test_shard.c: the shard format and reader: writer/reader round trips
  * (u16, u32, threads), every corrupt byte and every truncation found and
  * named, the CS336 get_batch window distribution, determinism, resuming,
- * prefetch, and sequential evaluation windows. */
+ * prefetch, and sequential evaluation windows, also sliding ones. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdint.h>
 #include <stdlib.h>
@@ -405,6 +405,73 @@ static void determinism(void)
 	sr_close(r);
 }
 
+/* Sequential windows with a stride S < T over two shards: shard i holds
+ * floor((n_i - 1 - T) / S) + 1 windows starting every S tokens, the first
+ * of each shard marked; together the first's T targets and the others'
+ * last S cover each target of a shard once, up to the last window's end. */
+static void sliding(void)
+{
+	enum { T = 16, B = 5, W = T + 1, N0 = 300, N1 = 37, N2 = 10 };
+	static const int strides[] = { 1, 5, 8, 16 };
+	uint32_t a[N0], b[N1], c2[N2];
+	for (uint32_t i = 0; i < N0; i++)
+		a[i] = i;
+	for (uint32_t i = 0; i < N1; i++)
+		b[i] = 1000 + i;
+	for (uint32_t i = 0; i < N2; i++)
+		c2[i] = 2000 + i;
+	write_shard(path_in("s0.lms"), a, N0, 4000, SHARD_NO_EOT, 64, 1);
+	write_shard(path_in("s1.lms"), b, N1, 4000, SHARD_NO_EOT, 64, 1);
+	write_shard(path_in("s2.lms"), c2, N2, 4000, SHARD_NO_EOT, 64, 1); /* too short: none */
+	const char *paths[] = { path_in("s0.lms"), path_in("s2.lms"), path_in("s1.lms") };
+	const uint32_t *tok[] = { a, c2, b };
+	const int n[] = { N0, N2, N1 };
+	lm_err e;
+	for (size_t si = 0; si < sizeof strides / sizeof *strides; si++) {
+		int S = strides[si];
+		sr_config cfg = { .mode = SR_SEQUENTIAL, .batch = B, .context = T, .prefetch = 1,
+				  .stride = S };
+		shard_reader *r;
+		if (sr_open(&r, paths, 3, &cfg, &e)) {
+			ok(0, "stride %d: open: %s", S, e.msg);
+			continue;
+		}
+		uint64_t want = 0;
+		for (int f = 0; f < 3; f++)
+			want += n[f] - 1 >= T ? (uint64_t)(n[f] - 1 - T) / S + 1 : 0;
+		is_int(sr_windows(r), want, "stride %d: %llu windows", S, (unsigned long long)want);
+		uint32_t buf[B * W];
+		int right = 1, firsts = 0, got;
+		uint64_t k = 0, covered[3] = { 0 };
+		int f = 0, at = 0; /* the shard and window start expected next */
+		while ((got = sr_next(r, buf, &e)) > 0)
+			for (int w = 0; w < got; w++, k++) {
+				while (at + T > n[f] - 1) {
+					f++;
+					at = 0;
+				}
+				int first = sr_window_first(r, k);
+				right &= first == (at == 0);
+				firsts += first;
+				for (int j = 0; j < W; j++)
+					right &= buf[w * W + j] == tok[f][at + j];
+				covered[f] = (uint64_t)at + T; /* targets 1 .. at + T reached */
+				at += S;
+			}
+		is_int(k, want, "stride %d: every window, then 0", S);
+		ok(right, "stride %d: each window's tokens and first-of-shard mark", S);
+		is_int(firsts, 2, "stride %d: two shards with windows, two first windows", S);
+		ok(covered[0] > (uint64_t)N0 - 1 - S && covered[2] > (uint64_t)N1 - 1 - S,
+		   "stride %d: the windows reach within %d targets of each shard's end", S, S);
+		ok(!sr_window_first(r, want), "stride %d: no window past the end", S);
+		sr_close(r);
+	}
+	shard_reader *r;
+	sr_config bad = { .mode = SR_SEQUENTIAL, .batch = B, .context = T, .stride = T + 1 };
+	is_int(sr_open(&r, paths, 3, &bad, &e), -1, "a stride above the context refused");
+	ok(strstr(e.msg, "stride of 17 tokens") != NULL && e.code == 2, "%s", e.msg);
+}
+
 int main(void)
 {
 	if (!mkdtemp(dir))
@@ -416,6 +483,7 @@ int main(void)
 	corruption();
 	window_distribution();
 	determinism();
+	sliding();
 
 	lm_err e;
 	shard_reader *r;
