@@ -140,7 +140,7 @@ int main(int argc, char **argv)
 		{ 0, "val", OPT_STRLIST, &val, "PREFIX", "validation shards (repeatable)", 0, 0, NULL },
 		{ 0, "eval-every", OPT_INT, &eval_every, "N", "validation loss every N steps and at the end", 0, STEPS_MAX, NULL },
 		{ 0, "eval-batches", OPT_INT, &eval_batches, "N", "batches per evaluation, 0: all", 0, STEPS_MAX, NULL },
-		{ 0, "eval-stride", OPT_INT, &eval_stride, "N", "validation windows start every N tokens and score only the targets no window before did (a sliding window); 0: the context", 0, 1 << 30, NULL },
+		{ 0, "eval-stride", OPT_INT, &eval_stride, "N", "sliding validation windows, every N tokens, each scoring only new targets; 0: the context", 0, 1 << 30, NULL },
 		{ 'o', "out", OPT_STR, &tc.out_dir, "DIR", "checkpoint directory (step-N.safetensors, latest)", 0, 0, NULL },
 		{ 0, "ckpt-every", OPT_INT, &ckpt_every, "N", "checkpoint every N steps and at the end", 0, STEPS_MAX, NULL },
 		{ 0, "keep-last", OPT_INT, &keep_last, "N", "keep only the newest N checkpoints, 0: all", 0, STEPS_MAX, NULL },
