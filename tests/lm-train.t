@@ -33,6 +33,13 @@ if [ "${LMPIPE_SANITIZE:-0}" = 1 ]; then LIMIT=0.6; else LIMIT=0.35; fi
 perl -e "exit !($VAL < $LIMIT * $H)"
 ok $? "final validation loss $VAL < $LIMIT x unigram entropy $H nats (first loss $FIRST)"
 is "$(readlink ck/latest)" "step-$(printf %08d $STEPS).safetensors" "latest names the last checkpoint"
+# each step's own time: on the CPU no step is queued ahead of the step
+# before it (which gave a step the next one's time, and the step before a
+# checkpoint almost none: billions of tokens/s)
+perl -ne '$t{$1} = $2 if /"step":(\d+),.*"tokens_per_s":([0-9.]+)/;
+	END { my @v = sort { $a <=> $b } map { $t{$_} } grep { $_ > 1 } keys %t;
+		my $m = $v[@v / 2]; exit !(@v && $v[-1] < 20 * $m && $v[0] > $m / 20) }' full.jsonl
+ok $? "each step's tokens/s within 20x of the median step's"
 
 mkdir r
 cp ck/step-$(printf %08d $HALF).safetensors r/

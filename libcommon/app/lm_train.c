@@ -259,11 +259,15 @@ static int finish(trainer *t, long long n, double *loss, double *gnorm, lm_err *
 
 /* Whether step n (of steps) may read and stage the next step's first
  * batch: one follows, with no evaluation between them (its batches go
- * through the same buffers), at a world of one, not profiling. */
+ * through the same buffers), at a world of one, not profiling, on a
+ * backend that queues its work (a CUDA stream).  One that computes as it
+ * is called (the CPU) has nothing to overlap: a step queued ahead would
+ * run inside the step before it, and the log would give each step the
+ * next one's time (the last step none). */
 static int stage_next(const trainer *t, long long n, long long steps)
 {
 	const train_config *tc = t->tc;
-	return tc->world == 1 && !tc->profile && n < steps &&
+	return t->m.be->native_stream && tc->world == 1 && !tc->profile && n < steps &&
 	       !(t->val && tc->eval_every && n % tc->eval_every == 0);
 }
 
