@@ -105,6 +105,11 @@ $(B)/%.o: %.c
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -c -o $@ $<
 
+# The ops' CPU twins: math functions without errno (nothing reads it), so
+# that a loop calling sqrtf vectorizes (the same IEEE operations lane by
+# lane, so the same bits).
+$(patsubst %.c,$(B)/%.o,$(KCPU_SRC)): ALL_CFLAGS += -fno-math-errno
+
 # CUDA objects are NAME.cu.o so that an op's CPU twin (kernels/cpu/NAME.o)
 # and its CUDA version are distinct members of libkernels.a.
 $(B)/%.cu.o: %.cu

@@ -4,6 +4,7 @@
 #include "kernels/xent.h"
 #include "kernels/lse.h"
 #include "vexp.h"
+#include "wide.h"
 
 #include <math.h>
 #include <stddef.h>
@@ -20,18 +21,24 @@ void xent_fwd_cpu(float *loss, float *lse, const float *logits, const int32_t *t
 	}
 }
 
+/* dz = softmax(z) * d over one row, as wide as the machine allows (the
+ * same operations in each lane, so the same bits at any width) */
+static WIDE void softmax_scaled_row(float *dz, const float *z, float l, float d, int V)
+{
+#pragma omp simd
+	for (int v = 0; v < V; v++)
+		dz[v] = vexpf(z[v] - l) * d;
+}
+
 void xent_bwd_cpu(float *dlogits, const float *logits, const float *lse,
 		  const int32_t *targets, const float *dloss, int N, int V)
 {
 #pragma omp parallel for schedule(static)
 	for (int n = 0; n < N; n++) {
-		const float *z = logits + (size_t)n * V;
 		float *dz = dlogits + (size_t)n * V;
 		int t = targets[n];
-		float d = t < 0 ? 0.0f : dloss[n], l = lse[n];
-#pragma omp simd
-		for (int v = 0; v < V; v++)
-			dz[v] = vexpf(z[v] - l) * d;
+		float d = t < 0 ? 0.0f : dloss[n];
+		softmax_scaled_row(dz, logits + (size_t)n * V, lse[n], d, V);
 		if (t >= 0)
 			dz[t] -= d;
 	}
