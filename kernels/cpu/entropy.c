@@ -1,16 +1,23 @@
 /* entropy.c: CPU twin of the per-row softmax entropy and its gradient (see
- * entropy.h), accumulated in double. */
+ * entropy.h), accumulated in double.  The exponentials are vexp.h's float
+ * ones (a few ulp), so that a row vectorizes: glibc's double exp, one
+ * call an id, was a quarter of rl-update's time on a 10000-id model. */
+#pragma GCC optimize("no-trapping-math") /* so that vexpf vectorizes (vexp.h) */
+
 #include "kernels/entropy.h"
+#include "vexp.h"
 
 #include <math.h>
 #include <stddef.h>
 
+/* sum_v p_v (l - z_v) with p_v = e^(z_v - l): the entropy of the row */
 static double row_entropy(const float *z, float l, int V)
 {
 	double h = 0;
+#pragma omp simd reduction(+ : h)
 	for (int v = 0; v < V; v++) {
-		double d = (double)l - z[v];
-		h += exp(-d) * d;
+		float d = l - z[v];
+		h += (double)(vexpf(-d) * d);
 	}
 	return h;
 }
@@ -34,10 +41,12 @@ void entropy_bwd_cpu(float *dz, const float *logits, const float *lse, const flo
 				g[v] = 0;
 			continue;
 		}
-		double h = row_entropy(z, lse[n], V);
+		double h = row_entropy(z, lse[n], V), s = -(double)dent[n];
+		float l = lse[n];
+#pragma omp simd
 		for (int v = 0; v < V; v++) {
-			double logp = (double)z[v] - lse[n];
-			g[v] = (float)(dent[n] * -exp(logp) * (logp + h));
+			double logp = (double)z[v] - l;
+			g[v] = (float)(s * vexpf((float)logp) * (logp + h));
 		}
 	}
 }
