@@ -6,12 +6,15 @@
 
 #include "kernels/entropy.h"
 #include "vexp.h"
+#include "wide.h"
 
 #include <math.h>
 #include <stddef.h>
 
-/* sum_v p_v (l - z_v) with p_v = e^(z_v - l): the entropy of the row */
-static double row_entropy(const float *z, float l, int V)
+/* sum_v p_v (l - z_v) with p_v = e^(z_v - l): the entropy of the row, as
+ * wide as the machine allows (wide.h; the sum's order follows the width,
+ * so its last bits are the machine's) */
+static WIDE double row_entropy(const float *z, float l, int V)
 {
 	double h = 0;
 #pragma omp simd reduction(+ : h)
