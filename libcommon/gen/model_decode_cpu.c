@@ -70,7 +70,7 @@ static void gemm_block(struct block b, float *out, int ldo, const float *inp, in
 static const float *pack_one(float *base, size_t *at, const float *w, int IN, int OUT, int glu)
 {
 	const size_t align = DEC_PACK_ALIGN / sizeof(float);
-	float *dst = base + *at;
+	float *dst = base ? base + *at : NULL; /* (no offset from a null pointer: undefined) */
 	size_t n = glu ? dec_packed_glu_floats(IN, OUT) : dec_packed_floats(IN, OUT);
 	*at += (n + align - 1) / align * align;
 	if (base && glu)
