@@ -8,6 +8,7 @@
 #include "app/lm_train_internal.h"
 
 #include <jansson.h>
+#include <limits.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -125,6 +126,8 @@ static int from_json(train_config *c, const hparam *h, const json_t *v)
 	if (!json_is_integer(v) || json_integer_value(v) < 0)
 		return 0;
 	json_int_t x = json_integer_value(v);
+	if (h->type == HP_INT && x > INT_MAX)
+		return 0; /* (an int field: a larger value was never written) */
 	if (h->type == HP_INT)
 		*(int *)p = (int)x;
 	else if (h->type == HP_LL)
