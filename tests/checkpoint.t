@@ -2,7 +2,8 @@
 # tests/checkpoint.t: checkpoints crafted or damaged by hand (issue 22): a
 # small file whose metadata claims a large model is refused before anything
 # is allocated from the claim; a bit flipped in a tensor is found at load and
-# named with its tensor (CRC-32C per tensor, man 5 lmpipe-checkpoint); a
+# named with its tensor (CRC-32C per tensor, man 5 lmpipe-checkpoint);
+# recorded hyper-parameters out of range are refused on --resume; a
 # checkpoint written before checksums (none in its metadata) still loads.
 . "$(dirname "$0")/lib.sh"
 cd "$TMP" || exit 1
@@ -70,6 +71,25 @@ esac
 mkdir ck2 && cp flip.safetensors ck2/step-2.safetensors && ln -s step-2.safetensors ck2/latest
 run lm-train -m tiny --vocab 256 --context 32 -b 4 -n 3 -d d -o ck2 --resume -j 1
 is "$rc" 1 "lm-train refuses to resume from it"
+
+# 2b. Recorded hyper-parameters out of range: an int field past 2^31 (it
+# would wrap) and an evaluation stride past the context; --resume refuses both.
+for bad in 4294967312 33; do
+	perl rewrite.pl ck/latest hp.safetensors '
+		my $t = decode_json($h->{__metadata__}{"lmpipe.train"});
+		$t->{eval_stride} = '$bad';
+		$h->{__metadata__}{"lmpipe.train"} = JSON::PP->new->canonical->encode($t);'
+	rm -rf ck3 && mkdir ck3 && cp hp.safetensors ck3/step-2.safetensors && ln -s step-2.safetensors ck3/latest
+	run lm-train -d d -o ck3 -n 3 --resume -j 1
+	case $bad in
+	33) is "$rc" 2 "eval_stride 33 of a context of 32: a usage error" ;;
+	*) is "$rc" 1 "eval_stride $bad: refused" ;;
+	esac
+	case $err in
+	*"'eval_stride' is not valid"*|*"evaluation stride of 33 tokens: it must be 1 to the context, 32"*) ok 0 "named: $err" ;;
+	*) ok 1 "named: $err" ;;
+	esac
+done
 
 # 3. As written before checksums: no lmpipe.crc32c.* keys.
 perl rewrite.pl ck/latest old.safetensors '

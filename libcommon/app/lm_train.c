@@ -396,6 +396,9 @@ static int setup_model(trainer *t, lm_backend *be, char *resume_path, lm_err *e)
 				    tc->context, c.ctx);
 	t->T = tc->context ? tc->context : c.ctx;
 	t->B = tc->batch;
+	if (tc->eval_stride > t->T) /* (the validation reader says so too, but only with --val) */
+		return lm_usage_err(e, "an evaluation stride of %d tokens: it must be 1 to the context, %d",
+				    tc->eval_stride, t->T);
 	ddp_config dc = { .zero = tc->zero, .bucket_mb = tc->bucket_mb, .accum = tc->accum };
 	if (model_init_ex(&t->m, &c, be, t->B, t->T, ddp_model_flags(&dc), e) ||
 	    ddp_init(&t->dp, t->comm, &t->m, &dc, e) ||
