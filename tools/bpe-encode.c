@@ -9,6 +9,7 @@
 #include "cli/files.h"
 #include "cli/options.h"
 #include "cli/progress.h"
+#include "cli/threads.h"
 #include "cli/tok_options.h"
 #include "learn/bpe_learn.h"
 #include "text/docs.h"
@@ -31,7 +32,7 @@ static const opt_def options[] = {
 	BPE_SOURCE_OPTIONS(src),
 	{ 0, "no-specials", OPT_FLAG, &no_specials, NULL, "treat special-token text as ordinary text", 0, 0, NULL },
 	{ 0, "text", OPT_FLAG, &text, NULL, "write decimal ids, one document per line", 0, 0, NULL },
-	{ 'j', "threads", OPT_INT, &threads, "N", "encoding threads (default: all cores)", 1, MAX_THREADS, NULL },
+	{ 'j', "threads", OPT_INT, &threads, "N", "encoding threads (default: all CPUs allowed)", 1, MAX_THREADS, NULL },
 	{ 0, "doc-per-line", OPT_FLAG, &doc_per_line, NULL,
 	  "each input line is a document: end-of-text replaces its newline", 0, 0, NULL },
 	{ 0, "eot-per-file", OPT_FLAG, &eot_per_file, NULL, "write end-of-text after each input file", 0, 0, NULL },
@@ -217,7 +218,7 @@ int main(int argc, char **argv)
 		die_err(&e);
 	if (pretokenize)
 		return write_pretok(&t, enc, files, n_files);
-	bpe_stream_opts so = { threads ? (int)threads : (int)sysconf(_SC_NPROCESSORS_ONLN), chunk,
+	bpe_stream_opts so = { cli_threads(threads), chunk,
 			       doc_per_line, t.eot, NULL };
 	if (!from_pretok && !(stream = bpe_stream_new(enc, &so, &e)))
 		die_err(&e);

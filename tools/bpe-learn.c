@@ -10,6 +10,7 @@
 #include "cli/die.h"
 #include "cli/options.h"
 #include "cli/progress.h"
+#include "cli/threads.h"
 #include "learn/bpe_learn.h"
 #include "tok/bpe.h"
 
@@ -31,7 +32,7 @@ static const opt_def options[] = {
 	  "write the pre-token counts of the input to FILE (man 5 lmpipe-bpe-counts)", 0, 0, NULL },
 	{ 0, "from-counts", OPT_FLAG, &from_counts, NULL,
 	  "the FILEs are counts files (from --counts-out), merged, not text", 0, 0, NULL },
-	{ 'j', "threads", OPT_INT, &threads, "N", "threads to count, load counts and merge (default: all cores)", 1, MAX_THREADS, NULL },
+	{ 'j', "threads", OPT_INT, &threads, "N", "threads to count, load counts and merge (default: all CPUs allowed)", 1, MAX_THREADS, NULL },
 	{ 0, "progress", OPT_FLAG, &show_progress, NULL, "show progress even when stderr is not a terminal", 0, 0, NULL },
 	OPT_END
 };
@@ -57,7 +58,7 @@ static void count_inputs(bpe_counts *c, const bpe_specials *sp, char **files, in
 {
 	lm_err e;
 	uint64_t total = 0;
-	bpe_count_opts o = { threads ? (int)threads : (int)sysconf(_SC_NPROCESSORS_ONLN), 0,
+	bpe_count_opts o = { cli_threads(threads), 0,
 			     on_progress, &total };
 	progress_start(&bar, show_progress, from_counts ? "loading counts" : "reading", "B", 0);
 	if (from_counts) {
@@ -124,7 +125,7 @@ int main(int argc, char **argv)
 		bpe_tokenizer t;
 		progress_start(&bar, show_progress, "learning", "merges",
 			       (uint64_t)vocab_size - 256 - sp.n);
-		int n_threads = threads ? (int)threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
+		int n_threads = cli_threads(threads);
 		t_learn = omp_get_wtime();
 		if (bpe_learn_timed(c, (uint32_t)vocab_size, &sp, n_threads, on_progress, NULL, &lt, &t, &e))
 			die_err(&e);
