@@ -201,10 +201,12 @@ bench-%: $(PROGRAMS)
 	$(TEST_ENV) bench/$*.sh
 
 install: $(PROGRAMS)
-	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/man/man5
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/man/man5 \
+	  $(DESTDIR)$(PREFIX)/share/man/man7
 	install -m 755 $(PROGRAMS) $(DESTDIR)$(PREFIX)/bin
 	$(if $(wildcard man/man1/*.1),install -m 644 $(wildcard man/man1/*.1) $(DESTDIR)$(PREFIX)/share/man/man1)
 	$(if $(wildcard man/man5/*.5),install -m 644 $(wildcard man/man5/*.5) $(DESTDIR)$(PREFIX)/share/man/man5)
+	$(if $(wildcard man/man7/*.7),install -m 644 $(wildcard man/man7/*.7) $(DESTDIR)$(PREFIX)/share/man/man7)
 
 clean:
 	rm -rf build build-san build-fuzz bin
