@@ -12,7 +12,8 @@
 # run ends; a killed or stopped rank ends the run within --dist-timeout with
 # a message naming it; SIGTERM to mpirun saves the step every rank stopped
 # at; ranks started with different options are refused;
-# a Slurm environment without MPI is refused on the CPU.  Skips without
+# a Slurm environment without MPI is refused on the CPU; without -j a rank
+# takes its share of the host's processors.  Skips without
 # mpirun or an MPI build.
 . "$(dirname "$0")/lib.sh"
 skip() { echo "1..0 # SKIP $*"; exit 0; }
@@ -161,6 +162,22 @@ is "$rc:$err" "2:lm-train: 2 ranks on the CPU need MPI: start them with mpirun o
 run mpirun -np 2 lm-train "${M[@]}" -n 2 -d d --gpus 3
 grep -q "lm-train: --gpus 3, but the launcher started 2 ranks (mpirun): give the same number" "$TMP/.err"
 ok $? "--gpus N under a launcher of another size: refused" || echo "# $err"
+# without -j, a rank takes its share of the host: ranks started unbound each
+# took every processor before (N ranks oversubscribing it N times); --gpus N
+# starts them unbound; OMP_NUM_THREADS and -j are kept as given
+T=("${M[@]/#-j/--seed}") # M without its -j 1: "--seed 1"
+threads() { head -1 "$1" | grep -o '[0-9]* OpenMP threads' | cut -d' ' -f1; }
+share=$(( $(getconf _NPROCESSORS_ONLN) / 2 )); [ "$share" -ge 1 ] || share=1
+mine=$(env -u OMP_NUM_THREADS nproc); [ "$mine" -lt "$share" ] && share=$mine # (a test run under taskset)
+mpirun --bind-to none -np 2 lm-train "${T[@]}" -n 1 -d d --log th1.jsonl 2> /dev/null
+is "$(threads th1.jsonl)" "$share" "2 unbound ranks without -j: half the host's processors each"
+lm-train "${T[@]}" -n 1 -d d --gpus 2 --log th2.jsonl 2> /dev/null
+is "$(threads th2.jsonl)" "$share" "--gpus 2 without -j: the same share (not one core each)"
+OMP_NUM_THREADS=3 mpirun -x OMP_NUM_THREADS --bind-to none -np 2 lm-train "${T[@]}" -n 1 -d d \
+	--log th3.jsonl 2> /dev/null
+is "$(threads th3.jsonl)" 3 "OMP_NUM_THREADS=3 is kept"
+mpirun --bind-to none -np 2 lm-train "${T[@]}" -n 1 -d d -j 2 --log th4.jsonl 2> /dev/null
+is "$(threads th4.jsonl)" 2 "-j 2 is kept"
 env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -n -f "$LMPIPE_ROOT/pipelines/pretrain.mk" W="$TMP/pm" LAUNCH='mpirun -np 2' GPUS=2 \
 	"$TMP/pm/ckpt/.done" 2> /dev/null | grep -q "mpirun -np 2 [^ ]*/lm-train --gpus 2 "
 ok $? "pipelines/pretrain.mk: LAUNCH= goes before lm-train, GPUS=N becomes --gpus N"

@@ -21,6 +21,8 @@ int train_dist_open(train_config *c, lm_comm **comm, lm_backend **be, lm_err *e)
 	*be = NULL;
 	if (dist_env_detect(&env, e))
 		return -1;
+	if (!c->threads) /* a rank's share of the host, not all of it */
+		backend_set_threads(dist_default_threads(&env));
 	if (c->gpus && c->gpus != env.world)
 		return lm_usage_err(e, "--gpus %d, but the launcher started %d rank%s (%s): give the "
 				    "same number", c->gpus, env.world, env.world == 1 ? "" : "s",

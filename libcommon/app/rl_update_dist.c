@@ -18,6 +18,8 @@ int rlu_par_open(rlu_par *p, const rlu_opts *o, int in_stdin, lm_backend **be, l
 	*be = NULL;
 	if (dist_env_detect(&env, e))
 		return -1;
+	if (!o->threads) /* a rank's share of the host, not all of it */
+		backend_set_threads(dist_default_threads(&env));
 	if (o->gpus && o->gpus != env.world)
 		return lm_usage_err(e, "--gpus %d, but the launcher started %d rank%s (%s): give the "
 				    "same number", o->gpus, env.world, env.world == 1 ? "" : "s", env.source);

@@ -27,7 +27,7 @@ static int env_int(const char *name, int min, int *out, lm_err *e)
 
 int dist_env_detect(dist_env *d, lm_err *e)
 {
-	*d = (dist_env){ 0, 1, 0, "none" };
+	*d = (dist_env){ 0, 1, 0, "none", 1 };
 	struct { const char *rank, *size, *local, *source; } kinds[] = {
 		{ "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "mpirun" },
 		{ "PMIX_RANK", "SLURM_NTASKS", "SLURM_LOCALID", "pmix" },
@@ -44,7 +44,17 @@ int dist_env_detect(dist_env *d, lm_err *e)
 		if (r >= w)
 			return lm_seterr(e, "environment %s=%d is not below %s=%d", kinds[i].rank, r,
 					 kinds[i].size, w);
-		*d = (dist_env){ r, w, l, kinds[i].source };
+		*d = (dist_env){ r, w, l, kinds[i].source, 0 };
+		/* ranks on this host: mpirun's count, or this node's entry of
+		 * the step's tasks per node under srun (unknown when absent or
+		 * malformed: only the default thread count uses it) */
+		int ls = 0, node = 0;
+		const char *spec = getenv("SLURM_STEP_TASKS_PER_NODE");
+		if (i == 0 && env_int("OMPI_COMM_WORLD_LOCAL_SIZE", 1, &ls, e) > 0)
+			d->local_size = ls;
+		else if (i > 0 && spec && env_int("SLURM_NODEID", 0, &node, e) >= 0 &&
+			 (ls = dist_tasks_on_node(spec, node)) > 0)
+			d->local_size = ls;
 		return 0;
 	}
 	return 0;

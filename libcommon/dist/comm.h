@@ -38,8 +38,25 @@
 typedef struct dist_env {
 	int rank, world, local_rank;
 	const char *source;   /* "mpirun", "pmix", "slurm" or "none" */
+	int local_size;       /* ranks on this host (0: the launcher did not say) */
 } dist_env;
 int dist_env_detect(dist_env *d, lm_err *e);
+
+/* The ranks Slurm's SLURM_STEP_TASKS_PER_NODE spec ("2(x3),1": two on each
+ * of the first three nodes, then one) puts on node (SLURM_NODEID); -1 when
+ * spec is malformed or has no such node (rank_threads.c). */
+int dist_tasks_on_node(const char *spec, int node);
+
+/* The CPU threads a rank takes when neither -j nor OMP_NUM_THREADS says:
+ * its share of the host, min(allowed, max(1, online / local_size)), where
+ * allowed is the processors its affinity mask holds and online the host's.
+ * Ranks that share one mask (started unbound) split it; ranks bound to
+ * masks of their own (Slurm's --cpus-per-task, a launcher's cores) keep
+ * theirs; a world of one, or an unknown local size, 0: OpenMP's default. */
+int dist_rank_threads(const dist_env *env, int allowed, int online);
+/* The same for this process: 0 when OMP_NUM_THREADS is set (the user's
+ * count, which OpenMP already takes). */
+int dist_default_threads(const dist_env *env);
 
 typedef struct lm_comm_req lm_comm_req;
 typedef struct lm_comm lm_comm;

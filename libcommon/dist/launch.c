@@ -36,6 +36,12 @@ int dist_launch(int ranks, char **argv, lm_err *e)
 	for (int i = 0; i < argc; i++)
 		v[k++] = argv[i];
 	v[k] = NULL;
+	/* OpenMPI binds each of two ranks to one core (and more to a package),
+	 * which would leave a rank's threads one core; unbound, each rank
+	 * takes its share of the host (dist_default_threads).  An MCA
+	 * variable, not an option, so that another launcher is not given one
+	 * it does not know; one the user set is kept. */
+	setenv("OMPI_MCA_hwloc_base_binding_policy", "none", 0);
 	execvp(launcher, v);
 	lm_seterr(e, "--gpus %d: cannot start %s (set LMPIPE_MPIRUN, or start the ranks with mpirun "
 		  "-np %d or srun):", ranks, launcher, ranks);

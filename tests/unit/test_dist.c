@@ -1,5 +1,6 @@
 /* test_dist.c: the pieces of data parallel training that one process can
- * check (libcommon/dist): the launcher's environment, the shard partition,
+ * check (libcommon/dist): the launcher's environment, a rank's default
+ * share of the host's threads, the shard partition,
  * the local communicator, NCCL's id through a file and over TCP (two
  * processes, fork), the embedding backward pass that adds a call's sum
  * (what lets N ranks' gradients equal one process's accumulation), and the
@@ -23,7 +24,8 @@
 
 static const char *const VARS[] = { "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
 				    "OMPI_COMM_WORLD_LOCAL_RANK", "PMIX_RANK", "SLURM_PROCID",
-				    "SLURM_NTASKS", "SLURM_LOCALID", NULL };
+				    "SLURM_NTASKS", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_SIZE",
+				    "SLURM_STEP_TASKS_PER_NODE", "SLURM_NODEID", NULL };
 
 static void clear_env(void)
 {
@@ -51,6 +53,20 @@ static void test_env(void)
 	setenv("OMPI_COMM_WORLD_LOCAL_RANK", "0", 1);
 	ok(!dist_env_detect(&d, &e) && d.rank == 3 && d.world == 4 && d.local_rank == 0 &&
 	   !strcmp(d.source, "mpirun"), "mpirun's variables first");
+	ok(d.local_size == 0, "mpirun without OMPI_COMM_WORLD_LOCAL_SIZE: the local size unknown");
+	setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "2", 1);
+	ok(!dist_env_detect(&d, &e) && d.local_size == 2, "mpirun: 2 ranks on this host");
+	unsetenv("OMPI_COMM_WORLD_RANK");
+	unsetenv("PMIX_RANK");
+	setenv("SLURM_STEP_TASKS_PER_NODE", "2(x2),1", 1);
+	setenv("SLURM_NODEID", "2", 1);
+	ok(!dist_env_detect(&d, &e) && !strcmp(d.source, "slurm") && d.local_size == 1,
+	   "srun, node 2 of tasks '2(x2),1': one rank on this host");
+	setenv("SLURM_NODEID", "1", 1);
+	ok(!dist_env_detect(&d, &e) && d.local_size == 2, "node 1: two");
+	setenv("SLURM_STEP_TASKS_PER_NODE", "2(x", 1);
+	ok(!dist_env_detect(&d, &e) && d.local_size == 0, "a malformed spec: unknown, not an error");
+	setenv("OMPI_COMM_WORLD_RANK", "3", 1);
 	setenv("OMPI_COMM_WORLD_RANK", "4", 1);
 	ok(dist_env_detect(&d, &e) && strstr(e.msg, "OMPI_COMM_WORLD_RANK=4 is not below"),
 	   "a rank outside the world: %s", e.msg);
@@ -58,6 +74,29 @@ static void test_env(void)
 	ok(dist_env_detect(&d, &e) && strstr(e.msg, "'x' is not a number"), "a malformed rank: %s",
 	   e.msg);
 	clear_env();
+}
+
+static void test_threads(void)
+{
+	ok(dist_tasks_on_node("4", 0) == 4 && dist_tasks_on_node("4", 1) == -1,
+	   "tasks per node '4': node 0 four, no node 1");
+	ok(dist_tasks_on_node("2(x3),1", 0) == 2 && dist_tasks_on_node("2(x3),1", 2) == 2 &&
+	   dist_tasks_on_node("2(x3),1", 3) == 1 && dist_tasks_on_node("2(x3),1", 4) == -1,
+	   "'2(x3),1': 2, 2, 2, 1, then none");
+	ok(dist_tasks_on_node("", 0) == -1 && dist_tasks_on_node("x", 0) == -1 &&
+	   dist_tasks_on_node("2(x0)", 0) == -1 && dist_tasks_on_node("2(3)", 0) == -1 &&
+	   dist_tasks_on_node("2,", 1) == -1 && dist_tasks_on_node("2", -1) == -1,
+	   "malformed specs and nodes: -1");
+	dist_env one = { 0, 1, 0, "none", 1 }, two = { 1, 2, 1, "mpirun", 2 };
+	dist_env four = { 3, 8, 3, "mpirun", 4 }, unknown = { 1, 2, 1, "slurm", 0 };
+	ok(dist_rank_threads(&one, 16, 16) == 0, "a world of one: OpenMP's default (0)");
+	ok(dist_rank_threads(&unknown, 16, 16) == 0, "an unknown local size: OpenMP's default");
+	ok(dist_rank_threads(&two, 16, 16) == 8, "2 unbound ranks on 16 processors: 8 each");
+	ok(dist_rank_threads(&two, 1, 16) == 1, "a rank bound to one core keeps one");
+	ok(dist_rank_threads(&four, 16, 32) == 8,
+	   "4 ranks bound to the 16-processor packages of 32: two share a package, 8 each");
+	ok(dist_rank_threads(&four, 2, 64) == 2, "4 ranks of 2 processors each (srun -c 2): 2");
+	ok(dist_rank_threads(&four, 3, 3) == 1, "more ranks than processors: 1 each, not 0");
 }
 
 static void test_partition(void)
@@ -77,7 +116,7 @@ static void test_local(void)
 {
 	lm_comm *c;
 	lm_err e;
-	dist_env env = { 0, 1, 0, "none" };
+	dist_env env = { 0, 1, 0, "none", 1 };
 	dist_options o = { 0 };
 	if (!ok(!dist_open(&c, &env, &o, &e), "the local communicator opens without MPI"))
 		return;
@@ -198,7 +237,7 @@ static void test_zero_step(int zero, int tied)
 			    .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1, .clip = 0.5 };
 	lm_rng r;
 	lm_comm *comm;
-	dist_env env = { 0, 1, 0, "none" };
+	dist_env env = { 0, 1, 0, "none", 1 };
 	dist_options o = { 0 };
 	ddp *d;
 	ddp_memory mem = { 0 };
@@ -258,6 +297,7 @@ static void test_zero_step(int zero, int tied)
 int main(void)
 {
 	test_env();
+	test_threads();
 	test_partition();
 	test_local();
 	test_ids();
