@@ -1,6 +1,9 @@
 /* decompress.c: compressed inputs through the usual decompressors (gzip -dc,
  * zstd -dc, xz -dc) run as child processes, their output read through a
- * pipe.  The codec is told by the file's first bytes, not by its name. */
+ * pipe.  The codec is told by the file's first bytes, not by its name; a
+ * stream (standard input, a pipe) whose first bytes had to be read to tell
+ * it reaches the decompressor through a feeder process of ours, which
+ * writes those bytes and then the rest. */
 #define _POSIX_C_SOURCE 200809L
 #include "text/docs_internal.h"
 
@@ -11,7 +14,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-enum { MAGIC_MAX = 6, EXIT_EXEC_FAILED = 127 };
+enum { MAGIC_MAX = DOCS_HEAD_BYTES, EXIT_EXEC_FAILED = 127, FEED_FAILED = 3, FEED_CHUNK = 1 << 16 };
+
+static int wait_child(pid_t pid, int *status);
 
 static const struct codec_def {
 	docs_codec codec;
@@ -39,6 +44,14 @@ const char *docs_codec_name(docs_codec c)
 	return d ? d->name : "plain";
 }
 
+docs_codec docs_codec_in(const unsigned char *head, size_t n)
+{
+	for (int i = 0; i < N_CODECS; i++)
+		if (n >= CODECS[i].magic_len && !memcmp(head, CODECS[i].magic, CODECS[i].magic_len))
+			return CODECS[i].codec;
+	return DOCS_PLAIN;
+}
+
 int docs_codec_of(const char *path, docs_codec *c, lm_err *e)
 {
 	unsigned char head[MAGIC_MAX];
@@ -52,20 +65,15 @@ int docs_codec_of(const char *path, docs_codec *c, lm_err *e)
 		errno = saved;
 		return lm_seterr(e, "%s: read error:", path);
 	}
-	*c = DOCS_PLAIN;
-	for (int i = 0; i < N_CODECS; i++)
-		if ((size_t)n >= CODECS[i].magic_len &&
-		    !memcmp(head, CODECS[i].magic, CODECS[i].magic_len))
-			*c = CODECS[i].codec;
+	*c = docs_codec_in(head, (size_t)n);
 	return 0;
 }
 
-int docs_child_start(docs_child *c, docs_codec codec, const char *path, lm_err *e)
+/* "PROG -dc" reading descriptor in (closed here, whatever happens). */
+static int start_fd(docs_child *c, const struct codec_def *d, int in, const char *path,
+		    lm_err *e)
 {
-	const struct codec_def *d = find(codec);
-	int in = open(path, O_RDONLY), p[2];
-	if (in < 0)
-		return lm_seterr(e, "%s:", path);
+	int p[2];
 	if (pipe(p) != 0) {
 		close(in);
 		return lm_seterr(e, "%s: pipe:", path);
@@ -98,6 +106,69 @@ int docs_child_start(docs_child *c, docs_codec codec, const char *path, lm_err *
 	return 0;
 }
 
+int docs_child_start(docs_child *c, docs_codec codec, const char *path, lm_err *e)
+{
+	int in = open(path, O_RDONLY);
+	c->feeder = 0;
+	if (in < 0)
+		return lm_seterr(e, "%s:", path);
+	return start_fd(c, find(codec), in, path, e);
+}
+
+/* The feeder's whole life, in a child process: head, then the rest of in,
+ * written to out; exit 0, or FEED_FAILED when in cannot be read (a write
+ * that fails means that the decompressor stopped: its status says why). */
+static void feed(FILE *in, int out, const unsigned char *head, size_t n)
+{
+	static unsigned char buf[FEED_CHUNK];
+	signal(SIGPIPE, SIG_DFL);
+	size_t got = n;
+	const unsigned char *from = head;
+	for (;;) {
+		for (size_t k = 0; k < got;) {
+			ssize_t w = write(out, from + k, got - k);
+			if (w < 0 && errno != EINTR)
+				_exit(0);
+			k += w > 0 ? (size_t)w : 0;
+		}
+		got = fread(buf, 1, sizeof buf, in);
+		from = buf;
+		if (got == 0)
+			_exit(ferror(in) ? FEED_FAILED : 0);
+	}
+}
+
+int docs_child_start_stream(docs_child *c, docs_codec codec, FILE *in, const unsigned char *head,
+			    size_t n_head, const char *path, lm_err *e)
+{
+	int q[2];
+	c->feeder = 0;
+	if (pipe(q) != 0)
+		return lm_seterr(e, "%s: pipe:", path);
+	pid_t f = fork();
+	if (f < 0) {
+		close(q[0]);
+		close(q[1]);
+		return lm_seterr(e, "%s: fork:", path);
+	}
+	if (f == 0) {
+		close(q[0]);
+		feed(in, q[1], head, n_head);
+	}
+	close(q[1]);
+	c->feeder = f;
+	if (start_fd(c, find(codec), q[0], path, e)) {
+		int status;
+		if (c->feeder) { /* (not reaped by a kill of the decompressor) */
+			kill(f, SIGTERM);
+			wait_child(f, &status);
+			c->feeder = 0;
+		}
+		return -1;
+	}
+	return 0;
+}
+
 static int wait_child(pid_t pid, int *status)
 {
 	while (waitpid(pid, status, 0) < 0)
@@ -123,6 +194,13 @@ int docs_child_finish(docs_child *c, docs_codec codec, const char *path, lm_err 
 	if (WIFSIGNALED(status))
 		return lm_seterr(e, "%s: %s -dc killed by signal %d", path, d->prog,
 				 WTERMSIG(status));
+	/* the feeder: done, or stopped by a decompressor that had all it
+	 * wanted (SIGPIPE); a read error of the stream is the stream's */
+	pid_t f = c->feeder;
+	c->feeder = 0;
+	if (f && (wait_child(f, &status) ||
+		  (WIFEXITED(status) && WEXITSTATUS(status) == FEED_FAILED)))
+		return lm_seterr(e, "%s: read error", path);
 	return 0;
 }
 
@@ -134,4 +212,9 @@ void docs_child_kill(docs_child *c)
 	c->out = NULL;
 	kill(c->pid, SIGTERM);
 	wait_child(c->pid, &status);
+	if (c->feeder) {
+		kill(c->feeder, SIGTERM);
+		wait_child(c->feeder, &status);
+		c->feeder = 0;
+	}
 }

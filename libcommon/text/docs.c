@@ -331,14 +331,9 @@ static int copy_stream(parser *p, FILE *in, lm_err *e)
 	return rc;
 }
 
-static int copy_compressed(parser *p, docs_codec codec, lm_err *e)
+/* The decompressed bytes of child c, to the end, then the end of the text. */
+static int copy_child(parser *p, docs_codec codec, docs_child c, lm_err *e)
 {
-	if (p->o->start != 0 || p->o->end != DOCS_TO_END)
-		return lm_usage_err(e, "%s: %s data cannot be read by byte range", p->path,
-				    docs_codec_name(codec));
-	docs_child c;
-	if (docs_child_start(&c, codec, p->path, e))
-		return -1;
 	if (copy_stream(p, c.out, e)) {
 		docs_child_kill(&c);
 		return -1;
@@ -350,6 +345,48 @@ static int copy_compressed(parser *p, docs_codec codec, lm_err *e)
 		return -1;
 	}
 	return finish(p, e);
+}
+
+static int no_range(const parser *p, docs_codec codec, lm_err *e)
+{
+	if (p->o->start != 0 || p->o->end != DOCS_TO_END)
+		return lm_usage_err(e, "%s: %s data cannot be read by byte range", p->path,
+				    docs_codec_name(codec));
+	return 0;
+}
+
+static int copy_compressed(parser *p, docs_codec codec, lm_err *e)
+{
+	docs_child c;
+	if (no_range(p, codec, e) || docs_child_start(&c, codec, p->path, e))
+		return -1;
+	return copy_child(p, codec, c, e);
+}
+
+/* A stream (standard input, a pipe): its first bytes read to tell its codec,
+ * then, plain, they and the rest parsed; compressed, they and the rest
+ * handed to the decompressor (through a feeder process: they cannot be put
+ * back).  in is read to its end or handed over; not closed. */
+static int copy_unseekable(parser *p, FILE *in, lm_err *e)
+{
+	unsigned char head[DOCS_HEAD_BYTES];
+	size_t n = 0, got;
+	while (n < sizeof head && (got = fread(head + n, 1, sizeof head - n, in)) > 0)
+		n += got;
+	if (ferror(in))
+		return lm_seterr(e, "%s: read error:", p->path);
+	docs_codec codec = docs_codec_in(head, n);
+	if (codec != DOCS_PLAIN) {
+		docs_child c;
+		if (no_range(p, codec, e) ||
+		    docs_child_start_stream(&c, codec, in, head, n, p->path, e))
+			return -1;
+		return copy_child(p, codec, c, e);
+	}
+	int rc = n ? feed(p, head, n, e) : 0;
+	if (!rc)
+		rc = copy_stream(p, in, e);
+	return rc ? rc : finish(p, e);
 }
 
 /* Map a plain file of size bytes (fd) and find the span [*a, *b) of the
@@ -429,9 +466,7 @@ int docs_copy(const docs_opts *o, const char *path, FILE *out, const char *out_n
 	if (!strcmp(path, "-")) {
 		if (o->start != 0 || o->end != DOCS_TO_END)
 			return lm_usage_err(e, "<stdin> cannot be read by byte range");
-		rc = copy_stream(&p, stdin, e);
-		if (!rc)
-			rc = finish(&p, e);
+		rc = copy_unseekable(&p, stdin, e);
 		free(p.line);
 		return rc;
 	}
@@ -439,7 +474,7 @@ int docs_copy(const docs_opts *o, const char *path, FILE *out, const char *out_n
 	int fd = open_input(path, &sb, e);
 	if (fd < 0)
 		return -1;
-	/* a pipe's first bytes cannot be peeked at: a pipe is read as plain */
+	/* a file's codec from its first bytes, a pipe's from those it gives */
 	docs_codec codec = DOCS_PLAIN;
 	rc = S_ISREG(sb.st_mode) ? docs_codec_of(path, &codec, e) : 0;
 	if (!rc && codec != DOCS_PLAIN) {
@@ -452,9 +487,10 @@ int docs_copy(const docs_opts *o, const char *path, FILE *out, const char *out_n
 			close(fd);
 			return lm_seterr(e, "%s:", path);
 		}
-		rc = copy_stream(&p, in, e);
-		if (!rc)
-			rc = finish(&p, e);
+		if (o->start != 0 || o->end != DOCS_TO_END)
+			rc = lm_usage_err(e, "%s: a pipe cannot be read by byte range", p.path);
+		else
+			rc = copy_unseekable(&p, in, e);
 		fclose(in);
 		fd = -1;
 	}
