@@ -2,8 +2,8 @@
 # tests/bpe-pretok.t: bpe-encode --pretokenize then --from-pretok gives the
 # ids bpe-encode gives on the text (special tokens, two specials that share a
 # first byte, a special cut by a chunk boundary, pre-tokens of 1 byte, of more
-# than 64 bytes and of more than 64 KiB, UTF-8, CRLF, an empty text), at
-# small chunks too; --counts-out writes bpe-learn --counts-out's bytes; a
+# than 64 bytes and of more than 64 KiB, UTF-8, CRLF, an empty text; 5000
+# distinct long words alike in their first bytes), at small chunks too; --counts-out writes bpe-learn --counts-out's bytes; a
 # damaged or truncated file, other special tokens and bad options are named.
 . "$(dirname "$0")/lib.sh"
 cd "$TMP" || exit 1
@@ -36,6 +36,21 @@ same "mixed text, 1000-byte chunks" text.txt --chunk 1000
 same "an empty text" empty.txt
 printf '%s' "$EOT" > only.txt
 same "a special token alone" only.txt
+# many distinct pre-tokens (the word table grows past its first 4096 slots)
+# and long ones that recur, alike in their first 8 bytes and length and
+# different after (the table tells them by all their bytes)
+perl -e 'srand(7); my @w = map { my ($i, $t) = ($_, ""); for (1 .. 4) { $t .= chr(97 + $i % 26); $i = int($i / 26) }
+	" abcdefgh$t" } 0 .. 4999; my %seen;
+	print join("", map { my $x = $w[int(rand(5000))]; $seen{$x} = 1; $x } 1 .. 30000), "\n";
+	print STDERR scalar(keys %seen) + 1, "\n"' > many.txt 2> many.distinct
+same "5000 distinct long words, each recurring" many.txt
+# the trailer's number of pre-tokens (a u64, 16 bytes from the end)
+is "$(tail -c 16 p.pre | head -c 8 | od -An -t u8 | tr -d ' ')" "$(cat many.distinct)" \
+	"... each distinct pre-token stored once (the words and the newline)"
+bpe-encode --pretokenize --special "$EOT" --special '<|end|>' --counts-out m1.counts many.txt > /dev/null
+bpe-learn --special "$EOT" --special '<|end|>' -j 1 --counts-out m2.counts many.txt 2> /dev/null
+cmp -s m1.counts m2.counts
+ok $? "... and their counts: bpe-learn --counts-out's bytes"
 
 # stdin and stdout, and the counts
 bpe-encode --pretokenize --special "$EOT" --special '<|end|>' -o p.pre text.txt
