@@ -7,6 +7,7 @@
 # truncated file is named.  (The byte ranges and the plan: test_docs; the
 # pipeline's inputs: data-pipeline.t.)  Streams (standard input, a pipe)
 # are told by their first bytes too, at every length of plain text.
+# bpe-encode and bpe-learn refuse a compressed FILE, pointing at doc-cat.
 . "$(dirname "$0")/lib.sh"
 cd "$TMP" || exit 1
 for p in gzip zstd xz; do
@@ -74,6 +75,20 @@ done
 is "$(doc-cat <(cat three.txt) | od -c)" "$(doc-cat three.txt | od -c)" "plain text through a named pipe"
 run doc-cat -r 2:10 <(cat three.txt)
 is "$rc" 2 "a byte range of a pipe: a usage error, not the whole stream ($err)"
+# the programs that read FILEs as text refuse compressed ones (their
+# compressed bytes would be encoded or learned from), pointing at doc-cat;
+# piped in, such bytes are taken as they are
+printf 'lmpipe-tokenizer 1\npretokenizer gpt2\ntokens 256\nspecials 0\nmerges 0\n' > bytes.bpe
+i=0; while [ $i -lt 256 ]; do printf 't %d "\\x%02x"\n' $i $i >> bytes.bpe; i=$((i + 1)); done
+echo end >> bytes.bpe
+for prog in "bpe-encode -t bytes.bpe" "bpe-encode --pretokenize" "bpe-learn -v 300 -o tok.bpe"; do
+	run $prog docs.jsonl a.zst
+	[ "$rc" = 1 ] && case $err in "${prog%% *}: a.zst: zstd data, not text: give ${prog%% *} its text (doc-cat a.zst | ${prog%% *} ..."*) true ;; *) false ;; esac
+	ok $? "$prog on a zstd FILE: exit 1, pointing at doc-cat ($err)"
+done
+[ ! -e tok.bpe ]; ok $? "... no tokenizer written"
+cat a.gz | bpe-encode -t bytes.bpe > bytes.tok
+ok $? "the same bytes piped in: encoded as they are"
 run doc-cat missing.gz
 is "$rc:$err" "1:doc-cat: missing.gz: No such file or directory" "a missing file: exit 1, named"
 done_testing

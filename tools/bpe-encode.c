@@ -216,6 +216,9 @@ int main(int argc, char **argv)
 	bpe_encoder *enc = bpe_encoder_new(&t, !no_specials, &e);
 	if (!enc)
 		die_err(&e);
+	for (int i = 0; !from_pretok && !range && i < n_files; i++)
+		if (docs_refuse_compressed(files[i], "bpe-encode", &e))
+			die_err(&e);
 	if (pretokenize)
 		return write_pretok(&t, enc, files, n_files);
 	bpe_stream_opts so = { cli_threads(threads), chunk,

@@ -12,6 +12,7 @@
 #include "cli/progress.h"
 #include "cli/threads.h"
 #include "learn/bpe_learn.h"
+#include "text/docs.h"
 #include "tok/bpe.h"
 
 enum { MAX_THREADS = 1024, MAX_VOCAB = 1 << 30 };
@@ -67,6 +68,9 @@ static void count_inputs(bpe_counts *c, const bpe_specials *sp, char **files, in
 		if (bpe_counts_load_many(c, sp, paths, n_files ? n_files : 1, o.threads, &e))
 			die_err(&e);
 	}
+	for (int i = 0; !from_counts && i < n_files; i++)
+		if (docs_refuse_compressed(files[i], "bpe-learn", &e))
+			die_err(&e);
 	for (int i = 0; !from_counts && i < (n_files ? n_files : 1); i++) {
 		const char *path = n_files ? files[i] : "-";
 		FILE *fp = io_open_read(path, &e);

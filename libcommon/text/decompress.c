@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -67,6 +68,21 @@ int docs_codec_of(const char *path, docs_codec *c, lm_err *e)
 	}
 	*c = docs_codec_in(head, (size_t)n);
 	return 0;
+}
+
+int docs_refuse_compressed(const char *path, const char *prog, lm_err *e)
+{
+	struct stat sb;
+	docs_codec c;
+	if (!strcmp(path, "-") || stat(path, &sb) != 0 || !S_ISREG(sb.st_mode))
+		return 0; /* (a file that cannot be read: its reader says so) */
+	if (docs_codec_of(path, &c, e))
+		return -1;
+	if (c == DOCS_PLAIN)
+		return 0;
+	return lm_seterr(e, "%s: %s data, not text: give %s its text (doc-cat %s | %s ..., or "
+			 "decompress it first); to give it the compressed bytes themselves, pipe "
+			 "them in", path, docs_codec_name(c), prog, path, prog);
 }
 
 /* "PROG -dc" reading descriptor in (closed here, whatever happens). */

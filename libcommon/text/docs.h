@@ -68,6 +68,12 @@ void docs_span_free(docs_span *s);
 /* The codec of a file, from its first bytes (not its name). */
 int docs_codec_of(const char *path, docs_codec *c, lm_err *e);
 const char *docs_codec_name(docs_codec c);
+/* For a program that reads FILEs as text (bpe-encode, bpe-learn): an error
+ * naming path when it is a regular file whose first bytes are a gzip, zstd
+ * or xz magic, so that its compressed bytes are not taken for its text
+ * (prog, the program, in the advice); 0 otherwise ("-" and pipes are not
+ * looked at: the way to feed such bytes on purpose). */
+int docs_refuse_compressed(const char *path, const char *prog, lm_err *e);
 
 /* One piece of a plan: a byte range of a file, or all of it. */
 typedef struct docs_piece {
