@@ -7,6 +7,7 @@
 #include "cli/die.h"
 #include "cli/options.h"
 #include "model/backend.h"
+#include "model/ckpt.h"
 
 enum {
 	MAX_THREADS = 1024, MAX_SAMPLES = 1 << 16, MAX_BATCH = 1 << 16, MAX_TOKENS = 1 << 24,
@@ -24,7 +25,7 @@ static const char *on_error = "stop";
 static const char *const on_error_choices[] = { "stop", "skip", NULL };
 
 static const opt_def options[] = {
-	{ 'c', "checkpoint", OPT_STR, &o.checkpoint, "FILE", "checkpoint from lm-train (required)", 0, 0, NULL },
+	{ 'c', "checkpoint", OPT_STR, &o.checkpoint, "FILE", "checkpoint from lm-train, or its run DIR (required)", 0, 0, NULL },
 	BPE_SOURCE_OPTIONS(o.tok),
 	{ 'i', "input", OPT_STR, &o.input, "FILE", "read prompts from FILE (default: stdin)", 0, 0, NULL },
 	{ 0, "jsonl", OPT_FLAG, &o.jsonl, NULL, "JSON Lines in ({\"prompt\": ...}) and out (one object per sample)", 0, 0, NULL },
@@ -68,6 +69,8 @@ int main(int argc, char **argv)
 	o.n_prompts = opt_parse_or_exit(&prog, argc, argv, &o.prompts);
 	if (!o.checkpoint)
 		die(EXIT_USAGE, "generation needs a checkpoint: -c CHECKPOINT (from lm-train)");
+	static char ckpt_buf[4096];
+	o.checkpoint = ckpt_resolve(o.checkpoint, ckpt_buf, sizeof ckpt_buf); /* a run's DIR: DIR/latest */
 	if (!o.tok.tokenizer && !o.tok.gpt2_dir && !o.tok.vocab)
 		die(EXIT_USAGE, "generation needs the checkpoint's tokenizer: -t TOKENIZER");
 	o.out = stdout;

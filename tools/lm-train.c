@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "app/lm_train.h"
 #include "cli/blas_tune.h"
@@ -11,6 +12,7 @@
 #include "cli/options.h"
 #include "cli/stop.h"
 #include "model/backend.h"
+#include "model/ckpt.h"
 #include "model/model_json.h"
 
 enum { DIM_MAX = 1 << 20, THREADS_MAX = 1024, RANKS_MAX = 1 << 16 };
@@ -149,7 +151,7 @@ int main(int argc, char **argv)
 		{ 0, "log", OPT_STR, &tc.log_path, "FILE", "metrics as JSON Lines (- for stdout)", 0, 0, NULL },
 		{ 0, "device", OPT_CHOICE, &device, "DEV", "compute device", 0, 0, backend_names },
 		{ 'j', "threads", OPT_INT, &threads, "N", "CPU threads (default: all)", 1, THREADS_MAX, NULL },
-		{ 'c', "checkpoint", OPT_STR, &ckpt, "FILE", "checkpoint to evaluate (with --val), inspect, export or dump", 0, 0, NULL },
+		{ 'c', "checkpoint", OPT_STR, &ckpt, "FILE", "checkpoint (or its run DIR) to evaluate (with --val), inspect, export or dump", 0, 0, NULL },
 		{ 0, "info", OPT_FLAG, &info, NULL, "print the checkpoint's shape, step, tokens and hyper-parameters", 0, 0, NULL },
 		{ 't', "tokenizer", OPT_STR, &tok, "FILE", "the shards' tokenizer: recorded in checkpoints; bits/byte of --val; --export-hf's", 0, 0, NULL },
 		{ 0, "export-hf", OPT_STR, &export_dir, "DIR", "write config.json + model.safetensors and exit", 0, 0, NULL },
@@ -192,6 +194,8 @@ int main(int argc, char **argv)
 		return EXIT_OK;
 	}
 	lm_err e;
+	static char ckpt_buf[4096]; /* a run's DIR: DIR/latest */
+	ckpt = ckpt_resolve(ckpt, ckpt_buf, sizeof ckpt_buf);
 	if (ckpt && (info || (val.n && !data.n))) {
 		backend_set_threads((int)threads);
 		train_eval_opts eo = { ckpt, val.v, val.n, option_given("eval-batches") ? eval_batches : 0,
@@ -283,6 +287,10 @@ int main(int argc, char **argv)
 	tc.dist_timeout = dist_timeout;
 	tc.dump_windows = dump_windows;
 	tc.deterministic = deterministic;
+	/* a new user's lost hour: training without -o keeps nothing; said on a
+	 * terminal only (scripts that time or log runs leave -o out on purpose) */
+	if (!tc.out_dir && !dump_windows && isatty(STDERR_FILENO))
+		warnmsg("no --out DIR: the trained model will not be saved (give -o DIR for checkpoints)");
 	if (train_launch((int)gpus, argv, &e))
 		die_err(&e);
 	int rc = train_run(&tc, &e);

@@ -10,6 +10,7 @@
 #include "cli/die.h"
 #include "cli/files.h"
 #include "cli/options.h"
+#include "model/ckpt.h"
 
 static const char *const algos[] = { "grpo", "sft", "dpo", "ppo", NULL };
 static const char *const losses[] = { "grpo_clip", "reinforce_with_baseline", "no_baseline", NULL };
@@ -24,7 +25,7 @@ static long long batch, micro_batch, epochs = 1, threads, gpus;
 enum { RANKS_MAX = 1 << 16 };
 
 static const opt_def opts[] = {
-	{ 'c', "checkpoint", OPT_STR, &checkpoint, "FILE", "the policy to update (required)", 0, 0, NULL },
+	{ 'c', "checkpoint", OPT_STR, &checkpoint, "FILE", "the policy to update: a checkpoint, or its run DIR (required)", 0, 0, NULL },
 	{ 'o', "out", OPT_STR, &out_dir, "DIR", "where the new checkpoint goes (step-N.safetensors, latest)", 0, 0, NULL },
 	{ 'a', "algo", OPT_CHOICE, &algo, "ALGO", "algorithm", 0, 0, algos },
 	{ 't', "tokenizer", OPT_STR, &tokenizer, "FILE", "sft, dpo: the tokenizer of the model", 0, 0, NULL },
@@ -87,6 +88,9 @@ int main(int argc, char **argv)
 	char **operands;
 	int n = opt_parse_or_exit(&prog, argc, argv, &operands);
 	const char *path = cli_one_input(operands, n);
+	static char ckpt_buf[4096], ref_buf[4096]; /* a run's DIR: DIR/latest */
+	checkpoint = ckpt_resolve(checkpoint, ckpt_buf, sizeof ckpt_buf);
+	ref = ckpt_resolve(ref, ref_buf, sizeof ref_buf);
 	if (!checkpoint || !out_dir)
 		die(EXIT_USAGE, "-c CHECKPOINT and -o DIR are required\nTry 'rl-update --help' for more information.");
 	lm_err e;

@@ -335,9 +335,19 @@ static int add_manifest(shard_reader *r, const char *prefix, const shard_set *s,
 }
 
 /* A path that is a file, or a PREFIX: the shards its manifest names
- * (PREFIX-val: the validation part of PREFIX's manifest). */
+ * (PREFIX-val: the validation part of PREFIX's manifest; PREFIX.manifest,
+ * the manifest itself: PREFIX). */
 static int add_path(shard_reader *r, const char *path, size_t *cap, lm_err *e)
 {
+	size_t plen = strlen(path), ext = sizeof SHARD_SET_EXT - 1;
+	if (plen > ext && !strcmp(path + plen - ext, SHARD_SET_EXT) && is_file(path)) {
+		char *prefix = strndup(path, plen - ext);
+		if (!prefix)
+			return lm_seterr(e, "out of memory");
+		int rc = add_path(r, prefix, cap, e);
+		free(prefix);
+		return rc;
+	}
 	if (is_file(path))
 		return add_file(r, path, cap, e);
 	shard_set s;

@@ -488,6 +488,17 @@ int ckpt_export_hf(const char *dir, const model *m, lm_err *e)
 	return rc;
 }
 
+const char *ckpt_resolve(const char *path, char *buf, size_t n)
+{
+	struct stat sb;
+	if (!path || stat(path, &sb) != 0 || !S_ISDIR(sb.st_mode))
+		return path;
+	int k = snprintf(buf, n, "%s%slatest", path, path[0] && path[strlen(path) - 1] == '/' ? "" : "/");
+	if (k < 0 || (size_t)k >= n || stat(buf, &sb) != 0)
+		return path;
+	return buf;
+}
+
 int ckpt_set_latest(const char *dir, const char *name, lm_err *e)
 {
 	size_t len = strlen(dir) + sizeof "/.latest.tmp";

@@ -64,5 +64,9 @@ int ckpt_hf_class(const model_config *c, const char **arch, lm_err *e);
 int ckpt_export_hf(const char *dir, const model *m, lm_err *e);
 /* Point DIR/latest at the file name (a symlink, replaced atomically). */
 int ckpt_set_latest(const char *dir, const char *name, lm_err *e);
+/* The checkpoint a program is given: path itself, or, when path is a run's
+ * directory (lm-train -o DIR), DIR/latest, formed in buf (n bytes; a name
+ * too long for it: path itself, whose reader then says why). */
+const char *ckpt_resolve(const char *path, char *buf, size_t n);
 
 #endif

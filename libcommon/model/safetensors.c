@@ -212,7 +212,9 @@ int sft_open(sft_file *f, const char *path, lm_err *e)
 	if (!S_ISREG(st.st_mode)) {
 		close(fd);
 		sft_close(f);
-		return lm_seterr(e, "%s: not a regular file", path);
+		return lm_seterr(e, S_ISDIR(st.st_mode) ? "%s: a directory, not a file (a run's "
+				 "directory holds its last checkpoint as 'latest')" : "%s: not a regular file",
+				 path);
 	}
 	f->size = (size_t)st.st_size;
 	if (f->size) {

@@ -1,0 +1,54 @@
+#!/bin/sh
+# tests/new-user.t: what a new user trips over, smoothed: a run's directory
+# given where a checkpoint is wanted (lm-sample, rl-update, lm-train -c)
+# means its latest checkpoint, and a directory without one is named as
+# such; a shard set's manifest path given for its PREFIX is that PREFIX;
+# training without -o says on a terminal that nothing will be saved (and
+# says nothing when stderr is a file or a pipe, where scripts leave -o out
+# on purpose).
+. "$(dirname "$0")/lib.sh"
+cd "$TMP" || exit 1
+perl "$LMPIPE_ROOT/tests/mktext.pl" 300 1 | perl "$LMPIPE_ROOT/tests/bytes2tok.pl" > t.tok
+shard-pack -o d --val-docs 5 < t.tok
+T() { lm-train -m tiny --vocab 256 --context 32 -b 4 --lr 1e-2 --warmup 2 -j 1 "$@"; }
+T -d d -n 3 -o run 2> /dev/null
+ok $? "a short run in run/"
+printf 'lmpipe-tokenizer 1\npretokenizer gpt2\ntokens 256\nspecials 0\nmerges 0\n' > bytes.bpe
+i=0; while [ $i -lt 256 ]; do printf 't %d "\\x%02x"\n' $i $i >> bytes.bpe; i=$((i + 1)); done
+echo end >> bytes.bpe
+
+# a run's directory for its latest checkpoint
+lm-sample -c run/latest -t bytes.bpe -s 3 --max-tokens 8 --temperature 0 ab > a.txt 2> /dev/null
+lm-sample -c run -t bytes.bpe -s 3 --max-tokens 8 --temperature 0 ab > b.txt 2> b.err
+ok $? "lm-sample -c run: accepted" || sed 's/^/# /' b.err
+is "$(cmp a.txt b.txt && echo same)" same "... the samples of run/latest"
+lm-sample -c run/ -t bytes.bpe -s 3 --max-tokens 8 --temperature 0 ab > c.txt 2> /dev/null
+is "$(cmp a.txt c.txt && echo same)" same "... and of run/ (a trailing slash)"
+is "$(lm-train -c run --info | head -1)" "$(lm-train -c run/latest --info | head -1)" "lm-train -c run --info: run/latest's"
+mkdir empty
+run lm-sample -c empty -t bytes.bpe ab
+is "$rc:$err" "1:lm-sample: empty: a directory, not a file (a run's directory holds its last checkpoint as 'latest')" \
+	"a directory without a checkpoint: named as one"
+printf '{"prompt":"ab","response":"cd"}\n' > sft.jsonl
+rl-update -a sft -c run -t bytes.bpe -o up sft.jsonl > up.json 2> up.err
+ok $? "rl-update -c run: accepted" || sed 's/^/# /' up.err
+
+# the manifest's path for its prefix
+T -d d.manifest -n 2 --log m1.jsonl 2> m.err
+ok $? "lm-train -d d.manifest: trains" || sed 's/^/# /' m.err
+T -d d -n 2 --log m2.jsonl 2> /dev/null
+is "$(sed 's/"tokens_per_s".*//' m1.jsonl)" "$(sed 's/"tokens_per_s".*//' m2.jsonl)" "... on the shards of -d d"
+
+# no -o: said on a terminal only
+T -d d -n 1 2> quiet.err
+is "$(cat quiet.err)" "" "no -o, stderr a file: nothing said"
+if command -v script > /dev/null && script -qec true /dev/null > /dev/null 2>&1; then
+	script -qec "lm-train -m tiny --vocab 256 --context 32 -b 4 -j 1 -d d -n 1" /dev/null > tty.out 2>&1
+	grep -q "lm-train: no --out DIR: the trained model will not be saved" tty.out
+	ok $? "no -o, stderr a terminal: the user is told" || sed 's/^/# /' tty.out | head -5
+	script -qec "lm-train -m tiny --vocab 256 --context 32 -b 4 -j 1 -d d -n 1 -o run2" /dev/null > tty2.out 2>&1
+	! grep -q "no --out DIR" tty2.out; ok $? "... and not with -o"
+else
+	echo "# no script(1) to give lm-train a terminal: the terminal case not checked"
+fi
+done_testing
