@@ -153,7 +153,13 @@ static int set_value(const opt_def *o, const char *arg, lm_err *e)
 				*(const char **)o->target = *c;
 				return 0;
 			}
-		return lm_usage_err(e, "%s: unknown value '%s'", what, arg);
+		{
+			char list[256] = "";
+			size_t n = 0;
+			for (const char *const *c = o->choices; c && *c && n < sizeof list; c++)
+				n += (size_t)snprintf(list + n, sizeof list - n, "%s%s", n ? ", " : "", *c);
+			return lm_usage_err(e, "%s: unknown value '%s' (one of: %s)", what, arg, list);
+		}
 	}
 	return lm_usage_err(e, "%s: bad option table", what);
 }
