@@ -1,6 +1,7 @@
 /* lm-sample: generate text from a checkpoint, with a KV cache, in batches,
  * with per-token log-probabilities for RL (man 1 lm-sample). */
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "app/lm_sample.h"
 #include "cli/blas_tune.h"
@@ -86,6 +87,9 @@ int main(int argc, char **argv)
 	o.skip_bad = on_error[1] == 'k';
 	o.warn = warn_skip;
 	backend_set_threads((int)threads);
+	/* a terminal waiting in silence looks like a hang */
+	if (!o.n_prompts && !o.input && isatty(STDIN_FILENO) && isatty(STDERR_FILENO))
+		warnmsg("type a prompt and Enter: each is answered before the next is read (Ctrl-D ends)");
 	if (lmsample_run(&o, &e) < 0)
 		die_err(&e);
 	free(o.prompts);
