@@ -104,7 +104,11 @@ is "$err" "shard-pack: mid.lms: frame 0: checksum mismatch" "-t names the frame"
 # ---- bad input: message, exit 1, no shard ----
 printf 'XXXX0123456789ab' >bad.tok
 run shard-pack -o e1 bad.tok
-is "$rc:$err" "1:shard-pack: bad.tok: byte 0: not a token stream (bad magic)" "wrong header"
+is "$rc:$err" "1:shard-pack: bad.tok: byte 0: not a token stream (bad magic); it starts like text (bpe-encode makes token streams of text; decimal ids: bpe-decode --text)" \
+	"wrong header (text: the message says what makes a token stream)"
+printf 'XXXX\001\002\020\000\000\000\000\000\000\000\000\000' > bin.tok
+run shard-pack -o e1 bin.tok
+is "$rc:$err" "1:shard-pack: bin.tok: byte 0: not a token stream (bad magic)" "wrong header, binary: no such advice"
 ok "$(no_shards e1; echo $?)" "wrong header: no shard"
 : >empty.tok
 run shard-pack -o e2 empty.tok

@@ -143,9 +143,15 @@ static int read_header(tokstream_reader *r, tokstream_info *info, lm_err *e)
 	int rc = r_get(r, h, sizeof h, "stream header", e);
 	if (rc <= 0)
 		return rc;
-	if (memcmp(h, TOKSTREAM_MAGIC, 4))
-		return lm_seterr(e, "%s: byte %llu: not a token stream (bad magic)",
-				 r->name, at);
+	if (memcmp(h, TOKSTREAM_MAGIC, 4)) {
+		int text = 1; /* printable ASCII, blanks or UTF-8: text given for tokens */
+		for (size_t i = 0; i < sizeof h && text; i++)
+			text = (h[i] >= 0x20 && h[i] != 0x7f) || h[i] == '\t' || h[i] == '\n' ||
+			       h[i] == '\r';
+		return lm_seterr(e, "%s: byte %llu: not a token stream (bad magic)%s", r->name, at,
+				 text ? "; it starts like text (bpe-encode makes token streams of "
+					"text; decimal ids: bpe-decode --text)" : "");
+	}
 	if (h[4] != TOKSTREAM_VERSION)
 		return lm_seterr(e, "%s: byte %llu: unsupported token stream version %u (this reads %d)",
 				 r->name, at + 4, h[4], TOKSTREAM_VERSION);
