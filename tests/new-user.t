@@ -5,7 +5,7 @@
 # such; a shard set's manifest path given for its PREFIX is that PREFIX;
 # training without -o says on a terminal that nothing will be saved (and
 # says nothing when stderr is a file or a pipe, where scripts leave -o out
-# on purpose).
+# on purpose); a program reading a terminal says so.
 . "$(dirname "$0")/lib.sh"
 cd "$TMP" || exit 1
 perl "$LMPIPE_ROOT/tests/mktext.pl" 300 1 | perl "$LMPIPE_ROOT/tests/bytes2tok.pl" > t.tok
@@ -48,7 +48,15 @@ if command -v script > /dev/null && script -qec true /dev/null > /dev/null 2>&1;
 	ok $? "no -o, stderr a terminal: the user is told" || sed 's/^/# /' tty.out | head -5
 	script -qec "lm-train -m tiny --vocab 256 --context 32 -b 4 -j 1 -d d -n 1 -o run2" /dev/null > tty2.out 2>&1
 	! grep -q "no --out DIR" tty2.out; ok $? "... and not with -o"
+	# a program reading standard input from a terminal says so (Ctrl-D typed)
+	printf 'ab\n\004' | timeout 20 script -qec "bpe-encode -t bytes.bpe -o typed.tok" /dev/null > typed.out 2>&1
+	grep -q "bpe-encode: reading standard input from the terminal (Ctrl-D ends it; or give a FILE)" typed.out
+	ok $? "bpe-encode on a terminal's input: says it reads it" || sed 's/^/# /' typed.out | head -5
+	printf 'ab\n' | bpe-encode -t bytes.bpe | cmp -s - typed.tok
+	ok $? "... and encodes what was typed"
+	echo ab | bpe-encode -t bytes.bpe 2> piped.err > /dev/null
+	is "$(cat piped.err)" "" "... but nothing is said of a pipe"
 else
-	echo "# no script(1) to give lm-train a terminal: the terminal case not checked"
+	echo "# no script(1) to give a program a terminal: the terminal cases not checked"
 fi
 done_testing

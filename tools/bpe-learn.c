@@ -8,6 +8,7 @@
 
 #include "base/io.h"
 #include "cli/die.h"
+#include "cli/files.h"
 #include "cli/options.h"
 #include "cli/progress.h"
 #include "cli/threads.h"
@@ -73,10 +74,8 @@ static void count_inputs(bpe_counts *c, const bpe_specials *sp, char **files, in
 			die_err(&e);
 	for (int i = 0; !from_counts && i < (n_files ? n_files : 1); i++) {
 		const char *path = n_files ? files[i] : "-";
-		FILE *fp = io_open_read(path, &e);
+		FILE *fp = cli_open_input(path);
 		uint64_t bytes;
-		if (!fp)
-			die_err(&e);
 		if (bpe_count_stream(c, fp, io_name(path), sp, &o, &bytes, &e))
 			die_err(&e);
 		io_close_read(fp);

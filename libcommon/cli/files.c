@@ -2,6 +2,7 @@
 #include "cli/files.h"
 
 #include <string.h>
+#include <unistd.h>
 
 #include "base/io.h"
 #include "cli/die.h"
@@ -19,6 +20,9 @@ FILE *cli_open_input(const char *path)
 	FILE *fp = io_open_read(path, &e);
 	if (!fp)
 		die_err(&e);
+	/* a program waiting on a terminal in silence looks hung */
+	if (!strcmp(path, "-") && isatty(STDIN_FILENO) && isatty(STDERR_FILENO))
+		warnmsg("reading standard input from the terminal (Ctrl-D ends it; or give a FILE)");
 	return fp;
 }
 
