@@ -62,7 +62,7 @@ int main(void)
 	raw[9] = '[';
 	write_raw(bad, raw, size);
 	ok(sft_open(&f, bad, &e) && strstr(e.msg, "bad safetensors header"), "bad JSON: %s", e.msg);
-	ok(sft_open(&f, dir, &e) && strstr(e.msg, "not a regular file"), "directory: %s", e.msg);
+	ok(sft_open(&f, dir, &e) && strstr(e.msg, "a directory, not a file"), "directory: %s", e.msg);
 	snprintf(bad, sizeof bad, "%s/missing", dir);
 	ok(sft_open(&f, bad, &e) && strstr(e.msg, "No such file"), "missing file: %s", e.msg);
 	free(raw);
