@@ -5,7 +5,8 @@
 # such; a shard set's manifest path given for its PREFIX is that PREFIX;
 # training without -o says on a terminal that nothing will be saved (and
 # says nothing when stderr is a file or a pipe, where scripts leave -o out
-# on purpose); a program reading a terminal says so.
+# on purpose); a program reading a terminal says so; JSON records without
+# --jsonl, and plain samples where rollouts are wanted, are told the option.
 . "$(dirname "$0")/lib.sh"
 cd "$TMP" || exit 1
 perl "$LMPIPE_ROOT/tests/mktext.pl" 300 1 | perl "$LMPIPE_ROOT/tests/bytes2tok.pl" > t.tok
@@ -32,6 +33,20 @@ is "$rc:$err" "1:lm-sample: empty: a directory, not a file (a run's directory ho
 printf '{"prompt":"ab","response":"cd"}\n' > sft.jsonl
 rl-update -a sft -c run -t bytes.bpe -o up sft.jsonl > up.json 2> up.err
 ok $? "rl-update -c run: accepted" || sed 's/^/# /' up.err
+
+# lm-task's JSON records given to lm-sample without --jsonl, and lm-sample's
+# plain text given where rollouts are wanted: each is told the option
+printf '{"prompt":"ab","answer":"1"}\n' | lm-sample -c run -t bytes.bpe --max-tokens 2 > /dev/null 2> js.err
+is "$(cat js.err)" 'lm-sample: <stdin>:1: a JSON record with a "prompt", taken as plain text: give --jsonl to read its prompt' \
+	"JSON records without --jsonl: the option is named"
+printf 'ab\n' | lm-sample -c run -t bytes.bpe --max-tokens 2 > /dev/null 2> js2.err
+is "$(cat js2.err)" "" "... and plain prompts are not remarked on"
+lm-sample -c run -t bytes.bpe --max-tokens 2 ab > plain.out 2> /dev/null
+for p in "rl-reward" "rl-update -a grpo -c run -t bytes.bpe -o up2"; do
+	run $p plain.out
+	case $err in *"plain.out:1: bad JSON: "*"; it is lm-sample's plain text: lm-sample --jsonl writes JSON Lines") r=0 ;; *) r=1 ;; esac
+	ok $r "${p%% *} on lm-sample's plain text: says what writes rollouts ($err)"
+done
 
 # the manifest's path for its prefix
 T -d d.manifest -n 2 --log m1.jsonl 2> m.err

@@ -62,6 +62,11 @@ static void warn_skip(const char *msg)
 	warnmsg("%s (skipped)", msg);
 }
 
+static void note(const char *msg)
+{
+	warnmsg("%s", msg);
+}
+
 int main(int argc, char **argv)
 {
 	lm_err e;
@@ -86,6 +91,7 @@ int main(int argc, char **argv)
 	o.think_budget = (uint32_t)think_budget;
 	o.skip_bad = on_error[1] == 'k';
 	o.warn = warn_skip;
+	o.note = note;
 	backend_set_threads((int)threads);
 	/* a terminal waiting in silence looks like a hang */
 	if (!o.n_prompts && !o.input && isatty(STDIN_FILENO) && isatty(STDERR_FILENO))

@@ -26,6 +26,7 @@ typedef struct run_ctx {
 	uint64_t next_index;
 	int write_failed;
 	int headed;                  /* plain text: the current sample's header is out */
+	int looked;                  /* plain text: the first line looked at for JSON */
 } run_ctx;
 
 /* One prompt in flight: its record and its tokens. */
@@ -67,6 +68,25 @@ static int encode(run_ctx *c, prompt_item *it, size_t *start, lm_err *e)
 	return PROMPT_BAD;
 }
 
+/* A plain-text line that is a JSON record with a "prompt" (lm-task's, or
+ * rollouts) was most likely meant for --jsonl: said once, then taken as
+ * the text it is. */
+static void look_for_json(run_ctx *c, const prompt_rec *rec)
+{
+	if (c->looked || c->o->jsonl || !rec->line || !c->o->note)
+		return;
+	c->looked = 1;
+	const char *t = rec->text;
+	while (*t == ' ' || *t == '\t')
+		t++;
+	if (*t == '{' && strstr(t, "\"prompt\"")) {
+		char msg[LM_ERR_MSG_MAX];
+		snprintf(msg, sizeof msg, "%s:%llu: a JSON record with a \"prompt\", taken as plain text: "
+			 "give --jsonl to read its prompt", c->rd.name, (unsigned long long)rec->line);
+		c->o->note(msg);
+	}
+}
+
 static int next_prompt(void *user, gen_prompt *gp, lm_err *e)
 {
 	run_ctx *c = user;
@@ -76,6 +96,8 @@ static int next_prompt(void *user, gen_prompt *gp, lm_err *e)
 			return lm_seterr(e, "prompt record:");
 		size_t start = 0;
 		int rc = prompt_next(&c->rd, &it->rec, e);
+		if (rc == PROMPT_OK)
+			look_for_json(c, &it->rec);
 		if (rc == PROMPT_OK)
 			rc = encode(c, it, &start, e);
 		if (rc == PROMPT_OK) {

@@ -36,7 +36,8 @@ typedef struct lmsample_opts {
 	const char *think_close;
 	int truncate;              /* left-truncate long prompts instead of refusing them */
 	int skip_bad;              /* skip bad records instead of stopping */
-	void (*warn)(const char *msg);
+	void (*warn)(const char *msg);  /* a record skipped */
+	void (*note)(const char *msg);  /* advice (may be NULL) */
 } lmsample_opts;
 
 int lmsample_run(const lmsample_opts *o, lm_err *e);

@@ -176,7 +176,8 @@ static void look(const rlu_opts *o, line *l, json_skim *s, int vocab, const char
 	if (got < 0)
 		lm_seterr(&e, "out of memory");
 	else if (!l->obj)
-		lm_seterr(&e, "%s:%lu: bad JSON: %s (column %d)", name, l->lineno, je.text, je.column);
+		lm_seterr(&e, "%s:%lu: bad JSON: %s (column %d)%s", name, l->lineno, je.text, je.column,
+			  jsonl_bad_hint(l->text, l->len));
 	else if (!json_is_object(l->obj))
 		lm_seterr(&e, "%s:%lu: not a JSON object", name, l->lineno);
 	else {

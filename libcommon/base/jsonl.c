@@ -109,8 +109,8 @@ int jsonl_next(jsonl_reader *r, size_t flags, json_t **obj, lm_err *e)
 	json_t *o = json_loadb(r->line, r->len, flags, &r->err);
 	if (!o) {
 		r->bad_json = 1;
-		return lm_seterr(e, "%s:%lu: bad JSON: %s (column %d)", r->name, r->lineno,
-				 r->err.text, r->err.column), JSONL_BAD;
+		return lm_seterr(e, "%s:%lu: bad JSON: %s (column %d)%s", r->name, r->lineno,
+				 r->err.text, r->err.column, jsonl_bad_hint(r->line, r->len)), JSONL_BAD;
 	}
 	if (!json_is_object(o)) {
 		json_decref(o);
@@ -118,4 +118,12 @@ int jsonl_next(jsonl_reader *r, size_t flags, json_t **obj, lm_err *e)
 	}
 	*obj = o;
 	return JSONL_OK;
+}
+
+const char *jsonl_bad_hint(const char *line, size_t len)
+{
+	static const char head[] = "=== prompt "; /* lm-sample's text output */
+	if (len >= sizeof head - 1 && !memcmp(line, head, sizeof head - 1))
+		return "; it is lm-sample's plain text: lm-sample --jsonl writes JSON Lines";
+	return "";
 }

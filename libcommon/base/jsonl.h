@@ -59,6 +59,11 @@ int jsonl_read_line(jsonl_reader *r, lm_err *e);
  * error. */
 int jsonl_next(jsonl_reader *r, size_t flags, json_t **obj, lm_err *e);
 
+/* What to add to a "bad JSON" message for a line of len bytes that is
+ * another program's known text output (lm-sample's, without --jsonl): advice
+ * beginning "; ", else "". */
+const char *jsonl_bad_hint(const char *line, size_t len);
+
 /* Many records at once: up to max lines read as jsonl_next reads them,
  * then parsed on OpenMP threads (jansson's parser is most of the time a
  * large input takes), returned in line order.  Lines per batch by

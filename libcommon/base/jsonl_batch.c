@@ -103,8 +103,8 @@ int jsonl_next_batch(jsonl_reader *r, size_t flags, jsonl_batch *b, size_t max, 
 		r->bad_json = !b->obj[i];
 		if (r->bad_json) {
 			r->err = b->err[i];
-			lm_seterr(e, "%s:%lu: bad JSON: %s (column %d)", r->name, r->lineno,
-				  r->err.text, r->err.column);
+			lm_seterr(e, "%s:%lu: bad JSON: %s (column %d)%s", r->name, r->lineno,
+				  r->err.text, r->err.column, jsonl_bad_hint(b->text + b->off[i], b->len[i]));
 		} else {
 			lm_seterr(e, "%s:%lu: not a JSON object", r->name, r->lineno);
 		}

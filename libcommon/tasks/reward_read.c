@@ -153,7 +153,8 @@ static int fields(const reward_cfg *c, rollout *r, json_skim *s, const char *nam
 	json_t *o = json_loadb(r->line, r->len, JSON_ALLOW_NUL, &je);
 	int rc;
 	if (!o)
-		rc = lm_seterr(e, "%s:%lu: bad JSON: %s (column %d)", name, r->lineno, je.text, je.column);
+		rc = lm_seterr(e, "%s:%lu: bad JSON: %s (column %d)%s", name, r->lineno, je.text,
+			       je.column, jsonl_bad_hint(r->line, r->len));
 	else if (!json_is_object(o))
 		rc = lm_seterr(e, "%s:%lu: not a JSON object", name, r->lineno);
 	else
