@@ -6,7 +6,9 @@
 # training without -o says on a terminal that nothing will be saved (and
 # says nothing when stderr is a file or a pipe, where scripts leave -o out
 # on purpose); a program reading a terminal says so; JSON records without
-# --jsonl, and plain samples where rollouts are wanted, are told the option.
+# --jsonl, and plain samples where rollouts are wanted, are told the option;
+# --val alone evaluates at the end, and --eval-every without --val or
+# --ckpt-every and --keep-last without -o are usage errors, not ignored.
 . "$(dirname "$0")/lib.sh"
 cd "$TMP" || exit 1
 perl "$LMPIPE_ROOT/tests/mktext.pl" 300 1 | perl "$LMPIPE_ROOT/tests/bytes2tok.pl" > t.tok
@@ -47,6 +49,16 @@ for p in "rl-reward" "rl-update -a grpo -c run -t bytes.bpe -o up2"; do
 	case $err in *"plain.out:1: bad JSON: "*"; it is lm-sample's plain text: lm-sample --jsonl writes JSON Lines") r=0 ;; *) r=1 ;; esac
 	ok $r "${p%% *} on lm-sample's plain text: says what writes rollouts ($err)"
 done
+
+# --val alone evaluates at the end; options that would do nothing alone
+T -d d --val d-val -n 3 --log v.jsonl 2> /dev/null
+is "$(grep -c '"val_loss"' v.jsonl)" 1 "--val without --eval-every: the validation loss at the end"
+run T -d d -n 2 --eval-every 1
+is "$rc:$err" "2:lm-train: --eval-every needs --val PREFIX (the validation shards)" "--eval-every without --val: a usage error"
+run T -d d -n 2 --ckpt-every 1
+is "$rc:$err" "2:lm-train: --ckpt-every needs --out DIR (where checkpoints go)" "--ckpt-every without -o: a usage error"
+run T -d d -n 2 --keep-last 1
+is "$rc:$err" "2:lm-train: --keep-last needs --out DIR (where checkpoints go)" "--keep-last without -o: a usage error"
 
 # the manifest's path for its prefix
 T -d d.manifest -n 2 --log m1.jsonl 2> m.err

@@ -139,8 +139,8 @@ int main(int argc, char **argv)
 		{ 0, "clip", OPT_DOUBLE, &clip, "F", "max global gradient norm, 0: off", 0, 1e30, NULL },
 		{ 's', "seed", OPT_INT, &seed, "N", "seed of initialisation and data order", 0, 9e18, NULL },
 		{ 'd', "data", OPT_STRLIST, &data, "PREFIX", "training shards (repeatable)", 0, 0, NULL },
-		{ 0, "val", OPT_STRLIST, &val, "PREFIX", "validation shards (repeatable)", 0, 0, NULL },
-		{ 0, "eval-every", OPT_INT, &eval_every, "N", "validation loss every N steps and at the end", 0, STEPS_MAX, NULL },
+		{ 0, "val", OPT_STRLIST, &val, "PREFIX", "validation shards, their loss at the end (repeatable)", 0, 0, NULL },
+		{ 0, "eval-every", OPT_INT, &eval_every, "N", "validation loss every N steps too (needs --val)", 0, STEPS_MAX, NULL },
 		{ 0, "eval-batches", OPT_INT, &eval_batches, "N", "batches per evaluation, 0: all", 0, STEPS_MAX, NULL },
 		{ 0, "eval-stride", OPT_INT, &eval_stride, "N", "sliding validation windows, every N tokens, each scoring only new targets; 0: the context", 0, 1 << 30, NULL },
 		{ 'o', "out", OPT_STR, &tc.out_dir, "DIR", "checkpoint directory (step-N.safetensors, latest)", 0, 0, NULL },
@@ -222,6 +222,12 @@ int main(int argc, char **argv)
 		die(EXIT_USAGE, "no training data: give --data PREFIX");
 	if (!steps && !tokens && !resume)
 		die(EXIT_USAGE, "give --steps N or --tokens N");
+	/* options that would do nothing without another: said, not ignored */
+	if (option_given("eval-every") && !val.n)
+		die(EXIT_USAGE, "--eval-every needs --val PREFIX (the validation shards)");
+	if ((option_given("ckpt-every") || option_given("keep-last")) && !tc.out_dir)
+		die(EXIT_USAGE, "--%s needs --out DIR (where checkpoints go)",
+		    option_given("ckpt-every") ? "ckpt-every" : "keep-last");
 	set_model(&tc, model_name, config, &e);
 	tc.model_given = model_name || config || vocab || ctx || d || layers || heads || dff || theta ||
 			 tie || kv_heads || qk_norm || mlp || option_given("softcap") ||

@@ -360,7 +360,8 @@ static int loop(trainer *t, long long steps, lm_err *e)
 		snprintf(extra, sizeof extra, "loss %.4f  %.0f tok/s", loss, tps);
 		progress_update(&p, (uint64_t)t->st.step, extra);
 		int last = t->st.step == steps;
-		if (t->val && tc->eval_every && (t->st.step % tc->eval_every == 0 || last)) {
+		/* --val: at the end, and every --eval-every steps when given */
+		if (t->val && ((tc->eval_every && t->st.step % tc->eval_every == 0) || last)) {
 			double vl;
 			if (evaluate(t, &vl, e))
 				return -1;
