@@ -4,7 +4,8 @@
 # external scorer) -> rl-update, the reward going up over a few rounds; SFT
 # raising the likelihood of its responses; equal rewards changing nothing;
 # DPO against a reference; PPO with its value head; skimmed rollouts as
-# jansson reads them; bad input with clear messages.
+# jansson reads them; bad input with clear messages; an option of other
+# algorithms only refused.
 . "$(dirname "$0")/lib.sh"
 cd "$TMP" || exit 1
 STEPS=100 LINES=1500 ROUNDS=6 PPO_ROUNDS=4
@@ -210,4 +211,20 @@ is "$rc" 1 "PPO with a reference of another shape: exit 1"
 case "$err" in "rl-update: reference checkpoint: other/latest: the checkpoint's model"*"differs"*) ok 0 "... and why";; *) ok 1 "... and why: $err";; esac
 run rl-update -a ppo -c ck/latest --kl 0.1 -o x s0.jsonl
 is "$rc" 2 "PPO --kl without --ref: exit 2"
+
+# an option of other algorithms only would do nothing: a usage error
+bad() { # bad WANT OPTION...
+	local want=$1; shift
+	run rl-update -c ck/latest -o unused "$@" s0.jsonl
+	is "$rc:$err" "2:rl-update: $want" "$*: refused"
+}
+bad "--gamma is for --algo ppo, not --algo grpo" --gamma 0.9
+bad "--kl is for --algo grpo and ppo, not --algo sft" -a sft --kl 0.1
+bad "--beta is for --algo dpo, not --algo ppo" -a ppo --beta 0.2
+bad "--no-std is for --algo grpo, not --algo ppo" -a ppo --no-std
+bad "--cliprange is for the grpo_clip loss and --algo ppo, not the reinforce_with_baseline loss" \
+	-l reinforce_with_baseline --cliprange 0.1
+bad "--constant is the divisor of --agg normalize" --constant 64
+bad "--ref is the reference model of --algo dpo and of --kl, which this run does not use" --ref ck/latest
+[ ! -e unused ]; ok $? "... and nothing written"
 done_testing

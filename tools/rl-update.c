@@ -76,6 +76,50 @@ static void note(const char *msg)
 	warnmsg("%s", msg);
 }
 
+/* The options of some algorithms only: one given to another would do
+ * nothing, which is said rather than ignored.  G, S, D, P: grpo, sft, dpo,
+ * ppo; GC: grpo with the grpo_clip loss. */
+enum { G = 1, S = 2, D = 4, P = 8, GC = 16 };
+static const struct { const char *name; int algos; const char *for_; } ALGO_OPTS[] = {
+	{ "beta", D, "--algo dpo" },
+	{ "loss", G, "--algo grpo" },
+	{ "cliprange", GC | P, "the grpo_clip loss and --algo ppo" },
+	{ "clip-high", GC | P, "the grpo_clip loss and --algo ppo" },
+	{ "kl", G | P, "--algo grpo and ppo" },
+	{ "gamma", P, "--algo ppo" }, { "lambda", P, "--algo ppo" }, { "vf-coef", P, "--algo ppo" },
+	{ "vf-clip", P, "--algo ppo" }, { "ent-coef", P, "--algo ppo" }, { "whiten", P, "--algo ppo" },
+	{ "no-std", G, "--algo grpo" }, { "adv-eps", G, "--algo grpo" },
+	{ "agg", G | P, "--algo grpo and ppo" }, { "constant", G | P, "--algo grpo and ppo" },
+};
+
+/* Whether option name was given on the command line. */
+static int given(const unsigned char *seen, const char *name)
+{
+	for (size_t k = 0; opts[k].shortname || opts[k].longname; k++)
+		if (opts[k].longname && !strcmp(opts[k].longname, name))
+			return seen[k];
+	return 0;
+}
+
+static void check_algo_options(const unsigned char *seen, int algo_bit)
+{
+	int have = algo_bit | (algo_bit == G && !strcmp(loss, "grpo_clip") ? GC : 0);
+	for (size_t i = 0; i < sizeof ALGO_OPTS / sizeof ALGO_OPTS[0]; i++) {
+		if (!given(seen, ALGO_OPTS[i].name) || (ALGO_OPTS[i].algos & have))
+			continue;
+		if (algo_bit == G && (ALGO_OPTS[i].algos & GC))
+			die(EXIT_USAGE, "--%s is for %s, not the %s loss", ALGO_OPTS[i].name,
+			    ALGO_OPTS[i].for_, loss);
+		die(EXIT_USAGE, "--%s is for %s, not --algo %s", ALGO_OPTS[i].name, ALGO_OPTS[i].for_,
+		    algo);
+	}
+	if (given(seen, "constant") && strcmp(agg, "normalize"))
+		die(EXIT_USAGE, "--constant is the divisor of --agg normalize");
+	if (ref && !(algo_bit == D || ((algo_bit == G || algo_bit == P) && kl_beta > 0)))
+		die(EXIT_USAGE, "--ref is the reference model of --algo dpo and of --kl, which this run "
+		    "does not use");
+}
+
 /* The --profile table (profile.h). */
 static void print_profile(const lm_prof_row *rows, int n, int steps, double wall_ms)
 {
@@ -86,7 +130,10 @@ int main(int argc, char **argv)
 {
 	lm_init(argv[0]);
 	char **operands;
-	int n = opt_parse_or_exit(&prog, argc, argv, &operands);
+	unsigned char seen[sizeof opts / sizeof opts[0]] = { 0 };
+	int n = opt_parse_or_exit_seen(&prog, argc, argv, &operands, seen);
+	int algo_bit = !strcmp(algo, "sft") ? S : !strcmp(algo, "dpo") ? D : !strcmp(algo, "ppo") ? P : G;
+	check_algo_options(seen, algo_bit);
 	const char *path = cli_one_input(operands, n);
 	static char ckpt_buf[4096], ref_buf[4096]; /* a run's DIR: DIR/latest */
 	checkpoint = ckpt_resolve(checkpoint, ckpt_buf, sizeof ckpt_buf);
