@@ -97,11 +97,11 @@ run lm-train -d d -o h2 --resume -j 1
 is "$rc" 0 "resume of a finished run: exit 0"
 is "$err" "lm-train: h2/latest is at step 20 of 20: the run is complete, nothing to do (-n N extends it)" "says so"
 run lm-train -d d -o h2 --resume -j 1 -n 25 --log h3.jsonl
-is "$err" "lm-train: -n 25 extends the run of 20 steps (h2/latest): the cosine still ends at step 20, then the learning rate stays at 0.0005" "extending: the schedule is said"
+is "$err" "lm-train: -n 25 extends the run of 20 steps (h2/latest): the cosine schedule still ends at step 20, then the learning rate stays at 0.0005" "extending: the schedule is said"
 is "$(lrs h3.jsonl | sed 's/.* //' | sort -u)" "0.00050000000000000001" "extending: the learning rate stays at the floor, no jump"
 run lm-train -d d -o h2 --resume -j 1 -n 27 --lr 1e-3 --warmup 2
 is "$err" "lm-train: --lr 0.001 replaces the run's 0.005 (h2/latest)
-lm-train: -n 27 extends the run of 25 steps (h2/latest): the cosine still ends at step 20, then the learning rate stays at 0.0001" "a changed value is said; an equal one is not"
+lm-train: -n 27 extends the run of 25 steps (h2/latest): the cosine schedule still ends at step 20, then the learning rate stays at 0.0001" "a changed value is said; an equal one is not"
 run lm-train -d d -o h2 --resume -j 1 -s 7
 is "$rc" 2 "another seed on resume: exit 2"
 is "$err" "lm-train: --seed 7: h2/latest continues a run with seed 0, which cannot change" "its message"

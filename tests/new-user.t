@@ -8,7 +8,8 @@
 # on purpose); a program reading a terminal says so; JSON records without
 # --jsonl, and plain samples where rollouts are wanted, are told the option;
 # --val alone evaluates at the end, and --eval-every without --val or
-# --ckpt-every and --keep-last without -o are usage errors, not ignored.
+# --ckpt-every and --keep-last without -o, a Muon option to an AdamW run and
+# a WSD one to another schedule are usage errors, not ignored.
 . "$(dirname "$0")/lib.sh"
 cd "$TMP" || exit 1
 perl "$LMPIPE_ROOT/tests/mktext.pl" 300 1 | perl "$LMPIPE_ROOT/tests/bytes2tok.pl" > t.tok
@@ -59,6 +60,14 @@ run T -d d -n 2 --ckpt-every 1
 is "$rc:$err" "2:lm-train: --ckpt-every needs --out DIR (where checkpoints go)" "--ckpt-every without -o: a usage error"
 run T -d d -n 2 --keep-last 1
 is "$rc:$err" "2:lm-train: --keep-last needs --out DIR (where checkpoints go)" "--keep-last without -o: a usage error"
+run T -d d -n 2 --muon-lr 0.05
+is "$rc:$err" "2:lm-train: --muon-lr is for --optimizer muon (this run's optimizer is adamw)" "a Muon option to an AdamW run: a usage error"
+run T -d d -n 2 --decay-frac 0.3
+is "$rc:$err" "2:lm-train: --decay-frac is for --schedule wsd (this run's schedule is cosine)" "a WSD option to a cosine schedule: a usage error"
+T -d d -n 2 --optimizer muon --schedule wsd -o mu 2> /dev/null
+ok $? "a Muon run with a WSD schedule"
+run T -d d -n 3 -o mu --resume --muon-lr 0.01 --decay-frac 0.5
+is "$rc" 0 "... resumed with Muon and WSD options (the optimizer and schedule are the checkpoint's) ($err)"
 
 # the manifest's path for its prefix
 T -d d.manifest -n 2 --log m1.jsonl 2> m.err

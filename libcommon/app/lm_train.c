@@ -505,6 +505,25 @@ static int resume_setup(train_config *c, char **rp, lm_err *e)
 	return rc;
 }
 
+/* An option of Muon or of WSD given to a run (its options as resumed) of
+ * another optimizer or schedule would do nothing: a usage error. */
+static int unused_options(const train_config *c, lm_err *e)
+{
+	static const char *const muon[] = { "muon-lr", "muon-momentum", "muon-momentum-start",
+					    "muon-momentum-warmup", "muon-weight-decay", "muon-scale",
+					    "muon-ns-steps", NULL };
+	static const char *const wsd[] = { "decay-frac", "decay-shape", NULL };
+	for (int i = 0; c->given && muon[i]; i++)
+		if (c->opt.kind != OPTIM_MUON && c->given(muon[i]))
+			return lm_usage_err(e, "--%s is for --optimizer muon (this run's optimizer is %s)",
+					    muon[i], optim_kind_names[c->opt.kind]);
+	for (int i = 0; c->given && wsd[i]; i++)
+		if (c->opt.schedule != SCHED_WSD && c->given(wsd[i]))
+			return lm_usage_err(e, "--%s is for --schedule wsd (this run's schedule is %s)",
+					    wsd[i], lr_schedule_names[c->opt.schedule]);
+	return 0;
+}
+
 int train_run(const train_config *tc0, lm_err *e)
 {
 	train_config c = *tc0;
@@ -541,6 +560,8 @@ int train_run(const train_config *tc0, lm_err *e)
 		lm_usage_err(e, "%s records no run length: give --steps N or --tokens N", rp);
 		goto out;
 	}
+	if (unused_options(&c, e))
+		goto out;
 	c.opt.lr_min = c.opt.lr_max * c.lr_min_ratio;
 	t.st.data_seed = c.seed;
 	rng_seed(&t.st.rng, c.seed);

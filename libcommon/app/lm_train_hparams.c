@@ -3,7 +3,7 @@
  * run that was started, not whatever the command line says now (see
  * lm_train_internal.h).  An option given on the resuming command line with
  * another value wins, with a note; a longer -n extends the run with the
- * schedule it had (the cosine still ends at the recorded cycle, then the
+ * schedule it had (the schedule still ends at the recorded cycle, then the
  * learning rate stays at its floor). */
 #include "app/lm_train_internal.h"
 
@@ -238,10 +238,14 @@ int train_hparams_resume(train_config *c, const char *text, const char *ckpt, lm
 		if (!strcmp(h->key, "seed") || !strcmp(h->key, "optimizer")) {
 			rc = lm_usage_err(e, "--%s %s: %s continues a run with %s %s, which cannot "
 					  "change", h->option, now, ckpt, h->key, was);
+		} else if (is_steps && c->steps > stored.steps && c->opt.schedule == SCHED_CONSTANT) {
+			train_note(c, "-n %s extends the run of %s steps (%s) at its constant learning "
+				   "rate", now, was, ckpt);
 		} else if (is_steps && c->steps > stored.steps) {
-			train_note(c, "-n %s extends the run of %s steps (%s): the cosine still ends at "
-				   "step %lld, then the learning rate stays at %g", now, was, ckpt,
-				   c->opt.cycle, c->opt.lr_max * c->lr_min_ratio);
+			train_note(c, "-n %s extends the run of %s steps (%s): the %s schedule still ends "
+				   "at step %lld, then the learning rate stays at %g", now, was, ckpt,
+				   lr_schedule_names[c->opt.schedule], c->opt.cycle,
+				   c->opt.lr_max * c->lr_min_ratio);
 		} else {
 			train_note(c, "--%s %s replaces the run's %s (%s)", h->option, now, was, ckpt);
 		}
