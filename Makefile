@@ -105,6 +105,15 @@ $(B)/%.o: %.c
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -c -o $@ $<
 
+# The build's version (--version, and every checkpoint's lmpipe.build): git
+# describe of this tree, noted in $(B)/build.txt, which is rewritten only
+# when it changes, so that only version.o follows a new commit.
+LMPIPE_BUILD := $(shell git -C $(CURDIR) describe --always --dirty 2>/dev/null || echo unknown)
+$(shell mkdir -p $(B); [ "$$(cat $(B)/build.txt 2>/dev/null)" = "$(LMPIPE_BUILD)" ] || \
+  echo "$(LMPIPE_BUILD)" > $(B)/build.txt)
+$(B)/libcommon/base/version.o: $(B)/build.txt
+$(B)/libcommon/base/version.o: ALL_CFLAGS += -DLMPIPE_BUILD='"$(LMPIPE_BUILD)"'
+
 # The ops' CPU twins: math functions without errno (nothing reads it), so
 # that a loop calling sqrtf vectorizes (the same IEEE operations lane by
 # lane, so the same bits).

@@ -91,12 +91,16 @@ for bad in 4294967312 33; do
 	esac
 done
 
-# 3. As written before checksums: no lmpipe.crc32c.* keys.
+# 3. As written before checksums: no lmpipe.crc32c.* keys (nor lmpipe.build).
 perl rewrite.pl ck/latest old.safetensors '
-	delete $h->{__metadata__}{$_} for grep { /^lmpipe\.crc32c\./ } keys %{$h->{__metadata__}};'
+	delete $h->{__metadata__}{$_} for grep { /^lmpipe\.(crc32c\.|build$)/ } keys %{$h->{__metadata__}};'
 grep -q crc32c old.safetensors
 ok $((1 - $?)) "the old-style checkpoint has no checksums"
 run lm-sample -c old.safetensors -t byte.tok --temperature 0 --max-tokens 4 x
 is "$rc" 0 "a checkpoint without checksums loads ($err)"
 is "$out" "$good" "and samples the same"
+is "$(lm-train -c ck/latest --info | sed -n 's/^written by  *//p')" "lmpipe $(lm-train --version | cut -d' ' -f3)" \
+	"a checkpoint records the build that wrote it (lmpipe.build, --info's 'written by')"
+is "$(lm-train -c old.safetensors --info | sed -n 's/^written by  *//p')" "(not recorded)" \
+	"... and one written before that says so"
 done_testing

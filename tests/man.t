@@ -24,6 +24,9 @@ for prog in "$LMPIPE_BIN"/*; do
 		printf '%s\n' "$text" | grep -qe "$o" || missing="$missing $o"
 	done
 	is "$missing" "" "$name: every --help option is in its man page"
+	run "$prog" --version
+	case $rc:$out in "0:$name (lmpipe) "?*) r=0 ;; *) r=1 ;; esac
+	ok $r "$name --version: its name and the build, exit 0 ($out)"
 done
 for page in "$LMPIPE_ROOT"/man/man5/*.5; do
 	[ -f "$page" ] || continue

@@ -188,7 +188,7 @@ int train_info(const char *ckpt, FILE *out, lm_err *e)
 	if (ckpt_read_config(ckpt, &c, e))
 		return -1;
 	static const char *const keys[] = { "step", "tokens", "adamw_t", "data_pos", "data_seed",
-					    TRAIN_META_KEY, TOKENIZER_META_KEY };
+					    TRAIN_META_KEY, TOKENIZER_META_KEY, "lmpipe.build" };
 	enum { N_KEYS = sizeof keys / sizeof keys[0] };
 	char *v[N_KEYS] = { 0 };
 	int rc = 0;
@@ -208,7 +208,8 @@ int train_info(const char *ckpt, FILE *out, lm_err *e)
 		fprintf(out, "parameters    %zu\n", model_n_params(&c));
 		for (int i = 0; i < N_KEYS; i++)
 			fprintf(out, "%-13s %s\n", !strcmp(keys[i], TRAIN_META_KEY) ? "hyperparams"
-				: !strcmp(keys[i], TOKENIZER_META_KEY) ? "tokenizer" : keys[i],
+				: !strcmp(keys[i], TOKENIZER_META_KEY) ? "tokenizer"
+				: !strcmp(keys[i], "lmpipe.build") ? "written by" : keys[i],
 				v[i] ? v[i] : "(not recorded)");
 	}
 	for (int i = 0; i < N_KEYS; i++)

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/version.h"
 #include "cli/die.h"
 
 enum { HELP_COLUMN = 28 };
@@ -231,6 +232,10 @@ int opt_parse_seen(const opt_prog *p, int argc, char **argv,
 				help = 1;
 				continue;
 			}
+			if (len == 7 && !strncmp(name, "version", 7) && !eq) {
+				help = help ? help : 2;
+				continue;
+			}
 			const opt_def *o = find_long(p->opts, name, len, e);
 			if (!o)
 				goto fail;
@@ -282,7 +287,7 @@ int opt_parse_seen(const opt_prog *p, int argc, char **argv,
 	ops[n] = NULL;
 	*operands = ops;
 	*n_operands = n;
-	return help ? OPT_HELP : OPT_OK;
+	return help == 1 ? OPT_HELP : help == 2 ? OPT_VERSION : OPT_OK;
 fail:
 	free(ops);
 	return -1;
@@ -348,6 +353,8 @@ void opt_help(const opt_prog *p, FILE *fp)
 		fputc('\n', fp);
 	}
 	fprintf(fp, "  -h, --help%*sshow this help and exit\n", HELP_COLUMN - 12, "");
+	fprintf(fp, "      --version%*sprint the version (the git commit it was built from) and exit\n",
+		HELP_COLUMN - 15, "");
 	if (p->epilog) {
 		size_t n = strlen(p->epilog);
 		fprintf(fp, "\n%s%s", p->epilog, n && p->epilog[n - 1] == '\n' ? "" : "\n");
@@ -367,6 +374,10 @@ int opt_parse_or_exit_seen(const opt_prog *p, int argc, char **argv, char ***ope
 	int rc = opt_parse_seen(p, argc, argv, operands, &n, seen, &e);
 	if (rc == OPT_HELP) {
 		opt_help(p, stdout);
+		exit(EXIT_OK);
+	}
+	if (rc == OPT_VERSION) {
+		printf("%s (lmpipe) %s\n", lm_progname, lmpipe_build());
 		exit(EXIT_OK);
 	}
 	if (rc < 0) {

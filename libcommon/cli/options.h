@@ -50,7 +50,7 @@ typedef struct opt_prog {
 	const char *epilog;  /* optional text after the option list */
 } opt_prog;
 
-enum { OPT_OK = 0, OPT_HELP = 1 };
+enum { OPT_OK = 0, OPT_HELP = 1, OPT_VERSION = 2 };
 
 /* Parse argv.  Operands are collected, in order, into *operands (a
  * NULL-terminated array owned by the caller, freed with free()) and their

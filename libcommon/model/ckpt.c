@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "base/atomic.h"
+#include "base/version.h"
 #include "base/io.h"
 #include "model/safetensors.h"
 
@@ -118,6 +119,7 @@ int ckpt_save_extra(const char *path, const model *m, const optim *o, const trai
 	put(&b, "format", "pt");
 	put(&b, "lmpipe.format", "checkpoint");
 	put(&b, "lmpipe.version", "%d", model_config_is_plain(&m->cfg) ? CKPT_VERSION_PLAIN : CKPT_VERSION);
+	put(&b, "lmpipe.build", "lmpipe %s", lmpipe_build());
 	put_config(&b, &m->cfg);
 	if (s) {
 		put(&b, "step", "%lld", s->step);
