@@ -12,9 +12,8 @@
 static long long count = 1000, digits = 2, steps = 1, seed = 1;
 static const char *ops = "+-", *template_path, *output;
 static int with_response;
-/* opts[COUNT_OPT] is -n: given, it limits gsm8k too; opts[SEED_OPT] is -s:
- * given, gsm8k writes a sample drawn by it, in an order drawn by it */
-enum { COUNT_OPT = 0, SEED_OPT = 4 };
+/* -n given limits gsm8k too; -s given, gsm8k writes a sample drawn by it,
+ * in an order drawn by it */
 
 static const opt_def opts[] = {
 	{ 'n', "count", OPT_INT, &count, "N", "number of problems (default 1000; gsm8k: all)", 0, 1e15, NULL },
@@ -46,6 +45,7 @@ int main(int argc, char **argv)
 	char **operands;
 	unsigned char seen[sizeof opts / sizeof opts[0]] = { 0 };
 	int n = opt_parse_or_exit_seen(&prog, argc, argv, &operands, seen);
+	int given_count = opt_given(opts, seen, "count");
 	uint64_t left = (uint64_t)count;
 	lm_err e;
 	if (n < 1)
@@ -56,6 +56,10 @@ int main(int argc, char **argv)
 		die(EXIT_USAGE, "unknown mode '%s': use arith or gsm8k", mode);
 	if (arith && n > 1)
 		die(EXIT_USAGE, "arith reads no files (got '%s')", operands[1]);
+	static const char *const arith_only[] = { "digits", "steps", "ops", NULL };
+	for (int i = 0; !arith && arith_only[i]; i++)
+		if (opt_given(opts, seen, arith_only[i]))
+			die(EXIT_USAGE, "--%s is for arith problems, not gsm8k", arith_only[i]);
 
 	char *tmpl = (char *)TASK_R1_ZERO_TEMPLATE;
 	if (template_path) {
@@ -77,9 +81,9 @@ int main(int argc, char **argv)
 		if (task_arith_write(out.fp, &cfg, (uint64_t)count, (uint64_t)seed, tmpl, with_response,
 				     out.name, &e))
 			die_err(&e);
-	} else if (seen[SEED_OPT]) {
+	} else if (opt_given(opts, seen, "seed")) {
 		task_pick pick;
-		task_pick_init(&pick, seen[COUNT_OPT] ? (uint64_t)count : UINT64_MAX, (uint64_t)seed);
+		task_pick_init(&pick, given_count ? (uint64_t)count : UINT64_MAX, (uint64_t)seed);
 		cli_inputs in = { .files = operands + 1, .n = n - 1 };
 		while (cli_next_input(&in))
 			if (task_pick_gsm8k(&pick, in.fp, in.name, &e))
@@ -89,9 +93,9 @@ int main(int argc, char **argv)
 		task_pick_free(&pick);
 	} else {
 		cli_inputs in = { .files = operands + 1, .n = n - 1 };
-		while ((!seen[COUNT_OPT] || left) && cli_next_input(&in))
+		while ((!given_count || left) && cli_next_input(&in))
 			if (task_gsm8k_write(in.fp, in.name, out.fp, tmpl, with_response,
-					     seen[COUNT_OPT] ? &left : NULL, out.name, &e))
+					     given_count ? &left : NULL, out.name, &e))
 				die_err(&e);
 	}
 	cli_output_commit(&out);

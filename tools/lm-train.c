@@ -24,10 +24,7 @@ static const unsigned char *the_seen;
 
 static int option_given(const char *name)
 {
-	for (const opt_def *o = the_opts; o->shortname || o->longname; o++)
-		if (o->longname && !strcmp(o->longname, name))
-			return the_seen[o - the_opts];
-	return 0;
+	return opt_given(the_opts, the_seen, name);
 }
 
 static void note(const char *msg)

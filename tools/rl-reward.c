@@ -47,8 +47,16 @@ int main(int argc, char **argv)
 {
 	lm_init(argv[0]);
 	char **operands;
-	int n = opt_parse_or_exit(&prog, argc, argv, &operands);
+	unsigned char seen[sizeof opts / sizeof opts[0]] = { 0 };
+	int n = opt_parse_or_exit_seen(&prog, argc, argv, &operands, seen);
 	const char *path = cli_one_input(operands, n);
+	/* options that would do nothing */
+	if (cmd && opt_given(opts, seen, "reward"))
+		die(EXIT_USAGE, "-r and --cmd exclude each other: --cmd's program is the reward");
+	if (cmd && opt_given(opts, seen, "format-only"))
+		die(EXIT_USAGE, "--format-only is for the built-in rewards, not --cmd");
+	if (!cmd && opt_given(opts, seen, "timeout"))
+		die(EXIT_USAGE, "--timeout is for --cmd");
 	reward_cfg c = { REWARD_R1_ZERO, cmd, format_only, length_weight, answer_key, completion_key,
 			 timeout, (int)threads };
 	if (cmd)

@@ -92,13 +92,9 @@ static const struct { const char *name; int algos; const char *for_; } ALGO_OPTS
 	{ "agg", G | P, "--algo grpo and ppo" }, { "constant", G | P, "--algo grpo and ppo" },
 };
 
-/* Whether option name was given on the command line. */
 static int given(const unsigned char *seen, const char *name)
 {
-	for (size_t k = 0; opts[k].shortname || opts[k].longname; k++)
-		if (opts[k].longname && !strcmp(opts[k].longname, name))
-			return seen[k];
-	return 0;
+	return opt_given(opts, seen, name);
 }
 
 static void check_algo_options(const unsigned char *seen, int algo_bit)

@@ -361,6 +361,14 @@ void opt_help(const opt_prog *p, FILE *fp)
 	}
 }
 
+int opt_given(const opt_def *opts, const unsigned char *seen, const char *longname)
+{
+	for (const opt_def *o = opts; o->shortname || o->longname; o++)
+		if (o->longname && !strcmp(o->longname, longname))
+			return seen[o - opts];
+	return 0;
+}
+
 int opt_parse_or_exit(const opt_prog *p, int argc, char **argv, char ***operands)
 {
 	return opt_parse_or_exit_seen(p, argc, argv, operands, NULL);

@@ -80,6 +80,10 @@ int opt_parse_range(const char *s, uint64_t *start, uint64_t *end, uint64_t to_e
 /* Program front end: parse, print --help to stdout and exit 0, or print
  * "prog: message" plus a hint and exit 2.  Returns the operand count. */
 int opt_parse_or_exit(const opt_prog *p, int argc, char **argv, char ***operands);
+/* Whether the option of opts named longname was given (seen as
+ * opt_parse_seen fills it); 0 for a name the table lacks. */
+int opt_given(const opt_def *opts, const unsigned char *seen, const char *longname);
+
 /* The same with opt_parse_seen's seen. */
 int opt_parse_or_exit_seen(const opt_prog *p, int argc, char **argv, char ***operands,
 			   unsigned char *seen);
