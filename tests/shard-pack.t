@@ -109,6 +109,9 @@ is "$rc:$err" "1:shard-pack: bad.tok: byte 0: not a token stream (bad magic); it
 printf 'XXXX\001\002\020\000\000\000\000\000\000\000\000\000' > bin.tok
 run shard-pack -o e1 bin.tok
 is "$rc:$err" "1:shard-pack: bin.tok: byte 0: not a token stream (bad magic)" "wrong header, binary: no such advice"
+run shard-pack -o e1 p-000000.lms
+is "$rc:$err" "1:shard-pack: p-000000.lms: byte 0: not a token stream (bad magic); it is a shard: shard-pack -d writes its tokens as a token stream" \
+	"a shard given for tokens: the message says how to get them"
 ok "$(no_shards e1; echo $?)" "wrong header: no shard"
 : >empty.tok
 run shard-pack -o e2 empty.tok

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "base/le.h"
+#include "data/shard.h"
 
 enum {
 	WRITE_BLOCK = 1 << 16,   /* ids per block the writer emits */
@@ -148,9 +149,12 @@ static int read_header(tokstream_reader *r, tokstream_info *info, lm_err *e)
 		for (size_t i = 0; i < sizeof h && text; i++)
 			text = (h[i] >= 0x20 && h[i] != 0x7f) || h[i] == '\t' || h[i] == '\n' ||
 			       h[i] == '\r';
+		int shard = !memcmp(h, SHARD_MAGIC, 4); /* a shard given for its tokens */
 		return lm_seterr(e, "%s: byte %llu: not a token stream (bad magic)%s", r->name, at,
-				 text ? "; it starts like text (bpe-encode makes token streams of "
-					"text; decimal ids: bpe-decode --text)" : "");
+				 shard ? "; it is a shard: shard-pack -d writes its tokens as a "
+					 "token stream"
+				 : text ? "; it starts like text (bpe-encode makes token streams of "
+					  "text; decimal ids: bpe-decode --text)" : "");
 	}
 	if (h[4] != TOKSTREAM_VERSION)
 		return lm_seterr(e, "%s: byte %llu: unsupported token stream version %u (this reads %d)",
