@@ -137,7 +137,12 @@ int docs_child_start(docs_child *c, docs_codec codec, const char *path, lm_err *
 static void feed(FILE *in, int out, const unsigned char *head, size_t n)
 {
 	static unsigned char buf[FEED_CHUNK];
+	/* the parent's handlers (which remove its unfinished outputs) are
+	 * not this process's to run */
 	signal(SIGPIPE, SIG_DFL);
+	signal(SIGTERM, SIG_DFL);
+	signal(SIGINT, SIG_DFL);
+	signal(SIGHUP, SIG_DFL);
 	size_t got = n;
 	const unsigned char *from = head;
 	for (;;) {
