@@ -13,8 +13,8 @@
 #include <unistd.h>
 
 #include "base/atomic.h"
-#include "base/version.h"
 #include "base/io.h"
+#include "base/version.h"
 #include "model/safetensors.h"
 
 enum { META_MAX = 48, VAL_LEN = 40, DESCRIBE_LEN = 192 };
