@@ -60,8 +60,9 @@ run T -d d -n 2 --ckpt-every 1
 is "$rc:$err" "2:lm-train: --ckpt-every needs --out DIR (where checkpoints go)" "--ckpt-every without -o: a usage error"
 run T -d d -n 2 --keep-last 1
 is "$rc:$err" "2:lm-train: --keep-last needs --out DIR (where checkpoints go)" "--keep-last without -o: a usage error"
-run T -d d -n 2 --muon-lr 0.05
+run T -d d -n 2 --muon-lr 0.05 -o never
 is "$rc:$err" "2:lm-train: --muon-lr is for --optimizer muon (this run's optimizer is adamw)" "a Muon option to an AdamW run: a usage error"
+[ ! -e never ]; ok $? "... before -o is made"
 run T -d d -n 2 --decay-frac 0.3
 is "$rc:$err" "2:lm-train: --decay-frac is for --schedule wsd (this run's schedule is cosine)" "a WSD option to a cosine schedule: a usage error"
 T -d d -n 2 --optimizer muon --schedule wsd -o mu 2> /dev/null

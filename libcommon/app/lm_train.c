@@ -549,6 +549,9 @@ int train_run(const train_config *tc0, lm_err *e)
 		lm_usage_err(e, "--resume needs --out DIR");
 		goto out;
 	}
+	/* (a new run's options are all given: checked before -o is made) */
+	if (!c.resume && unused_options(&c, e))
+		goto out;
 	if (c.out_dir && !c.rank && train_dir_prepare(&dir, c.out_dir, c.resume, c.force, e))
 		goto out;
 	if (dir.stale_removed)
@@ -560,7 +563,7 @@ int train_run(const train_config *tc0, lm_err *e)
 		lm_usage_err(e, "%s records no run length: give --steps N or --tokens N", rp);
 		goto out;
 	}
-	if (unused_options(&c, e))
+	if (c.resume && unused_options(&c, e)) /* with the run's own */
 		goto out;
 	c.opt.lr_min = c.opt.lr_max * c.lr_min_ratio;
 	t.st.data_seed = c.seed;
