@@ -89,6 +89,9 @@ int main(int argc, char **argv)
 	o.context = (uint32_t)context;
 	o.stop = &stops;
 	o.think_budget = (uint32_t)think_budget;
+	if (o.think_close && !think_budget)
+		die(EXIT_USAGE, "--think-close is the text that --think-budget N closes with: give "
+		    "--think-budget too");
 	o.skip_bad = on_error[1] == 'k';
 	o.warn = warn_skip;
 	o.note = note;
