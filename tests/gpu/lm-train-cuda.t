@@ -84,7 +84,7 @@ run lm-train --device cuda --dump-logits lg.safetensors --ids ids.txt -c g/lates
 is "$rc" 0 "--dump-logits on CUDA ($err)"
 # A loaded checkpoint's compute copy follows its weights: the evaluation of
 # one checkpoint on both devices agrees.
-vloss() { lm-train --device "$1" -c g/latest --val d-val --eval-batches 0 $2 2>/dev/null |
+vloss() { lm-train --device "$1" -c g/latest --val d-val --eval-batches 0 ${2:-} 2>/dev/null |
 	sed -n 's/.*"loss":\([0-9.e+-]*\).*/\1/p'; }
 vc=$(vloss cpu) vg=$(vloss cuda)
 perl -e 'exit !($ARGV[0] > 0 && abs($ARGV[0] - $ARGV[1]) <= 0.01 * $ARGV[0])' "$vc" "$vg"
