@@ -363,10 +363,11 @@ static int copy_compressed(parser *p, docs_codec codec, lm_err *e)
 	return copy_child(p, codec, c, e);
 }
 
-/* A stream (standard input, a pipe): its first bytes read to tell its codec,
- * then, plain, they and the rest parsed; compressed, they and the rest
- * handed to the decompressor (through a feeder process: they cannot be put
- * back).  in is read to its end or handed over; not closed. */
+/* A stream (standard input, a pipe; its callers refuse a byte range): its
+ * first bytes read to tell its codec, then, plain, they and the rest
+ * parsed; compressed, they and the rest handed to the decompressor (through
+ * a feeder process: they cannot be put back).  in is read to its end or
+ * handed over; not closed. */
 static int copy_unseekable(parser *p, FILE *in, lm_err *e)
 {
 	unsigned char head[DOCS_HEAD_BYTES];
@@ -378,8 +379,7 @@ static int copy_unseekable(parser *p, FILE *in, lm_err *e)
 	docs_codec codec = docs_codec_in(head, n);
 	if (codec != DOCS_PLAIN) {
 		docs_child c;
-		if (no_range(p, codec, e) ||
-		    docs_child_start_stream(&c, codec, in, head, n, p->path, e))
+		if (docs_child_start_stream(&c, codec, in, head, n, p->path, e))
 			return -1;
 		return copy_child(p, codec, c, e);
 	}
