@@ -67,6 +67,26 @@ int norm_matmul_small_cuda(uint16_t *out, const float *x, const float *g, const 
 int glu_matmul_small_cuda(float *out, const float *addend, const uint16_t *h, const uint16_t *w,
 			  int N, int F, int OUT, void *stream);
 
+/* The forward product of a few tens of rows (a decoding step of
+ * MATMUL_SMALL_N + 1 to MATMUL_ROWS_N sequences) on tensor cores
+ * (kernels/cuda/matmul_rows.cu), which matmul_fwd_cuda takes when
+ * matmul_rows_applies: N in that range, IN a multiple of 16, inp and w
+ * 16-byte aligned (and LMPIPE_NO_ROWS unset).  The same contracts as
+ * matmul_fwd_cuda and norm_matmul_small_cuda (-1: not these shapes, or the
+ * launch failed); norm_glu_rows_cuda is RMSNorm, the gate/up product and
+ * SwiGLU in one: sw [N, F] (bf16) = swiglu(RMSNorm(x) g . Wgu^T), Wgu
+ * [2F, C] (gate rows, then up rows).  The kernels read the weights before
+ * the kernel ahead of them in the stream has finished (programmatic
+ * launch): that kernel must not write them. */
+enum { MATMUL_ROWS_N = 64 };
+int matmul_rows_applies(const void *inp, const void *w, int N, int IN);
+int matmul_fwd_rows_cuda(void *out, const float *addend, const uint16_t *inp, const uint16_t *w,
+			 int N, int IN, int OUT, void *stream);
+int norm_matmul_rows_cuda(uint16_t *out, const float *x, const float *g, const uint16_t *w, int N,
+			  int C, int OUT, float eps, void *stream);
+int norm_glu_rows_cuda(uint16_t *sw, const float *x, const float *g, const uint16_t *wgu, int N,
+		       int C, int F, float eps, void *stream);
+
 #ifdef __cplusplus
 }
 #endif

@@ -326,6 +326,11 @@ extern "C" int matmul_fwd_cuda(matmul_cuda *mc, void *out, const float *addend, 
 {
 	if (matmul_small_applies(inp, w, N, IN))
 		return matmul_fwd_small_cuda(out, addend, inp, w, N, IN, OUT, mc->st);
+	if (matmul_rows_applies(inp, w, N, IN)) {
+		if (!matmul_fwd_rows_cuda(out, addend, inp, w, N, IN, OUT, mc->st))
+			return 0;
+		cudaGetLastError(); // shapes it does not take (shared memory): cuBLASLt's
+	}
 	if (addend)
 		return gemm(mc, 1, 0, OUT, N, IN, w, IN, inp, IN, addend, out, OUT, 1, 1.0f);
 	return gemm(mc, 1, 0, OUT, N, IN, w, IN, inp, IN, out, out, OUT, 0, 0.0f);

@@ -125,6 +125,11 @@ static void chunk_ops(model_decoder *md, int N, int nl, int embed)
 		be->decode_qkv(be, md->q, kc, vc, md->qkv, m->rope_cs, pos, slot, s);
 		be->attn_decode(be, md->y, md->q, kc, vc, pos, slot, s, scale);
 		be->matmul_fwd(be, x2, x, md->y, w->wo, N, C, C);
+		if (c->mlp == MODEL_MLP_SWIGLU && be->norm_glu_fwd &&
+		    be->norm_glu_fwd(be, md->sw, x2, p->ln2, w->wgu, N, C, F, eps) == 0) {
+			be->matmul_fwd(be, x, x2, md->sw, w->wdown, N, F, C);
+			continue;
+		}
 		norm_matmul(md, md->h, x2, p->ln2, w->wgu, N, C, model_gu_rows(c), eps);
 		if (c->mlp == MODEL_MLP_RELU2) {
 			be->relu2_fwd(be, md->sw, md->h, (size_t)N * F);

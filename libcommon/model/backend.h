@@ -351,6 +351,12 @@ struct lm_backend {
 				const void *w, int N, int C, int OUT, float eps);
 	void (*glu_matmul_fwd)(lm_backend *be, float *out, const float *addend, const void *h,
 			       const void *w, int N, int F, int OUT);
+	/* RMSNorm, the gate/up product and SwiGLU in one: sw (act) [N, F] =
+	 * swiglu(RMSNorm(x) * g . Wgu^T), Wgu [2F, C] (gate rows, then up
+	 * rows); 0 when queued, -1 when it does not run these shapes (nothing
+	 * queued).  NULL: the decoder composes it from the ops above. */
+	int (*norm_glu_fwd)(lm_backend *be, void *sw, const float *x, const float *g, const void *wgu,
+			    int N, int C, int F, float eps);
 	/* A decoding step of one token, from its embedded row to its logits'
 	 * row, as one kernel (kernels/decode_step.h): 0 when queued (a failure
 	 * is sticky), -1 when it does not run these shapes (nothing queued).

@@ -929,6 +929,8 @@ static void cu_norm_matmul_fwd(lm_backend *be, void *out, const float *x, const 
 	if (N <= MATMUL_SMALL_N &&
 	    !norm_matmul_small_cuda(out, x, g, w, N, C, OUT, eps, ST(be)))
 		return;
+	if (N <= MATMUL_ROWS_N && !norm_matmul_rows_cuda(out, x, g, w, N, C, OUT, eps, ST(be)))
+		return;
 	cudaGetLastError();
 	uint16_t *xn = scratch(be, (size_t)N * C * (sizeof(uint16_t) + sizeof(float)));
 	if (!xn)
@@ -949,6 +951,18 @@ static void cu_glu_matmul_fwd(lm_backend *be, float *out, const float *addend, c
 		return;
 	check(be, swiglu_fwd_cuda(sw, h, N, F, ST(be)) ||
 		  matmul_fwd_cuda(CTX(be)->mm, out, addend, sw, w, N, F, OUT), "SwiGLU and matmul");
+}
+
+static int cu_norm_glu_fwd(lm_backend *be, void *sw, const float *x, const float *g, const void *wgu,
+			   int N, int C, int F, float eps)
+{
+	if (N <= MATMUL_SMALL_N || N > MATMUL_ROWS_N)
+		return -1;
+	if (norm_glu_rows_cuda(sw, x, g, wgu, N, C, F, eps, ST(be))) {
+		cudaGetLastError();
+		return -1;
+	}
+	return 0;
 }
 
 static int cu_decode_step(lm_backend *be, const decode_step_args *a)
@@ -1088,6 +1102,7 @@ static const lm_backend cuda_table = {
 	.rows_scatter = cu_rows_scatter,
 	.norm_matmul_fwd = cu_norm_matmul_fwd,
 	.glu_matmul_fwd = cu_glu_matmul_fwd,
+	.norm_glu_fwd = cu_norm_glu_fwd,
 	.decode_step = cu_decode_step,
 	.sample = cu_sample,
 	.graph_begin = cu_graph_begin,

@@ -871,9 +871,16 @@ int main(void)
 	test_matmul(256, 512, 1344);
 	test_matmul(200, 512, 1344);  /* the class of 256's, already timed: the heuristic's first */
 	test_matmul(3, 512, 1536);   /* the few-row kernel (matmul_small.cu) */
+	/* 17 to 64 rows: matmul_rows.cu (blocks of 16 rows and a last one of
+	 * 1 or 2, a tail of features, IN = 2048; 10000 features: cuBLASLt's) */
+	test_matmul(40, 512, 1536);
+	test_matmul(64, 1344, 512);
+	test_matmul(17, 768, 300);
+	test_matmul(64, 512, 10000);
+	test_matmul(50, 2048, 768);
 	test_matmul(16, 1344, 512);
 	test_matmul(9, 40, 10000);
-	test_matmul(17, 512, 1344);  /* just past it: cuBLASLt again */
+	test_matmul(17, 512, 1344);  /* just past it: matmul_rows.cu, one row in its last block */
 	test_layout(2, 17, 3, 32);
 	test_layout(1, 1, 2, 64);
 	test_layout(3, 5, 4, 128);

@@ -19,6 +19,7 @@
 #include "gen/model_decode_internal.h"
 #include "gen/sampler.h"
 #include "kernels/rope.h"
+#include "kernels/matmul.h"
 #include "kernels/sample.h"
 #include "model/model.h"
 
@@ -107,6 +108,7 @@ static void test_fused(int N, int C, int OUTD)
 	OUT(xn, (size_t)N * C, 1);
 	OUT(rs, N, 0);
 	OUT(sw, (size_t)N * C, 1);
+	OUT(sg, (size_t)N * (OUTD / 2 + 1), 1);
 	OUT(o1, (size_t)N * OUTD, 1);
 	OUT(o2, (size_t)N * OUTD, 0);
 	cpu.be->rmsnorm_fwd(cpu.be, xnc, rsc, xc, gc, N, C, 1e-5f);
@@ -119,7 +121,19 @@ static void test_fused(int N, int C, int OUTD)
 	gpu.be->glu_matmul_fwd(gpu.be, o2g, addg, hg, wg, N, C, OUTD);
 	snprintf(what, sizeof what, "SwiGLU into the product %dx%dx%d, onto the addend", N, C, OUTD);
 	compare(what, o2g, o2c, (size_t)N * OUTD, 0, TOL_F32);
-	(void)xng, (void)rsg, (void)swg; /* the CPU side's intermediates only */
+	/* RMSNorm, the product and SwiGLU in one: W's rows as gate, then up */
+	int F = OUTD / 2;
+	if (OUTD % 2 == 0 && gpu.be->norm_glu_fwd) {
+		cpu.be->swiglu_fwd(cpu.be, sgc, o1c, N, F);
+		int ran = gpu.be->norm_glu_fwd(gpu.be, sgg, xg, gg, wg, N, C, F, 1e-5f) == 0;
+		int want = N > MATMUL_SMALL_N && N <= MATMUL_ROWS_N && C % 16 == 0;
+		snprintf(what, sizeof what, "RMSNorm, product and SwiGLU %dx%dx%d", N, C, F);
+		if (ran)
+			compare(what, sgg, sgc, (size_t)N * F, 1, TOL_ACT);
+		else
+			ok(!want, "%s: not run (%s)", what, want ? "it should have" : "not its shapes");
+	}
+	(void)xng, (void)rsg, (void)swg, (void)sgg; /* the CPU side's intermediates only */
 	release_all(&cpu);
 	release_all(&gpu);
 	free(x), free(g), free(w), free(h), free(add);
@@ -509,54 +523,64 @@ static void test_decoder(model_config cfg, const char *tag, int full)
 	s2 = s;
 	gen_config c = { .sp = { 0, 0, 1, 0 }, .seed = 3, .n_samples = 1, .max_tokens = NEW,
 			 .eot = BPE_NO_TOKEN };
-	int rc = decode(&mg, &s, &c, 3, 1, &e);
-	ok(rc == 0 && ahead_runs > 0, "%s: greedy on the CUDA decoder runs (%ld calls of %u rounds "
-	   "ahead)%s%s", tag, ahead_runs, (unsigned)MODEL_DECODE_AHEAD, rc ? ": " : "",
-	   rc ? e.msg : "");
-	/* teacher-forced CPU pass over each prompt + completion */
-	int mism = 0, near = 0;
-	double worst = 0;
-	for (int i = 0; i < NP && rc == 0; i++) {
-		int32_t seq[DCTX];
-		size_t pl = s.plen[i], n = s.out[4 * i].n;
-		for (size_t t = 0; t < pl; t++)
-			seq[t] = (int32_t)s.prompts[i][t];
-		for (size_t t = 0; t + 1 < n; t++)
-			seq[pl + t] = (int32_t)s.out[4 * i].ids[t];
-		if (model_forward(&mc, seq, NULL, 1, (int)(pl + n - 1), NULL, &e) < 0)
-			break;
-		const float *lg = model_logits(&mc);
-		for (size_t t = 0; t < n; t++) {
-			const float *row = lg + (pl - 1 + t) * DV;
-			uint32_t a = 0, b = 1;
-			for (uint32_t v = 0; v < DV; v++)
-				if (row[v] > row[a])
-					a = v;
-			for (uint32_t v = 0; v < DV; v++)
-				if (v != a && (b == a || row[v] > row[b]))
-					b = v;
-			double d = fabs(sample_logprob(row, DV, s.out[4 * i].ids[t]) - s.out[4 * i].lp[t]);
-			worst = d > worst ? d : worst;
-			if (s.out[4 * i].ids[t] != a && t < 3)
-				diag("prompt %d (%zu tokens), token %zu: CUDA %u (lp %.3f), CPU argmax %u "
-				     "(logit %.3f vs %.3f; lp of CUDA's %.3f)", i, pl, t, s.out[4 * i].ids[t],
-				     s.out[4 * i].lp[t], a, row[a], row[s.out[4 * i].ids[t]],
-				     sample_logprob(row, DV, s.out[4 * i].ids[t]));
-			if (s.out[4 * i].ids[t] != a) {
-				if (row[a] - row[s.out[4 * i].ids[t]] <= 0.05 * (fabs(row[a]) + 1))
-					near++;
-				else
-					mism++;
+	/* 3 slots for 5 prompts (slots taken over), then 20 slots for 4 samples
+	 * each (steps of 20 rows: kernels/cuda/matmul_rows.cu) */
+	int rc = 0;
+	for (int run = 0; run < 2; run++) {
+		uint32_t slots = run ? 20 : 3;
+		c.n_samples = run ? 4 : 1;
+		s = s2;
+		rc = decode(&mg, &s, &c, slots, 1, &e);
+		ok(rc == 0 && ahead_runs > 0, "%s, %u slots: greedy on the CUDA decoder runs (%ld calls of %u "
+		   "rounds ahead)%s%s", tag, slots, ahead_runs, (unsigned)MODEL_DECODE_AHEAD, rc ? ": " : "",
+		   rc ? e.msg : "");
+		/* teacher-forced CPU pass over each prompt + completion */
+		int mism = 0, near = 0;
+		double worst = 0;
+		for (int i = 0; i < NP && rc == 0; i++) {
+			int32_t seq[DCTX];
+			size_t pl = s.plen[i], n = s.out[4 * i].n;
+			for (size_t t = 0; t < pl; t++)
+				seq[t] = (int32_t)s.prompts[i][t];
+			for (size_t t = 0; t + 1 < n; t++)
+				seq[pl + t] = (int32_t)s.out[4 * i].ids[t];
+			if (model_forward(&mc, seq, NULL, 1, (int)(pl + n - 1), NULL, &e) < 0)
+				break;
+			const float *lg = model_logits(&mc);
+			for (size_t t = 0; t < n; t++) {
+				const float *row = lg + (pl - 1 + t) * DV;
+				uint32_t a = 0, b = 1;
+				for (uint32_t v = 0; v < DV; v++)
+					if (row[v] > row[a])
+						a = v;
+				for (uint32_t v = 0; v < DV; v++)
+					if (v != a && (b == a || row[v] > row[b]))
+						b = v;
+				double d = fabs(sample_logprob(row, DV, s.out[4 * i].ids[t]) - s.out[4 * i].lp[t]);
+				worst = d > worst ? d : worst;
+				if (s.out[4 * i].ids[t] != a && t < 3)
+					diag("prompt %d (%zu tokens), token %zu: CUDA %u (lp %.3f), CPU argmax %u "
+					     "(logit %.3f vs %.3f; lp of CUDA's %.3f)", i, pl, t, s.out[4 * i].ids[t],
+					     s.out[4 * i].lp[t], a, row[a], row[s.out[4 * i].ids[t]],
+					     sample_logprob(row, DV, s.out[4 * i].ids[t]));
+				if (s.out[4 * i].ids[t] != a) {
+					if (row[a] - row[s.out[4 * i].ids[t]] <= 0.05 * (fabs(row[a]) + 1))
+						near++;
+					else
+						mism++;
+				}
+				(void)b;
 			}
-			(void)b;
 		}
+		ok(rc == 0 && mism == 0, "%s, %u slots: CUDA greedy tokens are the CPU's argmax (%d differ "
+		   "within bf16 rounding of the top logit, %d beyond)", tag, slots, near, mism);
+		/* bf16 weights and activations: logits of about +-5 carry errors of a
+		 * few hundredths (measured: 0.09 at worst here) */
+		ok(rc == 0 && worst <= 0.15, "%s, %u slots: CUDA log-probs equal a teacher-forced CPU pass "
+		   "within %.3g (<= 0.15)", tag, slots, worst);
 	}
-	ok(rc == 0 && mism == 0, "%s: CUDA greedy tokens are the CPU's argmax (%d differ within bf16 "
-	   "rounding of the top logit, %d beyond)", tag, near, mism);
-	/* bf16 weights and activations: logits of about +-5 carry errors of a
-	 * few hundredths (measured: 0.09 at worst here) */
-	ok(rc == 0 && worst <= 0.15, "%s: CUDA log-probs equal a teacher-forced CPU pass within %.3g "
-	   "(<= 0.15)", tag, worst);
+	c.n_samples = 1;
+	s = s2;
 	if (!full) {
 		model_free(&mc);
 		model_free(&mg);
@@ -625,6 +649,15 @@ int main(void)
 	test_fused(16, 512, 10000);
 	test_fused(20, 512, 300);
 	test_fused(3, 36, 50);
+	/* 17 to 64 rows: the tensor-core kernels (matmul_rows.cu) in blocks of
+	 * 16 rows, a last block of 1 or 16, a tail of features; a head's 10000
+	 * features (cuBLASLt's; SwiGLU's 5000 the kernel's), C = 2048 */
+	test_fused(33, 512, 1536);
+	test_fused(17, 512, 2688);
+	test_fused(64, 512, 10000);
+	test_fused(64, 1344, 512);
+	test_fused(48, 768, 2302);
+	test_fused(64, 2048, 768);
 	sample_args plain = { 1, 0, 1, 0 }, cut = { 0.8f, 40, 0.9f, 0 }, nucleus = { 1, 0, 0.95f, 9000 };
 	test_sampler_twin(300, 10000, plain, 3);
 	test_sampler_twin(300, 10000, cut, 3);
