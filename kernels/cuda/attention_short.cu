@@ -31,26 +31,6 @@ namespace {
 constexpr float LOG2E = 1.4426950408889634f;
 constexpr int NW = 8, NT = NW * 32;
 
-// ldmatrix addresses on a row-major tile of row stride S elements; the
-// fragments are those of mma.cuh's ld_a, ld_bt and ld_b.
-__device__ __forceinline__ void lda(uint32_t a[4], const bf16 *t, int S, int r0, int c0)
-{
-	int l = threadIdx.x & 31;
-	ldsm_x4(a, t + (r0 + (l & 7) + ((l >> 3) & 1) * 8) * S + c0 + (l >> 4) * 8);
-}
-
-__device__ __forceinline__ void ldbt(uint32_t b[4], const bf16 *t, int S, int n0, int c0)
-{
-	int l = threadIdx.x & 31;
-	ldsm_x4(b, t + (n0 + (l & 7) + (l >> 4) * 8) * S + c0 + ((l >> 3) & 1) * 8);
-}
-
-__device__ __forceinline__ void ldb(uint32_t b[4], const bf16 *t, int S, int k0, int n0)
-{
-	int l = threadIdx.x & 31;
-	ldsm_x4_t(b, t + (k0 + (l & 7) + ((l >> 3) & 1) * 8) * S + n0 + (l >> 4) * 8);
-}
-
 // Rows [0, Tp) of a [T, D] matrix whose rows are ld elements apart into a
 // tile of stride D + 8; rows past T become zeros.
 template <int D>

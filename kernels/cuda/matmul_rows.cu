@@ -44,21 +44,6 @@ struct rows_args {
 	float eps;
 };
 
-// ldmatrix fragments from a row-major tile of row stride S elements.  S =
-// K + 8 with K a multiple of 16 is an odd multiple of 16 bytes modulo 128,
-// so the 8 rows of an ldmatrix phase fall in 8 distinct bank groups.
-__device__ __forceinline__ void lda_s(uint32_t a[4], const bf16 *t, int S, int r0, int c0)
-{
-	int l = threadIdx.x & 31;
-	ldsm_x4(a, t + (r0 + (l & 7) + ((l >> 3) & 1) * 8) * S + c0 + (l >> 4) * 8);
-}
-
-__device__ __forceinline__ void ldbt_s(uint32_t b[4], const bf16 *t, int S, int n0, int c0)
-{
-	int l = threadIdx.x & 31;
-	ldsm_x4(b, t + (n0 + (l & 7) + (l >> 4) * 8) * S + c0 + ((l >> 3) & 1) * 8);
-}
-
 __device__ __forceinline__ float round_bf16(float x) { return __bfloat162float(to_bf16(x)); }
 
 __device__ __forceinline__ float sumsq4(float4 v) { return v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w; }
@@ -149,11 +134,11 @@ __global__ void __launch_bounds__(THREADS) rows_kernel(rows_args a)
 	float acc[NB / 8][4] = {};
 	for (int ks = ks0; ks < ks1; ks++) {
 		uint32_t af[4];
-		lda_s(af, Xs, S, 0, ks * 16);
+		lda(af, Xs, S, 0, ks * 16); // (S = K + 8: mma.cuh)
 #pragma unroll
 		for (int np = 0; np < NB / 16; np++) {
 			uint32_t b[4];
-			ldbt_s(b, Ws, S, np * 16, ks * 16);
+			ldbt(b, Ws, S, np * 16, ks * 16);
 			mma16816(acc[2 * np], af, b[0], b[1]);
 			mma16816(acc[2 * np + 1], af, b[2], b[3]);
 		}

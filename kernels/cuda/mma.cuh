@@ -134,6 +134,27 @@ __device__ __forceinline__ void ld_b(uint32_t b[4], const bf16 *tile, int k0, in
 	ldsm_x4_t(b, tile + swz<COLS>(k0 + (l & 7) + ((l >> 3) & 1) * 8, n0 + (l >> 4) * 8));
 }
 
+// The same fragments from a plain row-major tile of row stride S elements
+// (no swizzle; attention_short.cu and matmul_rows.cu pad rows to S = width
+// + 8, which keeps an ldmatrix phase's 8 rows in distinct bank groups).
+__device__ __forceinline__ void lda(uint32_t a[4], const bf16 *t, int S, int r0, int c0)
+{
+	int l = threadIdx.x & 31;
+	ldsm_x4(a, t + (r0 + (l & 7) + ((l >> 3) & 1) * 8) * S + c0 + (l >> 4) * 8);
+}
+
+__device__ __forceinline__ void ldbt(uint32_t b[4], const bf16 *t, int S, int n0, int c0)
+{
+	int l = threadIdx.x & 31;
+	ldsm_x4(b, t + (n0 + (l & 7) + (l >> 4) * 8) * S + c0 + ((l >> 3) & 1) * 8);
+}
+
+__device__ __forceinline__ void ldb(uint32_t b[4], const bf16 *t, int S, int k0, int n0)
+{
+	int l = threadIdx.x & 31;
+	ldsm_x4_t(b, t + (k0 + (l & 7) + ((l >> 3) & 1) * 8) * S + n0 + (l >> 4) * 8);
+}
+
 // A fragment of the 16x16 block (rows r0.., cols c0..) of tile^T, where
 // the tile is stored [col][row] (swizzled rows of COLS).
 template <int COLS>
