@@ -3,8 +3,8 @@
  * times its probability in what top-k and top-p keep (integer masses,
  * ranked by p then id, by sorting) within a draw, and nothing outside is
  * ever drawn.  A token's count from a grid of spacing 1/K is off by less
- * than one; a wrong cut or placement is off by tens or hundreds.  (Only
- * test_decode on a GPU ran the twin before, as the kernel's reference.) */
+ * than one; a wrong cut or placement is off by tens or hundreds.
+ * (test_decode, on a GPU, checks the kernel against this twin.) */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -69,16 +69,15 @@ static uint64_t ref_nucleus(const float *l, int V, sample_args a, uint64_t *q)
 /* K draws of one row, ROWS rows a call (all the same row). */
 static void counts_of(const float *l, int V, sample_args a, long *cnt, long *bad)
 {
-	enum { per = ROWS };
 	int32_t row[ROWS] = { 0 }, tok[ROWS];
 	float u[ROWS], lp[ROWS];
 	memset(cnt, 0, (size_t)V * sizeof *cnt);
 	*bad = 0;
-	for (int k0 = 0; k0 < K; k0 += per) {
-		for (int i = 0; i < per; i++)
+	for (int k0 = 0; k0 < K; k0 += ROWS) {
+		for (int i = 0; i < ROWS; i++)
 			u[i] = (float)((k0 + i + 0.5) / K);
-		sample_rows_cpu(tok, lp, l, row, u, NULL, NULL, per, V, a);
-		for (int i = 0; i < per; i++) {
+		sample_rows_cpu(tok, lp, l, row, u, NULL, NULL, ROWS, V, a);
+		for (int i = 0; i < ROWS; i++) {
 			if (tok[i] < 0 || tok[i] >= V)
 				(*bad)++;
 			else
