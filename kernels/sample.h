@@ -4,7 +4,9 @@
  *
  * Row r = row[i] of logits [*][V] (fp32) gives sequence i its token:
  *   - forced[i] >= 0: that token (the driver forcing a closing text);
- *   - temperature 0: the argmax over ids below limit, ties to the lowest id;
+ *   - temperature 0: the argmax over ids below limit, ties to the lowest id
+ *     (a temperature whose reciprocal overflows a float must be passed as
+ *     0: gen/model_decode.c does; the twin takes one as 0 itself);
  *   - else p_j = exp((l_j - max) / T) over ids j < limit, held as the
  *     integer mass q_j = floor(p_j 2^40) (so that every sum is exact and
  *     the same in any order: p_j < 2^-40 is never drawn), cut to the k most

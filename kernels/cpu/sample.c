@@ -103,7 +103,9 @@ static void one_row(int32_t *tok, float *lp, const float *l, float u, int32_t fo
 	int32_t t = am;
 	if (forced >= 0 && forced < V) {
 		t = forced;
-	} else if (a.temperature > 0) {
+	} else if (a.temperature > 0 && !isinf(1.0f / a.temperature)) {
+		/* (a temperature whose reciprocal overflows is greedy, as in
+		 * gen/sampler.c's sample_greedy) */
 		float inv_t = 1.0f / a.temperature;
 		for (int j = 0; j < n; j++)
 			p[j] = expf((l[j] - mx) * inv_t);

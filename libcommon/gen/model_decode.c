@@ -347,6 +347,11 @@ static int md_choose_ahead(void *ctx, uint32_t n, uint32_t k, const uint32_t *sl
 	uint32_t S = md->n_slots;
 	int32_t *in = md->meta_host + (size_t)META_ARRAYS * MODEL_DECODE_CHUNK, *h = md->s_host;
 	sample_args a = { (float)sp->temperature, (int)sp->top_k, (float)sp->top_p, (int)sp->limit };
+	/* the device sampler scales by 1 / temperature in float: one that
+	 * overflows is greedy (sample_greedy), and so is one that overflows
+	 * only once rounded to a float */
+	if (sample_greedy(sp->temperature) || isinf(1.0f / a.temperature))
+		a.temperature = 0;
 	int fuse = md->pend > 0 && (uint32_t)md->pend == n && !md->no_fused && !md->no_graphs;
 	/* more rounds: the held step's tokens are these slots' in this order,
 	 * nothing forced, and room in every cache */

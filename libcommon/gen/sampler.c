@@ -87,6 +87,11 @@ int sample_params_check(const sample_params *p, lm_err *e)
 	return 0;
 }
 
+int sample_greedy(double temperature)
+{
+	return temperature == 0 || isinf((float)(1.0 / temperature));
+}
+
 /* Candidate order: more probable first, then lower id. */
 static inline int before(const struct sample_cand *a, const struct sample_cand *b)
 {
@@ -257,7 +262,7 @@ static int support(const float *logits, const sample_params *p, sample_work *w,
 	if (sample_params_check(p, e) < 0 || scan(logits, w->n_vocab, n_draw, &mx, &am, e) < 0)
 		return -1;
 	struct sample_cand *c = w->cand;
-	if (p->temperature == 0) {
+	if (sample_greedy(p->temperature)) {
 		c[0] = cand_make(1.0f, am);
 		*n_out = 1;
 		*mass_out = 1.0;

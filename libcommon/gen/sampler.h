@@ -26,7 +26,9 @@
 void sample_rng_seed(lm_rng *r, uint64_t seed, uint64_t prompt, uint64_t sample);
 
 typedef struct sample_params {
-	double temperature; /* 0: greedy; > 0: divide the logits by it */
+	double temperature; /* 0: greedy; > 0: divide the logits by it (one too
+			     * small for 1 / it to be a float is greedy too:
+			     * sample_greedy) */
 	uint32_t top_k;     /* 0: no limit */
 	double top_p;       /* (0, 1]; 1: no nucleus cut */
 	uint32_t limit;     /* only ids below it may be drawn (0: all): a model
@@ -45,6 +47,12 @@ void sample_work_free(sample_work *w);
 
 /* Check the parameters (temperature >= 0, top_p in (0, 1]). */
 int sample_params_check(const sample_params *p, lm_err *e);
+
+/* Whether a temperature draws the argmax: 0, or so small (below about
+ * 2.9e-39) that its reciprocal, by which the samplers scale the logits in
+ * float, is infinite (the top logit would scale to 0 * inf = NaN).  Its
+ * limit is the argmax anyway; ties go to the lowest id, as at 0. */
+int sample_greedy(double temperature);
 
 /* Choose a token from logits[0 .. n_vocab).  -inf logits are never chosen;
  * NaN, +inf or all -inf is an error.  Writes the token and, if logprob is not

@@ -123,6 +123,23 @@ static void test_greedy(sample_work *w)
 	double pr[8];
 	sample_support(l, &tk, w, ids, pr, &n, &e);
 	ok(n == 2 && ids[0] == 1 && ids[1] == 3, "top-k 2 over a three-way tie keeps the two lowest ids");
+	/* temperatures whose reciprocal overflows a float: greedy, not a NaN
+	 * top logit and an empty support */
+	const double tiny[] = { 1e-40, 2.9e-39, 1e-300, 4.9e-324 };
+	for (int i = 0; i < 4; i++) {
+		sample_params t = { tiny[i], 0, 0.9, 0 };
+		tok = 99;
+		int rc = sample_token(l, &t, &r, w, &tok, &lp, &e);
+		ok(sample_greedy(tiny[i]) && rc == 0 && tok == 1, "temperature %g is greedy (token %u)",
+		   tiny[i], tok);
+		sample_support(l, &t, w, ids, pr, &n, &e);
+		ok(n == 1 && ids[0] == 1 && pr[0] == 1, "temperature %g: the argmax alone", tiny[i]);
+	}
+	/* the smallest that is not: the three-way tie at the top stays a tie */
+	sample_params t30 = { 3e-38, 0, 1, 0 };
+	sample_support(l, &t30, w, ids, pr, &n, &e);
+	ok(!sample_greedy(3e-38) && n == 3 && ids[0] == 1 && ids[1] == 3 && ids[2] == 5,
+	   "temperature 3e-38 keeps the three tied maxima (%u)", n);
 }
 
 /* Rows with random logits, some quantised so that probabilities tie. */

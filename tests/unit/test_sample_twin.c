@@ -145,5 +145,13 @@ int main(void)
 		l[j] = j == 17 ? 20.0f : j % 5 ? -40.0f : 0.0f;
 	check("one token far above (p's below 2^-40 never drawn), p 0.99", l, V,
 	      (sample_args){ 1, 0, 0.99f, 0 });
+	/* a temperature whose reciprocal overflows a float: the argmax (ties
+	 * to the lowest id), not the NaN that 0 * inf makes of the top logit */
+	for (int j = 0; j < V; j++)
+		l[j] = j == 40 || j == 41 ? 2.0f : (float)(j % 3) - 1;
+	int32_t row = 0, tok = -7;
+	float u = 0.99f, lp = 0;
+	sample_rows_cpu(&tok, &lp, l, &row, &u, NULL, NULL, 1, V, (sample_args){ 1e-40f, 0, 0.9f, 0 });
+	ok(tok == 40 && isfinite(lp), "temperature 1e-40: the argmax, ties to the lowest id (%d)", tok);
 	return done_testing();
 }
