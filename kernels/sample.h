@@ -16,6 +16,17 @@
  *     u[i] in [0, 1) placed on the cumulative mass of what is left, taken in
  *     id order (sampler.h takes it in probability order: the same
  *     distribution, another token for the same u).
+ *   - with at most SAMPLE_REJECT_ROWS rows, top_p < 1 and no top_k, the
+ *     nucleus by rejection: u placed on all the mass gives x, kept when the
+ *     mass ranked before x (larger p, or equal p and a lower id) is below
+ *     the nucleus's target, which is x being in the nucleus: so the
+ *     nucleus's distribution again, without finding its threshold in the
+ *     common case.  Else (at most 1 - top_p of the time) the nucleus is
+ *     found as above and the draw placed on its mass by where u fell among
+ *     the rejected mass (w of R rejected: w / R of the kept mass, in
+ *     doubles).  The device sampler's time is the slowest row's, so this
+ *     pays only for few rows: at batch 64, some row would almost always
+ *     take both ways.
  * The cuts are thresholds on p's float bits found by radix selection (four
  * passes of 256-bin histograms each), so nothing is sorted.  lp[i] is the
  * chosen token's log-softmax at temperature 1 over all V logits.  A row
@@ -55,6 +66,8 @@ typedef struct sample_feed {
 } sample_feed;
 
 /* p's integer mass: 2^40. */
+/* Rows up to which a nucleus is drawn by rejection. */
+#define SAMPLE_REJECT_ROWS 8
 #define SAMPLE_MASS_ONE 1099511627776.0f
 
 void sample_rows_cpu(int32_t *tok, float *lp, const float *logits, const int32_t *row,

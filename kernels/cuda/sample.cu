@@ -21,6 +21,17 @@
 // 512, 1024), for measuring.  The logits are read 8 a thread at a time
 // and kept in shared memory for the probabilities' pass when they fit.
 //
+// With at most SAMPLE_REJECT_ROWS rows, a top-p and no top-k, the kernel
+// instantiated with REJECT draws the nucleus by rejection (sample.h): the
+// draw on all the mass (one scan), then one sum (the mass ranked before
+// the drawn id) tells whether it is in the nucleus; only when it is not
+// (at most 1 - top_p of the rows) are the radix passes made, then a scan
+// and a sum to place the draw.  At batch 1 this leaves out three of the
+// four radix passes and the first one's histogram (~40 % of the kernel's
+// cycles in the single-block breakdown of bench/lm-sample-gpu-notes.md);
+// for many rows the slowest row sets the kernel's time, and some row would
+// nearly always take the fallback, so they keep the radix passes.
+//
 // A thread's run is an odd number of ids long, so that a warp's
 // reads of the cached probabilities, a run apart, fall in distinct shared
 // memory banks.  The histograms' 64-bit sums are added as two 32-bit
@@ -196,6 +207,18 @@ __device__ void block_sum3(double *x, unsigned long long *m, unsigned long long 
 	*x = warp_sum(in ? sh.d[l] : 0.0);
 	*m = warp_sum(in ? sh.u[l] : 0ull);
 	*k = warp_sum(in ? sh.v[l] : 0ull);
+}
+
+// The block's sum of v (every thread gets it).
+__device__ unsigned long long block_sum_u64(unsigned long long v, shared &sh)
+{
+	int w = threadIdx.x / WARP, l = threadIdx.x % WARP;
+	v = warp_sum(v);
+	__syncthreads();
+	if (l == 0)
+		sh.u[w] = v;
+	__syncthreads();
+	return warp_sum(l < n_warps() ? sh.u[l] : 0ull);
 }
 
 // Exclusive prefix sums over the threads of a and b (*ea, *eb) and their
@@ -457,6 +480,91 @@ __device__ unsigned radix_select(const row_view &r, cut c, unsigned long long ba
 	return prefix;
 }
 
+// The sum of v over the cluster's threads (every thread gets it).
+template <int CL>
+__device__ unsigned long long cluster_sum_u64(unsigned long long v, shared &sh, cl_ex<CL> &x)
+{
+	v = block_sum_u64(v, sh);
+	if constexpr (CL > 1) {
+		if (threadIdx.x == 0)
+			x.mine().a = v;
+		v = cl_lanes_sum<CL>(x.sync_read()->a);
+	}
+	return v;
+}
+
+// u placed on a mass, and a rejected draw w of the rejected mass placed on
+// the kept mass (sample.h): the twin's doubles.
+__device__ __forceinline__ unsigned long long want_of(float u, unsigned long long mass)
+{
+	unsigned long long w = (unsigned long long)((double)u * (double)mass);
+	return w < mass ? w : mass - 1;
+}
+
+__device__ __forceinline__ unsigned long long reject_want(unsigned long long w,
+							  unsigned long long rejected,
+							  unsigned long long kept)
+{
+	unsigned long long v =
+		rejected ? (unsigned long long)((double)w / (double)rejected * (double)kept) : 0;
+	return v < kept ? v : kept - 1;
+}
+
+// The member of c at want (cs: c's sums in this thread): the thread whose
+// members' mass holds want walks its ids and writes the row id to *at and
+// p's bits to *bits (shared).
+template <bool CACHED>
+__device__ void walk_to(const row_view &r, cut c, const cut_sums &cs, unsigned long long want,
+			int s0, int *at, unsigned *bits)
+{
+	if (cs.mine > 0 && want >= cs.before && want < cs.before + cs.mine) {
+		unsigned long long acc = cs.before, rank = cs.base;
+		for (int j = r.lo; j < r.hi; j++) {
+			float p = prob<CACHED>(r, j);
+			if (in_cut(p, &rank, c)) {
+				acc += q_of(p);
+				if (acc > want) {
+					*at = s0 + j;
+					*bits = fbits(p);
+					break;
+				}
+			}
+		}
+	}
+}
+
+// walk_to's member in every thread of every block (*at -1 before in the
+// blocks that do not hold it).
+template <int CL, bool CACHED>
+__device__ void draw_member(const row_view &r, cut c, const cut_sums &cs, unsigned long long want,
+			    int s0, int *at, unsigned *bits, int *xa, unsigned *xb, cl_ex<CL> &x)
+{
+	walk_to<CACHED>(r, c, cs, want, s0, at, bits);
+	__syncthreads();
+	*xa = *at;
+	*xb = *bits;
+	if constexpr (CL > 1) {
+		// one block drew it; the others hold -1
+		if (threadIdx.x == 0) {
+			x.mine().at = *at;
+			x.mine().a = *bits;
+		}
+		const xslot *y = x.sync_read();
+		int a = y->at;
+		unsigned long long b = y->a;
+		for (int o = CL / 2; o > 0; o /= 2) {
+			int a2 = __shfl_xor_sync(0xffffffffu, a, o);
+			unsigned long long b2 = __shfl_xor_sync(0xffffffffu, b, o);
+			if (a2 > a) {
+				a = a2;
+				b = b2;
+			}
+		}
+		*xa = a;
+		*xb = (unsigned)b;
+	}
+}
+
 // Row i's token t on to the next step (sample.h's feed), by the whole block.
 __device__ __forceinline__ void feed_next(const sample_feed &f, int i, int32_t t)
 {
@@ -478,7 +586,7 @@ __device__ __forceinline__ void feed_next(const sample_feed &f, int i, int32_t t
 // blocks) takes the ids [r span, (r + 1) span) of the row, span a multiple
 // of 32 ids.  Ids are local to the slice inside row_view; the maximum's
 // id, the forced and the drawn token are the row's.
-template <int NT, int CL, bool CACHED>
+template <int NT, int CL, bool CACHED, bool REJECT>
 __global__ void __launch_bounds__(NT) sample_kernel(int32_t *tok, float *lp, const float *logits,
 						    const int32_t *row, const float *u,
 						    const int32_t *forced, sample_feed feed, int V,
@@ -491,7 +599,8 @@ __global__ void __launch_bounds__(NT) sample_kernel(int32_t *tok, float *lp, con
 	__shared__ bin64 comb[CL > 1 ? BINS : 1];
 	__shared__ xslot slots[2];
 	__shared__ unsigned sel[2][3];
-	__shared__ int pick, found;
+	__shared__ int pick, xat;  // the token and x (sample.h), -1 where not drawn here
+	__shared__ unsigned pbits, xpb;
 	cl_ex<CL> x = { slots, 0 };
 	const int i = blockIdx.x / CL;
 	const unsigned rk = cl_rank<CL>();
@@ -505,7 +614,7 @@ __global__ void __launch_bounds__(NT) sample_kernel(int32_t *tok, float *lp, con
 	for (int b = threadIdx.x; b < 2 * BINS; b += NT)
 		hist[b] = bin64{ 0, 0 };
 	if (threadIdx.x == 0)
-		found = 0;
+		pick = xat = -1;
 	// max over all, the drawable max and its lowest id, bad values, and
 	// the sum of exponentials (online: rescaled when the max grows).  The
 	// passes over the logits in global memory take ids THREADS apart, so a
@@ -585,7 +694,7 @@ __global__ void __launch_bounds__(NT) sample_kernel(int32_t *tok, float *lp, con
 	// the probabilities (in shared memory when they fit), their mass and
 	// count, and for a nucleus of every q > 0 the first pass's histogram of
 	// the top-p selection, in one pass, summed with the exponentials
-	bool built = draw && a.top_k <= 0 && a.top_p < 1;
+	bool built = !REJECT && draw && a.top_k <= 0 && a.top_p < 1;
 	unsigned long long mass = 0, members = 0;
 	if (draw) {
 		run_acc ra = { -1, 0 };
@@ -617,7 +726,54 @@ __global__ void __launch_bounds__(NT) sample_kernel(int32_t *tok, float *lp, con
 	}
 	if (f >= 0 && f < V) {
 		t = f;
-	} else if (draw) {
+	} else if (REJECT && draw) {
+		// the nucleus by rejection (sample.h): x at u on every id with mass,
+		// kept if the mass ranked before it is below the target
+		cut c = { 0, 0 };
+		unsigned long long target = (unsigned long long)((double)a.top_p * (double)mass);
+		target = target ? target : 1;
+		cut_sums cs = cut_scan<CL, CACHED>(r, c, sh, x);
+		unsigned long long want = want_of(u[i], cs.mass), all = cs.mass;
+		int xa;
+		unsigned xb;
+		draw_member<CL, CACHED>(r, c, cs, want, s0, &xat, &xpb, &xa, &xb, x);
+		unsigned long long before = 0;
+		for (int j = r.lo; j < r.hi; j++) {
+			float p = prob<CACHED>(r, j);
+			unsigned pb = fbits(p);
+			if (has_mass(p) && (pb > xb || (pb == xb && s0 + j < xa)))
+				before += q_of(p);
+		}
+		before = cluster_sum_u64<CL>(before, sh, x);
+		if (before < target) {
+			if (threadIdx.x == 0 && xa >= s0 && xa < s0 + Vs)
+				pick = xa;
+		} else {
+			// the nucleus, and u's place among the rejected mass put on it
+			unsigned long long left;
+			unsigned tau = radix_select<CL, CACHED>(r, c, 0, target, true, false, &left, hist,
+							       comb, sel);
+			unsigned long long qt = q_of(__uint_as_float(tau)), m = (left + qt - 1) / qt;
+			c = cut{ tau, m ? m : 1 };
+			cs = cut_scan<CL, CACHED>(r, c, sh, x);
+			unsigned long long below = 0;
+			if (s0 + r.hi <= xa) {
+				below = cs.mine;
+			} else if (s0 + r.lo < xa) {
+				unsigned long long rank = cs.base;
+				for (int j = r.lo; j < r.hi && s0 + j < xa; j++) {
+					float p = prob<CACHED>(r, j);
+					if (in_cut(p, &rank, c))
+						below += q_of(p);
+				}
+			}
+			below = cluster_sum_u64<CL>(below, sh, x);
+			walk_to<CACHED>(r, c, cs, reject_want(want - below, all - cs.mass, cs.mass), s0,
+					&pick, &pbits);
+		}
+		__syncthreads();
+		t = pick;
+	} else if (!REJECT && draw) {
 		cut c = { 0, 0 };
 		cut_sums cs = { 0, 0, 0, mass };
 		bool scanned = false;
@@ -642,29 +798,12 @@ __global__ void __launch_bounds__(NT) sample_kernel(int32_t *tok, float *lp, con
 		}
 		if (!scanned)
 			cs = cut_scan<CL, CACHED>(r, c, sh, x);
-		// the draw: the thread whose members' mass holds it walks its ids
-		unsigned long long want = (unsigned long long)((double)u[i] * (double)cs.mass);
-		if (want >= cs.mass)
-			want = cs.mass - 1;
-		if (cs.mine > 0 && want >= cs.before && want < cs.before + cs.mine) {
-			unsigned long long acc = cs.before, rank = cs.base;
-			for (int j = r.lo; j < r.hi; j++) {
-				float p = prob<CACHED>(r, j);
-				if (in_cut(p, &rank, c)) {
-					acc += q_of(p);
-					if (acc > want) {
-						pick = s0 + j;
-						found = 1;
-						break;
-					}
-				}
-			}
-		}
+		walk_to<CACHED>(r, c, cs, want_of(u[i], cs.mass), s0, &pick, &pbits);
 		__syncthreads();
 		t = pick;
 	}
 	// the token's block writes it: the drawing one, else the first
-	if (draw ? found : rk == 0) {
+	if (draw ? t >= 0 : rk == 0) {
 		if (threadIdx.x == 0) {
 			tok[i] = t;
 			lp[i] = (float)((double)l[t] - ((double)mxall + log(se)));
@@ -697,21 +836,21 @@ static int cluster_for(int n, int V, int sms)
 	return cl;
 }
 
-template <int NT, int CL>
-static int launch_one(bool cached, int n, size_t smem, void *stream, int32_t *tok, float *lp,
-		      const float *logits, const int32_t *row, const float *u,
-		      const int32_t *forced, sample_feed fd, int V, int span, sample_args a)
+template <int NT, int CL, bool REJECT>
+static int launch_kern(bool cached, int n, size_t smem, void *stream, int32_t *tok, float *lp,
+		       const float *logits, const int32_t *row, const float *u,
+		       const int32_t *forced, sample_feed fd, int V, int span, sample_args a)
 {
-	auto kern = cached ? sample_kernel<NT, CL, true> : sample_kernel<NT, CL, false>;
+	auto kern = cached ? sample_kernel<NT, CL, true, REJECT> : sample_kernel<NT, CL, false, REJECT>;
 	static int raised;
 	if (!raised) {
 		if ((CL > 8 && cudaFuncSetAttribute(kern, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) !=
 				       cudaSuccess) ||
-		    cudaFuncSetAttribute(sample_kernel<NT, CL, true>,
+		    cudaFuncSetAttribute(sample_kernel<NT, CL, true, REJECT>,
 					 cudaFuncAttributeMaxDynamicSharedMemorySize, CACHE_BYTES) !=
 			    cudaSuccess)
 			return -1;
-		if (CL > 8 && cudaFuncSetAttribute(sample_kernel<NT, CL, false>,
+		if (CL > 8 && cudaFuncSetAttribute(sample_kernel<NT, CL, false, REJECT>,
 						   cudaFuncAttributeNonPortableClusterSizeAllowed, 1) !=
 				      cudaSuccess)
 			return -1;
@@ -744,27 +883,39 @@ static int launch_one(bool cached, int n, size_t smem, void *stream, int32_t *to
 		       : -1;
 }
 
+// The kernel that draws a nucleus by rejection (sample.h), or the other.
+template <int NT, int CL>
+static int launch_one(bool cached, int n, size_t smem, void *stream, int32_t *tok, float *lp,
+		      const float *logits, const int32_t *row, const float *u,
+		      const int32_t *forced, sample_feed fd, int V, int span, sample_args a,
+		      int reject)
+{
+	return (reject ? launch_kern<NT, CL, true> : launch_kern<NT, CL, false>)(
+		cached, n, smem, stream, tok, lp, logits, row, u, forced, fd, V, span, a);
+}
+
 template <int NT>
 static int launch_nt(int cl, bool cached, int n, size_t smem, void *stream, int32_t *tok,
 		     float *lp, const float *logits, const int32_t *row, const float *u,
-		     const int32_t *forced, sample_feed fd, int V, int span, sample_args a)
+		     const int32_t *forced, sample_feed fd, int V, int span, sample_args a,
+		     int reject)
 {
 	switch (cl) {
 	case 1:
 		return launch_one<NT, 1>(cached, n, smem, stream, tok, lp, logits, row, u, forced, fd, V,
-					 span, a);
+					 span, a, reject);
 	case 2:
 		return launch_one<NT, 2>(cached, n, smem, stream, tok, lp, logits, row, u, forced, fd, V,
-					 span, a);
+					 span, a, reject);
 	case 4:
 		return launch_one<NT, 4>(cached, n, smem, stream, tok, lp, logits, row, u, forced, fd, V,
-					 span, a);
+					 span, a, reject);
 	case 8:
 		return launch_one<NT, 8>(cached, n, smem, stream, tok, lp, logits, row, u, forced, fd, V,
-					 span, a);
+					 span, a, reject);
 	default:
 		return launch_one<NT, 16>(cached, n, smem, stream, tok, lp, logits, row, u, forced, fd, V,
-					  span, a);
+					  span, a, reject);
 	}
 }
 
@@ -790,6 +941,7 @@ extern "C" int sample_rows_cuda(int32_t *tok, float *lp, const float *logits, co
 		nt_env = v == 256 || v == 512 || v == 1024 ? v : 0;
 	}
 	int cl = cluster_for(n, V, sms);
+	int reject = n <= SAMPLE_REJECT_ROWS && a.top_k <= 0 && a.top_p < 1;
 	int span = ((V + cl - 1) / cl + 31) / 32 * 32;
 	// the probabilities of a slice in shared memory when they fit beside the rest
 	size_t bytes = (size_t)span * sizeof(float);
@@ -797,10 +949,10 @@ extern "C" int sample_rows_cuda(int32_t *tok, float *lp, const float *logits, co
 	int nt = nt_env ? nt_env : (long)n * cl < sms ? THREADS_FEW : THREADS;
 	if (nt == 1024)
 		return launch_nt<1024>(cl, cache, n, bytes, stream, tok, lp, logits, row, u, forced, fd,
-				       V, span, a);
+				       V, span, a, reject);
 	if (nt == 512)
 		return launch_nt<512>(cl, cache, n, bytes, stream, tok, lp, logits, row, u, forced, fd, V,
-				      span, a);
+				      span, a, reject);
 	return launch_nt<256>(cl, cache, n, bytes, stream, tok, lp, logits, row, u, forced, fd, V,
-			      span, a);
+			      span, a, reject);
 }

@@ -267,8 +267,10 @@ static void test_sampler_edges(int V)
 /* Chi-square of many device draws from one row against sample_support's
  * probabilities: the statistic over df cells must stay below df + 6
  * sqrt(2 df) (far in the tail of the chi-square law; a wrong cut or a
- * biased draw goes far past it at this many draws). */
-static void test_sampler_chi2(int V, sample_params sp, int draws)
+ * biased draw goes far past it at this many draws).  per > 0: the draws
+ * in calls of per rows (at most SAMPLE_REJECT_ROWS: the nucleus drawn by
+ * rejection), else all in one call. */
+static void test_sampler_chi2(int V, sample_params sp, int draws, int per)
 {
 	float *l = malloc((size_t)V * sizeof *l);
 	for (int j = 0; j < V; j++)
@@ -293,7 +295,11 @@ static void test_sampler_chi2(int V, sample_params sp, int draws)
 	be->upload(be, du, u, draws * sizeof *u);
 	be->upload(be, dr, row, draws * sizeof *row);
 	sample_args a = { (float)sp.temperature, (int)sp.top_k, (float)sp.top_p, 0 };
-	be->sample(be, dt, dlp, dl, dr, du, NULL, NULL, draws, V, a);
+	if (per <= 0)
+		per = draws;
+	for (int k = 0; k < draws; k += per)
+		be->sample(be, dt + k, dlp + k, dl, dr + k, du + k, NULL, NULL,
+			   draws - k < per ? draws - k : per, V, a);
 	be->download(be, tok, dt, draws * sizeof *tok);
 	double *cnt = calloc(V, sizeof *cnt), *pr = calloc(V, sizeof *pr);
 	for (uint32_t i = 0; i < nsup; i++)
@@ -326,9 +332,9 @@ static void test_sampler_chi2(int V, sample_params sp, int draws)
 	}
 	double bound = df + 6 * sqrt(2.0 * (df > 0 ? df : 1));
 	ok(outside == 0 && df > 0 && chi <= bound,
-	   "sampler chi-square V=%d T=%.2f k=%u p=%.2f, %d draws over %u tokens: %.1f on %d df "
-	   "(bound %.1f), %ld outside the support", V, sp.temperature, sp.top_k, sp.top_p, draws,
-	   nsup, chi, df, bound, outside);
+	   "sampler chi-square V=%d T=%.2f k=%u p=%.2f, %d draws (%d a call) over %u tokens: %.1f "
+	   "on %d df (bound %.1f), %ld outside the support", V, sp.temperature, sp.top_k, sp.top_p,
+	   draws, per, nsup, chi, df, bound, outside);
 	be->release(be, dl), be->release(be, du), be->release(be, dr), be->release(be, dt);
 	be->release(be, dlp);
 	sample_work_free(&w);
@@ -624,6 +630,18 @@ static void test_decoder(model_config cfg, const char *tag, int full)
 		differs += s.out[i * 4].n != s.out[i * 4 + 1].n ||
 			   memcmp(s.out[i * 4].ids, s.out[i * 4 + 1].ids, s.out[i * 4].n * sizeof(uint32_t));
 	ok(differs > 0, "the samples of one prompt differ from each other (%d of %d prompts)", differs, NP);
+	/* top-p alone in steps of at most SAMPLE_REJECT_ROWS sequences: the
+	 * nucleus by rejection, recorded (eight rounds a graph) and not */
+	c.sp = (sample_params){ 1, 0, 0.9, 0 };
+	static run_state s5, s6;
+	s5 = s6 = s2;
+	rc = decode(&mg, &s5, &c, 6, 1, &e) || decode(&mg, &s6, &c, 6, 0, &e);
+	int same = 1;
+	for (int i = 0; i < NP * 4 && rc == 0; i++)
+		same &= s5.out[i].n == s6.out[i].n &&
+			!memcmp(s5.out[i].ids, s6.out[i].ids, s5.out[i].n * sizeof *s5.out[i].ids);
+	ok(rc == 0 && same, "top-p alone, 6 slots (the nucleus by rejection): recorded steps give the "
+	   "tokens unrecorded ones do%s%s", rc ? ": " : "", rc ? e.msg : "");
 	model_free(&mc);
 	model_free(&mg);
 	free(p);
@@ -680,6 +698,19 @@ int main(void)
 	test_sampler_twin(64, 10000, nuc, 6);
 	test_sampler_twin(5, 4099, (sample_args){ 1.1f, 0, 0.8f, 2500 }, 3);
 	test_sampler_twin(2, 500000, nucleus, 6);
+	/* at most SAMPLE_REJECT_ROWS rows with top-p and no top-k: the nucleus
+	 * by rejection; flat rows and low top-p so that the fallback (the
+	 * nucleus found, the rejected draw placed on it) takes many rows;
+	 * one block a row, clusters of 2 and 8, uncached slices, a limit,
+	 * a forced row (the fourth) */
+	for (int rep = 0; rep < 4; rep++) {
+		test_sampler_twin(8, 10000, (sample_args){ 1, 0, 0.4f, 0 }, 0.5f);
+		test_sampler_twin(8, 50257, (sample_args){ 0.9f, 0, 0.3f, 0 }, 1);
+		test_sampler_twin(7, 4099, (sample_args){ 1, 0, 0.5f, 3000 }, 0.3f);
+		test_sampler_twin(8, 97, (sample_args){ 1, 0, 0.6f, 0 }, 0.2f);
+	}
+	test_sampler_twin(2, 500000, (sample_args){ 1, 0, 0.5f, 0 }, 0.5f);
+	test_sampler_twin(1, 10000, (sample_args){ 1.2f, 0, 0.9f, 0 }, 1);
 	test_sampler_edges(64);
 	test_sampler_edges(10000);
 	test_sampler_edges(50257);
@@ -688,9 +719,13 @@ int main(void)
 	 * racecheck took minutes a test at 200000). */
 	const char *nd = getenv("LMPIPE_TEST_DRAWS");
 	int draws = nd && atoi(nd) >= 1000 ? atoi(nd) : 200000;
-	test_sampler_chi2(2000, (sample_params){ 1, 0, 0.9, 0 }, draws);
-	test_sampler_chi2(10000, (sample_params){ 0.8, 50, 0.95, 0 }, draws);
-	test_sampler_chi2(500, (sample_params){ 1.3, 0, 1, 0 }, draws);
+	test_sampler_chi2(2000, (sample_params){ 1, 0, 0.9, 0 }, draws, 0);
+	test_sampler_chi2(10000, (sample_params){ 0.8, 50, 0.95, 0 }, draws, 0);
+	test_sampler_chi2(500, (sample_params){ 1.3, 0, 1, 0 }, draws, 0);
+	/* few rows a call: the nucleus by rejection (kernels/sample.h), its
+	 * fallback often at these top-p (a block a row, and a cluster of 2) */
+	test_sampler_chi2(2000, (sample_params){ 1, 0, 0.9, 0 }, draws, SAMPLE_REJECT_ROWS);
+	test_sampler_chi2(10000, (sample_params){ 0.8, 0, 0.5, 0 }, draws, 4);
 	/* Weights scaled up so that the logits are peaked, as a trained
 	 * model's are: greedy choices then rarely sit within rounding. */
 	model_config cfg = { DV, DCTX, 128, 2, 4, 200, 10000.0, 0, MODEL_PLAIN };
