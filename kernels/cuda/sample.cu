@@ -50,7 +50,7 @@ namespace {
 
 namespace cg = cooperative_groups;
 
-enum { THREADS = 256, THREADS_FEW = 1024, MAX_WARPS = THREADS_FEW / WARP, MAX_CLUSTER = 16 };
+enum { THREADS = 256, THREADS_FEW = 1024, MAX_WARPS = THREADS_FEW / WARP };
 
 // Probabilities cached in shared memory up to this many bytes (a vocabulary
 // of 50,000; larger ones recompute them in every pass).
@@ -883,40 +883,28 @@ static int launch_kern(bool cached, int n, size_t smem, void *stream, int32_t *t
 		       : -1;
 }
 
-// The kernel that draws a nucleus by rejection (sample.h), or the other.
-template <int NT, int CL>
-static int launch_one(bool cached, int n, size_t smem, void *stream, int32_t *tok, float *lp,
-		      const float *logits, const int32_t *row, const float *u,
-		      const int32_t *forced, sample_feed fd, int V, int span, sample_args a,
-		      int reject)
-{
-	return (reject ? launch_kern<NT, CL, true> : launch_kern<NT, CL, false>)(
-		cached, n, smem, stream, tok, lp, logits, row, u, forced, fd, V, span, a);
-}
+// launch_kern for each block size, cluster size and way of drawing a
+// nucleus the sampler takes, chosen at run time:
+// [by rejection][threads 256, 512, 1024][cluster 1, 2, 4, 8, 16].
+using launch_fn = int (*)(bool, int, size_t, void *, int32_t *, float *, const float *,
+			  const int32_t *, const float *, const int32_t *, sample_feed, int, int,
+			  sample_args);
+#define LAUNCH_ROW(NT, R)                                                                      \
+	{ launch_kern<NT, 1, R>, launch_kern<NT, 2, R>, launch_kern<NT, 4, R>,                 \
+	  launch_kern<NT, 8, R>, launch_kern<NT, 16, R> }
+static const launch_fn LAUNCH[2][3][5] = {
+	{ LAUNCH_ROW(256, false), LAUNCH_ROW(512, false), LAUNCH_ROW(1024, false) },
+	{ LAUNCH_ROW(256, true), LAUNCH_ROW(512, true), LAUNCH_ROW(1024, true) },
+};
+#undef LAUNCH_ROW
 
-template <int NT>
-static int launch_nt(int cl, bool cached, int n, size_t smem, void *stream, int32_t *tok,
-		     float *lp, const float *logits, const int32_t *row, const float *u,
-		     const int32_t *forced, sample_feed fd, int V, int span, sample_args a,
-		     int reject)
+// log2 of a power of two up to 16
+static int log2_of(int x)
 {
-	switch (cl) {
-	case 1:
-		return launch_one<NT, 1>(cached, n, smem, stream, tok, lp, logits, row, u, forced, fd, V,
-					 span, a, reject);
-	case 2:
-		return launch_one<NT, 2>(cached, n, smem, stream, tok, lp, logits, row, u, forced, fd, V,
-					 span, a, reject);
-	case 4:
-		return launch_one<NT, 4>(cached, n, smem, stream, tok, lp, logits, row, u, forced, fd, V,
-					 span, a, reject);
-	case 8:
-		return launch_one<NT, 8>(cached, n, smem, stream, tok, lp, logits, row, u, forced, fd, V,
-					 span, a, reject);
-	default:
-		return launch_one<NT, 16>(cached, n, smem, stream, tok, lp, logits, row, u, forced, fd, V,
-					  span, a, reject);
-	}
+	int k = 0;
+	while ((1 << k) < x)
+		k++;
+	return k;
 }
 
 }  // namespace
@@ -947,12 +935,7 @@ extern "C" int sample_rows_cuda(int32_t *tok, float *lp, const float *logits, co
 	size_t bytes = (size_t)span * sizeof(float);
 	bool cache = bytes <= CACHE_BYTES;
 	int nt = nt_env ? nt_env : (long)n * cl < sms ? THREADS_FEW : THREADS;
-	if (nt == 1024)
-		return launch_nt<1024>(cl, cache, n, bytes, stream, tok, lp, logits, row, u, forced, fd,
-				       V, span, a, reject);
-	if (nt == 512)
-		return launch_nt<512>(cl, cache, n, bytes, stream, tok, lp, logits, row, u, forced, fd, V,
-				      span, a, reject);
-	return launch_nt<256>(cl, cache, n, bytes, stream, tok, lp, logits, row, u, forced, fd, V,
-			      span, a, reject);
+	return LAUNCH[reject][log2_of(nt / THREADS)][log2_of(cl)](cache, n, bytes, stream, tok, lp,
+								   logits, row, u, forced, fd, V,
+								   span, a);
 }
