@@ -302,25 +302,18 @@ struct cut_sums {
 	unsigned long long base, before, mine, mass;
 };
 
-template <int CL, bool CACHED>
-__device__ cut_sums cut_scan(const row_view &r, cut c, shared &sh, cl_ex<CL> &x)
+// block_scan2 over the cluster's blocks, in id order (the blocks before
+// this one come first).
+template <int CL>
+__device__ void cluster_scan2(unsigned long long a, unsigned long long b, unsigned long long *ea,
+			      unsigned long long *eb, unsigned long long *ta, unsigned long long *tb,
+			      shared &sh, cl_ex<CL> &x)
 {
-	unsigned long long above = 0, at = 0;
-	for (int j = r.lo; j < r.hi; j++) {
-		float p = prob<CACHED>(r, j);
-		unsigned pb = fbits(p);
-		if (pb > c.tau)
-			above += q_of(p); /* 0 where p has no mass */
-		else if (pb == c.tau && has_mass(p))
-			at++;
-	}
-	unsigned long long ea, eb, ta, tb;
-	block_scan2(above, at, &ea, &eb, &ta, &tb, sh);
+	block_scan2(a, b, ea, eb, ta, tb, sh);
 	if constexpr (CL > 1) {
-		// the blocks before this one come first in id order
 		if (threadIdx.x == 0) {
-			x.mine().a = ta;
-			x.mine().b = tb;
+			x.mine().a = *ta;
+			x.mine().b = *tb;
 		}
 		const xslot *y = x.sync_read();
 		const unsigned long long oa = y->a, ob = y->b;
@@ -335,13 +328,27 @@ __device__ cut_sums cut_scan(const row_view &r, cut c, shared &sh, cl_ex<CL> &x)
 			}
 		}
 		unsigned rk = cl_rank<CL>();
-		unsigned long long pa = __shfl_sync(0xffffffffu, ia - oa, rk, CL);
-		unsigned long long pb = __shfl_sync(0xffffffffu, ib - ob, rk, CL);
-		ea += pa;
-		eb += pb;
-		ta = __shfl_sync(0xffffffffu, ia, CL - 1, CL);
-		tb = __shfl_sync(0xffffffffu, ib, CL - 1, CL);
+		*ea += __shfl_sync(0xffffffffu, ia - oa, rk, CL);
+		*eb += __shfl_sync(0xffffffffu, ib - ob, rk, CL);
+		*ta = __shfl_sync(0xffffffffu, ia, CL - 1, CL);
+		*tb = __shfl_sync(0xffffffffu, ib, CL - 1, CL);
 	}
+}
+
+template <int CL, bool CACHED>
+__device__ cut_sums cut_scan(const row_view &r, cut c, shared &sh, cl_ex<CL> &x)
+{
+	unsigned long long above = 0, at = 0;
+	for (int j = r.lo; j < r.hi; j++) {
+		float p = prob<CACHED>(r, j);
+		unsigned pb = fbits(p);
+		if (pb > c.tau)
+			above += q_of(p); /* 0 where p has no mass */
+		else if (pb == c.tau && has_mass(p))
+			at++;
+	}
+	unsigned long long ea, eb, ta, tb;
+	cluster_scan2<CL>(above, at, &ea, &eb, &ta, &tb, sh, x);
 	unsigned long long qt = q_of(__uint_as_float(c.tau));
 	unsigned long long m0 = min(c.ties, eb), m1 = min(c.ties, eb + at);
 	return cut_sums{ eb, ea + qt * m0, above + qt * (m1 - m0), ta + qt * min(c.ties, tb) };
@@ -491,6 +498,34 @@ __device__ unsigned long long cluster_sum_u64(unsigned long long v, shared &sh, 
 		v = cl_lanes_sum<CL>(x.sync_read()->a);
 	}
 	return v;
+}
+
+// The sums of v and d over the cluster's threads, in one exchange (every
+// thread gets them; d's additions in a fixed order).
+template <int CL>
+__device__ void cluster_sum_u64_f64(unsigned long long *v, double *d, shared &sh, cl_ex<CL> &x)
+{
+	int w = threadIdx.x / WARP, l = threadIdx.x % WARP;
+	*v = warp_sum(*v);
+	*d = warp_sum(*d);
+	__syncthreads();
+	if (l == 0) {
+		sh.u[w] = *v;
+		sh.d[w] = *d;
+	}
+	__syncthreads();
+	bool in = l < n_warps();
+	*v = warp_sum(in ? sh.u[l] : 0ull);
+	*d = warp_sum(in ? sh.d[l] : 0.0);
+	if constexpr (CL > 1) {
+		if (threadIdx.x == 0) {
+			x.mine().a = *v;
+			x.mine().se = *d;
+		}
+		const xslot *y = x.sync_read();
+		*v = cl_lanes_sum<CL>(y->a);
+		*d = cl_lanes_sum<CL>(y->se);
+	}
 }
 
 // u placed on a mass, and a rejected draw w of the rejected mass placed on
@@ -696,7 +731,25 @@ __global__ void __launch_bounds__(NT) sample_kernel(int32_t *tok, float *lp, con
 	// the top-p selection, in one pass, summed with the exponentials
 	bool built = !REJECT && draw && a.top_k <= 0 && a.top_p < 1;
 	unsigned long long mass = 0, members = 0;
-	if (draw) {
+	// the rejection's draw on all the mass needs the mass scanned in id
+	// order: with the probabilities in shared memory, each thread makes
+	// those of its own run of ids, and one scan gives the sums and the
+	// draw's place (the sum of exponentials waits for the next reduction)
+	const bool fused = REJECT && CACHED && draw;
+	cut_sums all_cs = { 0, 0, 0, 0 };
+	if (fused) {
+		unsigned long long mine = 0;
+		for (int j = r.lo; j < r.hi; j++) {
+			float p = expf((pc[j] - r.mx) * r.inv_t);
+			pc[j] = p;
+			mine += q_of(p);
+		}
+		r.pc = pc;
+		unsigned long long ea, eb, ta, tb;
+		cluster_scan2<CL>(mine, 0, &ea, &eb, &ta, &tb, sh, x);
+		all_cs = cut_sums{ 0, ea, mine, ta };
+		mass = ta;
+	} else if (draw) {
 		run_acc ra = { -1, 0 };
 		for (int j = threadIdx.x; j < ns; j += NT) {
 			float p = CACHED ? expf((pc[j] - r.mx) * r.inv_t) : prob_of(r, j);
@@ -712,17 +765,19 @@ __global__ void __launch_bounds__(NT) sample_kernel(int32_t *tok, float *lp, con
 		if (CACHED)
 			r.pc = pc;
 	}
-	block_sum3(&se, &mass, &members, sh);
-	if constexpr (CL > 1) {
-		if (threadIdx.x == 0) {
-			x.mine().se = se;
-			x.mine().a = mass;
-			x.mine().b = members;
+	if (!fused) {
+		block_sum3(&se, &mass, &members, sh);
+		if constexpr (CL > 1) {
+			if (threadIdx.x == 0) {
+				x.mine().se = se;
+				x.mine().a = mass;
+				x.mine().b = members;
+			}
+			const xslot *y = x.sync_read();
+			se = cl_lanes_sum<CL>(y->se);
+			mass = cl_lanes_sum<CL>(y->a);
+			members = cl_lanes_sum<CL>(y->b);
 		}
-		const xslot *y = x.sync_read();
-		se = cl_lanes_sum<CL>(y->se);
-		mass = cl_lanes_sum<CL>(y->a);
-		members = cl_lanes_sum<CL>(y->b);
 	}
 	if (f >= 0 && f < V) {
 		t = f;
@@ -732,7 +787,7 @@ __global__ void __launch_bounds__(NT) sample_kernel(int32_t *tok, float *lp, con
 		cut c = { 0, 0 };
 		unsigned long long target = (unsigned long long)((double)a.top_p * (double)mass);
 		target = target ? target : 1;
-		cut_sums cs = cut_scan<CL, CACHED>(r, c, sh, x);
+		cut_sums cs = fused ? all_cs : cut_scan<CL, CACHED>(r, c, sh, x);
 		unsigned long long want = want_of(u[i], cs.mass), all = cs.mass;
 		int xa;
 		unsigned xb;
@@ -744,7 +799,10 @@ __global__ void __launch_bounds__(NT) sample_kernel(int32_t *tok, float *lp, con
 			if (has_mass(p) && (pb > xb || (pb == xb && s0 + j < xa)))
 				before += q_of(p);
 		}
-		before = cluster_sum_u64<CL>(before, sh, x);
+		if (fused)
+			cluster_sum_u64_f64<CL>(&before, &se, sh, x);
+		else
+			before = cluster_sum_u64<CL>(before, sh, x);
 		if (before < target) {
 			if (threadIdx.x == 0 && xa >= s0 && xa < s0 + Vs)
 				pick = xa;
