@@ -722,7 +722,9 @@ __global__ void __launch_bounds__(NT) sample_kernel(int32_t *tok, float *lp, con
 	se = mine_max == -INFINITY ? 0.0 : se * (double)expf(mine_max - mxall);
 	int32_t t = am;
 	int32_t f = forced ? forced[i] : -1;
-	bool draw = !(f >= 0 && f < V) && a.temperature > 0;
+	// a temperature whose reciprocal overflows is greedy (the twin's rule;
+	// gen/model_decode.c passes 0 for one anyway)
+	bool draw = !(f >= 0 && f < V) && a.temperature > 0 && !isinf(1.0f / a.temperature);
 	row_view r = { ls, NULL, lo, min(hi, ns), mx, 1.0f / a.temperature };
 	if (r.hi < r.lo)
 		r.hi = r.lo;
@@ -902,15 +904,18 @@ static int launch_kern(bool cached, int n, size_t smem, void *stream, int32_t *t
 	auto kern = cached ? sample_kernel<NT, CL, true, REJECT> : sample_kernel<NT, CL, false, REJECT>;
 	static int raised;
 	if (!raised) {
-		if ((CL > 8 && cudaFuncSetAttribute(kern, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) !=
-				       cudaSuccess) ||
-		    cudaFuncSetAttribute(sample_kernel<NT, CL, true, REJECT>,
+		// both variants: the first call may be either (clusters over 8
+		// blocks need the non-portable size on each)
+		if (cudaFuncSetAttribute(sample_kernel<NT, CL, true, REJECT>,
 					 cudaFuncAttributeMaxDynamicSharedMemorySize, CACHE_BYTES) !=
-			    cudaSuccess)
+		    cudaSuccess)
 			return -1;
-		if (CL > 8 && cudaFuncSetAttribute(sample_kernel<NT, CL, false, REJECT>,
-						   cudaFuncAttributeNonPortableClusterSizeAllowed, 1) !=
-				      cudaSuccess)
+		if (CL > 8 && (cudaFuncSetAttribute(sample_kernel<NT, CL, true, REJECT>,
+						    cudaFuncAttributeNonPortableClusterSizeAllowed, 1) !=
+				       cudaSuccess ||
+			       cudaFuncSetAttribute(sample_kernel<NT, CL, false, REJECT>,
+						    cudaFuncAttributeNonPortableClusterSizeAllowed, 1) !=
+				       cudaSuccess))
 			return -1;
 		raised = 1;
 	}

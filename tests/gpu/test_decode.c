@@ -251,14 +251,26 @@ static void test_sampler_edges(int V)
 	be->upload(be, dl, l, bytes);
 	be->upload(be, du, u, sizeof u);
 	be->upload(be, dr, row, sizeof row);
-	sample_args greedy = { 0, 0, 1, 0 };
-	be->sample(be, dt, dlp, dl, dr, du, NULL, NULL, R, V, greedy);
-	be->download(be, tok, dt, sizeof tok);
-	lm_err e;
-	int rc = be->sync(be, &e);
-	ok(!rc && tok[0] == -1 && tok[1] == -1 && tok[2] == -1 && tok[3] == t1,
-	   "sampler V=%d: NaN, +inf and all -inf rows give no token; greedy ties go to the lowest "
-	   "id (%d %d %d %d)%s%s", V, tok[0], tok[1], tok[2], tok[3], rc ? ": " : "", rc ? e.msg : "");
+	/* greedy on the kernel without rejection, then the rejection kernel
+	 * (top-p < 1, at most SAMPLE_REJECT_ROWS rows) greedy, drawing, and at
+	 * a temperature whose reciprocal overflows (greedy again) */
+	const sample_args as[] = { { 0, 0, 1, 0 }, { 0, 0, 0.5f, 0 }, { 1, 0, 0.5f, 0 },
+				   { 1e-40f, 0, 0.5f, 0 } };
+	for (int k = 0; k < 4; k++) {
+		be->sample(be, dt, dlp, dl, dr, du, NULL, NULL, R, V, as[k]);
+		be->download(be, tok, dt, sizeof tok);
+		lm_err e;
+		int rc = be->sync(be, &e);
+		int32_t want[R];
+		float wlp[R];
+		sample_rows_cpu(want, wlp, l, row, u, NULL, NULL, R, V, as[k]);
+		ok(!rc && tok[0] == -1 && tok[1] == -1 && tok[2] == -1 && tok[3] == want[3] &&
+			   (k == 2 || tok[3] == t1),
+		   "sampler V=%d T %g top-p %g: NaN, +inf and all -inf rows give no token; %s (%d %d "
+		   "%d %d, twin %d)%s%s", V, as[k].temperature, as[k].top_p,
+		   k == 2 ? "the draw is the twin's" : "greedy ties go to the lowest id", tok[0], tok[1],
+		   tok[2], tok[3], want[3], rc ? ": " : "", rc ? e.msg : "");
+	}
 	be->release(be, dl), be->release(be, du), be->release(be, dlp), be->release(be, dr);
 	be->release(be, dt);
 	free(l);
