@@ -117,15 +117,9 @@ static uint64_t reject_want(uint64_t w, uint64_t rejected, uint64_t kept)
 	return v < kept ? v : kept - 1;
 }
 
-/* The draw by rejection (sample.h): x at u on all the mass, kept if the
- * mass ranked before it (larger p, or equal p and a lower id) is below
- * target, which is x being in the nucleus; else the nucleus is found and
- * the draw placed on it by where u fell among the rejected mass. */
-static int draw_reject(const float *p, int n, uint64_t mass, uint64_t target, float u)
+/* The mass ranked before x (larger p, or equal p and a lower id). */
+static uint64_t mass_before(const float *p, int n, int x)
 {
-	struct cut all = { 0, 0 };
-	uint64_t want = want_of(u, mass);
-	int x = draw_at(p, n, all, want);
 	uint32_t xb = fbits(p[x]);
 	uint64_t before = 0;
 	for (int j = 0; j < n; j++) {
@@ -133,8 +127,24 @@ static int draw_reject(const float *p, int n, uint64_t mass, uint64_t target, fl
 		if (q_of(p[j]) && (pb > xb || (pb == xb && j < x)))
 			before += q_of(p[j]);
 	}
-	if (before < target)
-		return x;
+	return before;
+}
+
+/* The draw by rejection (sample.h): x_k at u[k] on all the mass, the
+ * first kept whose mass ranked before is below target, which is x_k being
+ * in the nucleus; when none is, the nucleus is found and the last draw
+ * placed on it by where it fell among the rejected mass. */
+static int draw_reject(const float *p, int n, uint64_t mass, uint64_t target, const float *u)
+{
+	struct cut all = { 0, 0 };
+	uint64_t want = 0;
+	int x = -1;
+	for (int k = 0; k < SAMPLE_DRAWS; k++) {
+		want = want_of(u[k], mass);
+		x = draw_at(p, n, all, want);
+		if (mass_before(p, n, x) < target)
+			return x;
+	}
 	struct cut c = nucleus(p, n, all, target);
 	uint64_t kept = mass_of(p, n, c, NULL), below = 0, rank = 0;
 	for (int j = 0; j < x; j++)
@@ -143,8 +153,8 @@ static int draw_reject(const float *p, int n, uint64_t mass, uint64_t target, fl
 	return draw_at(p, n, c, reject_want(want - below, mass - kept, kept));
 }
 
-static void one_row(int32_t *tok, float *lp, const float *l, float u, int32_t forced, int V,
-		    sample_args a, int reject, float *p)
+static void one_row(int32_t *tok, float *lp, const float *l, const float *u, int32_t forced,
+		    int V, sample_args a, int reject, float *p)
 {
 	int n = a.limit > 0 && a.limit < V ? a.limit : V;
 	float mx = -INFINITY, mxall = -INFINITY;
@@ -188,7 +198,7 @@ static void one_row(int32_t *tok, float *lp, const float *l, float u, int32_t fo
 		if (a.top_p < 1) {
 			uint64_t target = (uint64_t)((double)a.top_p * (double)mass);
 			target = target ? target : 1;
-			if (reject && a.top_k <= 0) {
+			if (reject) {
 				*tok = draw_reject(p, n, mass, target, u);
 				*lp = (float)((double)l[*tok] - lse);
 				return;
@@ -196,7 +206,7 @@ static void one_row(int32_t *tok, float *lp, const float *l, float u, int32_t fo
 			c = nucleus(p, n, c, target);
 			mass = mass_of(p, n, c, NULL);
 		}
-		t = draw_at(p, n, c, want_of(u, mass));
+		t = draw_at(p, n, c, want_of(u[0], mass));
 	}
 	*tok = t;
 	*lp = (float)((double)l[t] - lse);
@@ -208,10 +218,11 @@ void sample_rows_cpu(int32_t *tok, float *lp, const float *logits, const int32_t
 {
 	/* one row's probabilities: the caller's logits are not ours to overwrite */
 	float *p = malloc((size_t)(V > 0 ? V : 1) * sizeof *p);
+	int reject = sample_rejects(n, a);
 	for (int i = 0; i < n; i++) {
 		if (p)
-			one_row(tok + i, lp + i, logits + (size_t)row[i] * V, u[i],
-				forced ? forced[i] : -1, V, a, n <= SAMPLE_REJECT_ROWS, p);
+			one_row(tok + i, lp + i, logits + (size_t)row[i] * V, u + (size_t)i * SAMPLE_DRAWS,
+				forced ? forced[i] : -1, V, a, reject, p);
 		else
 			tok[i] = -1;
 		if (feed) {

@@ -21,16 +21,18 @@
 // 512, 1024), for measuring.  The logits are read 8 a thread at a time
 // and kept in shared memory for the probabilities' pass when they fit.
 //
-// With at most SAMPLE_REJECT_ROWS rows, a top-p and no top-k, the kernel
-// instantiated with REJECT draws the nucleus by rejection (sample.h): the
-// draw on all the mass (one scan), then one sum (the mass ranked before
-// the drawn id) tells whether it is in the nucleus; only when it is not
-// (at most 1 - top_p of the rows) are the radix passes made, then a scan
-// and a sum to place the draw.  At batch 1 this leaves out three of the
-// four radix passes and the first one's histogram (~40 % of the kernel's
-// cycles in the single-block breakdown of bench/lm-sample-gpu-notes.md);
-// for many rows the slowest row sets the kernel's time, and some row would
-// nearly always take the fallback, so they keep the radix passes.
+// Where sample_rejects() says so (top-p, no top-k, few rows expected to
+// fall back), the kernel instantiated with REJECT draws the nucleus by
+// rejection (sample.h): the SAMPLE_DRAWS draws on all the mass (one scan,
+// each thread walking its run for the draws that fall in it), then one
+// reduction of as many sums (the mass ranked before each drawn id) tells
+// which are in the nucleus; only when none is (at most (1 - top_p)^3 of
+// the rows) are the radix passes made, then a scan and a sum to place the
+// last draw.  This leaves out three of the four radix passes and the
+// first one's histogram (~40 % of the kernel's cycles in the single-block
+// breakdown of bench/lm-sample-gpu-notes.md), and with three draws a row
+// even 64 rows rarely have one that falls back (the slowest row sets the
+// kernel's time).
 //
 // A thread's run is an odd number of ids long, so that a warp's
 // reads of the cached probabilities, a run apart, fall in distinct shared
@@ -61,6 +63,7 @@ struct shared {
 	float f[MAX_WARPS], g[MAX_WARPS];
 	int i[MAX_WARPS];
 	unsigned long long u[MAX_WARPS], v[MAX_WARPS];
+	unsigned long long dr[SAMPLE_DRAWS][MAX_WARPS];
 };
 
 // ---- a sequence over a cluster of CL blocks ----
@@ -75,6 +78,8 @@ struct xslot {
 	int at, bad;
 	double se;
 	unsigned long long a, b;
+	int ats[SAMPLE_DRAWS];                // the draws' ids, or -1
+	unsigned long long bs[SAMPLE_DRAWS];  // their bits, or their sums
 };
 
 template <int CL> __device__ __forceinline__ unsigned cl_rank()
@@ -600,6 +605,89 @@ __device__ void draw_member(const row_view &r, cut c, const cut_sums &cs, unsign
 	}
 }
 
+// walk_to's members of every draw (want[k]) in every thread of every
+// block, in one exchange (at[k], bits[k] shared: -1 where not drawn here).
+template <int CL, bool CACHED>
+__device__ __forceinline__ void draw_members(const row_view &r, const cut_sums &cs, const unsigned long long *want,
+			     int s0, int *at, unsigned *bits, int *xa, unsigned *xb, cl_ex<CL> &x)
+{
+	const cut c = { 0, 0 };
+#pragma unroll
+	for (int k = 0; k < SAMPLE_DRAWS; k++)
+		walk_to<CACHED>(r, c, cs, want[k], s0, &at[k], &bits[k]);
+	__syncthreads();
+#pragma unroll
+	for (int k = 0; k < SAMPLE_DRAWS; k++) {
+		xa[k] = at[k];
+		xb[k] = bits[k];
+	}
+	if constexpr (CL > 1) {
+		// one block drew each; the others hold -1
+		if (threadIdx.x == 0)
+			for (int k = 0; k < SAMPLE_DRAWS; k++) {
+				x.mine().ats[k] = at[k];
+				x.mine().bs[k] = bits[k];
+			}
+		const xslot *y = x.sync_read();
+#pragma unroll
+		for (int k = 0; k < SAMPLE_DRAWS; k++) {
+			int a = y->ats[k];
+			unsigned long long b = y->bs[k];
+			for (int o = CL / 2; o > 0; o /= 2) {
+				int a2 = __shfl_xor_sync(0xffffffffu, a, o);
+				unsigned long long b2 = __shfl_xor_sync(0xffffffffu, b, o);
+				if (a2 > a) {
+					a = a2;
+					b = b2;
+				}
+			}
+			xa[k] = a;
+			xb[k] = (unsigned)b;
+		}
+	}
+}
+
+// The sums of v[k] (and of *d unless NULL, in cluster_sum_u64_f64's order)
+// over the cluster's threads, in one exchange (every thread gets them).
+template <int CL>
+__device__ __forceinline__ void cluster_sum_draws(unsigned long long *v, double *d, shared &sh, cl_ex<CL> &x)
+{
+	int w = threadIdx.x / WARP, l = threadIdx.x % WARP;
+#pragma unroll
+	for (int k = 0; k < SAMPLE_DRAWS; k++)
+		v[k] = warp_sum(v[k]);
+	if (d)
+		*d = warp_sum(*d);
+	__syncthreads();
+	if (l == 0) {
+		for (int k = 0; k < SAMPLE_DRAWS; k++)
+			sh.dr[k][w] = v[k];
+		if (d)
+			sh.d[w] = *d;
+	}
+	__syncthreads();
+	bool in = l < n_warps();
+#pragma unroll
+	for (int k = 0; k < SAMPLE_DRAWS; k++)
+		v[k] = warp_sum(in ? sh.dr[k][l] : 0ull);
+	if (d)
+		*d = warp_sum(in ? sh.d[l] : 0.0);
+	if constexpr (CL > 1) {
+		if (threadIdx.x == 0) {
+			for (int k = 0; k < SAMPLE_DRAWS; k++)
+				x.mine().bs[k] = v[k];
+			if (d)
+				x.mine().se = *d;
+		}
+		const xslot *y = x.sync_read();
+#pragma unroll
+		for (int k = 0; k < SAMPLE_DRAWS; k++)
+			v[k] = cl_lanes_sum<CL>(y->bs[k]);
+		if (d)
+			*d = cl_lanes_sum<CL>(y->se);
+	}
+}
+
 // Row i's token t on to the next step (sample.h's feed), by the whole block.
 __device__ __forceinline__ void feed_next(const sample_feed &f, int i, int32_t t)
 {
@@ -634,8 +722,8 @@ __global__ void __launch_bounds__(NT) sample_kernel(int32_t *tok, float *lp, con
 	__shared__ bin64 comb[CL > 1 ? BINS : 1];
 	__shared__ xslot slots[2];
 	__shared__ unsigned sel[2][3];
-	__shared__ int pick, xat;  // the token and x (sample.h), -1 where not drawn here
-	__shared__ unsigned pbits, xpb;
+	__shared__ int pick, xat[SAMPLE_DRAWS];  // the token and the x_k (sample.h), -1 where not drawn here
+	__shared__ unsigned pbits, xpb[SAMPLE_DRAWS];
 	cl_ex<CL> x = { slots, 0 };
 	const int i = blockIdx.x / CL;
 	const unsigned rk = cl_rank<CL>();
@@ -648,8 +736,11 @@ __global__ void __launch_bounds__(NT) sample_kernel(int32_t *tok, float *lp, con
 	int lo = threadIdx.x * per, hi = min(Vs, lo + per);
 	for (int b = threadIdx.x; b < 2 * BINS; b += NT)
 		hist[b] = bin64{ 0, 0 };
-	if (threadIdx.x == 0)
-		pick = xat = -1;
+	if (threadIdx.x == 0) {
+		pick = -1;
+		for (int k = 0; k < SAMPLE_DRAWS; k++)
+			xat[k] = -1;
+	}
 	// max over all, the drawable max and its lowest id, bad values, and
 	// the sum of exponentials (online: rescaled when the max grows).  The
 	// passes over the logits in global memory take ids THREADS apart, so a
@@ -784,32 +875,50 @@ __global__ void __launch_bounds__(NT) sample_kernel(int32_t *tok, float *lp, con
 	if (f >= 0 && f < V) {
 		t = f;
 	} else if (REJECT && draw) {
-		// the nucleus by rejection (sample.h): x at u on every id with mass,
-		// kept if the mass ranked before it is below the target
+		// the nucleus by rejection (sample.h): x_k at u_k on every id with
+		// mass, the first kept whose mass ranked before is below the target
 		cut c = { 0, 0 };
 		unsigned long long target = (unsigned long long)((double)a.top_p * (double)mass);
 		target = target ? target : 1;
 		cut_sums cs = fused ? all_cs : cut_scan<CL, CACHED>(r, c, sh, x);
-		unsigned long long want = want_of(u[i], cs.mass), all = cs.mass;
-		int xa;
-		unsigned xb;
-		draw_member<CL, CACHED>(r, c, cs, want, s0, &xat, &xpb, &xa, &xb, x);
-		unsigned long long before = 0;
+		const float *ui = u + (size_t)i * SAMPLE_DRAWS;
+		unsigned long long want[SAMPLE_DRAWS], all = cs.mass;
+#pragma unroll
+		for (int k = 0; k < SAMPLE_DRAWS; k++)
+			want[k] = want_of(ui[k], cs.mass);
+		int xa[SAMPLE_DRAWS];
+		unsigned xb[SAMPLE_DRAWS];
+		draw_members<CL, CACHED>(r, cs, want, s0, xat, xpb, xa, xb, x);
+		unsigned long long before[SAMPLE_DRAWS] = {};
 		for (int j = r.lo; j < r.hi; j++) {
 			float p = prob<CACHED>(r, j);
+			if (!has_mass(p))
+				continue;
 			unsigned pb = fbits(p);
-			if (has_mass(p) && (pb > xb || (pb == xb && s0 + j < xa)))
-				before += q_of(p);
+			unsigned long long q = q_of(p);
+#pragma unroll
+			for (int k = 0; k < SAMPLE_DRAWS; k++)
+				if (pb > xb[k] || (pb == xb[k] && s0 + j < xa[k]))
+					before[k] += q;
 		}
-		if (fused)
-			cluster_sum_u64_f64<CL>(&before, &se, sh, x);
-		else
-			before = cluster_sum_u64<CL>(before, sh, x);
-		if (before < target) {
-			if (threadIdx.x == 0 && xa >= s0 && xa < s0 + Vs)
-				pick = xa;
+		cluster_sum_draws<CL>(before, fused ? &se : nullptr, sh, x);
+		int kept = -1;
+#pragma unroll
+		for (int k = SAMPLE_DRAWS - 1; k >= 0; k--)
+			if (before[k] < target)
+				kept = k;
+		if (kept >= 0) {
+			int t0 = xa[0];
+#pragma unroll
+			for (int k = 1; k < SAMPLE_DRAWS; k++)
+				t0 = kept == k ? xa[k] : t0;
+			if (threadIdx.x == 0 && t0 >= s0 && t0 < s0 + Vs)
+				pick = t0;
 		} else {
-			// the nucleus, and u's place among the rejected mass put on it
+			const int xl = xa[SAMPLE_DRAWS - 1];
+			const unsigned long long wl = want[SAMPLE_DRAWS - 1];
+			// the nucleus, and the last draw's place among the rejected mass
+			// put on it
 			unsigned long long left;
 			unsigned tau = radix_select<CL, CACHED>(r, c, 0, target, true, false, &left, hist,
 							       comb, sel);
@@ -817,18 +926,18 @@ __global__ void __launch_bounds__(NT) sample_kernel(int32_t *tok, float *lp, con
 			c = cut{ tau, m ? m : 1 };
 			cs = cut_scan<CL, CACHED>(r, c, sh, x);
 			unsigned long long below = 0;
-			if (s0 + r.hi <= xa) {
+			if (s0 + r.hi <= xl) {
 				below = cs.mine;
-			} else if (s0 + r.lo < xa) {
+			} else if (s0 + r.lo < xl) {
 				unsigned long long rank = cs.base;
-				for (int j = r.lo; j < r.hi && s0 + j < xa; j++) {
+				for (int j = r.lo; j < r.hi && s0 + j < xl; j++) {
 					float p = prob<CACHED>(r, j);
 					if (in_cut(p, &rank, c))
 						below += q_of(p);
 				}
 			}
 			below = cluster_sum_u64<CL>(below, sh, x);
-			walk_to<CACHED>(r, c, cs, reject_want(want - below, all - cs.mass, cs.mass), s0,
+			walk_to<CACHED>(r, c, cs, reject_want(wl - below, all - cs.mass, cs.mass), s0,
 					&pick, &pbits);
 		}
 		__syncthreads();
@@ -858,7 +967,8 @@ __global__ void __launch_bounds__(NT) sample_kernel(int32_t *tok, float *lp, con
 		}
 		if (!scanned)
 			cs = cut_scan<CL, CACHED>(r, c, sh, x);
-		walk_to<CACHED>(r, c, cs, want_of(u[i], cs.mass), s0, &pick, &pbits);
+		walk_to<CACHED>(r, c, cs, want_of(u[(size_t)i * SAMPLE_DRAWS], cs.mass), s0, &pick,
+				&pbits);
 		__syncthreads();
 		t = pick;
 	}
@@ -992,7 +1102,7 @@ extern "C" int sample_rows_cuda(int32_t *tok, float *lp, const float *logits, co
 		nt_env = v == 256 || v == 512 || v == 1024 ? v : 0;
 	}
 	int cl = cluster_for(n, V, sms);
-	int reject = n <= SAMPLE_REJECT_ROWS && a.top_k <= 0 && a.top_p < 1;
+	int reject = sample_rejects(n, a);
 	int span = ((V + cl - 1) / cl + 31) / 32 * 32;
 	// the probabilities of a slice in shared memory when they fit beside the rest
 	size_t bytes = (size_t)span * sizeof(float);

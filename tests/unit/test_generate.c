@@ -137,7 +137,8 @@ static int dev_ahead(void *ctx, uint32_t n, uint32_t k, const uint32_t *slot,
 		     double *lp, lm_err *e)
 {
 	fake *f = ctx;
-	sample_args a = { (float)sp->temperature, (int)sp->top_k, (float)sp->top_p, (int)sp->limit };
+	sample_args a = { (float)sp->temperature, (int)sp->top_k, (float)sp->top_p, (int)sp->limit,
+			  SAMPLE_WAY_AUTO };
 	if (f->decline && f->calls++ % 2)
 		k = 1;
 	for (uint32_t i = 0; i < n; i++)
@@ -149,7 +150,8 @@ static int dev_ahead(void *ctx, uint32_t n, uint32_t k, const uint32_t *slot,
 	for (uint32_t i = 0; i < n; i++)
 		row[i] = (int32_t)slot[i];
 	for (uint32_t j = 0; j < k; j++) {
-		sample_rows_cpu(t, l, &f->rows[0][0], row, u + (size_t)j * n, j ? NULL : forced, NULL,
+		sample_rows_cpu(t, l, &f->rows[0][0], row, u + (size_t)j * n * SAMPLE_DRAWS,
+				j ? NULL : forced, NULL,
 				(int)n, V, a);
 		uint32_t ids[32], one[32];
 		const uint32_t *tp[32];
@@ -452,14 +454,16 @@ static void test_sample_feed(void)
 {
 	enum { N = 3, FV = 5, FC = 4 };
 	float logits[N][FV] = { { 0, 9, 0, 0, 0 }, { 0, 0, 0, 0, 7 }, { 0, NAN, 0, 0, 0 } };
-	float table[FV][FC], x[N][FC], u[N] = { 0.5f, 0.5f, 0.5f }, lp[N];
+	float table[FV][FC], x[N][FC], u[N * SAMPLE_DRAWS], lp[N];
+	for (int i = 0; i < N * SAMPLE_DRAWS; i++)
+		u[i] = 0.5f;
 	int32_t row[N] = { 0, 1, 2 }, t[N], ids[N] = { -7, -7, -7 }, pos[N] = { 3, 10, 0 };
 	for (int v = 0; v < FV; v++)
 		for (int c = 0; c < FC; c++)
 			table[v][c] = (float)(10 * v + c);
 	sample_feed f = { ids, pos, &x[0][0], &table[0][0], FC };
 	sample_rows_cpu(t, lp, &logits[0][0], row, u, NULL, &f, N, FV,
-			(sample_args){ 0, 0, 1, 0 });
+			(sample_args){ 0, 0, 1, 0, SAMPLE_WAY_AUTO });
 	ok(t[0] == 1 && t[1] == 4 && t[2] == -1 && ids[0] == 1 && ids[1] == 4 && ids[2] == 0 &&
 	   pos[0] == 4 && pos[1] == 11 && pos[2] == 1 && !memcmp(x[0], table[1], sizeof x[0]) &&
 	   !memcmp(x[1], table[4], sizeof x[1]) && !memcmp(x[2], table[0], sizeof x[2]),
