@@ -505,34 +505,6 @@ __device__ unsigned long long cluster_sum_u64(unsigned long long v, shared &sh, 
 	return v;
 }
 
-// The sums of v and d over the cluster's threads, in one exchange (every
-// thread gets them; d's additions in a fixed order).
-template <int CL>
-__device__ void cluster_sum_u64_f64(unsigned long long *v, double *d, shared &sh, cl_ex<CL> &x)
-{
-	int w = threadIdx.x / WARP, l = threadIdx.x % WARP;
-	*v = warp_sum(*v);
-	*d = warp_sum(*d);
-	__syncthreads();
-	if (l == 0) {
-		sh.u[w] = *v;
-		sh.d[w] = *d;
-	}
-	__syncthreads();
-	bool in = l < n_warps();
-	*v = warp_sum(in ? sh.u[l] : 0ull);
-	*d = warp_sum(in ? sh.d[l] : 0.0);
-	if constexpr (CL > 1) {
-		if (threadIdx.x == 0) {
-			x.mine().a = *v;
-			x.mine().se = *d;
-		}
-		const xslot *y = x.sync_read();
-		*v = cl_lanes_sum<CL>(y->a);
-		*d = cl_lanes_sum<CL>(y->se);
-	}
-}
-
 // u placed on a mass, and a rejected draw w of the rejected mass placed on
 // the kept mass (sample.h): the twin's doubles.
 __device__ __forceinline__ unsigned long long want_of(float u, unsigned long long mass)
@@ -573,43 +545,12 @@ __device__ void walk_to(const row_view &r, cut c, const cut_sums &cs, unsigned l
 	}
 }
 
-// walk_to's member in every thread of every block (*at -1 before in the
-// blocks that do not hold it).
-template <int CL, bool CACHED>
-__device__ void draw_member(const row_view &r, cut c, const cut_sums &cs, unsigned long long want,
-			    int s0, int *at, unsigned *bits, int *xa, unsigned *xb, cl_ex<CL> &x)
-{
-	walk_to<CACHED>(r, c, cs, want, s0, at, bits);
-	__syncthreads();
-	*xa = *at;
-	*xb = *bits;
-	if constexpr (CL > 1) {
-		// one block drew it; the others hold -1
-		if (threadIdx.x == 0) {
-			x.mine().at = *at;
-			x.mine().a = *bits;
-		}
-		const xslot *y = x.sync_read();
-		int a = y->at;
-		unsigned long long b = y->a;
-		for (int o = CL / 2; o > 0; o /= 2) {
-			int a2 = __shfl_xor_sync(0xffffffffu, a, o);
-			unsigned long long b2 = __shfl_xor_sync(0xffffffffu, b, o);
-			if (a2 > a) {
-				a = a2;
-				b = b2;
-			}
-		}
-		*xa = a;
-		*xb = (unsigned)b;
-	}
-}
-
 // walk_to's members of every draw (want[k]) in every thread of every
 // block, in one exchange (at[k], bits[k] shared: -1 where not drawn here).
 template <int CL, bool CACHED>
-__device__ __forceinline__ void draw_members(const row_view &r, const cut_sums &cs, const unsigned long long *want,
-			     int s0, int *at, unsigned *bits, int *xa, unsigned *xb, cl_ex<CL> &x)
+__device__ __forceinline__ void draw_members(const row_view &r, const cut_sums &cs,
+					     const unsigned long long *want, int s0, int *at,
+					     unsigned *bits, int *xa, unsigned *xb, cl_ex<CL> &x)
 {
 	const cut c = { 0, 0 };
 #pragma unroll
@@ -647,10 +588,12 @@ __device__ __forceinline__ void draw_members(const row_view &r, const cut_sums &
 	}
 }
 
-// The sums of v[k] (and of *d unless NULL, in cluster_sum_u64_f64's order)
-// over the cluster's threads, in one exchange (every thread gets them).
+// The sums of v[k] and, unless d is NULL, of *d (its additions in a fixed
+// order) over the cluster's threads, in one exchange (every thread gets
+// them).
 template <int CL>
-__device__ __forceinline__ void cluster_sum_draws(unsigned long long *v, double *d, shared &sh, cl_ex<CL> &x)
+__device__ __forceinline__ void cluster_sum_draws(unsigned long long *v, double *d, shared &sh,
+						  cl_ex<CL> &x)
 {
 	int w = threadIdx.x / WARP, l = threadIdx.x % WARP;
 #pragma unroll
@@ -722,7 +665,8 @@ __global__ void __launch_bounds__(NT) sample_kernel(int32_t *tok, float *lp, con
 	__shared__ bin64 comb[CL > 1 ? BINS : 1];
 	__shared__ xslot slots[2];
 	__shared__ unsigned sel[2][3];
-	__shared__ int pick, xat[SAMPLE_DRAWS];  // the token and the x_k (sample.h), -1 where not drawn here
+	// the token and the x_k (sample.h), -1 where not drawn here
+	__shared__ int pick, xat[SAMPLE_DRAWS];
 	__shared__ unsigned pbits, xpb[SAMPLE_DRAWS];
 	cl_ex<CL> x = { slots, 0 };
 	const int i = blockIdx.x / CL;

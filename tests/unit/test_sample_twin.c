@@ -263,39 +263,41 @@ static void check(const char *what, const float *l, int V, sample_args a)
 	free(q), free(all), free(ex), free(cnt);
 }
 
+#define ARGS(t, k, p, limit) ((sample_args){ t, k, p, limit, SAMPLE_WAY_AUTO })
+
 int main(void)
 {
 	enum { V = 300 };
 	float l[V];
 	for (int j = 0; j < V; j++)
 		l[j] = 3 * rnd() + (j % 50 == 0 ? 4 : 0);
-	check("random logits, p 0.9", l, V, (sample_args){ 1, 0, 0.9f, 0, SAMPLE_WAY_AUTO });
-	check("random logits, T 0.7, p 0.999", l, V, (sample_args){ 0.7f, 0, 0.999f, 0, SAMPLE_WAY_AUTO });
-	check("random logits, T 1.5, p 0.5, ids below 200", l, V, (sample_args){ 1.5f, 0, 0.5f, 200, SAMPLE_WAY_AUTO });
-	check("random logits, p 0.01 (the top token alone)", l, V, (sample_args){ 1, 0, 0.01f, 0, SAMPLE_WAY_AUTO });
-	check("random logits, top-k 40", l, V, (sample_args){ 1, 40, 1, 0, SAMPLE_WAY_AUTO });
-	check("random logits, T 0.8, top-k 60, p 0.9", l, V, (sample_args){ 0.8f, 60, 0.9f, 0, SAMPLE_WAY_AUTO });
-	check("random logits, no cut", l, V, (sample_args){ 1, 0, 1, 0, SAMPLE_WAY_AUTO });
+	check("random logits, p 0.9", l, V, ARGS(1, 0, 0.9f, 0));
+	check("random logits, T 0.7, p 0.999", l, V, ARGS(0.7f, 0, 0.999f, 0));
+	check("random logits, T 1.5, p 0.5, ids below 200", l, V, ARGS(1.5f, 0, 0.5f, 200));
+	check("random logits, p 0.01 (the top token alone)", l, V, ARGS(1, 0, 0.01f, 0));
+	check("random logits, top-k 40", l, V, ARGS(1, 40, 1, 0));
+	check("random logits, T 0.8, top-k 60, p 0.9", l, V, ARGS(0.8f, 60, 0.9f, 0));
+	check("random logits, no cut", l, V, ARGS(1, 0, 1, 0));
 	for (int j = 0; j < V; j++)
 		l[j] = (float)(j % 7) * 0.5f;
 	check("seven levels of many ties, p 0.5 (the cut inside a level)", l, V,
-	      (sample_args){ 1, 0, 0.5f, 0, SAMPLE_WAY_AUTO });
+	      ARGS(1, 0, 0.5f, 0));
 	check("seven levels of many ties, top-k 100 (the cut inside a level, by id)", l, V,
-	      (sample_args){ 1, 100, 1, 0, SAMPLE_WAY_AUTO });
+	      ARGS(1, 100, 1, 0));
 	for (int j = 0; j < V; j++)
 		l[j] = j % 11 == 0 ? -INFINITY : 0.25f;
-	check("all equal but -inf, p 0.95", l, V, (sample_args){ 1, 0, 0.95f, 0, SAMPLE_WAY_AUTO });
+	check("all equal but -inf, p 0.95", l, V, ARGS(1, 0, 0.95f, 0));
 	for (int j = 0; j < V; j++)
 		l[j] = j == 17 ? 20.0f : j % 5 ? -40.0f : 0.0f;
 	check("one token far above (p's below 2^-40 never drawn), p 0.99", l, V,
-	      (sample_args){ 1, 0, 0.99f, 0, SAMPLE_WAY_AUTO });
+	      ARGS(1, 0, 0.99f, 0));
 	/* a temperature whose reciprocal overflows a float: the argmax (ties
 	 * to the lowest id), not the NaN that 0 * inf makes of the top logit */
 	for (int j = 0; j < V; j++)
 		l[j] = j == 40 || j == 41 ? 2.0f : (float)(j % 3) - 1;
 	int32_t row = 0, tok = -7;
 	float u[SAMPLE_DRAWS] = { 0.99f, 0.99f, 0.99f }, lp = 0;
-	sample_rows_cpu(&tok, &lp, l, &row, u, NULL, NULL, 1, V, (sample_args){ 1e-40f, 0, 0.9f, 0, SAMPLE_WAY_AUTO });
+	sample_rows_cpu(&tok, &lp, l, &row, u, NULL, NULL, 1, V, ARGS(1e-40f, 0, 0.9f, 0));
 	ok(tok == 40 && isfinite(lp), "temperature 1e-40: the argmax, ties to the lowest id (%d)", tok);
 	return done_testing();
 }
