@@ -682,8 +682,10 @@ __global__ void __launch_bounds__(NT) sample_kernel(int32_t *tok, float *lp, con
 		hist[b] = bin64{ 0, 0 };
 	if (threadIdx.x == 0) {
 		pick = -1;
-		for (int k = 0; k < SAMPLE_DRAWS; k++)
+		for (int k = 0; k < SAMPLE_DRAWS; k++) {
 			xat[k] = -1;
+			xpb[k] = 0;
+		}
 	}
 	// max over all, the drawable max and its lowest id, bad values, and
 	// the sum of exponentials (online: rescaled when the max grows).  The

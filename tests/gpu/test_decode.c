@@ -741,6 +741,12 @@ int main(void)
 		test_sampler_twin(7, 4099, (sample_args){ 1, 0, 0.5f, 3000, SAMPLE_WAY_AUTO }, 0.3f);
 		test_sampler_twin(8, 97, (sample_args){ 1, 0, 0.6f, 0, SAMPLE_WAY_AUTO }, 0.2f);
 	}
+	/* the fallback often at 1, 64 and 200 rows: a block a row (4099 ids),
+	 * 256-thread blocks (200 rows), and 64 rows of 10000 ids */
+	test_sampler_twin(1, 4099, (sample_args){ 1, 0, 0.3f, 0, SAMPLE_WAY_AUTO }, 0.3f);
+	test_sampler_twin(64, 4099, (sample_args){ 1, 0, 0.5f, 0, SAMPLE_WAY_AUTO }, 0.3f);
+	test_sampler_twin(200, 4099, (sample_args){ 1, 0, 0.4f, 0, SAMPLE_WAY_AUTO }, 0.3f);
+	test_sampler_twin(64, 10000, (sample_args){ 1, 0, 0.4f, 0, SAMPLE_WAY_AUTO }, 0.5f);
 	test_sampler_twin(2, 500000, (sample_args){ 1, 0, 0.5f, 0, SAMPLE_WAY_AUTO }, 0.5f);
 	test_sampler_twin(1, 10000, (sample_args){ 1.2f, 0, 0.9f, 0, SAMPLE_WAY_AUTO }, 1);
 	test_sampler_edges(64);

@@ -284,6 +284,11 @@ int main(void)
 	      ARGS(1, 0, 0.5f, 0));
 	check("seven levels of many ties, top-k 100 (the cut inside a level, by id)", l, V,
 	      ARGS(1, 100, 1, 0));
+	/* a prefix's mass exactly the target (150 of 300 equal masses): kept
+	 * only below it, as the definition's fewest tokens reaching it */
+	for (int j = 0; j < V; j++)
+		l[j] = 0;
+	check("all equal, p 0.5 (the target a prefix's mass exactly)", l, V, ARGS(1, 0, 0.5f, 0));
 	for (int j = 0; j < V; j++)
 		l[j] = j % 11 == 0 ? -INFINITY : 0.25f;
 	check("all equal but -inf, p 0.95", l, V, ARGS(1, 0, 0.95f, 0));
