@@ -52,7 +52,8 @@ typedef struct fake {
 	/* sampling where the logits are (choose): each slot's last logits */
 	float rows[32][V];
 	uint32_t room;        /* the decoder's n_ctx */
-	int decline;          /* choose_ahead runs one round every other call */
+	int decline;          /* choose_ahead runs one round (1) or one round
+			       * fewer (2) every other call */
 	long calls, ahead_calls;
 } fake;
 
@@ -140,7 +141,7 @@ static int dev_ahead(void *ctx, uint32_t n, uint32_t k, const uint32_t *slot,
 	sample_args a = { (float)sp->temperature, (int)sp->top_k, (float)sp->top_p, (int)sp->limit,
 			  SAMPLE_WAY_AUTO };
 	if (f->decline && f->calls++ % 2)
-		k = 1;
+		k = f->decline == 2 && k > 2 ? k - 1 : 1;
 	for (uint32_t i = 0; i < n; i++)
 		if (f->len[slot[i]] + k - 1 > f->room || forced[i] >= 0)
 			k = 1;
@@ -416,6 +417,23 @@ static void test_ahead(void)
 	}
 	ok(h.n_streamed == ref.n_streamed && !memcmp(h.streamed, ref.streamed, ref.n_streamed),
 	   "rounds ahead: the same streamed text");
+	/* top-p alone: the twin's nucleus by rejection (all three draws a
+	 * token used), and calls that run one round fewer than asked (the
+	 * streams put back to the rounds run) */
+	gen_config cp = c;
+	cp.sp = (sample_params){ 1.0, 0, 0.95, 0 };
+	memset(&f, 0, sizeof f);
+	f.kind = HASHED;
+	rc = run_dev(&ref, &f, 6, 0, &cp, &e);
+	for (int d = 0; d <= 2; d += 2) {
+		memset(&f, 0, sizeof f);
+		f.decline = d;
+		rc |= run_dev(&h, &f, 6, 8, &cp, &e);
+		ok(rc == 0 && same_results(&ref, &h) && f.ahead_calls > 0,
+		   "top-p alone (the nucleus by rejection), 8 rounds ahead%s: the samples of one round "
+		   "a call%s%s", d ? ", every other call one round fewer" : "", rc ? ": " : "",
+		   rc ? e.msg : "");
+	}
 	/* endings inside a call's rounds: stop strings, max tokens, a full context */
 	const char *stops[] = { "b", "zz" };
 	c.stop = stops;
