@@ -72,7 +72,7 @@ static int device_round(model_decoder *md, int B, int P, int NEW, uint32_t *ids,
 	lm_backend *be = md->m->be;
 	sample_params sp = { 1.0, 0, 0.95, 0 };
 	uint32_t K = md->dec.choose_ahead ? md->dec.max_ahead : 1;
-	float *u = malloc((size_t)K * B * sizeof *u);
+	float *u = malloc((size_t)K * B * SAMPLE_DRAWS * sizeof *u);
 	int32_t *forced = malloc((size_t)B * sizeof *forced);
 	uint32_t *out = malloc((size_t)K * B * sizeof *out);
 	double *lp = malloc((size_t)K * B * sizeof *lp);
@@ -84,7 +84,7 @@ static int device_round(model_decoder *md, int B, int P, int NEW, uint32_t *ids,
 	}
 	for (int b = 0; b < B; b++)
 		forced[b] = -1;
-	for (size_t i = 0; i < (size_t)K * B; i++)
+	for (size_t i = 0; i < (size_t)K * B * SAMPLE_DRAWS; i++)
 		u[i] = (float)((i * 0.618034 + 0.3) - (int)(i * 0.618034 + 0.3));
 	double t0 = now_s();
 	for (int s = 1; s < NEW; s++)
@@ -128,7 +128,7 @@ static int device_round(model_decoder *md, int B, int P, int NEW, uint32_t *ids,
 	}
 	double t4 = now_s();
 	/* the sampler's kernel alone, on the rows the last step left */
-	sample_args a = { 1.0f, 0, 0.95f, 0 };
+	sample_args a = { 1.0f, 0, 0.95f, 0, SAMPLE_WAY_AUTO };
 	void *m0 = be->mark(be);
 	for (int k = 0; k < 200; k++)
 		be->sample(be, md->s_out, (float *)(md->s_out + md->n_slots), md->rows, md->s_in,

@@ -76,8 +76,85 @@ static uint64_t mass_of(const float *p, int n, struct cut c, uint64_t *count)
 	return m;
 }
 
-static void one_row(int32_t *tok, float *lp, const float *l, float u, int32_t forced, int V,
-		    sample_args a, float *p)
+/* The first member of c in id order whose cumulative mass passes want
+ * (want < c's mass). */
+static int draw_at(const float *p, int n, struct cut c, uint64_t want)
+{
+	uint64_t acc = 0, rank = 0;
+	int t = -1;
+	for (int j = 0; j < n; j++) {
+		if (!in_cut(p[j], &rank, c))
+			continue;
+		t = j;
+		if (acc + q_of(p[j]) > want)
+			break;
+		acc += q_of(p[j]);
+	}
+	return t;
+}
+
+/* The nucleus of what is left: the fewest most probable of c's members
+ * (equal p by id) whose mass reaches target. */
+static struct cut nucleus(const float *p, int n, struct cut c, uint64_t target)
+{
+	uint64_t left;
+	uint32_t tau = radix_select(p, n, c, target, 1, &left);
+	uint64_t qt = q_of(bitsf(tau)), m = (left + qt - 1) / qt;
+	return (struct cut){ tau, m ? m : 1 };
+}
+
+static uint64_t want_of(float u, uint64_t mass)
+{
+	uint64_t want = (uint64_t)((double)u * (double)mass);
+	return want < mass ? want : mass - 1;
+}
+
+/* Where the rejected draw w (of the rejected mass) falls on the kept mass:
+ * the same doubles as the device's. */
+static uint64_t reject_want(uint64_t w, uint64_t rejected, uint64_t kept)
+{
+	uint64_t v = rejected ? (uint64_t)((double)w / (double)rejected * (double)kept) : 0;
+	return v < kept ? v : kept - 1;
+}
+
+/* The mass ranked before x (larger p, or equal p and a lower id). */
+static uint64_t mass_before(const float *p, int n, int x)
+{
+	uint32_t xb = fbits(p[x]);
+	uint64_t before = 0;
+	for (int j = 0; j < n; j++) {
+		uint32_t pb = fbits(p[j]);
+		if (q_of(p[j]) && (pb > xb || (pb == xb && j < x)))
+			before += q_of(p[j]);
+	}
+	return before;
+}
+
+/* The draw by rejection (sample.h): x_k at u[k] on all the mass, the
+ * first kept whose mass ranked before is below target, which is x_k being
+ * in the nucleus; when none is, the nucleus is found and the last draw
+ * placed on it by where it fell among the rejected mass. */
+static int draw_reject(const float *p, int n, uint64_t mass, uint64_t target, const float *u)
+{
+	struct cut all = { 0, 0 };
+	uint64_t want = 0;
+	int x = -1;
+	for (int k = 0; k < SAMPLE_DRAWS; k++) {
+		want = want_of(u[k], mass);
+		x = draw_at(p, n, all, want);
+		if (mass_before(p, n, x) < target)
+			return x;
+	}
+	struct cut c = nucleus(p, n, all, target);
+	uint64_t kept = mass_of(p, n, c, NULL), below = 0, rank = 0;
+	for (int j = 0; j < x; j++)
+		if (in_cut(p[j], &rank, c))
+			below += q_of(p[j]);
+	return draw_at(p, n, c, reject_want(want - below, mass - kept, kept));
+}
+
+static void one_row(int32_t *tok, float *lp, const float *l, const float *u, int32_t forced,
+		    int V, sample_args a, int reject, float *p)
 {
 	int n = a.limit > 0 && a.limit < V ? a.limit : V;
 	float mx = -INFINITY, mxall = -INFINITY;
@@ -110,9 +187,10 @@ static void one_row(int32_t *tok, float *lp, const float *l, float u, int32_t fo
 		for (int j = 0; j < n; j++)
 			p[j] = expf((l[j] - mx) * inv_t);
 		struct cut c = { 0, 0 };
-		uint64_t members, left;
+		uint64_t members;
 		uint64_t mass = mass_of(p, n, c, &members);
 		if (a.top_k > 0 && (uint64_t)a.top_k < members) {
+			uint64_t left;
 			uint32_t tau = radix_select(p, n, c, (uint64_t)a.top_k, 0, &left);
 			c = (struct cut){ tau, left };
 			mass = mass_of(p, n, c, NULL);
@@ -120,23 +198,15 @@ static void one_row(int32_t *tok, float *lp, const float *l, float u, int32_t fo
 		if (a.top_p < 1) {
 			uint64_t target = (uint64_t)((double)a.top_p * (double)mass);
 			target = target ? target : 1;
-			uint32_t tau = radix_select(p, n, c, target, 1, &left);
-			uint64_t qt = q_of(bitsf(tau)), m = (left + qt - 1) / qt;
-			c = (struct cut){ tau, m ? m : 1 };
+			if (reject) {
+				*tok = draw_reject(p, n, mass, target, u);
+				*lp = (float)((double)l[*tok] - lse);
+				return;
+			}
+			c = nucleus(p, n, c, target);
 			mass = mass_of(p, n, c, NULL);
 		}
-		uint64_t want = (uint64_t)((double)u * (double)mass), acc = 0, rank = 0;
-		if (want >= mass)
-			want = mass - 1;
-		t = -1;
-		for (int j = 0; j < n; j++) {
-			if (!in_cut(p[j], &rank, c))
-				continue;
-			t = j;
-			acc += q_of(p[j]);
-			if (acc > want)
-				break;
-		}
+		t = draw_at(p, n, c, want_of(u[0], mass));
 	}
 	*tok = t;
 	*lp = (float)((double)l[t] - lse);
@@ -148,10 +218,11 @@ void sample_rows_cpu(int32_t *tok, float *lp, const float *logits, const int32_t
 {
 	/* one row's probabilities: the caller's logits are not ours to overwrite */
 	float *p = malloc((size_t)(V > 0 ? V : 1) * sizeof *p);
+	int reject = sample_rejects(n, a);
 	for (int i = 0; i < n; i++) {
 		if (p)
-			one_row(tok + i, lp + i, logits + (size_t)row[i] * V, u[i],
-				forced ? forced[i] : -1, V, a, p);
+			one_row(tok + i, lp + i, logits + (size_t)row[i] * V, u + (size_t)i * SAMPLE_DRAWS,
+				forced ? forced[i] : -1, V, a, reject, p);
 		else
 			tok[i] = -1;
 		if (feed) {

@@ -21,6 +21,19 @@
 // 512, 1024), for measuring.  The logits are read 8 a thread at a time
 // and kept in shared memory for the probabilities' pass when they fit.
 //
+// Where sample_rejects() says so (top-p, no top-k, few rows expected to
+// fall back), the kernel instantiated with REJECT draws the nucleus by
+// rejection (sample.h): the SAMPLE_DRAWS draws on all the mass (one scan,
+// each thread walking its run for the draws that fall in it), then one
+// reduction of as many sums (the mass ranked before each drawn id) tells
+// which are in the nucleus; only when none is (at most (1 - top_p)^3 of
+// the rows) are the radix passes made, then a scan and a sum to place the
+// last draw.  This leaves out three of the four radix passes and the
+// first one's histogram (~40 % of the kernel's cycles in the single-block
+// breakdown of bench/lm-sample-gpu-notes.md), and with three draws a row
+// even 64 rows rarely have one that falls back (the slowest row sets the
+// kernel's time).
+//
 // A thread's run is an odd number of ids long, so that a warp's
 // reads of the cached probabilities, a run apart, fall in distinct shared
 // memory banks.  The histograms' 64-bit sums are added as two 32-bit
@@ -39,7 +52,7 @@ namespace {
 
 namespace cg = cooperative_groups;
 
-enum { THREADS = 256, THREADS_FEW = 1024, MAX_WARPS = THREADS_FEW / WARP, MAX_CLUSTER = 16 };
+enum { THREADS = 256, THREADS_FEW = 1024, MAX_WARPS = THREADS_FEW / WARP };
 
 // Probabilities cached in shared memory up to this many bytes (a vocabulary
 // of 50,000; larger ones recompute them in every pass).
@@ -50,6 +63,7 @@ struct shared {
 	float f[MAX_WARPS], g[MAX_WARPS];
 	int i[MAX_WARPS];
 	unsigned long long u[MAX_WARPS], v[MAX_WARPS];
+	unsigned long long dr[SAMPLE_DRAWS][MAX_WARPS];
 };
 
 // ---- a sequence over a cluster of CL blocks ----
@@ -64,6 +78,8 @@ struct xslot {
 	int at, bad;
 	double se;
 	unsigned long long a, b;
+	int ats[SAMPLE_DRAWS];                // the draws' ids, or -1
+	unsigned long long bs[SAMPLE_DRAWS];  // their bits, or their sums
 };
 
 template <int CL> __device__ __forceinline__ unsigned cl_rank()
@@ -198,6 +214,18 @@ __device__ void block_sum3(double *x, unsigned long long *m, unsigned long long 
 	*k = warp_sum(in ? sh.v[l] : 0ull);
 }
 
+// The block's sum of v (every thread gets it).
+__device__ unsigned long long block_sum_u64(unsigned long long v, shared &sh)
+{
+	int w = threadIdx.x / WARP, l = threadIdx.x % WARP;
+	v = warp_sum(v);
+	__syncthreads();
+	if (l == 0)
+		sh.u[w] = v;
+	__syncthreads();
+	return warp_sum(l < n_warps() ? sh.u[l] : 0ull);
+}
+
 // Exclusive prefix sums over the threads of a and b (*ea, *eb) and their
 // totals (*ta, *tb).
 __device__ void block_scan2(unsigned long long a, unsigned long long b, unsigned long long *ea,
@@ -279,25 +307,18 @@ struct cut_sums {
 	unsigned long long base, before, mine, mass;
 };
 
-template <int CL, bool CACHED>
-__device__ cut_sums cut_scan(const row_view &r, cut c, shared &sh, cl_ex<CL> &x)
+// block_scan2 over the cluster's blocks, in id order (the blocks before
+// this one come first).
+template <int CL>
+__device__ void cluster_scan2(unsigned long long a, unsigned long long b, unsigned long long *ea,
+			      unsigned long long *eb, unsigned long long *ta, unsigned long long *tb,
+			      shared &sh, cl_ex<CL> &x)
 {
-	unsigned long long above = 0, at = 0;
-	for (int j = r.lo; j < r.hi; j++) {
-		float p = prob<CACHED>(r, j);
-		unsigned pb = fbits(p);
-		if (pb > c.tau)
-			above += q_of(p); /* 0 where p has no mass */
-		else if (pb == c.tau && has_mass(p))
-			at++;
-	}
-	unsigned long long ea, eb, ta, tb;
-	block_scan2(above, at, &ea, &eb, &ta, &tb, sh);
+	block_scan2(a, b, ea, eb, ta, tb, sh);
 	if constexpr (CL > 1) {
-		// the blocks before this one come first in id order
 		if (threadIdx.x == 0) {
-			x.mine().a = ta;
-			x.mine().b = tb;
+			x.mine().a = *ta;
+			x.mine().b = *tb;
 		}
 		const xslot *y = x.sync_read();
 		const unsigned long long oa = y->a, ob = y->b;
@@ -312,13 +333,27 @@ __device__ cut_sums cut_scan(const row_view &r, cut c, shared &sh, cl_ex<CL> &x)
 			}
 		}
 		unsigned rk = cl_rank<CL>();
-		unsigned long long pa = __shfl_sync(0xffffffffu, ia - oa, rk, CL);
-		unsigned long long pb = __shfl_sync(0xffffffffu, ib - ob, rk, CL);
-		ea += pa;
-		eb += pb;
-		ta = __shfl_sync(0xffffffffu, ia, CL - 1, CL);
-		tb = __shfl_sync(0xffffffffu, ib, CL - 1, CL);
+		*ea += __shfl_sync(0xffffffffu, ia - oa, rk, CL);
+		*eb += __shfl_sync(0xffffffffu, ib - ob, rk, CL);
+		*ta = __shfl_sync(0xffffffffu, ia, CL - 1, CL);
+		*tb = __shfl_sync(0xffffffffu, ib, CL - 1, CL);
 	}
+}
+
+template <int CL, bool CACHED>
+__device__ cut_sums cut_scan(const row_view &r, cut c, shared &sh, cl_ex<CL> &x)
+{
+	unsigned long long above = 0, at = 0;
+	for (int j = r.lo; j < r.hi; j++) {
+		float p = prob<CACHED>(r, j);
+		unsigned pb = fbits(p);
+		if (pb > c.tau)
+			above += q_of(p); /* 0 where p has no mass */
+		else if (pb == c.tau && has_mass(p))
+			at++;
+	}
+	unsigned long long ea, eb, ta, tb;
+	cluster_scan2<CL>(above, at, &ea, &eb, &ta, &tb, sh, x);
 	unsigned long long qt = q_of(__uint_as_float(c.tau));
 	unsigned long long m0 = min(c.ties, eb), m1 = min(c.ties, eb + at);
 	return cut_sums{ eb, ea + qt * m0, above + qt * (m1 - m0), ta + qt * min(c.ties, tb) };
@@ -457,6 +492,145 @@ __device__ unsigned radix_select(const row_view &r, cut c, unsigned long long ba
 	return prefix;
 }
 
+// The sum of v over the cluster's threads (every thread gets it).
+template <int CL>
+__device__ unsigned long long cluster_sum_u64(unsigned long long v, shared &sh, cl_ex<CL> &x)
+{
+	v = block_sum_u64(v, sh);
+	if constexpr (CL > 1) {
+		if (threadIdx.x == 0)
+			x.mine().a = v;
+		v = cl_lanes_sum<CL>(x.sync_read()->a);
+	}
+	return v;
+}
+
+// u placed on a mass, and a rejected draw w of the rejected mass placed on
+// the kept mass (sample.h): the twin's doubles.
+__device__ __forceinline__ unsigned long long want_of(float u, unsigned long long mass)
+{
+	unsigned long long w = (unsigned long long)((double)u * (double)mass);
+	return w < mass ? w : mass - 1;
+}
+
+__device__ __forceinline__ unsigned long long reject_want(unsigned long long w,
+							  unsigned long long rejected,
+							  unsigned long long kept)
+{
+	unsigned long long v =
+		rejected ? (unsigned long long)((double)w / (double)rejected * (double)kept) : 0;
+	return v < kept ? v : kept - 1;
+}
+
+// The member of c at want (cs: c's sums in this thread): the thread whose
+// members' mass holds want walks its ids and writes the row id to *at and
+// p's bits to *bits (shared).
+template <bool CACHED>
+__device__ void walk_to(const row_view &r, cut c, const cut_sums &cs, unsigned long long want,
+			int s0, int *at, unsigned *bits)
+{
+	if (cs.mine > 0 && want >= cs.before && want < cs.before + cs.mine) {
+		unsigned long long acc = cs.before, rank = cs.base;
+		for (int j = r.lo; j < r.hi; j++) {
+			float p = prob<CACHED>(r, j);
+			if (in_cut(p, &rank, c)) {
+				acc += q_of(p);
+				if (acc > want) {
+					*at = s0 + j;
+					*bits = fbits(p);
+					break;
+				}
+			}
+		}
+	}
+}
+
+// walk_to's members of every draw (want[k]) in every thread of every
+// block, in one exchange (at[k], bits[k] shared: -1 where not drawn here).
+template <int CL, bool CACHED>
+__device__ __forceinline__ void draw_members(const row_view &r, const cut_sums &cs,
+					     const unsigned long long *want, int s0, int *at,
+					     unsigned *bits, int *xa, unsigned *xb, cl_ex<CL> &x)
+{
+	const cut c = { 0, 0 };
+#pragma unroll
+	for (int k = 0; k < SAMPLE_DRAWS; k++)
+		walk_to<CACHED>(r, c, cs, want[k], s0, &at[k], &bits[k]);
+	__syncthreads();
+#pragma unroll
+	for (int k = 0; k < SAMPLE_DRAWS; k++) {
+		xa[k] = at[k];
+		xb[k] = bits[k];
+	}
+	if constexpr (CL > 1) {
+		// one block drew each; the others hold -1
+		if (threadIdx.x == 0)
+			for (int k = 0; k < SAMPLE_DRAWS; k++) {
+				x.mine().ats[k] = at[k];
+				x.mine().bs[k] = bits[k];
+			}
+		const xslot *y = x.sync_read();
+#pragma unroll
+		for (int k = 0; k < SAMPLE_DRAWS; k++) {
+			int a = y->ats[k];
+			unsigned long long b = y->bs[k];
+			for (int o = CL / 2; o > 0; o /= 2) {
+				int a2 = __shfl_xor_sync(0xffffffffu, a, o);
+				unsigned long long b2 = __shfl_xor_sync(0xffffffffu, b, o);
+				if (a2 > a) {
+					a = a2;
+					b = b2;
+				}
+			}
+			xa[k] = a;
+			xb[k] = (unsigned)b;
+		}
+	}
+}
+
+// The sums of v[k] and, unless d is NULL, of *d (its additions in a fixed
+// order) over the cluster's threads, in one exchange (every thread gets
+// them).
+template <int CL>
+__device__ __forceinline__ void cluster_sum_draws(unsigned long long *v, double *d, shared &sh,
+						  cl_ex<CL> &x)
+{
+	int w = threadIdx.x / WARP, l = threadIdx.x % WARP;
+#pragma unroll
+	for (int k = 0; k < SAMPLE_DRAWS; k++)
+		v[k] = warp_sum(v[k]);
+	if (d)
+		*d = warp_sum(*d);
+	__syncthreads();
+	if (l == 0) {
+		for (int k = 0; k < SAMPLE_DRAWS; k++)
+			sh.dr[k][w] = v[k];
+		if (d)
+			sh.d[w] = *d;
+	}
+	__syncthreads();
+	bool in = l < n_warps();
+#pragma unroll
+	for (int k = 0; k < SAMPLE_DRAWS; k++)
+		v[k] = warp_sum(in ? sh.dr[k][l] : 0ull);
+	if (d)
+		*d = warp_sum(in ? sh.d[l] : 0.0);
+	if constexpr (CL > 1) {
+		if (threadIdx.x == 0) {
+			for (int k = 0; k < SAMPLE_DRAWS; k++)
+				x.mine().bs[k] = v[k];
+			if (d)
+				x.mine().se = *d;
+		}
+		const xslot *y = x.sync_read();
+#pragma unroll
+		for (int k = 0; k < SAMPLE_DRAWS; k++)
+			v[k] = cl_lanes_sum<CL>(y->bs[k]);
+		if (d)
+			*d = cl_lanes_sum<CL>(y->se);
+	}
+}
+
 // Row i's token t on to the next step (sample.h's feed), by the whole block.
 __device__ __forceinline__ void feed_next(const sample_feed &f, int i, int32_t t)
 {
@@ -478,7 +652,7 @@ __device__ __forceinline__ void feed_next(const sample_feed &f, int i, int32_t t
 // blocks) takes the ids [r span, (r + 1) span) of the row, span a multiple
 // of 32 ids.  Ids are local to the slice inside row_view; the maximum's
 // id, the forced and the drawn token are the row's.
-template <int NT, int CL, bool CACHED>
+template <int NT, int CL, bool CACHED, bool REJECT>
 __global__ void __launch_bounds__(NT) sample_kernel(int32_t *tok, float *lp, const float *logits,
 						    const int32_t *row, const float *u,
 						    const int32_t *forced, sample_feed feed, int V,
@@ -491,7 +665,9 @@ __global__ void __launch_bounds__(NT) sample_kernel(int32_t *tok, float *lp, con
 	__shared__ bin64 comb[CL > 1 ? BINS : 1];
 	__shared__ xslot slots[2];
 	__shared__ unsigned sel[2][3];
-	__shared__ int pick, found;
+	// the token and the x_k (sample.h), -1 where not drawn here
+	__shared__ int pick, xat[SAMPLE_DRAWS];
+	__shared__ unsigned pbits, xpb[SAMPLE_DRAWS];
 	cl_ex<CL> x = { slots, 0 };
 	const int i = blockIdx.x / CL;
 	const unsigned rk = cl_rank<CL>();
@@ -504,8 +680,13 @@ __global__ void __launch_bounds__(NT) sample_kernel(int32_t *tok, float *lp, con
 	int lo = threadIdx.x * per, hi = min(Vs, lo + per);
 	for (int b = threadIdx.x; b < 2 * BINS; b += NT)
 		hist[b] = bin64{ 0, 0 };
-	if (threadIdx.x == 0)
-		found = 0;
+	if (threadIdx.x == 0) {
+		pick = -1;
+		for (int k = 0; k < SAMPLE_DRAWS; k++) {
+			xat[k] = -1;
+			xpb[k] = 0;
+		}
+	}
 	// max over all, the drawable max and its lowest id, bad values, and
 	// the sum of exponentials (online: rescaled when the max grows).  The
 	// passes over the logits in global memory take ids THREADS apart, so a
@@ -578,16 +759,36 @@ __global__ void __launch_bounds__(NT) sample_kernel(int32_t *tok, float *lp, con
 	se = mine_max == -INFINITY ? 0.0 : se * (double)expf(mine_max - mxall);
 	int32_t t = am;
 	int32_t f = forced ? forced[i] : -1;
-	bool draw = !(f >= 0 && f < V) && a.temperature > 0;
+	// a temperature whose reciprocal overflows is greedy (the twin's rule;
+	// gen/model_decode.c passes 0 for one anyway)
+	bool draw = !(f >= 0 && f < V) && a.temperature > 0 && !isinf(1.0f / a.temperature);
 	row_view r = { ls, NULL, lo, min(hi, ns), mx, 1.0f / a.temperature };
 	if (r.hi < r.lo)
 		r.hi = r.lo;
 	// the probabilities (in shared memory when they fit), their mass and
 	// count, and for a nucleus of every q > 0 the first pass's histogram of
 	// the top-p selection, in one pass, summed with the exponentials
-	bool built = draw && a.top_k <= 0 && a.top_p < 1;
+	bool built = !REJECT && draw && a.top_k <= 0 && a.top_p < 1;
 	unsigned long long mass = 0, members = 0;
-	if (draw) {
+	// the rejection's draw on all the mass needs the mass scanned in id
+	// order: with the probabilities in shared memory, each thread makes
+	// those of its own run of ids, and one scan gives the sums and the
+	// draw's place (the sum of exponentials waits for the next reduction)
+	const bool fused = REJECT && CACHED && draw;
+	cut_sums all_cs = { 0, 0, 0, 0 };
+	if (fused) {
+		unsigned long long mine = 0;
+		for (int j = r.lo; j < r.hi; j++) {
+			float p = expf((pc[j] - r.mx) * r.inv_t);
+			pc[j] = p;
+			mine += q_of(p);
+		}
+		r.pc = pc;
+		unsigned long long ea, eb, ta, tb;
+		cluster_scan2<CL>(mine, 0, &ea, &eb, &ta, &tb, sh, x);
+		all_cs = cut_sums{ 0, ea, mine, ta };
+		mass = ta;
+	} else if (draw) {
 		run_acc ra = { -1, 0 };
 		for (int j = threadIdx.x; j < ns; j += NT) {
 			float p = CACHED ? expf((pc[j] - r.mx) * r.inv_t) : prob_of(r, j);
@@ -603,21 +804,91 @@ __global__ void __launch_bounds__(NT) sample_kernel(int32_t *tok, float *lp, con
 		if (CACHED)
 			r.pc = pc;
 	}
-	block_sum3(&se, &mass, &members, sh);
-	if constexpr (CL > 1) {
-		if (threadIdx.x == 0) {
-			x.mine().se = se;
-			x.mine().a = mass;
-			x.mine().b = members;
+	if (!fused) {
+		block_sum3(&se, &mass, &members, sh);
+		if constexpr (CL > 1) {
+			if (threadIdx.x == 0) {
+				x.mine().se = se;
+				x.mine().a = mass;
+				x.mine().b = members;
+			}
+			const xslot *y = x.sync_read();
+			se = cl_lanes_sum<CL>(y->se);
+			mass = cl_lanes_sum<CL>(y->a);
+			members = cl_lanes_sum<CL>(y->b);
 		}
-		const xslot *y = x.sync_read();
-		se = cl_lanes_sum<CL>(y->se);
-		mass = cl_lanes_sum<CL>(y->a);
-		members = cl_lanes_sum<CL>(y->b);
 	}
 	if (f >= 0 && f < V) {
 		t = f;
-	} else if (draw) {
+	} else if (REJECT && draw) {
+		// the nucleus by rejection (sample.h): x_k at u_k on every id with
+		// mass, the first kept whose mass ranked before is below the target
+		cut c = { 0, 0 };
+		unsigned long long target = (unsigned long long)((double)a.top_p * (double)mass);
+		target = target ? target : 1;
+		cut_sums cs = fused ? all_cs : cut_scan<CL, CACHED>(r, c, sh, x);
+		const float *ui = u + (size_t)i * SAMPLE_DRAWS;
+		unsigned long long want[SAMPLE_DRAWS], all = cs.mass;
+#pragma unroll
+		for (int k = 0; k < SAMPLE_DRAWS; k++)
+			want[k] = want_of(ui[k], cs.mass);
+		int xa[SAMPLE_DRAWS];
+		unsigned xb[SAMPLE_DRAWS];
+		draw_members<CL, CACHED>(r, cs, want, s0, xat, xpb, xa, xb, x);
+		unsigned long long before[SAMPLE_DRAWS] = {};
+		for (int j = r.lo; j < r.hi; j++) {
+			float p = prob<CACHED>(r, j);
+			if (!has_mass(p))
+				continue;
+			unsigned pb = fbits(p);
+			unsigned long long q = q_of(p);
+#pragma unroll
+			for (int k = 0; k < SAMPLE_DRAWS; k++)
+				if (pb > xb[k] || (pb == xb[k] && s0 + j < xa[k]))
+					before[k] += q;
+		}
+		cluster_sum_draws<CL>(before, fused ? &se : nullptr, sh, x);
+		int kept = -1;
+#pragma unroll
+		for (int k = SAMPLE_DRAWS - 1; k >= 0; k--)
+			if (before[k] < target)
+				kept = k;
+		if (kept >= 0) {
+			int t0 = xa[0];
+#pragma unroll
+			for (int k = 1; k < SAMPLE_DRAWS; k++)
+				t0 = kept == k ? xa[k] : t0;
+			if (threadIdx.x == 0 && t0 >= s0 && t0 < s0 + Vs)
+				pick = t0;
+		} else {
+			const int xl = xa[SAMPLE_DRAWS - 1];
+			const unsigned long long wl = want[SAMPLE_DRAWS - 1];
+			// the nucleus, and the last draw's place among the rejected mass
+			// put on it
+			unsigned long long left;
+			unsigned tau = radix_select<CL, CACHED>(r, c, 0, target, true, false, &left, hist,
+							       comb, sel);
+			unsigned long long qt = q_of(__uint_as_float(tau)), m = (left + qt - 1) / qt;
+			c = cut{ tau, m ? m : 1 };
+			cs = cut_scan<CL, CACHED>(r, c, sh, x);
+			unsigned long long below = 0;
+			if (s0 + r.hi <= xl) {
+				below = cs.mine;
+			} else if (s0 + r.lo < xl) {
+				unsigned long long rank = cs.base;
+				for (int j = r.lo; j < r.hi && s0 + j < xl; j++) {
+					float p = prob<CACHED>(r, j);
+					if (in_cut(p, &rank, c))
+						below += q_of(p);
+				}
+			}
+			below = cluster_sum_u64<CL>(below, sh, x);
+			walk_to<CACHED>(r, c, cs, reject_want(wl - below, all - cs.mass, cs.mass), s0,
+					&pick, &pbits);
+		}
+		__syncthreads();
+		t = pick;
+	} else if (!REJECT && draw) {
 		cut c = { 0, 0 };
 		cut_sums cs = { 0, 0, 0, mass };
 		bool scanned = false;
@@ -642,29 +913,13 @@ __global__ void __launch_bounds__(NT) sample_kernel(int32_t *tok, float *lp, con
 		}
 		if (!scanned)
 			cs = cut_scan<CL, CACHED>(r, c, sh, x);
-		// the draw: the thread whose members' mass holds it walks its ids
-		unsigned long long want = (unsigned long long)((double)u[i] * (double)cs.mass);
-		if (want >= cs.mass)
-			want = cs.mass - 1;
-		if (cs.mine > 0 && want >= cs.before && want < cs.before + cs.mine) {
-			unsigned long long acc = cs.before, rank = cs.base;
-			for (int j = r.lo; j < r.hi; j++) {
-				float p = prob<CACHED>(r, j);
-				if (in_cut(p, &rank, c)) {
-					acc += q_of(p);
-					if (acc > want) {
-						pick = s0 + j;
-						found = 1;
-						break;
-					}
-				}
-			}
-		}
+		walk_to<CACHED>(r, c, cs, want_of(u[(size_t)i * SAMPLE_DRAWS], cs.mass), s0, &pick,
+				&pbits);
 		__syncthreads();
 		t = pick;
 	}
 	// the token's block writes it: the drawing one, else the first
-	if (draw ? found : rk == 0) {
+	if (draw ? t >= 0 : rk == 0) {
 		if (threadIdx.x == 0) {
 			tok[i] = t;
 			lp[i] = (float)((double)l[t] - ((double)mxall + log(se)));
@@ -697,23 +952,26 @@ static int cluster_for(int n, int V, int sms)
 	return cl;
 }
 
-template <int NT, int CL>
-static int launch_one(bool cached, int n, size_t smem, void *stream, int32_t *tok, float *lp,
-		      const float *logits, const int32_t *row, const float *u,
-		      const int32_t *forced, sample_feed fd, int V, int span, sample_args a)
+template <int NT, int CL, bool REJECT>
+static int launch_kern(bool cached, int n, size_t smem, void *stream, int32_t *tok, float *lp,
+		       const float *logits, const int32_t *row, const float *u,
+		       const int32_t *forced, sample_feed fd, int V, int span, sample_args a)
 {
-	auto kern = cached ? sample_kernel<NT, CL, true> : sample_kernel<NT, CL, false>;
+	auto kern = cached ? sample_kernel<NT, CL, true, REJECT> : sample_kernel<NT, CL, false, REJECT>;
 	static int raised;
 	if (!raised) {
-		if ((CL > 8 && cudaFuncSetAttribute(kern, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) !=
-				       cudaSuccess) ||
-		    cudaFuncSetAttribute(sample_kernel<NT, CL, true>,
+		// both variants: the first call may be either (clusters over 8
+		// blocks need the non-portable size on each)
+		if (cudaFuncSetAttribute(sample_kernel<NT, CL, true, REJECT>,
 					 cudaFuncAttributeMaxDynamicSharedMemorySize, CACHE_BYTES) !=
-			    cudaSuccess)
+		    cudaSuccess)
 			return -1;
-		if (CL > 8 && cudaFuncSetAttribute(sample_kernel<NT, CL, false>,
-						   cudaFuncAttributeNonPortableClusterSizeAllowed, 1) !=
-				      cudaSuccess)
+		if (CL > 8 && (cudaFuncSetAttribute(sample_kernel<NT, CL, true, REJECT>,
+						    cudaFuncAttributeNonPortableClusterSizeAllowed, 1) !=
+				       cudaSuccess ||
+			       cudaFuncSetAttribute(sample_kernel<NT, CL, false, REJECT>,
+						    cudaFuncAttributeNonPortableClusterSizeAllowed, 1) !=
+				       cudaSuccess))
 			return -1;
 		raised = 1;
 	}
@@ -744,28 +1002,28 @@ static int launch_one(bool cached, int n, size_t smem, void *stream, int32_t *to
 		       : -1;
 }
 
-template <int NT>
-static int launch_nt(int cl, bool cached, int n, size_t smem, void *stream, int32_t *tok,
-		     float *lp, const float *logits, const int32_t *row, const float *u,
-		     const int32_t *forced, sample_feed fd, int V, int span, sample_args a)
+// launch_kern for each block size, cluster size and way of drawing a
+// nucleus the sampler takes, chosen at run time:
+// [by rejection][threads 256, 512, 1024][cluster 1, 2, 4, 8, 16].
+using launch_fn = int (*)(bool, int, size_t, void *, int32_t *, float *, const float *,
+			  const int32_t *, const float *, const int32_t *, sample_feed, int, int,
+			  sample_args);
+#define LAUNCH_ROW(NT, R)                                                                      \
+	{ launch_kern<NT, 1, R>, launch_kern<NT, 2, R>, launch_kern<NT, 4, R>,                 \
+	  launch_kern<NT, 8, R>, launch_kern<NT, 16, R> }
+static const launch_fn LAUNCH[2][3][5] = {
+	{ LAUNCH_ROW(256, false), LAUNCH_ROW(512, false), LAUNCH_ROW(1024, false) },
+	{ LAUNCH_ROW(256, true), LAUNCH_ROW(512, true), LAUNCH_ROW(1024, true) },
+};
+#undef LAUNCH_ROW
+
+// log2 of a power of two up to 16
+static int log2_of(int x)
 {
-	switch (cl) {
-	case 1:
-		return launch_one<NT, 1>(cached, n, smem, stream, tok, lp, logits, row, u, forced, fd, V,
-					 span, a);
-	case 2:
-		return launch_one<NT, 2>(cached, n, smem, stream, tok, lp, logits, row, u, forced, fd, V,
-					 span, a);
-	case 4:
-		return launch_one<NT, 4>(cached, n, smem, stream, tok, lp, logits, row, u, forced, fd, V,
-					 span, a);
-	case 8:
-		return launch_one<NT, 8>(cached, n, smem, stream, tok, lp, logits, row, u, forced, fd, V,
-					 span, a);
-	default:
-		return launch_one<NT, 16>(cached, n, smem, stream, tok, lp, logits, row, u, forced, fd, V,
-					  span, a);
-	}
+	int k = 0;
+	while ((1 << k) < x)
+		k++;
+	return k;
 }
 
 }  // namespace
@@ -790,17 +1048,13 @@ extern "C" int sample_rows_cuda(int32_t *tok, float *lp, const float *logits, co
 		nt_env = v == 256 || v == 512 || v == 1024 ? v : 0;
 	}
 	int cl = cluster_for(n, V, sms);
+	int reject = sample_rejects(n, a);
 	int span = ((V + cl - 1) / cl + 31) / 32 * 32;
 	// the probabilities of a slice in shared memory when they fit beside the rest
 	size_t bytes = (size_t)span * sizeof(float);
 	bool cache = bytes <= CACHE_BYTES;
 	int nt = nt_env ? nt_env : (long)n * cl < sms ? THREADS_FEW : THREADS;
-	if (nt == 1024)
-		return launch_nt<1024>(cl, cache, n, bytes, stream, tok, lp, logits, row, u, forced, fd,
-				       V, span, a);
-	if (nt == 512)
-		return launch_nt<512>(cl, cache, n, bytes, stream, tok, lp, logits, row, u, forced, fd, V,
-				      span, a);
-	return launch_nt<256>(cl, cache, n, bytes, stream, tok, lp, logits, row, u, forced, fd, V,
-			      span, a);
+	return LAUNCH[reject][log2_of(nt / THREADS)][log2_of(cl)](cache, n, bytes, stream, tok, lp,
+								   logits, row, u, forced, fd, V,
+								   span, a);
 }

@@ -52,11 +52,11 @@ typedef struct gen_run {
 	const uint32_t **f_tok;
 	float **f_rows;
 	/* choose() arguments, when the decoder samples */
-	uint32_t *c_slot, *c_tok; /* c_tok, c_u, c_lp: [rounds][n] */
+	uint32_t *c_slot, *c_tok; /* c_tok, c_lp: [rounds][n]; c_u: [rounds][n][draws] */
 	int32_t *c_forced;
 	float *c_u;
 	double *c_lp;
-	lm_rng *c_rng;        /* each stream after its first round's draw */
+	lm_rng *c_rng;        /* each stream after its first round's draws */
 	int input_failed;     /* next() failed: finish what is in flight, then fail */
 	lm_err input_err;
 } gen_run;
@@ -191,11 +191,12 @@ static uint32_t ahead_rounds(const gen_run *r, gen_sample **act, size_t n)
 }
 
 /* The next token of every sample in flight, by the decoder where its
- * logits are, for *rounds rounds (1 unless it runs ahead): one draw a
- * round from each sample's stream unless it is forcing, as sample_token
- * takes.  The tokens stay in c_tok and c_lp for take_round. */
+ * logits are, for *rounds rounds (1 unless it runs ahead): LM_DECODER_DRAWS
+ * draws a round from each sample's stream unless it is forcing (sample_token
+ * takes one).  The tokens stay in c_tok and c_lp for take_round. */
 static int choose_on_decoder(gen_run *r, gen_sample **act, size_t n, uint32_t *rounds, lm_err *e)
 {
+	enum { D = LM_DECODER_DRAWS };
 	const gen_config *c = r->c;
 	const lm_decoder *d = r->d;
 	uint32_t k = ahead_rounds(r, act, n);
@@ -203,11 +204,13 @@ static int choose_on_decoder(gen_run *r, gen_sample **act, size_t n, uint32_t *r
 		struct gen_state *st = act[i]->st;
 		r->c_slot[i] = st->slot;
 		r->c_forced[i] = st->forcing ? (int32_t)c->think_close[st->force_next] : -1;
-		r->c_u[i] = st->forcing ? 0.0f : (float)rng_uniform(&st->rng);
+		for (int x = 0; x < D; x++)
+			r->c_u[i * D + x] = st->forcing ? 0.0f : (float)rng_uniform(&st->rng);
 		if (k > 1)
 			r->c_rng[i] = st->rng;
 		for (uint32_t j = 1; j < k; j++)
-			r->c_u[j * n + i] = (float)rng_uniform(&st->rng);
+			for (int x = 0; x < D; x++)
+				r->c_u[(j * n + i) * D + x] = (float)rng_uniform(&st->rng);
 	}
 	int got = k > 1 ? d->choose_ahead(d->ctx, (uint32_t)n, k, r->c_slot, &c->sp, r->c_u,
 					  r->c_forced, r->c_tok, r->c_lp, e)
@@ -219,7 +222,7 @@ static int choose_on_decoder(gen_run *r, gen_sample **act, size_t n, uint32_t *r
 	for (size_t i = 0; i < n && (uint32_t)got < k; i++) {
 		struct gen_state *st = act[i]->st;
 		st->rng = r->c_rng[i];
-		for (int j = 1; j < got; j++)
+		for (int j = 0; j < (got - 1) * LM_DECODER_DRAWS; j++)
 			(void)rng_uniform(&st->rng);
 	}
 	*rounds = (uint32_t)got;
@@ -533,7 +536,7 @@ int generate(const lm_decoder *d, const gen_config *c, const gen_io *io,
 	r.c_slot = malloc(S * sizeof *r.c_slot);
 	r.c_tok = malloc(K * S * sizeof *r.c_tok);
 	r.c_forced = malloc(S * sizeof *r.c_forced);
-	r.c_u = malloc(K * S * sizeof *r.c_u);
+	r.c_u = malloc(K * S * LM_DECODER_DRAWS * sizeof *r.c_u);
 	r.c_lp = malloc(K * S * sizeof *r.c_lp);
 	r.c_rng = malloc(S * sizeof *r.c_rng);
 	int rc = -1;

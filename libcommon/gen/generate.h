@@ -25,6 +25,10 @@
 #include "gen/sampler.h"
 #include "tok/bpe.h"
 
+/* Uniform draws a sampling decoder takes per sample and token (choose()):
+ * kernels/sample.h's SAMPLE_DRAWS. */
+#define LM_DECODER_DRAWS 3
+
 typedef struct lm_decoder {
 	void *ctx;
 	uint32_t n_vocab;
@@ -43,8 +47,10 @@ typedef struct lm_decoder {
 	 * only tokens cross to the host.  Then feed() need not write logits,
 	 * and fork() copies the slot's logits too.  For i < n: the next token
 	 * of slot[i] from the logits its last feed left, by sp, with the
-	 * sample's uniform draw u[i] in [0, 1) (kernels/sample.h says how it is
-	 * placed), or forced[i] when that is >= 0; tok[i] = UINT32_MAX when
+	 * sample's LM_DECODER_DRAWS uniform draws u[i LM_DECODER_DRAWS + k] in
+	 * [0, 1) (kernels/sample.h says how they are placed: the first always,
+	 * the others as further proposals of a nucleus drawn by rejection), or
+	 * forced[i] when that is >= 0; tok[i] = UINT32_MAX when
 	 * no token can be chosen (non-finite logits); lp[i] the token's
 	 * log-softmax at temperature 1. */
 	int (*choose)(void *ctx, uint32_t n, const uint32_t *slot, const sample_params *sp,
@@ -52,7 +58,8 @@ typedef struct lm_decoder {
 	/* Optional, with choose: up to k (<= max_ahead) rounds of choose() in
 	 * one call, each round's tokens but the last's fed to their slots as
 	 * feed() would, so that the host waits once for them all.  Round j
-	 * takes the draws u[j * n + i] and writes tok[j * n + i] and
+	 * takes the draws u[(j n + i) LM_DECODER_DRAWS + k] and writes
+	 * tok[j * n + i] and
 	 * lp[j * n + i]; forced[i] is for the first round (a decoder runs one
 	 * round where any is >= 0).  Returns the rounds run (1 <= it <= k; the
 	 * decoder runs one where it cannot run k, as when its last feed() was

@@ -260,6 +260,8 @@ static int md_feed(void *ctx, uint32_t n_seq, const uint32_t *slot, const uint32
 	return md->m->be->sample ? 0 : md->m->be->sync(md->m->be, e);
 }
 
+_Static_assert(LM_DECODER_DRAWS == SAMPLE_DRAWS, "generate.h's draws are the sampler's");
+
 /* The held step (md->pend), alone: its meta up, then its ops. */
 static int run_pending(model_decoder *md, lm_err *e)
 {
@@ -283,7 +285,8 @@ static void sample_op(model_decoder *md, uint32_t n, sample_args a, uint32_t j, 
 	sample_feed f = { meta(md, md->meta, META_IDS), meta(md, md->meta, META_POS), md->x,
 			  md->m->wte, md->m->cfg.d_model };
 	be->sample(be, out, (float *)(out + S), md->rows, md->s_in,
-		   (const float *)(md->s_in + (2 + (size_t)j) * S), md->s_in + S, feed ? &f : NULL,
+		   (const float *)(md->s_in + (2 + (size_t)j * SAMPLE_DRAWS) * S), md->s_in + S,
+		   feed ? &f : NULL,
 		   (int)n, md->m->cfg.vocab, a);
 }
 
@@ -309,7 +312,7 @@ static int fused_step(model_decoder *md, uint32_t n, sample_args a, uint32_t k, 
 	size_t g = (size_t)(k > 1) * (md->n_slots + 1) + (size_t)N;
 	md->pend = 0;
 	be->upload(be, md->meta, md->meta_host,
-		   ((size_t)META_ARRAYS * MODEL_DECODE_CHUNK + (2 + (size_t)k) * md->n_slots) *
+		   ((size_t)META_ARRAYS * MODEL_DECODE_CHUNK + (2 + (size_t)k * SAMPLE_DRAWS) * md->n_slots) *
 			   sizeof(int32_t));
 	if (md->seen_s[g] < 1) {
 		md->seen_s[g] = 1;
@@ -346,7 +349,8 @@ static int md_choose_ahead(void *ctx, uint32_t n, uint32_t k, const uint32_t *sl
 	lm_backend *be = md->m->be;
 	uint32_t S = md->n_slots;
 	int32_t *in = md->meta_host + (size_t)META_ARRAYS * MODEL_DECODE_CHUNK, *h = md->s_host;
-	sample_args a = { (float)sp->temperature, (int)sp->top_k, (float)sp->top_p, (int)sp->limit };
+	sample_args a = { (float)sp->temperature, (int)sp->top_k, (float)sp->top_p, (int)sp->limit,
+			  SAMPLE_WAY_AUTO };
 	/* the device sampler scales by 1 / temperature in float: one that
 	 * overflows is greedy (sample_greedy), and so is one that overflows
 	 * only once rounded to a float */
@@ -369,13 +373,14 @@ static int md_choose_ahead(void *ctx, uint32_t n, uint32_t k, const uint32_t *sl
 		in[i] = (int32_t)slot[i];
 		in[S + i] = forced[i];
 		for (uint32_t j = 0; j < k; j++)
-			memcpy(&in[(2 + j) * S + i], &u[(size_t)j * n + i], sizeof *u);
+			memcpy(&in[(2 + (size_t)j * SAMPLE_DRAWS) * S + (size_t)i * SAMPLE_DRAWS],
+			       &u[((size_t)j * n + i) * SAMPLE_DRAWS], SAMPLE_DRAWS * sizeof *u);
 	}
 	if (fuse) {
 		if (fused_step(md, n, a, k, e) < 0)
 			return -1;
 	} else {
-		be->upload(be, md->s_in, in, 3 * (size_t)S * sizeof *in);
+		be->upload(be, md->s_in, in, (2 + SAMPLE_DRAWS) * (size_t)S * sizeof *in);
 		sample_op(md, n, a, 0, 0);
 	}
 	be->download(be, h, md->s_out, 2 * (size_t)k * S * sizeof *h);
@@ -522,7 +527,8 @@ int model_decoder_init(model_decoder *md, model *m, uint32_t n_slots, uint32_t n
 		const char *ah = getenv("LMPIPE_DECODE_AHEAD");
 		md->ahead = ah && atoi(ah) >= 1 && atoi(ah) <= 64 ? (uint32_t)atoi(ah) : MODEL_DECODE_AHEAD;
 	}
-	size_t n_meta = META_ARRAYS * N + (be->sample ? (2 + (size_t)md->ahead) * n_slots : 0);
+	size_t n_meta = META_ARRAYS * N +
+			(be->sample ? (2 + (size_t)md->ahead * SAMPLE_DRAWS) * n_slots : 0);
 	md->meta = be->alloc(be, n_meta * sizeof(int32_t));
 	md->meta_host = calloc(n_meta, sizeof *md->meta_host);
 	md->len = calloc(n_slots, sizeof *md->len);

@@ -88,7 +88,8 @@ typedef struct model_decoder {
 	uint32_t *tok_slot;
 	int *last_of;
 	/* device sampling (be->sample): per slot row index, forced token and
-	 * a round's draws in ([2 + ahead][slots], after meta); per round
+	 * each round's draws in ([2][slots], then [ahead][slots][SAMPLE_DRAWS],
+	 * after meta); per round
 	 * token and log-prob out ([ahead][2][slots]) */
 	int32_t *s_in, *s_out;
 	int32_t *s_host;       /* host: [ahead][2][slots] out */

@@ -6,8 +6,10 @@
  * by id, lowest first), then one draw from the renormalised distribution.
  *
  * Every sample owns its random stream (lm_rng), derived from (seed, prompt
- * index, sample index), and a step consumes exactly one draw, so a sample's
- * tokens do not depend on what else is in the batch.
+ * index, sample index), and a step consumes exactly one draw (a decoder
+ * that samples on its device takes LM_DECODER_DRAWS: generate.h), so a
+ * sample's tokens do not depend on what else is in the batch (on the
+ * device, its nucleus drawn by rejection or not: kernels/sample.h).
  *
  * The log-probability reported with a token is the log-softmax of the raw
  * logits at temperature 1, whatever the sampling settings: what a

@@ -139,6 +139,11 @@ run sh -c 'lm-sample --device cuda -c g/latest -t byte.tok -i p.jsonl --top-p 0.
 ok $(( rc != 0 || $(wc -l < j1.jsonl) != 12 )) "lm-sample --jsonl samples on CUDA: 3 prompts x 4 samples ($err)"
 cmp -s j1.jsonl j2.jsonl
 ok $? "the same seed gives the same samples on CUDA"
+# steps of 6 sequences with top-p 0.9 alone draw the nucleus by rejection
+# (kernels/sample.h's sample_rejects): 3 prompts x 2 samples
+run sh -c 'for i in 1 2; do lm-sample --device cuda -c g/latest -t byte.tok -i p.jsonl --top-p 0.9 -n 2 --seed 7 --jsonl --context 64 > r$i.jsonl || exit 1; done'
+[ "$rc" -eq 0 ] && [ "$(wc -l < r1.jsonl)" -eq 6 ] && cmp -s r1.jsonl r2.jsonl
+ok $? "6 sequences, top-p 0.9 (the nucleus by rejection): 6 samples, the same for the same seed ($err)"
 
 # The model variants at once (GQA, QK-norm, ReLU^2, soft-capping, z-loss,
 # norm epsilon): 60 steps on each device, the training loss within 2 % at

@@ -156,9 +156,9 @@ static int feed_ok(const int32_t *tok, const int32_t *ids, const int32_t *pos, c
 /* The device sampler on n rows of random logits (scale mag, some ties,
  * some -inf) against the C twin with the same draws, each feeding its
  * choice on (kernels/sample.h's sample_feed). */
-static void test_sampler_twin(int n, int V, sample_args a, float mag)
+static void twin_once(int n, int V, sample_args a, float mag)
 {
-	float *l = malloc((size_t)n * V * sizeof *l), *u = malloc(n * sizeof *u);
+	float *l = malloc((size_t)n * V * sizeof *l), *u = malloc((size_t)n * SAMPLE_DRAWS * sizeof *u);
 	int32_t *row = malloc(n * sizeof *row), *forced = malloc(n * sizeof *forced);
 	int32_t *tc = malloc(n * sizeof *tc), *tg = malloc(n * sizeof *tg);
 	float *lc = malloc(n * sizeof *lc), *lgp = malloc(n * sizeof *lgp);
@@ -166,7 +166,8 @@ static void test_sampler_twin(int n, int V, sample_args a, float mag)
 		l[i] = i % 13 == 0 ? 0.5f : i % 29 == 0 ? -INFINITY : mag * gpu_rand(&seed);
 	for (int i = 0; i < n; i++) {
 		row[i] = i;
-		u[i] = 0.5f * (gpu_rand(&seed) + 1);
+		for (int k = 0; k < SAMPLE_DRAWS; k++)
+			u[i * SAMPLE_DRAWS + k] = 0.5f * (gpu_rand(&seed) + 1);
 		forced[i] = i % 17 == 3 ? (i * 7) % V : -1;
 	}
 	enum { FC = 24 };
@@ -189,12 +190,13 @@ static void test_sampler_twin(int n, int V, sample_args a, float mag)
 	be->upload(be, dtab, table, (size_t)V * FC * sizeof *table);
 	be->upload(be, dpos, pg, n * sizeof *pg);
 	sample_feed fg = { dids, dpos, dx, dtab, FC };
-	float *dl = be->alloc(be, (size_t)n * V * sizeof *l), *du = be->alloc(be, n * sizeof *u);
+	float *dl = be->alloc(be, (size_t)n * V * sizeof *l);
+	float *du = be->alloc(be, (size_t)n * SAMPLE_DRAWS * sizeof *u);
 	int32_t *drow = be->alloc(be, n * sizeof *row), *df = be->alloc(be, n * sizeof *row);
 	int32_t *dt = be->alloc(be, n * sizeof *row);
 	float *dlp = be->alloc(be, n * sizeof *lc);
 	be->upload(be, dl, l, (size_t)n * V * sizeof *l);
-	be->upload(be, du, u, n * sizeof *u);
+	be->upload(be, du, u, (size_t)n * SAMPLE_DRAWS * sizeof *u);
 	be->upload(be, drow, row, n * sizeof *row);
 	be->upload(be, df, forced, n * sizeof *row);
 	be->sample(be, dt, dlp, dl, drow, du, df, &fg, n, V, a);
@@ -214,9 +216,10 @@ static void test_sampler_twin(int n, int V, sample_args a, float mag)
 			lpd = fabs(lc[i] - lgp[i]);
 	}
 	ok(!rc && !bad && differ <= n / 100 && lpd <= 1e-4,
-	   "sampler V=%d T=%.2f k=%d p=%.2f limit=%d: %d of %d tokens differ from the C twin "
-	   "(<= 1%%), log-probs within %.2g%s%s", V, a.temperature, a.top_k, a.top_p, a.limit, differ,
-	   n, lpd, rc ? ": " : "", rc ? e.msg : "");
+	   "sampler V=%d T=%.2f k=%d p=%.2f limit=%d, %d rows%s: %d of %d tokens differ from the C "
+	   "twin (<= 1%%), log-probs within %.2g%s%s", V, a.temperature, a.top_k, a.top_p, a.limit,
+	   n, sample_rejects(n, a) ? " by rejection" : "", differ, n, lpd, rc ? ": " : "",
+	   rc ? e.msg : "");
 	ok(!rc && feed_ok(tc, ic, pc, xc, table, n, FC) && feed_ok(tg, ig, pg, xg, table, n, FC),
 	   "sampler V=%d: both feed their tokens on (ids, positions, embedded rows)", V);
 	be->release(be, dl), be->release(be, du), be->release(be, drow), be->release(be, df);
@@ -224,6 +227,18 @@ static void test_sampler_twin(int n, int V, sample_args a, float mag)
 	be->release(be, dids), be->release(be, dpos);
 	free(l), free(u), free(row), free(forced), free(tc), free(tg), free(lc), free(lgp);
 	free(table), free(xc), free(xg), free(ic), free(pc), free(ig), free(pg);
+}
+
+/* twin_once by each way a nucleus can be drawn (sample.h): selection and
+ * rejection, whichever sample_rejects() would choose. */
+static void test_sampler_twin(int n, int V, sample_args a, float mag)
+{
+	if (a.top_p < 1 && a.top_k <= 0) {
+		a.way = SAMPLE_WAY_SELECT;
+		twin_once(n, V, a, mag);
+		a.way = SAMPLE_WAY_REJECT;
+	}
+	twin_once(n, V, a, mag);
 }
 
 /* Bad rows: NaN, +inf, all -inf give -1; greedy ties go to the lowest id.
@@ -243,7 +258,9 @@ static void test_sampler_edges(int V)
 	for (int j = 0; j < V; j++)
 		l[3 * V + j] = j == t1 || j == t2 ? 5.0f : 1.0f;
 	int32_t row[R] = { 0, 1, 2, 3 }, tok[R];
-	float u[R] = { 0.5f, 0.5f, 0.5f, 0.5f }, lp[R];
+	float u[R * SAMPLE_DRAWS], lp[R];
+	for (int k = 0; k < R * SAMPLE_DRAWS; k++)
+		u[k] = 0.5f;
 	size_t bytes = (size_t)R * V * sizeof *l;
 	lm_backend *be = gpu.be;
 	float *dl = be->alloc(be, bytes), *du = be->alloc(be, sizeof u), *dlp = be->alloc(be, sizeof lp);
@@ -251,14 +268,29 @@ static void test_sampler_edges(int V)
 	be->upload(be, dl, l, bytes);
 	be->upload(be, du, u, sizeof u);
 	be->upload(be, dr, row, sizeof row);
-	sample_args greedy = { 0, 0, 1, 0 };
-	be->sample(be, dt, dlp, dl, dr, du, NULL, NULL, R, V, greedy);
-	be->download(be, tok, dt, sizeof tok);
-	lm_err e;
-	int rc = be->sync(be, &e);
-	ok(!rc && tok[0] == -1 && tok[1] == -1 && tok[2] == -1 && tok[3] == t1,
-	   "sampler V=%d: NaN, +inf and all -inf rows give no token; greedy ties go to the lowest "
-	   "id (%d %d %d %d)%s%s", V, tok[0], tok[1], tok[2], tok[3], rc ? ": " : "", rc ? e.msg : "");
+	/* greedy on the kernel without rejection, then the rejection kernel
+	 * greedy, drawing (and the selection drawing), and at a temperature
+	 * whose reciprocal overflows (greedy again) */
+	const sample_args as[] = { { 0, 0, 1, 0, SAMPLE_WAY_AUTO }, { 0, 0, 0.5f, 0, SAMPLE_WAY_REJECT },
+				   { 1, 0, 0.5f, 0, SAMPLE_WAY_REJECT }, { 1, 0, 0.5f, 0, SAMPLE_WAY_SELECT },
+				   { 1e-40f, 0, 0.5f, 0, SAMPLE_WAY_REJECT } };
+	for (int k = 0; k < 5; k++) {
+		int drawn = k == 2 || k == 3;
+		be->sample(be, dt, dlp, dl, dr, du, NULL, NULL, R, V, as[k]);
+		be->download(be, tok, dt, sizeof tok);
+		lm_err e;
+		int rc = be->sync(be, &e);
+		int32_t want[R];
+		float wlp[R];
+		sample_rows_cpu(want, wlp, l, row, u, NULL, NULL, R, V, as[k]);
+		ok(!rc && tok[0] == -1 && tok[1] == -1 && tok[2] == -1 && tok[3] == want[3] &&
+			   (drawn || tok[3] == t1),
+		   "sampler V=%d T %g top-p %g%s: NaN, +inf and all -inf rows give no token; %s (%d %d "
+		   "%d %d, twin %d)%s%s", V, as[k].temperature, as[k].top_p,
+		   sample_rejects(R, as[k]) ? " by rejection" : "",
+		   drawn ? "the draw is the twin's" : "greedy ties go to the lowest id", tok[0], tok[1],
+		   tok[2], tok[3], want[3], rc ? ": " : "", rc ? e.msg : "");
+	}
 	be->release(be, dl), be->release(be, du), be->release(be, dlp), be->release(be, dr);
 	be->release(be, dt);
 	free(l);
@@ -267,8 +299,9 @@ static void test_sampler_edges(int V)
 /* Chi-square of many device draws from one row against sample_support's
  * probabilities: the statistic over df cells must stay below df + 6
  * sqrt(2 df) (far in the tail of the chi-square law; a wrong cut or a
- * biased draw goes far past it at this many draws). */
-static void test_sampler_chi2(int V, sample_params sp, int draws)
+ * biased draw goes far past it at this many draws).  per > 0: the draws
+ * in calls of per rows, else all in one call; way: SAMPLE_WAY_*. */
+static void test_sampler_chi2(int V, sample_params sp, int draws, int per, int way)
 {
 	float *l = malloc((size_t)V * sizeof *l);
 	for (int j = 0; j < V; j++)
@@ -280,20 +313,25 @@ static void test_sampler_chi2(int V, sample_params sp, int draws)
 	sample_work_init(&w, (uint32_t)V, &e);
 	sample_support(l, &sp, &w, ids, probs, &nsup, &e);
 	int32_t *row = calloc(draws, sizeof *row), *tok = malloc(draws * sizeof *tok);
-	float *u = malloc(draws * sizeof *u);
+	float *u = malloc((size_t)draws * SAMPLE_DRAWS * sizeof *u);
 	lm_rng r;
 	rng_seed(&r, 99);
-	for (int i = 0; i < draws; i++)
+	for (int i = 0; i < draws * SAMPLE_DRAWS; i++)
 		u[i] = (float)rng_uniform(&r);
 	lm_backend *be = gpu.be;
-	float *dl = be->alloc(be, (size_t)V * sizeof *l), *du = be->alloc(be, draws * sizeof *u);
+	float *dl = be->alloc(be, (size_t)V * sizeof *l);
+	float *du = be->alloc(be, (size_t)draws * SAMPLE_DRAWS * sizeof *u);
 	int32_t *dr = be->alloc(be, draws * sizeof *row), *dt = be->alloc(be, draws * sizeof *tok);
 	float *dlp = be->alloc(be, draws * sizeof(float));
 	be->upload(be, dl, l, (size_t)V * sizeof *l);
-	be->upload(be, du, u, draws * sizeof *u);
+	be->upload(be, du, u, (size_t)draws * SAMPLE_DRAWS * sizeof *u);
 	be->upload(be, dr, row, draws * sizeof *row);
-	sample_args a = { (float)sp.temperature, (int)sp.top_k, (float)sp.top_p, 0 };
-	be->sample(be, dt, dlp, dl, dr, du, NULL, NULL, draws, V, a);
+	sample_args a = { (float)sp.temperature, (int)sp.top_k, (float)sp.top_p, 0, way };
+	if (per <= 0)
+		per = draws;
+	for (int k = 0; k < draws; k += per)
+		be->sample(be, dt + k, dlp + k, dl, dr + k, du + (size_t)k * SAMPLE_DRAWS, NULL, NULL,
+			   draws - k < per ? draws - k : per, V, a);
 	be->download(be, tok, dt, draws * sizeof *tok);
 	double *cnt = calloc(V, sizeof *cnt), *pr = calloc(V, sizeof *pr);
 	for (uint32_t i = 0; i < nsup; i++)
@@ -326,9 +364,9 @@ static void test_sampler_chi2(int V, sample_params sp, int draws)
 	}
 	double bound = df + 6 * sqrt(2.0 * (df > 0 ? df : 1));
 	ok(outside == 0 && df > 0 && chi <= bound,
-	   "sampler chi-square V=%d T=%.2f k=%u p=%.2f, %d draws over %u tokens: %.1f on %d df "
-	   "(bound %.1f), %ld outside the support", V, sp.temperature, sp.top_k, sp.top_p, draws,
-	   nsup, chi, df, bound, outside);
+	   "sampler chi-square V=%d T=%.2f k=%u p=%.2f, %d draws (%d a call%s) over %u tokens: %.1f "
+	   "on %d df (bound %.1f), %ld outside the support", V, sp.temperature, sp.top_k, sp.top_p,
+	   draws, per, sample_rejects(per, a) ? ", by rejection" : "", nsup, chi, df, bound, outside);
 	be->release(be, dl), be->release(be, du), be->release(be, dr), be->release(be, dt);
 	be->release(be, dlp);
 	sample_work_free(&w);
@@ -624,6 +662,18 @@ static void test_decoder(model_config cfg, const char *tag, int full)
 		differs += s.out[i * 4].n != s.out[i * 4 + 1].n ||
 			   memcmp(s.out[i * 4].ids, s.out[i * 4 + 1].ids, s.out[i * 4].n * sizeof(uint32_t));
 	ok(differs > 0, "the samples of one prompt differ from each other (%d of %d prompts)", differs, NP);
+	/* top-p alone in steps of a few sequences: the nucleus by rejection
+	 * (sample_rejects), recorded (eight rounds a graph) and not */
+	c.sp = (sample_params){ 1, 0, 0.9, 0 };
+	static run_state s5, s6;
+	s5 = s6 = s2;
+	rc = decode(&mg, &s5, &c, 6, 1, &e) || decode(&mg, &s6, &c, 6, 0, &e);
+	int same = 1;
+	for (int i = 0; i < NP * 4 && rc == 0; i++)
+		same &= s5.out[i].n == s6.out[i].n &&
+			!memcmp(s5.out[i].ids, s6.out[i].ids, s5.out[i].n * sizeof *s5.out[i].ids);
+	ok(rc == 0 && same, "top-p alone, 6 slots (the nucleus by rejection): recorded steps give the "
+	   "tokens unrecorded ones do%s%s", rc ? ": " : "", rc ? e.msg : "");
 	model_free(&mc);
 	model_free(&mg);
 	free(p);
@@ -658,28 +708,47 @@ int main(void)
 	test_fused(64, 1344, 512);
 	test_fused(48, 768, 2302);
 	test_fused(64, 2048, 768);
-	sample_args plain = { 1, 0, 1, 0 }, cut = { 0.8f, 40, 0.9f, 0 }, nucleus = { 1, 0, 0.95f, 9000 };
+	sample_args plain = { 1, 0, 1, 0, SAMPLE_WAY_AUTO }, cut = { 0.8f, 40, 0.9f, 0, SAMPLE_WAY_AUTO };
+	sample_args nucleus = { 1, 0, 0.95f, 9000, SAMPLE_WAY_AUTO };
 	test_sampler_twin(300, 10000, plain, 3);
 	test_sampler_twin(300, 10000, cut, 3);
 	test_sampler_twin(200, 10000, nucleus, 6);
 	test_sampler_twin(50, 50257, nucleus, 4);
-	test_sampler_twin(100, 97, (sample_args){ 0.7f, 5, 0.5f, 0 }, 2);
+	test_sampler_twin(100, 97, (sample_args){ 0.7f, 5, 0.5f, 0, SAMPLE_WAY_AUTO }, 2);
 	/* few rows: each a cluster of 2, 4 or 8 blocks (sample.cu: V above
 	 * 6144, 12288, 24576), a slice of the ids each; the limit inside a
 	 * slice; slices too large for shared memory (V = 500000); a block a
 	 * row (V = 4099, or 64 rows of 10000 at most 2 blocks each) */
-	sample_args nuc = { 1, 0, 0.95f, 0 };
+	sample_args nuc = { 1, 0, 0.95f, 0, SAMPLE_WAY_AUTO };
 	test_sampler_twin(1, 10000, nuc, 6);
 	test_sampler_twin(1, 10000, cut, 3);
 	test_sampler_twin(3, 20000, plain, 3);
-	test_sampler_twin(8, 20000, (sample_args){ 1, 0, 0.95f, 13000 }, 6);
+	test_sampler_twin(8, 20000, (sample_args){ 1, 0, 0.95f, 13000, SAMPLE_WAY_AUTO }, 6);
 	test_sampler_twin(1, 50257, nuc, 4);
 	test_sampler_twin(16, 50257, nucleus, 4);
 	test_sampler_twin(3, 50257, cut, 3);
 	test_sampler_twin(40, 10000, cut, 3);
 	test_sampler_twin(64, 10000, nuc, 6);
-	test_sampler_twin(5, 4099, (sample_args){ 1.1f, 0, 0.8f, 2500 }, 3);
+	test_sampler_twin(5, 4099, (sample_args){ 1.1f, 0, 0.8f, 2500, SAMPLE_WAY_AUTO }, 3);
 	test_sampler_twin(2, 500000, nucleus, 6);
+	/* flat rows and low top-p, so that the rejection's fallback (the
+	 * nucleus found, the last rejected draw placed on it) takes many rows;
+	 * one block a row, clusters of 2 and 8, uncached slices, a limit,
+	 * a forced row (the fourth) */
+	for (int rep = 0; rep < 4; rep++) {
+		test_sampler_twin(8, 10000, (sample_args){ 1, 0, 0.4f, 0, SAMPLE_WAY_AUTO }, 0.5f);
+		test_sampler_twin(8, 50257, (sample_args){ 0.9f, 0, 0.3f, 0, SAMPLE_WAY_AUTO }, 1);
+		test_sampler_twin(7, 4099, (sample_args){ 1, 0, 0.5f, 3000, SAMPLE_WAY_AUTO }, 0.3f);
+		test_sampler_twin(8, 97, (sample_args){ 1, 0, 0.6f, 0, SAMPLE_WAY_AUTO }, 0.2f);
+	}
+	/* the fallback often at 1, 64 and 200 rows: a block a row (4099 ids),
+	 * 256-thread blocks (200 rows), and 64 rows of 10000 ids */
+	test_sampler_twin(1, 4099, (sample_args){ 1, 0, 0.3f, 0, SAMPLE_WAY_AUTO }, 0.3f);
+	test_sampler_twin(64, 4099, (sample_args){ 1, 0, 0.5f, 0, SAMPLE_WAY_AUTO }, 0.3f);
+	test_sampler_twin(200, 4099, (sample_args){ 1, 0, 0.4f, 0, SAMPLE_WAY_AUTO }, 0.3f);
+	test_sampler_twin(64, 10000, (sample_args){ 1, 0, 0.4f, 0, SAMPLE_WAY_AUTO }, 0.5f);
+	test_sampler_twin(2, 500000, (sample_args){ 1, 0, 0.5f, 0, SAMPLE_WAY_AUTO }, 0.5f);
+	test_sampler_twin(1, 10000, (sample_args){ 1.2f, 0, 0.9f, 0, SAMPLE_WAY_AUTO }, 1);
 	test_sampler_edges(64);
 	test_sampler_edges(10000);
 	test_sampler_edges(50257);
@@ -688,9 +757,16 @@ int main(void)
 	 * racecheck took minutes a test at 200000). */
 	const char *nd = getenv("LMPIPE_TEST_DRAWS");
 	int draws = nd && atoi(nd) >= 1000 ? atoi(nd) : 200000;
-	test_sampler_chi2(2000, (sample_params){ 1, 0, 0.9, 0 }, draws);
-	test_sampler_chi2(10000, (sample_params){ 0.8, 50, 0.95, 0 }, draws);
-	test_sampler_chi2(500, (sample_params){ 1.3, 0, 1, 0 }, draws);
+	test_sampler_chi2(2000, (sample_params){ 1, 0, 0.9, 0 }, draws, 0, SAMPLE_WAY_AUTO);
+	test_sampler_chi2(10000, (sample_params){ 0.8, 50, 0.95, 0 }, draws, 0, SAMPLE_WAY_AUTO);
+	test_sampler_chi2(500, (sample_params){ 1.3, 0, 1, 0 }, draws, 0, SAMPLE_WAY_AUTO);
+	/* the nucleus by rejection (kernels/sample.h): 8 and 64 rows a call as
+	 * chosen, and forced where the fallback is often taken (top-p 0.5; a
+	 * block a row, and a cluster of 2) */
+	test_sampler_chi2(2000, (sample_params){ 1, 0, 0.9, 0 }, draws, 8, SAMPLE_WAY_AUTO);
+	test_sampler_chi2(10000, (sample_params){ 1, 0, 0.95, 0 }, draws, 64, SAMPLE_WAY_AUTO);
+	test_sampler_chi2(10000, (sample_params){ 0.8, 0, 0.5, 0 }, draws, 4, SAMPLE_WAY_REJECT);
+	test_sampler_chi2(2000, (sample_params){ 1, 0, 0.7, 0 }, draws, 64, SAMPLE_WAY_REJECT);
 	/* Weights scaled up so that the logits are peaked, as a trained
 	 * model's are: greedy choices then rarely sit within rounding. */
 	model_config cfg = { DV, DCTX, 128, 2, 4, 200, 10000.0, 0, MODEL_PLAIN };

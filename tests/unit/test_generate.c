@@ -52,7 +52,8 @@ typedef struct fake {
 	/* sampling where the logits are (choose): each slot's last logits */
 	float rows[32][V];
 	uint32_t room;        /* the decoder's n_ctx */
-	int decline;          /* choose_ahead runs one round every other call */
+	int decline;          /* choose_ahead runs one round (1) or one round
+			       * fewer (2) every other call */
 	long calls, ahead_calls;
 } fake;
 
@@ -137,9 +138,10 @@ static int dev_ahead(void *ctx, uint32_t n, uint32_t k, const uint32_t *slot,
 		     double *lp, lm_err *e)
 {
 	fake *f = ctx;
-	sample_args a = { (float)sp->temperature, (int)sp->top_k, (float)sp->top_p, (int)sp->limit };
+	sample_args a = { (float)sp->temperature, (int)sp->top_k, (float)sp->top_p, (int)sp->limit,
+			  SAMPLE_WAY_AUTO };
 	if (f->decline && f->calls++ % 2)
-		k = 1;
+		k = f->decline == 2 && k > 2 ? k - 1 : 1;
 	for (uint32_t i = 0; i < n; i++)
 		if (f->len[slot[i]] + k - 1 > f->room || forced[i] >= 0)
 			k = 1;
@@ -149,7 +151,8 @@ static int dev_ahead(void *ctx, uint32_t n, uint32_t k, const uint32_t *slot,
 	for (uint32_t i = 0; i < n; i++)
 		row[i] = (int32_t)slot[i];
 	for (uint32_t j = 0; j < k; j++) {
-		sample_rows_cpu(t, l, &f->rows[0][0], row, u + (size_t)j * n, j ? NULL : forced, NULL,
+		sample_rows_cpu(t, l, &f->rows[0][0], row, u + (size_t)j * n * SAMPLE_DRAWS,
+				j ? NULL : forced, NULL,
 				(int)n, V, a);
 		uint32_t ids[32], one[32];
 		const uint32_t *tp[32];
@@ -414,6 +417,23 @@ static void test_ahead(void)
 	}
 	ok(h.n_streamed == ref.n_streamed && !memcmp(h.streamed, ref.streamed, ref.n_streamed),
 	   "rounds ahead: the same streamed text");
+	/* top-p alone: the twin's nucleus by rejection (all three draws a
+	 * token used), and calls that run one round fewer than asked (the
+	 * streams put back to the rounds run) */
+	gen_config cp = c;
+	cp.sp = (sample_params){ 1.0, 0, 0.95, 0 };
+	memset(&f, 0, sizeof f);
+	f.kind = HASHED;
+	rc = run_dev(&ref, &f, 6, 0, &cp, &e);
+	for (int d = 0; d <= 2; d += 2) {
+		memset(&f, 0, sizeof f);
+		f.decline = d;
+		rc |= run_dev(&h, &f, 6, 8, &cp, &e);
+		ok(rc == 0 && same_results(&ref, &h) && f.ahead_calls > 0,
+		   "top-p alone (the nucleus by rejection), 8 rounds ahead%s: the samples of one round "
+		   "a call%s%s", d ? ", every other call one round fewer" : "", rc ? ": " : "",
+		   rc ? e.msg : "");
+	}
 	/* endings inside a call's rounds: stop strings, max tokens, a full context */
 	const char *stops[] = { "b", "zz" };
 	c.stop = stops;
@@ -452,14 +472,16 @@ static void test_sample_feed(void)
 {
 	enum { N = 3, FV = 5, FC = 4 };
 	float logits[N][FV] = { { 0, 9, 0, 0, 0 }, { 0, 0, 0, 0, 7 }, { 0, NAN, 0, 0, 0 } };
-	float table[FV][FC], x[N][FC], u[N] = { 0.5f, 0.5f, 0.5f }, lp[N];
+	float table[FV][FC], x[N][FC], u[N * SAMPLE_DRAWS], lp[N];
+	for (int i = 0; i < N * SAMPLE_DRAWS; i++)
+		u[i] = 0.5f;
 	int32_t row[N] = { 0, 1, 2 }, t[N], ids[N] = { -7, -7, -7 }, pos[N] = { 3, 10, 0 };
 	for (int v = 0; v < FV; v++)
 		for (int c = 0; c < FC; c++)
 			table[v][c] = (float)(10 * v + c);
 	sample_feed f = { ids, pos, &x[0][0], &table[0][0], FC };
 	sample_rows_cpu(t, lp, &logits[0][0], row, u, NULL, &f, N, FV,
-			(sample_args){ 0, 0, 1, 0 });
+			(sample_args){ 0, 0, 1, 0, SAMPLE_WAY_AUTO });
 	ok(t[0] == 1 && t[1] == 4 && t[2] == -1 && ids[0] == 1 && ids[1] == 4 && ids[2] == 0 &&
 	   pos[0] == 4 && pos[1] == 11 && pos[2] == 1 && !memcmp(x[0], table[1], sizeof x[0]) &&
 	   !memcmp(x[1], table[4], sizeof x[1]) && !memcmp(x[2], table[0], sizeof x[2]),
