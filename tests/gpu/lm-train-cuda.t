@@ -139,6 +139,11 @@ run sh -c 'lm-sample --device cuda -c g/latest -t byte.tok -i p.jsonl --top-p 0.
 ok $(( rc != 0 || $(wc -l < j1.jsonl) != 12 )) "lm-sample --jsonl samples on CUDA: 3 prompts x 4 samples ($err)"
 cmp -s j1.jsonl j2.jsonl
 ok $? "the same seed gives the same samples on CUDA"
+# the q/k/v store and the attention over the cache as two kernels, not one
+# (decode.h's attn_decode_qkv): the same bits, so the same samples
+run sh -c 'LMPIPE_NO_QKV_ATTN=1 lm-sample --device cuda -c g/latest -t byte.tok -i p.jsonl --top-p 0.9 -n 4 --seed 5 --jsonl --context 64 > j3.jsonl'
+cmp -s j1.jsonl j3.jsonl
+ok $? "LMPIPE_NO_QKV_ATTN=1 (the cache store and attention unfused) gives the same samples ($err)"
 
 # The model variants at once (GQA, QK-norm, ReLU^2, soft-capping, z-loss,
 # norm epsilon): 60 steps on each device, the training loss within 2 % at
