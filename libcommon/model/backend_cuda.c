@@ -920,8 +920,10 @@ static int cu_attn_decode_qkv(lm_backend *be, void *o, void *kc, void *vc, const
 	}
 	if (off || s.Hkv < 1 || s.H % s.Hkv || !(s.D == 32 || s.D == 64 || s.D == 128))
 		return -1;
-	check(be, attn_decode_qkv_cuda(o, kc, vc, qkv, cs, pos, slot, s, scale, ST(be)),
-	      "q/k/v into the cache and attention over it");
+	int rc = attn_decode_qkv_cuda(o, kc, vc, qkv, cs, pos, slot, s, scale, ST(be));
+	if (rc > 0)
+		return -1; /* too much shared memory for a block: the two ops */
+	check(be, rc, "q/k/v into the cache and attention over it");
 	return 0;
 }
 

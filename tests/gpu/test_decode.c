@@ -44,7 +44,7 @@ static void test_cache_ops(int N, int S, int H, int Hkv, int D, int n_ctx)
 	int32_t *pos = malloc(N * sizeof *pos), *slot = malloc(N * sizeof *slot);
 	for (int i = 0; i < N; i++) {
 		slot[i] = i % S;
-		pos[i] = (int32_t)((i * 37 + 5) % n_ctx);
+		pos[i] = i ? (int32_t)((i * 37 + 5) % n_ctx) : 0; /* a first position too */
 	}
 	rope_table(cs, NULL, n_ctx, D, 10000.0);
 	BOTH(qkv, qkv, (size_t)N * row, 1);
@@ -671,6 +671,9 @@ int main(void)
 	test_cache_ops(7, 7, 8, 2, 64, 129);
 	test_cache_ops(3, 3, 2, 2, 128, 1030);
 	test_cache_ops(4, 4, 4, 2, 48, 50);   /* the generic kernel */
+	test_cache_ops(4, 4, 8, 2, 32, 64);   /* grouped at D = 32 */
+	test_cache_ops(5, 5, 8, 1, 64, 100);  /* one key/value head */
+	test_cache_ops(6, 6, 8, 1, 128, 9000); /* the scores past 32 KiB of shared memory */
 	test_fused(1, 512, 1536);
 	test_fused(5, 1344, 512);
 	test_fused(16, 512, 10000);
