@@ -15,6 +15,18 @@
  *                0 .. pos[i] of slot[i]'s cache: a step stores every token's
  *                key first, so the tokens of one prompt fed together attend
  *                causally.
+ *   attn_decode_qkv  decode_qkv then attn_decode in one pass, for a step
+ *                whose tokens are in distinct slots (a decoding step: each
+ *                token reads no other token's new key): block (i, h)
+ *                rotates its query in shared memory, stores its key/value
+ *                head's rotated key and value (every query head of a group
+ *                stores the same bytes) and attends over the cache, its own
+ *                store included.  The same bits as the two ops; CUDA only,
+ *                for D of 32, 64 or 128 (else -1, and nothing is done); 1
+ *                (nothing done) when a block would need more shared memory
+ *                than the device gives one (n_ctx near 57 K at D = 128 on an
+ *                H100, a little below attn_decode's limit): the caller
+ *                falls back to the two ops.
  *   rows_gather  dst[j] = src[idx[j]], rows of C fp32 values.
  *   rows_scatter dst[idx[j]] = src[j], rows of V values: act in, fp32 out
  *                (the last tokens' logits into each slot's row).
@@ -49,6 +61,9 @@ int decode_qkv_cuda(uint16_t *q, uint16_t *kc, uint16_t *vc, const uint16_t *qkv
 int attn_decode_cache_cuda(uint16_t *o, const uint16_t *q, const uint16_t *kc, const uint16_t *vc,
 			   const int32_t *pos, const int32_t *slot, decode_shape s, float scale,
 			   void *stream);
+int attn_decode_qkv_cuda(uint16_t *o, uint16_t *kc, uint16_t *vc, const uint16_t *qkv,
+			 const float *cs, const int32_t *pos, const int32_t *slot, decode_shape s,
+			 float scale, void *stream);
 int rows_gather_cuda(float *dst, const float *src, const int32_t *idx, int n, int C, void *stream);
 int rows_scatter_cuda(float *dst, const uint16_t *src, const int32_t *idx, int n, int V,
 		      void *stream);

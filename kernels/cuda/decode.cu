@@ -133,6 +133,45 @@ __global__ void __launch_bounds__(ATTN_THREADS) attn_kernel_d(bf16 *o, const bf1
 		    scale, sm, sc, threadIdx.x, 0);
 }
 
+// decode_qkv and attn_kernel_d in one (decode.h's attn_decode_qkv): the
+// query's pairs rotated into shared memory as bf16 (what q would hold),
+// the key/value head's rotated key and value stored at the token's position
+// (by every query head of the group: the same bytes), a barrier, so that
+// the block's own stores are seen by its reads, then the attention.
+template <int D>
+__global__ void __launch_bounds__(ATTN_THREADS) attn_qkv_kernel_d(bf16 *o, bf16 *kc, bf16 *vc,
+								  const bf16 *qkv, const float *cs,
+								  const int32_t *pos,
+								  const int32_t *slot,
+								  decode_shape s, float scale)
+{
+	pdl_begin();
+	extern __shared__ float sc[];          // scores [n_ctx]
+	__shared__ attn_smem<D> sm;
+	__shared__ bf16 qr[D];
+	constexpr int HALF = D / 2;
+	int i = blockIdx.x / s.H, h = blockIdx.x % s.H, heads = s.H + 2 * s.Hkv;
+	int kvh = h / (s.H / s.Hkv), p = pos[i];
+	const bf16 *r = qkv + (size_t)i * heads * D;
+	size_t at = cache_at(s, slot[i], kvh, p);
+	// items [0, HALF): the query's pairs; [HALF, D): the key's; [D, 2 D):
+	// the value's elements
+	for (int t = threadIdx.x; t < 2 * D; t += ATTN_THREADS) {
+		if (t < D) {
+			int d = t % HALF;
+			const bf16 *src = r + (size_t)(t < HALF ? h : s.H + kvh) * D;
+			float c = cs[((size_t)p * HALF + d) * 2], sn = cs[((size_t)p * HALF + d) * 2 + 1];
+			bf16 *dst = t < HALF ? qr : kc + at;
+			rope_pair(dst + d, dst + d + HALF, ld(src + d), ld(src + d + HALF), c, sn);
+		} else {
+			vc[at + t - D] = r[(size_t)(s.H + s.Hkv + kvh) * D + t - D];
+		}
+	}
+	__syncthreads();
+	attn_row<D>(o + ((size_t)i * s.H + h) * D, qr, kc + cache_at(s, slot[i], kvh, 0),
+		    vc + cache_at(s, slot[i], kvh, 0), p + 1, scale, sm, sc, threadIdx.x, 0);
+}
+
 __global__ void gather_kernel(float *dst, const float *src, const int32_t *idx, int n, int C)
 {
 	pdl_begin();
@@ -189,6 +228,27 @@ extern "C" int attn_decode_cache_cuda(uint16_t *o, const uint16_t *q, const uint
 		return -1;
 	return launch_pdl(attn_kernel, s.N * s.H, ATTN_THREADS, smem, stream, (bf16 *)o,
 			  (const bf16 *)q, (const bf16 *)kc, (const bf16 *)vc, pos, slot, s, scale);
+}
+
+extern "C" int attn_decode_qkv_cuda(uint16_t *o, uint16_t *kc, uint16_t *vc, const uint16_t *qkv,
+				    const float *cs, const int32_t *pos, const int32_t *slot,
+				    decode_shape s, float scale, void *stream)
+{
+	if (s.N <= 0)
+		return 0;
+	if (s.Hkv < 1 || s.H % s.Hkv || !(s.D == 32 || s.D == 64 || s.D == 128))
+		return -1;
+	size_t sm = (size_t)s.n_ctx * sizeof(float);
+	auto k = s.D == 32   ? attn_qkv_kernel_d<32>
+		 : s.D == 64 ? attn_qkv_kernel_d<64>
+			     : attn_qkv_kernel_d<128>;
+	if (sm > 32 * 1024 &&
+	    cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm) != cudaSuccess) {
+		cudaGetLastError(); // declined: the two ops (less static memory) may still fit
+		return 1;
+	}
+	return launch_pdl(k, s.N * s.H, ATTN_THREADS, sm, stream, (bf16 *)o, (bf16 *)kc, (bf16 *)vc,
+			  (const bf16 *)qkv, cs, pos, slot, s, scale);
 }
 
 extern "C" int rows_gather_cuda(float *dst, const float *src, const int32_t *idx, int n, int C,

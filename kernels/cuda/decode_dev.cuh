@@ -28,11 +28,14 @@ __device__ __forceinline__ bf16 glu_act(float g, float u)
 	return to_bf16(g / (1.0f + __expf(-g)) * u);
 }
 
-// RoPE of the pair (x0, x1) by (c, sn), rounded to bf16.
+// RoPE of the pair (x0, x1) by (c, sn), rounded to bf16: each product and
+// sum rounded on its own (no multiply-add contracted, which ptxas may do
+// or not by the code around it), so every kernel that rotates a pair gets
+// the same bits, and the C twin's.
 __device__ __forceinline__ void rope_pair(bf16 *o0, bf16 *o1, float x0, float x1, float c, float sn)
 {
-	*o0 = to_bf16(x0 * c - x1 * sn);
-	*o1 = to_bf16(x1 * c + x0 * sn);
+	*o0 = to_bf16(__fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, sn)));
+	*o1 = to_bf16(__fadd_rn(__fmul_rn(x1, c), __fmul_rn(x0, sn)));
 }
 
 enum { ATTN_THREADS = 128, ATTN_WARPS = ATTN_THREADS / WARP };

@@ -122,8 +122,13 @@ static void chunk_ops(model_decoder *md, int N, int nl, int embed)
 		norm_matmul(md, md->qkv, x, p->ln1, w->wqkv, N, C, model_qkv_rows(c), eps);
 		if (c->qk_norm)
 			be->qkv_headnorm(be, md->qkv, p->q_norm, p->k_norm, N, H, KV, D, eps);
-		be->decode_qkv(be, md->q, kc, vc, md->qkv, m->rope_cs, pos, slot, s);
-		be->attn_decode(be, md->y, md->q, kc, vc, pos, slot, s, scale);
+		/* a decoding step (one token a sequence): no token reads another's
+		 * new key, so the store and the attention can be one pass */
+		if (nl < N || !be->attn_decode_qkv ||
+		    be->attn_decode_qkv(be, md->y, kc, vc, md->qkv, m->rope_cs, pos, slot, s, scale)) {
+			be->decode_qkv(be, md->q, kc, vc, md->qkv, m->rope_cs, pos, slot, s);
+			be->attn_decode(be, md->y, md->q, kc, vc, pos, slot, s, scale);
+		}
 		be->matmul_fwd(be, x2, x, md->y, w->wo, N, C, C);
 		if (c->mlp == MODEL_MLP_SWIGLU && be->norm_glu_fwd &&
 		    be->norm_glu_fwd(be, md->sw, x2, p->ln2, w->wgu, N, C, F, eps) == 0) {

@@ -338,6 +338,12 @@ struct lm_backend {
 			   const float *cs, const int32_t *pos, const int32_t *slot, decode_shape s);
 	void (*attn_decode)(lm_backend *be, void *o, const void *q, const void *kc, const void *vc,
 			    const int32_t *pos, const int32_t *slot, decode_shape s, float scale);
+	/* Both of the above in one, for a step whose tokens are in distinct
+	 * slots (decode.h's attn_decode_qkv); NULL where a backend lacks it.
+	 * 0, or -1 where the shape is not one it takes (nothing done). */
+	int (*attn_decode_qkv)(lm_backend *be, void *o, void *kc, void *vc, const void *qkv,
+			       const float *cs, const int32_t *pos, const int32_t *slot,
+			       decode_shape s, float scale);
 	void (*rows_gather)(lm_backend *be, float *dst, const float *src, const int32_t *idx, int n,
 			    int C);
 	/* dst (fp32) rows idx[j] = src (act) row j. */

@@ -909,6 +909,24 @@ static void cu_attn_decode(lm_backend *be, void *o, const void *q, const void *k
 	      "attention over the cache");
 }
 
+static int cu_attn_decode_qkv(lm_backend *be, void *o, void *kc, void *vc, const void *qkv,
+			      const float *cs, const int32_t *pos, const int32_t *slot,
+			      decode_shape s, float scale)
+{
+	static int off = -1;
+	if (off < 0) {
+		const char *v = getenv("LMPIPE_NO_QKV_ATTN");
+		off = v && *v && *v != '0';
+	}
+	if (off || s.Hkv < 1 || s.H % s.Hkv || !(s.D == 32 || s.D == 64 || s.D == 128))
+		return -1;
+	int rc = attn_decode_qkv_cuda(o, kc, vc, qkv, cs, pos, slot, s, scale, ST(be));
+	if (rc > 0)
+		return -1; /* too much shared memory for a block: the two ops */
+	check(be, rc, "q/k/v into the cache and attention over it");
+	return 0;
+}
+
 static void cu_rows_gather(lm_backend *be, float *dst, const float *src, const int32_t *idx, int n,
 			   int C)
 {
@@ -1098,6 +1116,7 @@ static const lm_backend cuda_table = {
 	.muon_join = cu_muon_join,
 	.decode_qkv = cu_decode_qkv,
 	.attn_decode = cu_attn_decode,
+	.attn_decode_qkv = cu_attn_decode_qkv,
 	.rows_gather = cu_rows_gather,
 	.rows_scatter = cu_rows_scatter,
 	.norm_matmul_fwd = cu_norm_matmul_fwd,

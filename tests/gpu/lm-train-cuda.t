@@ -144,6 +144,11 @@ ok $? "the same seed gives the same samples on CUDA"
 run sh -c 'for i in 1 2; do lm-sample --device cuda -c g/latest -t byte.tok -i p.jsonl --top-p 0.9 -n 2 --seed 7 --jsonl --context 64 > r$i.jsonl || exit 1; done'
 [ "$rc" -eq 0 ] && [ "$(wc -l < r1.jsonl)" -eq 6 ] && cmp -s r1.jsonl r2.jsonl
 ok $? "6 sequences, top-p 0.9 (the nucleus by rejection): 6 samples, the same for the same seed ($err)"
+# the q/k/v store and the attention over the cache as two kernels, not one
+# (decode.h's attn_decode_qkv): the same bits, so the same samples
+run sh -c 'LMPIPE_NO_QKV_ATTN=1 lm-sample --device cuda -c g/latest -t byte.tok -i p.jsonl --top-p 0.9 -n 4 --seed 5 --jsonl --context 64 > j3.jsonl'
+cmp -s j1.jsonl j3.jsonl
+ok $? "LMPIPE_NO_QKV_ATTN=1 (the cache store and attention unfused) gives the same samples ($err)"
 
 # The model variants at once (GQA, QK-norm, ReLU^2, soft-capping, z-loss,
 # norm epsilon): 60 steps on each device, the training loss within 2 % at

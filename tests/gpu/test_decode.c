@@ -23,6 +23,18 @@
 #include "kernels/sample.h"
 #include "model/model.h"
 
+/* Whether n act values at a and b on the GPU are the same bytes. */
+static int same_bytes(const void *a, const void *b, size_t n)
+{
+	size_t bytes = n * lm_dtype_size(gpu.be->act);
+	unsigned char *ha = malloc(bytes), *hb = malloc(bytes);
+	gpu.be->download(gpu.be, ha, a, bytes);
+	gpu.be->download(gpu.be, hb, b, bytes);
+	int same = gpu.be->sync(gpu.be, NULL) == 0 && !memcmp(ha, hb, bytes);
+	free(ha), free(hb);
+	return same;
+}
+
 static void test_cache_ops(int N, int S, int H, int Hkv, int D, int n_ctx)
 {
 	char what[128];
@@ -32,7 +44,7 @@ static void test_cache_ops(int N, int S, int H, int Hkv, int D, int n_ctx)
 	int32_t *pos = malloc(N * sizeof *pos), *slot = malloc(N * sizeof *slot);
 	for (int i = 0; i < N; i++) {
 		slot[i] = i % S;
-		pos[i] = (int32_t)((i * 37 + 5) % n_ctx);
+		pos[i] = i ? (int32_t)((i * 37 + 5) % n_ctx) : 0; /* a first position too */
 	}
 	rope_table(cs, NULL, n_ctx, D, 10000.0);
 	BOTH(qkv, qkv, (size_t)N * row, 1);
@@ -55,6 +67,21 @@ static void test_cache_ops(int N, int S, int H, int Hkv, int D, int n_ctx)
 	cpu.be->attn_decode(cpu.be, oc, qc, kcc, vcc, posc, slc, s, scale);
 	gpu.be->attn_decode(gpu.be, og, qg, kcg, vcg, posg, slg, s, scale);
 	snprintf(what, sizeof what, "decode N=%d S=%d H=%d Hkv=%d D=%d ctx=%d", N, S, H, Hkv, D, n_ctx);
+	/* the two as one pass (every token in a slot of its own, as in a
+	 * decoding step) on fresh caches: the same bytes as the two ops */
+	if (S >= N && gpu.be->attn_decode_qkv) {
+		void *kf = put(&gpu, kc0, cache, 1), *vf = put(&gpu, vc0, cache, 1);
+		void *of = put(&gpu, NULL, (size_t)N * H * D, 1);
+		int rc = gpu.be->attn_decode_qkv(gpu.be, of, kf, vf, qkvg, csg, posg, slg, s, scale);
+		const char *off = getenv("LMPIPE_NO_QKV_ATTN");
+		int takes = (D == 32 || D == 64 || D == 128) && !(off && *off && *off != '0');
+		ok(takes ? rc == 0 && same_bytes(of, og, (size_t)N * H * D) && same_bytes(kf, kcg, cache) &&
+				   same_bytes(vf, vcg, cache)
+			 : rc == -1,
+		   "%s: q/k/v store and attention in one pass %s", what,
+		   takes ? "the same bytes of output and caches as the two ops"
+			 : "declined (head dimension not 32, 64 or 128, or LMPIPE_NO_QKV_ATTN)");
+	}
 	char w2[160];
 	snprintf(w2, sizeof w2, "%s: rotated q", what);
 	compare(w2, qg, qc, (size_t)N * H * D, 1, TOL_ACT);
@@ -694,6 +721,9 @@ int main(void)
 	test_cache_ops(7, 7, 8, 2, 64, 129);
 	test_cache_ops(3, 3, 2, 2, 128, 1030);
 	test_cache_ops(4, 4, 4, 2, 48, 50);   /* the generic kernel */
+	test_cache_ops(4, 4, 8, 2, 32, 64);   /* grouped at D = 32 */
+	test_cache_ops(5, 5, 8, 1, 64, 100);  /* one key/value head */
+	test_cache_ops(6, 6, 8, 1, 128, 9000); /* the scores past 32 KiB of shared memory */
 	test_fused(1, 512, 1536);
 	test_fused(5, 1344, 512);
 	test_fused(16, 512, 10000);
