@@ -152,28 +152,50 @@ template <int X, int L, int G> __device__ __forceinline__ void butterfly(float *
 	}
 }
 
-template <int D, int R>
+//
+// The first R passes' rows are loaded before prologue() runs (it writes
+// sm.qs and ends with a barrier), so that their latency overlaps the
+// query's; with own_last, the last position's row is written by the
+// prologue (the fused kernel's store) and loaded after it.
+template <int D, int R, class Pro>
 __device__ __forceinline__ void attn_pass(bf16 *o, const bf16 *K, const bf16 *Vc, int n,
-					  pass_smem<D> &sm)
+					  pass_smem<D> &sm, Pro prologue, bool own_last)
 {
 	constexpr int G = D / PASS_DIMS, P = ATTN_THREADS / G, U = PASS_DIMS / 8;
 	int t = threadIdx.x, lane = t % WARP, w = t / WARP, g = t % G, r = t / G;
+	uint4 kv[R][U], vv[R][U];
+	auto load = [&](int u, int j) {
+		const uint4 *k4 = (const uint4 *)(K + (size_t)j * D + g * PASS_DIMS);
+		const uint4 *v4 = (const uint4 *)(Vc + (size_t)j * D + g * PASS_DIMS);
+#pragma unroll
+		for (int c = 0; c < U; c++)
+			kv[u][c] = k4[c], vv[u][c] = v4[c];
+	};
+#pragma unroll
+	for (int u = 0; u < R; u++) {
+		int j = u * P + r;
+		if (j < n && !(own_last && j == n - 1))
+			load(u, j);
+	}
+	prologue();
+	if (own_last) {
+#pragma unroll
+		for (int u = 0; u < R; u++)
+			if (u * P + r == n - 1)
+				load(u, n - 1);
+	}
 	float q[PASS_DIMS];
 #pragma unroll
 	for (int i = 0; i < PASS_DIMS; i++)
 		q[i] = sm.qs[g * PASS_DIMS + i];
 	float m = -INFINITY, l = 0, acc[PASS_DIMS] = {};
 	for (int b = 0; b < n; b += R * P) {
-		uint4 kv[R][U], vv[R][U];
+		if (b) {
 #pragma unroll
-		for (int u = 0; u < R; u++) {
-			int j = b + u * P + r;
-			if (j < n) {
-				const uint4 *k4 = (const uint4 *)(K + (size_t)j * D + g * PASS_DIMS);
-				const uint4 *v4 = (const uint4 *)(Vc + (size_t)j * D + g * PASS_DIMS);
-#pragma unroll
-				for (int c = 0; c < U; c++)
-					kv[u][c] = k4[c], vv[u][c] = v4[c];
+			for (int u = 0; u < R; u++) {
+				int j = b + u * P + r;
+				if (j < n)
+					load(u, j);
 			}
 		}
 		float sc[R], mx = m;
@@ -279,11 +301,15 @@ __global__ void __launch_bounds__(ATTN_THREADS) attn_kernel_d(bf16 *o, const bf1
 	int i = blockIdx.x / s.H, h = blockIdx.x % s.H;
 	int kvh = h / (s.H / s.Hkv);
 	const bf16 *qi = q + ((size_t)i * s.H + h) * D;
-	for (int d = threadIdx.x; d < D; d += ATTN_THREADS)
-		sm.qs[d] = ld(qi + d) * scale;
-	__syncthreads();
-	attn_pass<D, R>(o + ((size_t)i * s.H + h) * D, kc + cache_at(s, slot[i], kvh, 0),
-				      vc + cache_at(s, slot[i], kvh, 0), pos[i] + 1, sm);
+	attn_pass<D, R>(
+		o + ((size_t)i * s.H + h) * D, kc + cache_at(s, slot[i], kvh, 0),
+		vc + cache_at(s, slot[i], kvh, 0), pos[i] + 1, sm,
+		[&] {
+			for (int d = threadIdx.x; d < D; d += ATTN_THREADS)
+				sm.qs[d] = ld(qi + d) * scale;
+			__syncthreads();
+		},
+		false);
 }
 
 // decode_qkv and attn_kernel_d in one (decode.h's attn_decode_qkv): the
@@ -308,33 +334,35 @@ __global__ void __launch_bounds__(ATTN_THREADS) attn_qkv_kernel_d(bf16 *o, bf16 
 	size_t at = cache_at(s, slot[i], kvh, p);
 	// items [0, HALF): the query's pairs; [HALF, D): the key's; [D, 2 D):
 	// the value's elements
-	for (int t = threadIdx.x; t < 2 * D; t += ATTN_THREADS) {
-		if (t < D) {
-			int d = t % HALF;
-			const bf16 *src = r + (size_t)(t < HALF ? h : s.H + kvh) * D;
-			float c = cs[((size_t)p * HALF + d) * 2], sn = cs[((size_t)p * HALF + d) * 2 + 1];
-			if (t < HALF) {
-				bf16 q0, q1;
-				rope_pair(&q0, &q1, ld(src + d), ld(src + d + HALF), c, sn);
-				sm.qs[d] = __bfloat162float(q0) * scale;
-				sm.qs[d + HALF] = __bfloat162float(q1) * scale;
-			} else {
-				bf16 *dst = kc + at;
-				rope_pair(dst + d, dst + d + HALF, ld(src + d), ld(src + d + HALF), c, sn);
+	attn_pass<D, R>(
+		o + ((size_t)i * s.H + h) * D, kc + cache_at(s, slot[i], kvh, 0),
+		vc + cache_at(s, slot[i], kvh, 0), p + 1, sm,
+		[&] {
+			for (int t = threadIdx.x; t < 2 * D; t += ATTN_THREADS) {
+				if (t < D) {
+					int d = t % HALF;
+					const bf16 *src = r + (size_t)(t < HALF ? h : s.H + kvh) * D;
+					float c = cs[((size_t)p * HALF + d) * 2];
+					float sn = cs[((size_t)p * HALF + d) * 2 + 1];
+					if (t < HALF) {
+						bf16 q0, q1;
+						rope_pair(&q0, &q1, ld(src + d), ld(src + d + HALF), c, sn);
+						sm.qs[d] = __bfloat162float(q0) * scale;
+						sm.qs[d + HALF] = __bfloat162float(q1) * scale;
+					} else {
+						bf16 *dst = kc + at;
+						rope_pair(dst + d, dst + d + HALF, ld(src + d), ld(src + d + HALF),
+							  c, sn);
+					}
+				} else {
+					vc[at + t - D] = r[(size_t)(s.H + s.Hkv + kvh) * D + t - D];
+				}
 			}
-		} else {
-			vc[at + t - D] = r[(size_t)(s.H + s.Hkv + kvh) * D + t - D];
-		}
-	}
-	__syncthreads();
-	attn_pass<D, R>(o + ((size_t)i * s.H + h) * D, kc + cache_at(s, slot[i], kvh, 0),
-				      vc + cache_at(s, slot[i], kvh, 0), p + 1, sm);
+			__syncthreads();
+		},
+		true);
 }
 
-// The row moves: block (x, y) takes rows y, y + gridDim.y, .., 4 values a
-// thread (with vec, the rows' length a multiple of 4 and the arrays 16-byte
-// aligned: one 16-byte fp32 store and one 8-byte bf16 load), so that no
-// thread divides to find its row.
 __global__ void gather_kernel(float *dst, const float *src, const int32_t *idx, int n, int C,
 			      int vec)
 {
