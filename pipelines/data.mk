@@ -245,12 +245,16 @@ $(SHARDS) &: $(W)/tok.bpe $(W)/params/shards $(W)/plan.tsv $(PRES)
 endif
 endif
 
+# (data-manifest.sh says the number of shards and the totals, so that the
+# summary reads the manifest again by no grep or awk)
 $(W)/manifest.tsv: $(SHARDS_DONE) $(SHARDS) $(W)/plan.tsv
-	$(Q)t0=$(NOW); $(ROOT)/pipelines/data-manifest.sh all $(W) > $@.tmp && \
+	$(Q)t0=$(NOW); sum=$$($(ROOT)/pipelines/data-manifest.sh all $(W) $@.tmp) && \
 	  mv $(W)/lm-train.args.tmp $(W)/lm-train.args && mv $@.tmp $@ && \
-	  $(call summary,manifest,$$(grep -vc '^#' $@) shards) && \
-	  awk -F'\t' '/^# total/ { printf "data.mk: total: %s %s, %s tokens, %s documents, %s bytes\n", \
-	  $$2, $$3, $$4, $$5, $$6 }' $@ >&2
+	  n=$${sum%%$$'\n'*} totals=$${sum#*$$'\n'} && \
+	  $(call summary,manifest,$$n shards) && \
+	  { [ "$$totals" = "$$sum" ] || while IFS=$$'\t' read -r _ s n t d b; do \
+	  printf 'data.mk: total: %s %s, %s tokens, %s documents, %s bytes\n' "$$s" "$$n" "$$t" "$$d" "$$b"; \
+	  done <<< "$$totals" >&2; }
 
 # Every shard again: its size and header checksum against the manifest, then
 # its frames and index against the header (shard-pack -t).
