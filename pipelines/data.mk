@@ -118,6 +118,12 @@ rewrite = $(eval old_text := $$(file < $1))$(if $(call eq,$(old_text),$2),,$(fil
 stamp = $(call rewrite,$(W)/params/$1,$2)
 DOC_PARAMS := FORMAT=$(FORMAT) SEP=$(SEP) FIELD=$(FIELD) SPECIAL=$(SPECIAL)
 
+# the time in seconds with 6 decimals, from bash's clock (no process started)
+NOW = $${EPOCHREALTIME:-$$(date +%s.%6N)}
+# $(call summary,STAGE,TEXT): one line per stage on stderr, with its time since t0
+summary = { [ -t 2 ] && printf '\r\033[K'; t1=$(NOW); t1=$${t1/[.,]/}; t0=$${t0/[.,]/}; \
+  printf 'data.mk: %s: %s, %d.%03d s\n' $1 "$2" $$(((t1 - t0) / 1000000)) $$(((t1 - t0) / 1000 % 1000)); } >&2
+
 # What a task (a make started by LAUNCH, without this make's command line) needs.
 define PARAMS_MK
 BIN := $(BIN)
@@ -160,11 +166,20 @@ $(call stamp,shards,$(DOC_PARAMS) VAL_FRACTION=$(VAL_FRACTION) SEED=$(SEED) \
   SHARD_TOKENS=$(SHARD_TOKENS) FRAME_TOKENS=$(FRAME_TOKENS) LEVEL=$(LEVEL))
 $(call rewrite,$(W)/params.mk,$(PARAMS_MK))
 
+PLAN = t0=$(NOW); BIN=$(BIN) $(ROOT)/pipelines/data-plan.sh $(W) $(PIECE_BYTES) $(GROUP) --format $(FORMAT) \
+  --sep $(SEP) --eot '$(SPECIAL)' && \
+  { mapfile -t plan < $(W)/plan.tsv; } && \
+  $(call summary,plan,$${#plan[@]} pieces of $(words $(INPUT_FILES)) files)
 $(W)/plan.mk: $(W)/inputs.txt $(W)/params/plan $(INPUT_FILES) $(BIN)/doc-cat
-	$(Q)t0=$(NOW); $(ROOT)/pipelines/data-plan.sh $(W) $(PIECE_BYTES) $(GROUP) --format $(FORMAT) \
-	  --sep $(SEP) --eot '$(SPECIAL)' && \
-	  { mapfile -t plan < $(W)/plan.tsv; } && \
-	  $(call summary,plan,$${#plan[@]} pieces of $(words $(INPUT_FILES)) files)
+	$(Q)$(PLAN)
+# A run from nothing makes its plan now, as make reads this file, not by the
+# rule above and a restart of make (which reads this file and the plan again:
+# ~2 ms, and a bash, on the serial path); later runs remake it by the rule.
+ifeq ($(wildcard $(W)/plan.mk),)
+ifneq ($(shell $(PLAN) || echo /FAILED/),)
+$(error the inputs cannot be planned (see above))
+endif
+endif
 include $(W)/plan.mk
 
 COUNTS := $(PIECES:%=$(W)/counts/%.counts)
@@ -172,11 +187,6 @@ SHARDS := $(PIECES:%=$(W)/shards/%/manifest.tsv)
 PRES   := $(if $(filter 1,$(PRE)),$(PIECES:%=$(W)/pre/%.pre))
 # the tokenizer's counts: the pieces', or, past GROUP pieces, their groups' sums
 TOK_COUNTS := $(if $(GROUPS),$(GROUPS:%=$(W)/counts/group-%.counts),$(COUNTS))
-# the time in seconds with 6 decimals, from bash's clock (no process started)
-NOW = $${EPOCHREALTIME:-$$(date +%s.%6N)}
-# $(call summary,STAGE,TEXT): one line per stage on stderr, with its time since t0
-summary = { [ -t 2 ] && printf '\r\033[K'; t1=$(NOW); t1=$${t1/[.,]/}; t0=$${t0/[.,]/}; \
-  printf 'data.mk: %s: %s, %d.%03d s\n' $1 "$2" $$(((t1 - t0) / 1000000)) $$(((t1 - t0) / 1000 % 1000)); } >&2
 # (the input's bytes: the plan's pieces' documents add up to each file's size)
 IN_BYTES = $(PLAN_BYTES)
 SHARDS_TOTALS = $$(awk -F'\t' '{t+=$$4; d+=$$5; b+=$$6} \
