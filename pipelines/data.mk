@@ -100,8 +100,7 @@ SHELL := /bin/bash
 Q := $(if $(filter 1,$(V)),,@)
 # No built-in rules: make tried every one of them (RCS, SCCS, %.c, ...) on
 # each input, stamp and program the pipeline names, ~8 ms a pass of make on
-# the 2-core machine (a no-op run 13-18 -> 5-7 ms), twice a run (make
-# restarts after writing plan.mk), on the serial path.
+# the 2-core machine (a no-op run 15-21 -> 5-7.5 ms), on the serial path.
 MAKEFLAGS += --no-builtin-rules
 .SUFFIXES:
 export BIN
@@ -261,15 +260,15 @@ $(SHARDS) &: $(W)/tok.bpe $(W)/params/shards $(W)/plan.tsv $(PRES)
 endif
 endif
 
-# (data-manifest.sh says the number of shards and the totals, so that the
-# summary reads the manifest again by no grep or awk)
+# (data-manifest.sh says the number of shards and the totals: the summary
+# reads the manifest again by no grep or awk)
 $(W)/manifest.tsv: $(SHARDS_DONE) $(SHARDS) $(W)/plan.tsv
 	$(Q)t0=$(NOW); sum=$$($(ROOT)/pipelines/data-manifest.sh all $(W) $@.tmp) && \
 	  mv $(W)/lm-train.args.tmp $(W)/lm-train.args && mv $@.tmp $@ && \
 	  n=$${sum%%$$'\n'*} totals=$${sum#*$$'\n'} && \
 	  $(call summary,manifest,$$n shards) && \
-	  { [ "$$totals" = "$$sum" ] || while IFS=$$'\t' read -r _ s n t d b; do \
-	  printf 'data.mk: total: %s %s, %s tokens, %s documents, %s bytes\n' "$$s" "$$n" "$$t" "$$d" "$$b"; \
+	  { [ "$$totals" = "$$sum" ] || while IFS=$$'\t' read -r _ s k t d b; do \
+	  printf 'data.mk: total: %s %s, %s tokens, %s documents, %s bytes\n' "$$s" "$$k" "$$t" "$$d" "$$b"; \
 	  done <<< "$$totals" >&2; }
 
 # Every shard again: its size and header checksum against the manifest, then
@@ -301,8 +300,8 @@ endif
 # the cat would be one more process a piece)
 NOTTY = $(if $(MAKE_TERMERR),2>&1 | cat >&2)
 # $(call stage_t0,STAGE): the first piece of STAGE this run notes the time
-# (for the summary of the driver's own jobs, not in a task of an engine)
-# after the make's process id, a recipe's $PPID, so that a killed run's is
+# (for the summary of the driver's own jobs, not in a task of an engine),
+# with the make's process id, a recipe's $PPID, so that a killed run's is
 # not taken for this one's (one file a stage, rewritten by the next run: no
 # rm on the serial path)
 stage_t0 = $(if $(TASK),,{ read -r pid _ < $(W)/params/$1.t0; } 2> /dev/null || pid=; \
