@@ -44,7 +44,8 @@ for f in "${list[@]}"; do
 	[ -e "$f" ] || { echo "data-inputs.sh: $f: no such file" >&2; exit 1; }
 done
 [ ${#list[@]} -gt 0 ] || { echo "data-inputs.sh: no input files in: $*" >&2; exit 1; }
-text=$(printf '%s\n' "${list[@]}")
+printf -v text '%s\n' "${list[@]}"
+text=${text%$'\n'}
 old=
 [ -f "$out" ] && old=$(< "$out")
 if [ "$old" != "$text" ]; then

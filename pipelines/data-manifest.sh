@@ -5,9 +5,11 @@
 #       shard-pack wrote beside them (DIR/train.manifest, man 5 lmpipe-shard):
 #       tokens, documents and checksum as shard-pack recorded them, not
 #       recomputed; the size from the file system
-#   data-manifest.sh all W            W/manifest.tsv's text from the pieces'
-#       manifests (W/plan.mk's order) and the tokenizer, on stdout, and
-#       lm-train's -d/--val arguments to W/lm-train.args.tmp
+#   data-manifest.sh all W OUT        W/manifest.tsv's text from the pieces'
+#       manifests (W/plan.mk's order) and the tokenizer, to OUT, and
+#       lm-train's -d/--val arguments to W/lm-train.args.tmp; on stdout the
+#       number of shards, then the manifest's "# total" lines (for the
+#       summary, without reading the manifest again)
 #   data-manifest.sh verify W         every shard of W/manifest.tsv against its
 #       line (size, header checksum), then shard-pack -t (frames and index
 #       against the header); the bad ones named on stderr, exit 1
@@ -35,51 +37,60 @@ piece)
 	done
 	;;
 all)
-	# (one awk for the body, the totals and lm-train.args: this stage is on
-	# the pipeline's serial path, where each process started costs)
-	w=$2
+	# (one awk for the body, the totals, lm-train.args and the summary:
+	# this stage is on the pipeline's serial path, where each process
+	# started costs)
+	w=$2 out=$3
 	read -r tok _ < <(sha256sum "$w/tok.bpe")
 	pieces=
 	while IFS= read -r line; do
 		case $line in "PIECES :="*) pieces=${line#PIECES :=}; break ;; esac
 	done < "$w/plan.mk"
-	# the pieces' manifests in plan order; lm-train's arguments, a shard set
-	# a line, to W/lm-train.args.tmp
-	for id in $pieces; do printf '%s/shards/%s/manifest.tsv\n' "$w" "$id"; done | awk -F'\t' -v tok="$tok" -v w="$w" '
+	# the pieces' manifests in plan order (awk's operands); lm-train's
+	# arguments, a shard set a line, to W/lm-train.args.tmp
+	manifests=()
+	for id in $pieces; do manifests+=("$w/shards/$id/manifest.tsv"); done
+	awk -F'\t' -v tok="$tok" -v w="$w" -v out="$out" '
 		BEGIN {
-			print "# lmpipe data manifest, version 2: paths relative to this file; counts and checksums from shards/*/train.manifest"
-			printf "# tokenizer\ttok.bpe\t%s\n", tok
-			printf "# path\tsplit\tpiece\ttokens\tdocuments\tbytes\tcrc32c\n"
+			print "# lmpipe data manifest, version 2: paths relative to this file; counts and checksums from shards/*/train.manifest" > out
+			printf "# tokenizer\ttok.bpe\t%s\n", tok > out
+			printf "# path\tsplit\tpiece\ttokens\tdocuments\tbytes\tcrc32c\n" > out
 			args = w "/lm-train.args.tmp"
 			printf "" > args
-		}
-		{
-			f = $0
-			while ((r = (getline line < f)) > 0) {
-				print line
-				split(line, c, "\t")
-				if (!(c[2] in n))
-					splits[++ns] = c[2]
-				n[c[2]]++; t[c[2]] += c[4]; d[c[2]] += c[5]; b[c[2]] += c[6]
-				p = w "/" c[1]
-				sub(/-[0-9]+\.lms$/, "", p)
-				if (!seen[p]++)
-					print (c[2] == "val" ? "--val " : "-d ") p > args
+			shards = 0
+			for (a = 1; a < ARGC; a++) {
+				f = ARGV[a]
+				while ((r = (getline line < f)) > 0) {
+					shards++
+					print line > out
+					split(line, c, "\t")
+					if (!(c[2] in n))
+						splits[++ns] = c[2]
+					n[c[2]]++; t[c[2]] += c[4]; d[c[2]] += c[5]; b[c[2]] += c[6]
+					p = w "/" c[1]
+					sub(/-[0-9]+\.lms$/, "", p)
+					if (!seen[p]++)
+						print (c[2] == "val" ? "--val " : "-d ") p > args
+				}
+				if (r < 0) { print "data-manifest.sh: " f ": cannot be read" > "/dev/stderr"; exit 1 }
+				close(f)
 			}
-			if (r < 0) { print "data-manifest.sh: " f ": cannot be read" > "/dev/stderr"; exit 1 }
-			close(f)
+			exit
 		}
 		END {
 			for (i = 2; i <= ns; i++) # the splits in byte order, as sort(1) in C
 				for (j = i; j > 1 && splits[j - 1] > splits[j]; j--) {
 					s = splits[j]; splits[j] = splits[j - 1]; splits[j - 1] = s
 				}
+			print shards
 			for (i = 1; i <= ns; i++) {
 				s = splits[i]
+				printf "# total\t%s\t%d shards\t%d\t%d\t%d\n", s, n[s], t[s], d[s], b[s] > out
 				printf "# total\t%s\t%d shards\t%d\t%d\t%d\n", s, n[s], t[s], d[s], b[s]
 			}
 			close(args)
-		}'
+			close(out)
+		}' "${manifests[@]}"
 	;;
 verify)
 	w=$2 bad=0

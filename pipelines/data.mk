@@ -71,7 +71,8 @@ SHARD_TOKENS ?= 100000000
 FRAME_TOKENS ?= 8192
 LEVEL  ?= 3
 THREADS ?= 1
-MERGE_THREADS ?= $(shell nproc)
+# (empty: bpe-learn's own default, every core allowed, without a nproc a run)
+MERGE_THREADS ?=
 LAUNCH ?=
 N      ?= 4
 TASK_JOBS ?= 1
@@ -97,6 +98,11 @@ PACK   = $(BIN)/shard-pack --allow-empty --val-fraction $(VAL_FRACTION) --val-by
 SHELL := /bin/bash
 .SHELLFLAGS := -o pipefail -ec
 Q := $(if $(filter 1,$(V)),,@)
+# No built-in rules: make tried every one of them (RCS, SCCS, %.c, ...) on
+# each input, stamp and program the pipeline names, ~8 ms a pass of make on
+# the 2-core machine (a no-op run 15-21 -> 5-7.5 ms), on the serial path.
+MAKEFLAGS += --no-builtin-rules
+.SUFFIXES:
 export BIN
 .PHONY: all data counts tok shards verify task-counts task-shards
 .PRECIOUS: $(W)/counts/%.counts $(W)/pre/%.pre $(W)/shards/%/manifest.tsv
@@ -104,8 +110,18 @@ all: data
 
 # ---- parameters: one stamp per stage, rewritten only when its text changes ----
 eq = $(and $(findstring x$1,x$2),$(findstring x$2,x$1))
-stamp = $(if $(call eq,$(file < $(W)/params/$1),$2),,$(file > $(W)/params/$1,$2))
+# $(call rewrite,FILE,TEXT): FILE holds TEXT, rewritten only when it differs
+# (its text read into a variable first: GNU make 4.3 compared a $(file <)
+# inside $(findstring) wrongly after some $(shell)s, rewriting it every run)
+rewrite = $(eval old_text := $$(file < $1))$(if $(call eq,$(old_text),$2),,$(file > $1,$2))
+stamp = $(call rewrite,$(W)/params/$1,$2)
 DOC_PARAMS := FORMAT=$(FORMAT) SEP=$(SEP) FIELD=$(FIELD) SPECIAL=$(SPECIAL)
+
+# the time in seconds with 6 decimals, from bash's clock (no process started)
+NOW = $${EPOCHREALTIME:-$$(date +%s.%6N)}
+# $(call summary,STAGE,TEXT): one line per stage on stderr, with its time since t0
+summary = { [ -t 2 ] && printf '\r\033[K'; t1=$(NOW); t1=$${t1/[.,]/}; t0=$${t0/[.,]/}; \
+  printf 'data.mk: %s: %s, %d.%03d s\n' $1 "$2" $$(((t1 - t0) / 1000000)) $$(((t1 - t0) / 1000 % 1000)); } >&2
 
 # What a task (a make started by LAUNCH, without this make's command line) needs.
 define PARAMS_MK
@@ -129,15 +145,11 @@ ifeq ($(TASK),)
 ifeq ($(strip $(INPUTS)),)
 $(error INPUTS is empty: give files, globs or directories, e.g. INPUTS='corpus/*.txt')
 endif
-$(shell mkdir -p $(W)/params)
-$(call stamp,plan,PIECE_BYTES=$(PIECE_BYTES) GROUP=$(GROUP) $(DOC_PARAMS))
-$(call stamp,counts,$(DOC_PARAMS) PRE=$(PRE))
-$(call stamp,tok,VOCAB=$(VOCAB) SPECIAL=$(SPECIAL))
-$(call stamp,shards,$(DOC_PARAMS) VAL_FRACTION=$(VAL_FRACTION) SEED=$(SEED) \
-  SHARD_TOKENS=$(SHARD_TOKENS) FRAME_TOKENS=$(FRAME_TOKENS) LEVEL=$(LEVEL))
-$(if $(call eq,$(file < $(W)/params.mk),$(PARAMS_MK)),,$(file > $(W)/params.mk,$(PARAMS_MK)))
 ifeq ($(MAKE_RESTARTS),)
-INPUT_FILES := $(shell $(ROOT)/pipelines/data-inputs.sh $(W)/inputs.txt $(INPUTS) || echo /FAILED/)
+# (the folder made in the same shell as the list: each $(shell) is a bash
+# started on the serial path of every run)
+INPUT_FILES := $(shell $(if $(wildcard $(W)/params/.),,mkdir -p $(W)/params && )\
+  $(ROOT)/pipelines/data-inputs.sh $(W)/inputs.txt $(INPUTS) || echo /FAILED/)
 else
 # make restarted after remaking plan.mk: the list the first pass wrote a
 # moment ago (data-inputs.sh again costs a dozen processes)
@@ -146,11 +158,27 @@ endif
 ifneq ($(filter /FAILED/,$(INPUT_FILES)),)
 $(error the inputs cannot be listed (see above))
 endif
+$(call stamp,plan,PIECE_BYTES=$(PIECE_BYTES) GROUP=$(GROUP) $(DOC_PARAMS))
+$(call stamp,counts,$(DOC_PARAMS) PRE=$(PRE))
+$(call stamp,tok,VOCAB=$(VOCAB) SPECIAL=$(SPECIAL))
+$(call stamp,shards,$(DOC_PARAMS) VAL_FRACTION=$(VAL_FRACTION) SEED=$(SEED) \
+  SHARD_TOKENS=$(SHARD_TOKENS) FRAME_TOKENS=$(FRAME_TOKENS) LEVEL=$(LEVEL))
+$(call rewrite,$(W)/params.mk,$(PARAMS_MK))
 
+PLAN = t0=$(NOW); BIN=$(BIN) $(ROOT)/pipelines/data-plan.sh $(W) $(PIECE_BYTES) $(GROUP) --format $(FORMAT) \
+  --sep $(SEP) --eot '$(SPECIAL)' && \
+  { mapfile -t plan < $(W)/plan.tsv; } && \
+  $(call summary,plan,$${#plan[@]} pieces of $(words $(INPUT_FILES)) files)
 $(W)/plan.mk: $(W)/inputs.txt $(W)/params/plan $(INPUT_FILES) $(BIN)/doc-cat
-	$(Q)t0=$(NOW); $(ROOT)/pipelines/data-plan.sh $(W) $(PIECE_BYTES) $(GROUP) --format $(FORMAT) \
-	  --sep $(SEP) --eot '$(SPECIAL)' && \
-	  $(call summary,plan,$$(wc -l < $(W)/plan.tsv) pieces of $(words $(INPUT_FILES)) files)
+	$(Q)$(PLAN)
+# A run from nothing makes its plan now, as make reads this file, not by the
+# rule above and a restart of make (which reads this file and the plan again:
+# ~2 ms, and a bash, on the serial path); later runs remake it by the rule.
+ifeq ($(wildcard $(W)/plan.mk),)
+ifneq ($(shell $(PLAN) || echo /FAILED/),)
+$(error the inputs cannot be planned (see above))
+endif
+endif
 include $(W)/plan.mk
 
 COUNTS := $(PIECES:%=$(W)/counts/%.counts)
@@ -158,14 +186,10 @@ SHARDS := $(PIECES:%=$(W)/shards/%/manifest.tsv)
 PRES   := $(if $(filter 1,$(PRE)),$(PIECES:%=$(W)/pre/%.pre))
 # the tokenizer's counts: the pieces', or, past GROUP pieces, their groups' sums
 TOK_COUNTS := $(if $(GROUPS),$(GROUPS:%=$(W)/counts/group-%.counts),$(COUNTS))
-# the time in seconds with 6 decimals, from bash's clock (no process started)
-NOW = $${EPOCHREALTIME:-$$(date +%s.%6N)}
-# $(call summary,STAGE,TEXT): one line per stage on stderr, with its time since t0
-summary = { [ -t 2 ] && printf '\r\033[K'; t1=$(NOW); t1=$${t1/[.,]/}; t0=$${t0/[.,]/}; \
-  printf 'data.mk: %s: %s, %d.%03d s\n' $1 "$2" $$(((t1 - t0) / 1000000)) $$(((t1 - t0) / 1000 % 1000)); } >&2
-IN_BYTES = $$(stat -L -c %s $(INPUT_FILES) | awk '{ b += $$1 } END { print b }')
-SHARDS_TOTALS = $$(cat $(SHARDS) | awk -F'\t' '{t+=$$4; d+=$$5; b+=$$6} \
-  END {printf "%d tokens, %d documents, %d bytes of shards", t, d, b}')
+# (the input's bytes: the plan's pieces' documents add up to each file's size)
+IN_BYTES = $(PLAN_BYTES)
+SHARDS_TOTALS = $$(awk -F'\t' '{t+=$$4; d+=$$5; b+=$$6} \
+  END {printf "%d tokens, %d documents, %d bytes of shards", t, d, b}' $(SHARDS))
 
 # $(call launch_$(LAUNCH),STAGE): build the task-STAGE targets by the engine.
 TASK_MAKE = env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL $(MAKE) -f $(SELF) --no-print-directory \
@@ -195,19 +219,20 @@ ifeq ($(LAUNCH),)
 # others carried on when one fails (-k), and no make between (a sub-make
 # cost ~10 ms a stage at -j 16).  A stage's summary is the recipe of its
 # stamp W/params/STAGE.done, made after its pieces, and timed from the first
-# piece this run started (which notes the time in W/params/STAGE.t0.PID).
+# piece this run started (which notes make's process id and the time in
+# W/params/STAGE.t0).
 MAKEFLAGS += -k
 COUNTS_DONE := $(W)/params/counts.done
 SHARDS_DONE := $(W)/params/shards.done
 counts: $(COUNTS_DONE)
 shards: $(SHARDS_DONE)
 $(COUNTS_DONE): $(PIECES_BY_SIZE:%=$(W)/counts/%.counts) $(PRES)
-	$(Q){ read -r t0 < $(W)/params/counts.t0.$$PPID; } 2> /dev/null || t0=$(NOW); \
-	  rm -f $(W)/params/counts.t0.*; : > $@; \
+	$(Q){ read -r pid t0 < $(W)/params/counts.t0; } 2> /dev/null && [ "$$pid" = $$PPID ] || \
+	  t0=$(NOW); : > $@; \
 	  $(call summary,counts,$(words $(PIECES)) pieces$(,) $(IN_BYTES) bytes)
 $(SHARDS_DONE): $(PIECES_BY_SIZE:%=$(W)/shards/%/manifest.tsv)
-	$(Q){ read -r t0 < $(W)/params/shards.t0.$$PPID; } 2> /dev/null || t0=$(NOW); \
-	  rm -f $(W)/params/shards.t0.*; : > $@; \
+	$(Q){ read -r pid t0 < $(W)/params/shards.t0; } 2> /dev/null && [ "$$pid" = $$PPID ] || \
+	  t0=$(NOW); : > $@; \
 	  $(call summary,shards,$(words $(PIECES)) pieces$(,) $(SHARDS_TOTALS))
 else
 counts: $(COUNTS)
@@ -221,9 +246,11 @@ $(W)/counts/group-%.counts: $(W)/params/counts
 	$(Q)rm -f $@.tmp && $(LEARN) -j $(THREADS) --from-counts --counts-out $@.tmp \
 	  $(filter %.counts,$^) && mv $@.tmp $@
 
+# (-o itself, no mv: bpe-learn writes it under a temporary name and renames
+# it when whole)
 $(W)/tok.bpe: $(COUNTS_DONE) $(TOK_COUNTS) $(W)/params/tok
-	$(Q)t0=$(NOW); $(LEARN) -j $(MERGE_THREADS) --from-counts -v $(VOCAB) -o $@.tmp $(TOK_COUNTS) && \
-	  mv $@.tmp $@; \
+	$(Q)t0=$(NOW); $(LEARN) $(if $(MERGE_THREADS),-j $(MERGE_THREADS)) --from-counts -v $(VOCAB) \
+	  -o $@ $(TOK_COUNTS) && \
 	  $(call summary,tokenizer,vocabulary $(VOCAB) from $(words $(TOK_COUNTS)) counts files)
 
 ifneq ($(LAUNCH),)
@@ -233,12 +260,16 @@ $(SHARDS) &: $(W)/tok.bpe $(W)/params/shards $(W)/plan.tsv $(PRES)
 endif
 endif
 
+# (data-manifest.sh says the number of shards and the totals: the summary
+# reads the manifest again by no grep or awk)
 $(W)/manifest.tsv: $(SHARDS_DONE) $(SHARDS) $(W)/plan.tsv
-	$(Q)t0=$(NOW); $(ROOT)/pipelines/data-manifest.sh all $(W) > $@.tmp && \
+	$(Q)t0=$(NOW); sum=$$($(ROOT)/pipelines/data-manifest.sh all $(W) $@.tmp) && \
 	  mv $(W)/lm-train.args.tmp $(W)/lm-train.args && mv $@.tmp $@ && \
-	  $(call summary,manifest,$$(grep -vc '^#' $@) shards) && \
-	  awk -F'\t' '/^# total/ { printf "data.mk: total: %s %s, %s tokens, %s documents, %s bytes\n", \
-	  $$2, $$3, $$4, $$5, $$6 }' $@ >&2
+	  n=$${sum%%$$'\n'*} totals=$${sum#*$$'\n'} && \
+	  $(call summary,manifest,$$n shards) && \
+	  { [ "$$totals" = "$$sum" ] || while IFS=$$'\t' read -r _ s k t d b; do \
+	  printf 'data.mk: total: %s %s, %s tokens, %s documents, %s bytes\n' "$$s" "$$k" "$$t" "$$d" "$$b"; \
+	  done <<< "$$totals" >&2; }
 
 # Every shard again: its size and header checksum against the manifest, then
 # its frames and index against the header (shard-pack -t).
@@ -269,10 +300,12 @@ endif
 # the cat would be one more process a piece)
 NOTTY = $(if $(MAKE_TERMERR),2>&1 | cat >&2)
 # $(call stage_t0,STAGE): the first piece of STAGE this run notes the time
-# (for the summary of the driver's own jobs, not in a task of an engine; by
-# the make's process id, a recipe's $PPID, so that a killed run's is not
-# taken for this one's)
-stage_t0 = $(if $(TASK),,[ -e $(W)/params/$1.t0.$$PPID ] || echo $(NOW) > $(W)/params/$1.t0.$$PPID;)
+# (for the summary of the driver's own jobs, not in a task of an engine),
+# with the make's process id, a recipe's $PPID, so that a killed run's is
+# not taken for this one's (one file a stage, rewritten by the next run: no
+# rm on the serial path)
+stage_t0 = $(if $(TASK),,{ read -r pid _ < $(W)/params/$1.t0; } 2> /dev/null || pid=; \
+  [ "$$pid" = $$PPID ] || echo "$$PPID $(NOW)" > $(W)/params/$1.t0;)
 progress = [ -t 2 ] && printf '\rdata.mk: %s: %d/%d pieces ' $1 \
   $$(ls $2 2>/dev/null | wc -l) $(words $(PIECES)) >&2 || true
 

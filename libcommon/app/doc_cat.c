@@ -53,6 +53,13 @@ int doc_cat_plan(const char *const *files, int n, uint64_t piece_bytes, const do
 	size_t k;
 	if (docs_plan(files, n, piece_bytes, &v, &k, e))
 		return -1;
+	uint64_t *bytes = sizes ? malloc((k ? k : 1) * sizeof *bytes) : NULL;
+	if (sizes && !bytes) {
+		free(v);
+		return lm_seterr(e, "out of memory");
+	}
+	if (sizes)
+		docs_plan_bytes(sizes, v, k, bytes);
 	for (size_t i = 0; i < k; i++) {
 		if (v[i].end == DOCS_TO_END)
 			fprintf(out, "%s\t%llu\t-", v[i].path, (unsigned long long)v[i].start);
@@ -60,9 +67,10 @@ int doc_cat_plan(const char *const *files, int n, uint64_t piece_bytes, const do
 			fprintf(out, "%s\t%llu\t%llu", v[i].path, (unsigned long long)v[i].start,
 				(unsigned long long)v[i].end);
 		if (sizes)
-			fprintf(out, "\t%llu", (unsigned long long)docs_piece_bytes(sizes, &v[i]));
+			fprintf(out, "\t%llu", (unsigned long long)bytes[i]);
 		fputc('\n', out);
 	}
+	free(bytes);
 	free(v);
 	return 0;
 }

@@ -22,7 +22,7 @@ int doc_cat(doc_cat_opts *o, const char *const *files, int n, docs_stats *st, lm
 
 /* Print the plan: one line per piece, "PATH<TAB>START<TAB>END", END "-" for
  * the end of the file; with sizes (the documents' format and separator), a
- * fourth column: the bytes of the piece's documents (docs_piece_bytes). */
+ * fourth column: the bytes of the piece's documents (docs_plan_bytes). */
 int doc_cat_plan(const char *const *files, int n, uint64_t piece_bytes, const docs_opts *sizes,
 		 FILE *out, lm_err *e);
 

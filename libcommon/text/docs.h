@@ -87,10 +87,12 @@ typedef struct docs_piece {
 int docs_plan(const char *const *paths, int n, uint64_t piece_bytes, docs_piece **pieces,
 	      size_t *n_pieces, lm_err *e);
 
-/* The bytes of the documents that start in the piece (read with o's format
- * and separator): a weight, so that a pipeline may start the largest pieces
- * first.  A whole or compressed file weighs its size on disk; a file that
- * cannot be read weighs 0 (its reading fails later, in its own task). */
-uint64_t docs_piece_bytes(const docs_opts *o, const docs_piece *pc);
+/* bytes[i]: the bytes of the documents that start in piece v[i] (read with
+ * o's format and separator): a weight, so that a pipeline may start the
+ * largest pieces first.  A whole or compressed file weighs its size on disk;
+ * a file that cannot be read weighs 0 (its reading fails later, in its own
+ * task).  Each file is mapped once and each cut between two of its pieces
+ * looked for once (a plan is on a pipeline's serial path). */
+void docs_plan_bytes(const docs_opts *o, const docs_piece *v, size_t n, uint64_t *bytes);
 
 #endif

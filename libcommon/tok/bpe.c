@@ -41,23 +41,25 @@ void bpe_free(bpe_tokenizer *t)
 
 /* ---- writing ---- */
 
+/* (fp locked by the caller: a tokenizer is ~300 K characters, and a lock
+ * taken for each cost as much as the rest of writing it) */
 static void put_quoted(FILE *fp, const uint8_t *s, size_t len)
 {
 	uint32_t cp;
-	fputc('"', fp);
+	putc_unlocked('"', fp);
 	for (size_t i = 0; i < len;) {
 		uint8_t c = s[i];
 		size_t n;
 		if (c == '\\' || c == '"') {
-			fputc('\\', fp);
-			fputc(c, fp);
+			putc_unlocked('\\', fp);
+			putc_unlocked(c, fp);
 			i++;
 		} else if (c == '\n' || c == '\t' || c == '\r') {
-			fputc('\\', fp);
-			fputc(c == '\n' ? 'n' : c == '\t' ? 't' : 'r', fp);
+			putc_unlocked('\\', fp);
+			putc_unlocked(c == '\n' ? 'n' : c == '\t' ? 't' : 'r', fp);
 			i++;
 		} else if (c >= 0x20 && c < 0x7f) {
-			fputc(c, fp);
+			putc_unlocked(c, fp);
 			i++;
 		} else if (c >= 0x80 && (n = bb_utf8_char(s + i, len - i, &cp)) > 0) {
 			fwrite(s + i, 1, n, fp);
@@ -67,7 +69,7 @@ static void put_quoted(FILE *fp, const uint8_t *s, size_t len)
 			i++;
 		}
 	}
-	fputc('"', fp);
+	putc_unlocked('"', fp);
 }
 
 static int check_for_save(const bpe_tokenizer *t, lm_err *e)
@@ -89,23 +91,26 @@ int bpe_save(const bpe_tokenizer *t, const char *path, lm_err *e)
 	if (check_for_save(t, e) || atomic_open(&af, path, e))
 		return lm_err_prefix(e, "%s", path);
 	FILE *fp = af.fp;
+	flockfile(fp);
 	fprintf(fp, "%s %d\npretokenizer %s\ntokens %u\nspecials %u\nmerges %u\n", TOK_MAGIC,
 		TOK_VERSION, t->pretokenizer[0] ? t->pretokenizer : "gpt2", t->n_vocab, t->n_special, t->n_merges);
 	for (uint32_t i = 0; i < t->n_vocab; i++) {
 		fprintf(fp, "t %u ", i);
 		put_quoted(fp, bpe_token_bytes(t, i), bpe_token_len(t, i));
-		fputc('\n', fp);
+		putc_unlocked('\n', fp);
 	}
 	for (uint32_t i = 0; i < t->n_special; i++)
 		fprintf(fp, "s %u\n", t->special[i]);
 	for (uint32_t i = 0; i < t->n_merges; i++) {
-		fputs("m ", fp);
+		putc_unlocked('m', fp);
+		putc_unlocked(' ', fp);
 		put_quoted(fp, bpe_token_bytes(t, t->merges[i].left), bpe_token_len(t, t->merges[i].left));
-		fputc(' ', fp);
+		putc_unlocked(' ', fp);
 		put_quoted(fp, bpe_token_bytes(t, t->merges[i].right), bpe_token_len(t, t->merges[i].right));
-		fputc('\n', fp);
+		putc_unlocked('\n', fp);
 	}
 	fputs("end\n", fp);
+	funlockfile(fp);
 	if (ferror(fp)) {
 		atomic_abort(&af);
 		return lm_seterr(e, "%s: write error", path);
