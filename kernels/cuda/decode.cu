@@ -226,6 +226,8 @@ __device__ __forceinline__ void attn_pass(bf16 *o, const bf16 *K, const bf16 *Vc
 			acc[i] *= f;
 #pragma unroll
 		for (int u = 0; u < R; u++) {
+			if (b + u * P + r >= n)
+				continue; // its registers hold no row (0 times a NaN's bits is NaN)
 			float p = __expf(sc[u] - mx);
 			l += p;
 #pragma unroll
