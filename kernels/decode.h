@@ -22,11 +22,11 @@
  *                head's rotated key and value (every query head of a group
  *                stores the same bytes) and attends over the cache, its own
  *                store included.  The same bits as the two ops; CUDA only,
- *                for D of 32, 64 or 128 (else -1, and nothing is done).  A
- *                return of 1 (nothing done) tells the caller to run the two
- *                ops instead; no kernel declines now (the one-pass
- *                attention keeps no scores in shared memory), but callers
- *                keep the fallback.
+ *                for D of 32, 64 or 128 (else -1, and nothing is done); 1
+ *                (nothing done) when a step of few blocks (the three-pass
+ *                kernel, whose scores sit in shared memory) would need more
+ *                than the device gives one (n_ctx near 57 K at D = 128 on an
+ *                H100): the caller falls back to the two ops.
  *   rows_gather  dst[j] = src[idx[j]], rows of C fp32 values.
  *   rows_scatter dst[idx[j]] = src[j], rows of V values: act in, fp32 out
  *                (the last tokens' logits into each slot's row).

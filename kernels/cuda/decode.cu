@@ -1,8 +1,9 @@
 // decode.cu: the generation step's cache ops on bf16 (see kernels/decode.h):
 // the q/k/v split with RoPE and the cache store in one pass, attention of
 // each new token over its sequence's cache (one block per token and head;
-// head dimensions 32, 64 and 128 in one pass over the keys and values, see
-// attn_pass), and the row moves around the output head.  All launched with
+// head dimensions 32, 64 and 128 in one pass over the keys and values when
+// a step has many blocks, see attn_pass), and the row moves around the
+// output head.  All launched with
 // programmatic dependent launch (ops_cuda.cuh).
 #include "kernels/decode.h"
 #include "decode_dev.cuh"
@@ -112,6 +113,66 @@ __global__ void __launch_bounds__(ATTN_THREADS) attn_kernel(bf16 *o, const bf16 
 			acc += part[gg * s.D + d];
 		oi[d] = to_bf16(acc / sum);
 	}
+}
+
+// The same for head dimensions of 32, 64 and 128 in three passes over the
+// cache (decode_dev.cuh's attn_row: a key row read whole, the weighted sum
+// of values unrolled over positions): where a step has few blocks, a
+// block's chain of dependent steps is shorter than attn_pass's (see
+// PASS_MIN_BLOCKS).
+template <int D>
+__global__ void __launch_bounds__(ATTN_THREADS) attn_rows_kernel(bf16 *o, const bf16 *q, const bf16 *kc,
+							      const bf16 *vc, const int32_t *pos,
+							      const int32_t *slot, decode_shape s,
+							      float scale)
+{
+	pdl_begin();
+	extern __shared__ float sc[];          // scores [n_ctx]
+	__shared__ attn_smem<D> sm;
+	int i = blockIdx.x / s.H, h = blockIdx.x % s.H;
+	int kvh = h / (s.H / s.Hkv);
+	attn_row<D>(o + ((size_t)i * s.H + h) * D, q + ((size_t)i * s.H + h) * D,
+		    kc + cache_at(s, slot[i], kvh, 0), vc + cache_at(s, slot[i], kvh, 0), pos[i] + 1,
+		    scale, sm, sc, threadIdx.x, 0);
+}
+
+// decode_qkv and attn_rows_kernel in one (decode.h's attn_decode_qkv): the
+// query's pairs rotated into shared memory as bf16 (what q would hold),
+// the key/value head's rotated key and value stored at the token's position
+// (by every query head of the group: the same bytes), a barrier, so that
+// the block's own stores are seen by its reads, then the attention.
+template <int D>
+__global__ void __launch_bounds__(ATTN_THREADS) attn_qkv_rows_kernel(bf16 *o, bf16 *kc, bf16 *vc,
+								  const bf16 *qkv, const float *cs,
+								  const int32_t *pos,
+								  const int32_t *slot,
+								  decode_shape s, float scale)
+{
+	pdl_begin();
+	extern __shared__ float sc[];          // scores [n_ctx]
+	__shared__ attn_smem<D> sm;
+	__shared__ bf16 qr[D];
+	constexpr int HALF = D / 2;
+	int i = blockIdx.x / s.H, h = blockIdx.x % s.H, heads = s.H + 2 * s.Hkv;
+	int kvh = h / (s.H / s.Hkv), p = pos[i];
+	const bf16 *r = qkv + (size_t)i * heads * D;
+	size_t at = cache_at(s, slot[i], kvh, p);
+	// items [0, HALF): the query's pairs; [HALF, D): the key's; [D, 2 D):
+	// the value's elements
+	for (int t = threadIdx.x; t < 2 * D; t += ATTN_THREADS) {
+		if (t < D) {
+			int d = t % HALF;
+			const bf16 *src = r + (size_t)(t < HALF ? h : s.H + kvh) * D;
+			float c = cs[((size_t)p * HALF + d) * 2], sn = cs[((size_t)p * HALF + d) * 2 + 1];
+			bf16 *dst = t < HALF ? qr : kc + at;
+			rope_pair(dst + d, dst + d + HALF, ld(src + d), ld(src + d + HALF), c, sn);
+		} else {
+			vc[at + t - D] = r[(size_t)(s.H + s.Hkv + kvh) * D + t - D];
+		}
+	}
+	__syncthreads();
+	attn_row<D>(o + ((size_t)i * s.H + h) * D, qr, kc + cache_at(s, slot[i], kvh, 0),
+		    vc + cache_at(s, slot[i], kvh, 0), p + 1, scale, sm, sc, threadIdx.x, 0);
 }
 
 // One query's attention over its sequence's cache in one pass, by the
@@ -278,6 +339,11 @@ __device__ __forceinline__ void attn_pass(bf16 *o, const bf16 *K, const bf16 *Vc
 	}
 }
 
+// Steps of at least this many blocks (tokens x heads) take attn_pass;
+// fewer take attn_row's three passes (measured on the H200 at D = 32: 64
+// sequences x 16 heads faster in one pass, 8 x 16 slower).
+enum { PASS_MIN_BLOCKS = 512 };
+
 // Passes loaded at a time (256 positions at D = 32 with 4: the `ts`
 // decoding bench's caches reach 288); LMPIPE_ATTN_PASSES = 1 or 2 for
 // fewer registers a thread and more blocks resident.
@@ -439,6 +505,15 @@ extern "C" int attn_decode_cache_cuda(uint16_t *o, const uint16_t *q, const uint
 		return 0;
 	if (s.D % 2 || s.Hkv < 1 || s.H % s.Hkv)
 		return -1;
+	if ((s.D == 32 || s.D == 64 || s.D == 128) && s.N * s.H < PASS_MIN_BLOCKS) {
+		size_t sm = (size_t)s.n_ctx * sizeof(float);
+		auto k = s.D == 32 ? attn_rows_kernel<32> : s.D == 64 ? attn_rows_kernel<64> : attn_rows_kernel<128>;
+		if (sm > 32 * 1024 &&
+		    cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm) != cudaSuccess)
+			return -1;
+		return launch_pdl(k, s.N * s.H, ATTN_THREADS, sm, stream, (bf16 *)o, (const bf16 *)q,
+				  (const bf16 *)kc, (const bf16 *)vc, pos, slot, s, scale);
+	}
 	if (s.D == 32 || s.D == 64 || s.D == 128) {
 		int R = pass_rows();
 		auto k = s.D == 32   ? (R == 4 ? attn_kernel_d<32, 4> : R == 2 ? attn_kernel_d<32, 2> : attn_kernel_d<32, 1>)
@@ -465,6 +540,19 @@ extern "C" int attn_decode_qkv_cuda(uint16_t *o, uint16_t *kc, uint16_t *vc, con
 		return 0;
 	if (s.Hkv < 1 || s.H % s.Hkv || !(s.D == 32 || s.D == 64 || s.D == 128))
 		return -1;
+	if (s.N * s.H < PASS_MIN_BLOCKS) {
+		size_t sm = (size_t)s.n_ctx * sizeof(float);
+		auto k = s.D == 32   ? attn_qkv_rows_kernel<32>
+			 : s.D == 64 ? attn_qkv_rows_kernel<64>
+				     : attn_qkv_rows_kernel<128>;
+		if (sm > 32 * 1024 &&
+		    cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm) != cudaSuccess) {
+			cudaGetLastError(); // declined: the two ops (less static memory) may still fit
+			return 1;
+		}
+		return launch_pdl(k, s.N * s.H, ATTN_THREADS, sm, stream, (bf16 *)o, (bf16 *)kc, (bf16 *)vc,
+				  (const bf16 *)qkv, cs, pos, slot, s, scale);
+	}
 	int R = pass_rows();
 	auto k = s.D == 32   ? (R == 4 ? attn_qkv_kernel_d<32, 4> : R == 2 ? attn_qkv_kernel_d<32, 2> : attn_qkv_kernel_d<32, 1>)
 		 : s.D == 64 ? (R == 4 ? attn_qkv_kernel_d<64, 4> : R == 2 ? attn_qkv_kernel_d<64, 2> : attn_qkv_kernel_d<64, 1>)
