@@ -23,10 +23,10 @@
  *                stores the same bytes) and attends over the cache, its own
  *                store included.  The same bits as the two ops; CUDA only,
  *                for D of 32, 64 or 128 (else -1, and nothing is done); 1
- *                (nothing done) when a block would need more shared memory
+ *                (nothing done) when a step of few blocks (the three-pass
+ *                kernel, whose scores sit in shared memory) would need more
  *                than the device gives one (n_ctx near 57 K at D = 128 on an
- *                H100, a little below attn_decode's limit): the caller
- *                falls back to the two ops.
+ *                H100): the caller falls back to the two ops.
  *   rows_gather  dst[j] = src[idx[j]], rows of C fp32 values.
  *   rows_scatter dst[idx[j]] = src[j], rows of V values: act in, fp32 out
  *                (the last tokens' logits into each slot's row).

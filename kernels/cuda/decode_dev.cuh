@@ -2,7 +2,9 @@
 // kernels running a step one op at a time (matmul_small.cu, decode.cu) and
 // the kernel running it whole (decode_step.cu) use: a piece of a bf16 dot
 // product, SwiGLU of one value pair, RoPE of one pair, and one query's
-// attention over its sequence's cache by 128 threads.
+// attention over its sequence's cache by 128 threads (attn_row: the
+// one-token step kernel's; decode.cu's kernels for many sequences take one
+// pass over the cache instead, attn_pass).
 #ifndef LMPIPE_DECODE_DEV_CUH
 #define LMPIPE_DECODE_DEV_CUH
 

@@ -215,15 +215,29 @@ extern "C" int matmul_rows_applies(const void *inp, const void *w, int N, int IN
 	       aligned(w);
 }
 
+// Blocks of 16 features where those of 32 would not fill the device
+// twice (LMPIPE_ROWS_NARROW=1, for measuring).
+static bool narrow(int N, int OUT)
+{
+	static int on = -1;
+	if (on < 0) {
+		const char *v = getenv("LMPIPE_ROWS_NARROW");
+		on = v && *v && *v != '0';
+	}
+	return on && (size_t)((OUT + 31) / 32) * ((N + 15) / 16) < 264;
+}
+
 extern "C" int matmul_fwd_rows_cuda(void *out, const float *addend, const uint16_t *inp,
 				    const uint16_t *w, int N, int IN, int OUT, void *stream)
 {
 	rows_args a = { out, addend, inp, nullptr, (const bf16 *)w, N, IN, OUT, 0.0f };
 	if (wide(OUT))
 		return -1;
-	if (addend)
-		return aligned(out) && aligned(addend) ? launch<32, IN_BF16, OUT_ADD>(a, stream) : -1;
-	return launch<32, IN_BF16, OUT_BF16>(a, stream);
+	if (addend && !(aligned(out) && aligned(addend)))
+		return -1;
+	if (narrow(N, OUT))
+		return addend ? launch<16, IN_BF16, OUT_ADD>(a, stream) : launch<16, IN_BF16, OUT_BF16>(a, stream);
+	return addend ? launch<32, IN_BF16, OUT_ADD>(a, stream) : launch<32, IN_BF16, OUT_BF16>(a, stream);
 }
 
 extern "C" int norm_matmul_rows_cuda(uint16_t *out, const float *x, const float *g, const uint16_t *w,

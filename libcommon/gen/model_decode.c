@@ -87,6 +87,28 @@ static void norm_matmul(model_decoder *md, void *out, const float *x, const floa
 	be->matmul_fwd(be, out, NULL, md->xn, w, N, C, OUT);
 }
 
+/* A measuring aid: LMPIPE_DECODE_TWICE names ops of a step (a comma list of
+ * qkv, attn, out, glu, down, head, rows) that chunk_ops queues twice.  Each
+ * of them rewrites the same output from the same inputs, so the tokens do
+ * not change, and the step's time less its time without the knob is what
+ * the op costs inside the step (with the overlaps programmatic launch
+ * gives), which a profiler that runs kernels one at a time cannot say. */
+enum { TW_QKV = 1, TW_ATTN = 2, TW_OUT = 4, TW_GLU = 8, TW_DOWN = 16, TW_HEAD = 32, TW_ROWS = 64 };
+
+static int twice(int op)
+{
+	static int mask = -1;
+	if (mask < 0) {
+		static const char *const names[] = { "qkv", "attn", "out", "glu", "down", "head", "rows" };
+		const char *v = getenv("LMPIPE_DECODE_TWICE");
+		mask = 0;
+		for (int i = 0; v && i < 7; i++)
+			if (strstr(v, names[i]))
+				mask |= 1 << i;
+	}
+	return mask & op ? 2 : 1;
+}
+
 /* The ops of a chunk of N tokens, nl of which end their sequence's input,
  * from the uploaded meta arrays (and, unless embed, the embedded tokens
  * in md->x already: the sampler's feed) to each such token's logits in its
@@ -119,20 +141,26 @@ static void chunk_ops(model_decoder *md, int N, int nl, int embed)
 		const layer_cptrs *w = &m->lc[l];
 		void *kc = model_decoder_cache_at(md, md->kc, z, l, 0);
 		void *vc = model_decoder_cache_at(md, md->vc, z, l, 0);
-		norm_matmul(md, md->qkv, x, p->ln1, w->wqkv, N, C, model_qkv_rows(c), eps);
+		for (int k = twice(TW_QKV); k--;)
+			norm_matmul(md, md->qkv, x, p->ln1, w->wqkv, N, C, model_qkv_rows(c), eps);
 		if (c->qk_norm)
 			be->qkv_headnorm(be, md->qkv, p->q_norm, p->k_norm, N, H, KV, D, eps);
 		/* a decoding step (one token a sequence): no token reads another's
 		 * new key, so the store and the attention can be one pass */
-		if (nl < N || !be->attn_decode_qkv ||
-		    be->attn_decode_qkv(be, md->y, kc, vc, md->qkv, m->rope_cs, pos, slot, s, scale)) {
-			be->decode_qkv(be, md->q, kc, vc, md->qkv, m->rope_cs, pos, slot, s);
-			be->attn_decode(be, md->y, md->q, kc, vc, pos, slot, s, scale);
-		}
-		be->matmul_fwd(be, x2, x, md->y, w->wo, N, C, C);
+		for (int k = twice(TW_ATTN); k--;)
+			if (nl < N || !be->attn_decode_qkv ||
+			    be->attn_decode_qkv(be, md->y, kc, vc, md->qkv, m->rope_cs, pos, slot, s, scale)) {
+				be->decode_qkv(be, md->q, kc, vc, md->qkv, m->rope_cs, pos, slot, s);
+				be->attn_decode(be, md->y, md->q, kc, vc, pos, slot, s, scale);
+			}
+		for (int k = twice(TW_OUT); k--;)
+			be->matmul_fwd(be, x2, x, md->y, w->wo, N, C, C);
 		if (c->mlp == MODEL_MLP_SWIGLU && be->norm_glu_fwd &&
 		    be->norm_glu_fwd(be, md->sw, x2, p->ln2, w->wgu, N, C, F, eps) == 0) {
-			be->matmul_fwd(be, x, x2, md->sw, w->wdown, N, F, C);
+			if (twice(TW_GLU) > 1)
+				be->norm_glu_fwd(be, md->sw, x2, p->ln2, w->wgu, N, C, F, eps);
+			for (int k = twice(TW_DOWN); k--;)
+				be->matmul_fwd(be, x, x2, md->sw, w->wdown, N, F, C);
 			continue;
 		}
 		norm_matmul(md, md->h, x2, p->ln2, w->wgu, N, C, model_gu_rows(c), eps);
@@ -155,10 +183,12 @@ static void chunk_ops(model_decoder *md, int N, int nl, int embed)
 		be->rows_gather(be, md->xl, x, meta(md, md->meta, META_LAST), nl, C);
 		xl = md->xl;
 	}
-	norm_matmul(md, md->logits, xl, m->lnf, m->head_c, nl, C, V, eps);
+	for (int k = twice(TW_HEAD); k--;)
+		norm_matmul(md, md->logits, xl, m->lnf, m->head_c, nl, C, V, eps);
 	if (c->softcap > 0)
 		be->softcap_fwd(be, md->logits, (size_t)nl * V, (float)c->softcap);
-	be->rows_scatter(be, md->rows, md->logits, meta(md, md->meta, META_ROW), nl, V);
+	for (int k = twice(TW_ROWS); k--;)
+		be->rows_scatter(be, md->rows, md->logits, meta(md, md->meta, META_ROW), nl, V);
 }
 
 /* A decoding step of N single tokens: replayed from its recording once

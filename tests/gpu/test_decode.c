@@ -91,32 +91,37 @@ static void test_cache_ops(int N, int S, int H, int Hkv, int D, int n_ctx)
 	compare(w2, vcg, vcc, cache, 1, TOL_ACT);
 	snprintf(w2, sizeof w2, "%s: attention over the cache", what);
 	compare(w2, og, oc, (size_t)N * H * D, 1, TOL_ACT);
-	/* the row moves around the head */
-	int V = 97, C = H * D;
-	float *x = rnd((size_t)N * C, 1), *lg = rnd((size_t)N * V, 3);
-	BOTH(x, x, (size_t)N * C, 0);
-	BOTH(lg, lg, (size_t)N * V, 1);
-	OUT(xl, (size_t)N * C, 0);
-	OUT(rows, (size_t)S * V, 0);
+	/* the row moves around the head: rows of 97 values one by one, of
+	 * 1000 in 16-byte pieces */
+	int C = H * D, n = N < S ? N : S;
 	int32_t *idx = malloc(N * sizeof *idx);
-	int n = N < S ? N : S;
 	for (int j = 0; j < n; j++)
 		idx[j] = (int32_t)(N - 1 - j);
 	cpu.be->upload(cpu.be, posc, idx, n * sizeof *idx);
 	gpu.be->upload(gpu.be, posg, idx, n * sizeof *idx);
+	float *x = rnd((size_t)N * C, 1);
+	BOTH(x, x, (size_t)N * C, 0);
+	OUT(xl, (size_t)N * C, 0);
 	cpu.be->rows_gather(cpu.be, xlc, xc, posc, n, C);
 	gpu.be->rows_gather(gpu.be, xlg, xg, posg, n, C);
-	cpu.be->rows_scatter(cpu.be, rowsc, lgc, slc, n, V);
-	gpu.be->rows_scatter(gpu.be, rowsg, lgg, slg, n, V);
 	snprintf(w2, sizeof w2, "%s: rows gathered", what);
 	compare(w2, xlg, xlc, (size_t)n * C, 0, 0);
-	snprintf(w2, sizeof w2, "%s: rows scattered", what);
-	compare(w2, rowsg, rowsc, (size_t)n * V, 0, 1e-6); /* the rows written: slots 0..n-1 */
+	free(x);
+	for (int V = 97; V <= 1000; V += 903) {
+		float *lg = rnd((size_t)N * V, 3);
+		BOTH(lg, lg, (size_t)N * V, 1);
+		OUT(rows, (size_t)S * V, 0);
+		cpu.be->rows_scatter(cpu.be, rowsc, lgc, slc, n, V);
+		gpu.be->rows_scatter(gpu.be, rowsg, lgg, slg, n, V);
+		snprintf(w2, sizeof w2, "%s: rows of %d scattered", what, V);
+		compare(w2, rowsg, rowsc, (size_t)n * V, 0, 1e-6); /* the rows written: slots 0..n-1 */
+		free(lg);
+	}
 	cpu.be->release(cpu.be, posc), gpu.be->release(gpu.be, posg);
 	cpu.be->release(cpu.be, slc), gpu.be->release(gpu.be, slg);
 	release_all(&cpu);
 	release_all(&gpu);
-	free(qkv), free(cs), free(kc0), free(vc0), free(pos), free(slot), free(x), free(lg), free(idx);
+	free(qkv), free(cs), free(kc0), free(vc0), free(pos), free(slot), free(idx);
 }
 
 /* The decoder's fusions (RMSNorm into a product, SwiGLU into one) on CUDA
@@ -718,6 +723,10 @@ int main(void)
 	}
 	test_cache_ops(5, 5, 4, 4, 32, 40);
 	test_cache_ops(64, 64, 16, 16, 32, 300);
+	/* steps of at least 512 blocks (tokens x heads): the one-pass kernels */
+	test_cache_ops(128, 128, 4, 4, 32, 700); /* up to three loads of 256 positions */
+	test_cache_ops(64, 64, 8, 2, 64, 129);   /* grouped at D = 64 */
+	test_cache_ops(48, 48, 12, 1, 128, 300); /* one key/value head at D = 128 */
 	test_cache_ops(7, 7, 8, 2, 64, 129);
 	test_cache_ops(3, 3, 2, 2, 128, 1030);
 	test_cache_ops(4, 4, 4, 2, 48, 50);   /* the generic kernel */
