@@ -344,15 +344,16 @@ __device__ __forceinline__ void attn_pass(bf16 *o, const bf16 *K, const bf16 *Vc
 // sequences x 16 heads faster in one pass, 8 x 16 slower).
 enum { PASS_MIN_BLOCKS = 512 };
 
-// Passes loaded at a time (256 positions at D = 32 with 4: the `ts`
-// decoding bench's caches reach 288); LMPIPE_ATTN_PASSES = 1 or 2 for
-// fewer registers a thread and more blocks resident.
+// Passes loaded at a time: 2 (128 positions at D = 32; 92 registers a
+// thread against 122 with 4: on the H100, 64 sequences of `ts` took
+// 0.1490 ms a token with 2, 0.1537-0.1546 with 4); LMPIPE_ATTN_PASSES = 1
+// or 4 for the others.
 static int pass_rows()
 {
 	static int r = 0;
 	if (!r) {
 		const char *v = getenv("LMPIPE_ATTN_PASSES");
-		r = v && (atoi(v) == 1 || atoi(v) == 2) ? atoi(v) : 4;
+		r = v && (atoi(v) == 1 || atoi(v) == 4) ? atoi(v) : 2;
 	}
 	return r;
 }
