@@ -136,6 +136,34 @@ __global__ void __launch_bounds__(ATTN_THREADS) attn_rows_kernel(bf16 *o, const 
 		    scale, sm, sc, threadIdx.x, 0);
 }
 
+// The fused kernels' stores (decode.h's attn_decode_qkv): items [0, D/2)
+// of the block's threads rotate the query's pairs and hand them, rounded to
+// bf16, to put_q(d, q_d, q_{d + D/2}); [D/2, D) rotate the key's pairs into
+// the cache at kv; [D, 2 D) copy the value's elements to vv.  r is the
+// token's q/k/v row, p its position, h and kvh its query and key/value head.
+template <int D, class PutQ>
+__device__ __forceinline__ void store_qkv(const bf16 *r, const float *cs, int p, int h, int kvh,
+					  decode_shape s, bf16 *kv, bf16 *vv, PutQ put_q)
+{
+	constexpr int HALF = D / 2;
+	for (int t = threadIdx.x; t < 2 * D; t += ATTN_THREADS) {
+		if (t < D) {
+			int d = t % HALF;
+			const bf16 *src = r + (size_t)(t < HALF ? h : s.H + kvh) * D;
+			float c = cs[((size_t)p * HALF + d) * 2], sn = cs[((size_t)p * HALF + d) * 2 + 1];
+			if (t < HALF) {
+				bf16 q0, q1;
+				rope_pair(&q0, &q1, ld(src + d), ld(src + d + HALF), c, sn);
+				put_q(d, q0, q1);
+			} else {
+				rope_pair(kv + d, kv + d + HALF, ld(src + d), ld(src + d + HALF), c, sn);
+			}
+		} else {
+			vv[t - D] = r[(size_t)(s.H + s.Hkv + kvh) * D + t - D];
+		}
+	}
+}
+
 // decode_qkv and attn_rows_kernel in one (decode.h's attn_decode_qkv): the
 // query's pairs rotated into shared memory as bf16 (what q would hold),
 // the key/value head's rotated key and value stored at the token's position
@@ -157,19 +185,10 @@ __global__ void __launch_bounds__(ATTN_THREADS) attn_qkv_rows_kernel(bf16 *o, bf
 	int kvh = h / (s.H / s.Hkv), p = pos[i];
 	const bf16 *r = qkv + (size_t)i * heads * D;
 	size_t at = cache_at(s, slot[i], kvh, p);
-	// items [0, HALF): the query's pairs; [HALF, D): the key's; [D, 2 D):
-	// the value's elements
-	for (int t = threadIdx.x; t < 2 * D; t += ATTN_THREADS) {
-		if (t < D) {
-			int d = t % HALF;
-			const bf16 *src = r + (size_t)(t < HALF ? h : s.H + kvh) * D;
-			float c = cs[((size_t)p * HALF + d) * 2], sn = cs[((size_t)p * HALF + d) * 2 + 1];
-			bf16 *dst = t < HALF ? qr : kc + at;
-			rope_pair(dst + d, dst + d + HALF, ld(src + d), ld(src + d + HALF), c, sn);
-		} else {
-			vc[at + t - D] = r[(size_t)(s.H + s.Hkv + kvh) * D + t - D];
-		}
-	}
+	store_qkv<D>(r, cs, p, h, kvh, s, kc + at, vc + at, [&](int d, bf16 q0, bf16 q1) {
+		qr[d] = q0;
+		qr[d + HALF] = q1;
+	});
 	__syncthreads();
 	attn_row<D>(o + ((size_t)i * s.H + h) * D, qr, kc + cache_at(s, slot[i], kvh, 0),
 		    vc + cache_at(s, slot[i], kvh, 0), p + 1, scale, sm, sc, threadIdx.x, 0);
@@ -401,32 +420,14 @@ __global__ void __launch_bounds__(ATTN_THREADS) attn_qkv_kernel_d(bf16 *o, bf16 
 	int kvh = h / (s.H / s.Hkv), p = pos[i];
 	const bf16 *r = qkv + (size_t)i * heads * D;
 	size_t at = cache_at(s, slot[i], kvh, p);
-	// items [0, HALF): the query's pairs; [HALF, D): the key's; [D, 2 D):
-	// the value's elements
 	attn_pass<D, R>(
 		o + ((size_t)i * s.H + h) * D, kc + cache_at(s, slot[i], kvh, 0),
 		vc + cache_at(s, slot[i], kvh, 0), p + 1, sm,
 		[&] {
-			for (int t = threadIdx.x; t < 2 * D; t += ATTN_THREADS) {
-				if (t < D) {
-					int d = t % HALF;
-					const bf16 *src = r + (size_t)(t < HALF ? h : s.H + kvh) * D;
-					float c = cs[((size_t)p * HALF + d) * 2];
-					float sn = cs[((size_t)p * HALF + d) * 2 + 1];
-					if (t < HALF) {
-						bf16 q0, q1;
-						rope_pair(&q0, &q1, ld(src + d), ld(src + d + HALF), c, sn);
-						sm.qs[d] = __bfloat162float(q0) * scale;
-						sm.qs[d + HALF] = __bfloat162float(q1) * scale;
-					} else {
-						bf16 *dst = kc + at;
-						rope_pair(dst + d, dst + d + HALF, ld(src + d), ld(src + d + HALF),
-							  c, sn);
-					}
-				} else {
-					vc[at + t - D] = r[(size_t)(s.H + s.Hkv + kvh) * D + t - D];
-				}
-			}
+			store_qkv<D>(r, cs, p, h, kvh, s, kc + at, vc + at, [&](int d, bf16 q0, bf16 q1) {
+				sm.qs[d] = __bfloat162float(q0) * scale;
+				sm.qs[d + HALF] = __bfloat162float(q1) * scale;
+			});
 			__syncthreads();
 		},
 		true);
