@@ -724,7 +724,7 @@ int main(void)
 	test_cache_ops(5, 5, 4, 4, 32, 40);
 	test_cache_ops(64, 64, 16, 16, 32, 300);
 	/* steps of at least 512 blocks (tokens x heads): the one-pass kernels */
-	test_cache_ops(128, 128, 4, 4, 32, 700); /* up to three loads of 256 positions */
+	test_cache_ops(128, 128, 4, 4, 32, 700); /* up to six loads of 128 positions */
 	test_cache_ops(64, 64, 8, 2, 64, 129);   /* grouped at D = 64 */
 	test_cache_ops(48, 48, 12, 1, 128, 300); /* one key/value head at D = 128 */
 	test_cache_ops(7, 7, 8, 2, 64, 129);
