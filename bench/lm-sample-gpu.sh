@@ -7,8 +7,13 @@
 # about PROMPT tokens, NEW tokens each, no early stop (the tokenizer has no
 # end-of-text token).  Both sides are timed with NEW and with 1 new token,
 # and the figure is ROUNDS x BATCH x (NEW - 1) / (t_NEW - t_1): decoding
-# speed without loading, warm-up and prefill.  One JSON line per
-# measurement, then the ratios.
+# speed without loading, warm-up and prefill.  Both sides time inside their
+# process: generate() calls after warm-up calls for Hugging Face,
+# lm-sample --stats's generate_s (its first steps, run before their CUDA
+# graphs are recorded, and the recording are in it) for lmpipe; a whole
+# process's time varies by tenths of a second with the device's start,
+# as much as the difference measured (ours_wall_s: those times).  One JSON
+# line per measurement, then the ratios.
 #
 #   TEXT=FILE       text for the tokenizer, the model's 2 training steps and
 #                   the prompts (default: ../shared/data's tinyshakespeare)
@@ -60,11 +65,14 @@ ours() { # ours BATCH ROUNDS NEW: seconds for ROUNDS x BATCH prompts
 	perl -e 'my @l = <STDIN>; print $l[$_ % @l] for 0 .. $ARGV[0] - 1' "$n" < "$TMP/prompts.txt" > "$TMP/p.txt"
 	t0=$(now)
 	"$BIN/lm-sample" -c "$TMP/ck/latest" -t "$TMP/tok" --device "$DEVICE" -i "$TMP/p.txt" \
-		--top-p "$TOP_P" --seed 1 --batch "$1" --max-tokens "$3" > /dev/null
+		--top-p "$TOP_P" --seed 1 --batch "$1" --max-tokens "$3" --stats > /dev/null 2> "$TMP/stats"
 	t1=$(now)
-	awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }'
+	g=$(sed -n 's/^lm-sample: stats: .*"generate_s":\([0-9.]*\).*/\1/p' "$TMP/stats")
+	[ -n "$g" ] || { cat "$TMP/stats" >&2; exit 1; }
+	awk -v a="$t0" -v b="$t1" -v g="$g" 'BEGIN { print g, b - a }'
 }
-best() { for i in $(seq "$REPEAT"); do "$@"; done | sort -g | head -1; }
+# the least of REPEAT runs' generate_s, then that run's wall time
+best() { for i in $(seq "$REPEAT"); do "$@" || exit 1; done | sort -g | head -1; }
 
 # prompt texts: the ids decoded back (lm-sample re-encodes them; the count
 # may differ by a token or so, which the difference of two timings cancels)
@@ -79,10 +87,9 @@ HAVE_REF=$REF
 for b in $BATCHES; do
 	r=$ROUNDS hr=$HF_ROUNDS
 	[ "$b" = 1 ] && r=$ROUNDS1 hr=$HF_ROUNDS1
-	tn=$(best ours "$b" "$r" "$NEW")
-	t1=$(best ours "$b" "$r" 1)
-	tps=$(awk -v b="$b" -v r="$r" -v m="$NEW" -v tn="$tn" -v t1="$t1" 'BEGIN { printf "%.1f", r * b * (m - 1) / (tn - t1) }')
-	echo "{\"impl\":\"lm-sample-$DEVICE\",\"model\":\"$MODEL\",\"batch\":$b,\"rounds\":$r,\"prompt\":$PROMPT,\"new\":$NEW,\"top_p\":$TOP_P,\"tokens_per_s\":$tps,\"t_new_s\":$tn,\"t_1_s\":$t1}"
+	tn=$(best ours "$b" "$r" "$NEW") && t1=$(best ours "$b" "$r" 1) || exit 1
+	tps=$(awk -v b="$b" -v r="$r" -v m="$NEW" -v tn="${tn% *}" -v t1="${t1% *}" 'BEGIN { printf "%.1f", r * b * (m - 1) / (tn - t1) }')
+	echo "{\"impl\":\"lm-sample-$DEVICE\",\"model\":\"$MODEL\",\"batch\":$b,\"rounds\":$r,\"prompt\":$PROMPT,\"new\":$NEW,\"top_p\":$TOP_P,\"tokens_per_s\":$tps,\"t_new_s\":${tn% *},\"t_1_s\":${t1% *},\"ours_wall_s\":[${tn#* },${t1#* }]}"
 	[ "$HAVE_REF" = 1 ] || { echo '{"impl":"hf-generate","skipped":"REF=0, or no torch or transformers"}'; continue; }
 	for mode in $HF_MODES; do
 		ref=$("$PYTHON" "$ROOT/bench/hf_generate_gpu.py" "$TMP/hf" "$TMP/ids.jsonl" "$b" "$NEW" "$hr" "$TOP_P" "$mode" 2>"$TMP/hf.err") ||

@@ -64,6 +64,17 @@ J r1.jsonl '!grep { my @i = @{$_->{completion_ids}}; @i != @{$_->{logprobs}} || 
 ok $? "completion = decoded completion_ids; one log-prob (<= 0) per token"
 J r1.jsonl '!grep { $_->{finish_reason} ne "length" || @{$_->{completion_ids}} != 16 } @o'
 ok $? "no end-of-text token in this tokenizer: all stop at --max-tokens (length)"
+
+# --stats: the same output, and on stderr the counts of what it wrote
+S --jsonl -i p.jsonl -n 3 --max-tokens 16 --seed 7 --stats > r1s.jsonl 2> stats.err
+ok $? "--stats"
+cmp -s r1.jsonl r1s.jsonl
+ok $? "--stats: the same samples on stdout"
+sed -n 's/^lm-sample: stats: //p' stats.err > stats.json
+J r1s.jsonl 'open my $f, "<", "stats.json" or die; my $s = decode_json(<$f>); my $p = 0; $p += @{$_->{prompt_ids}} for grep { $_->{sample} == 0 } @o;
+	$s->{prompts} == 3 && $s->{samples} == 9 && $s->{new_tokens} == 9 * 16 && $s->{prompt_tokens} == $p
+	&& $s->{load_s} > 0 && $s->{generate_s} > 0 && abs($s->{new_tokens_per_s} - $s->{new_tokens} / $s->{generate_s}) < 0.1 * $s->{new_tokens_per_s} + 1'
+ok $? "--stats: prompts, samples, prompt and new tokens, times ($(cat stats.err))"
 S --jsonl -i p.jsonl -n 3 --max-tokens 16 --seed 7 -b 3 > r2.jsonl
 S --jsonl -i p.jsonl -n 3 --max-tokens 16 --seed 7 -b 64 > r3.jsonl
 strip() { perl -MJSON::PP -ne 'my $o = decode_json($_); print join(" ", @{$o->{completion_ids}}), "\n"' "$@"; }

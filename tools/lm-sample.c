@@ -23,6 +23,7 @@ static long long top_k, n_samples = 1, batch, max_tokens = DEFAULT_MAX_TOKENS, s
 		 context, threads;
 static opt_strlist stops;
 static const char *on_error = "stop";
+static int show_stats;
 static const char *const on_error_choices[] = { "stop", "skip", NULL };
 
 static const opt_def options[] = {
@@ -45,6 +46,7 @@ static const opt_def options[] = {
 	{ 0, "on-error", OPT_CHOICE, &on_error, "WHAT", "a bad prompt record: stop or skip", 0, 0, on_error_choices },
 	{ 0, "device", OPT_CHOICE, &o.device, "DEV", "where the model runs (default cpu)", 0, 0, backend_names },
 	{ 'j', "threads", OPT_INT, &threads, "N", "CPU threads (default: all)", 1, MAX_THREADS, NULL },
+	{ 0, "stats", OPT_FLAG, &show_stats, NULL, "at the end, times and token counts as JSON on stderr", 0, 0, NULL },
 	OPT_END
 };
 
@@ -95,12 +97,21 @@ int main(int argc, char **argv)
 	o.skip_bad = on_error[1] == 'k';
 	o.warn = warn_skip;
 	o.note = note;
+	lmsample_stats st;
+	if (show_stats)
+		o.stats = &st;
 	backend_set_threads((int)threads);
 	/* a terminal waiting in silence looks like a hang */
 	if (!o.n_prompts && !o.input && isatty(STDIN_FILENO) && isatty(STDERR_FILENO))
 		warnmsg("type a prompt and Enter: each is answered before the next is read (Ctrl-D ends)");
 	if (lmsample_run(&o, &e) < 0)
 		die_err(&e);
+	if (show_stats)
+		warnmsg("stats: {\"load_s\":%.6f,\"generate_s\":%.6f,\"prompts\":%llu,\"samples\":%llu,"
+			"\"prompt_tokens\":%llu,\"new_tokens\":%llu,\"new_tokens_per_s\":%.1f}", st.load_s,
+			st.generate_s, (unsigned long long)st.prompts, (unsigned long long)st.samples,
+			(unsigned long long)st.prompt_tokens, (unsigned long long)st.new_tokens,
+			st.generate_s > 0 ? (double)st.new_tokens / st.generate_s : 0.0);
 	free(o.prompts);
 	free(stops.v);
 	free(o.tok.special.v);

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "base/io.h"
+#include "cli/progress.h"
 #include "gen/model_decode.h"
 #include "gen/prompts.h"
 #include "gen/rollout.h"
@@ -27,6 +28,7 @@ typedef struct run_ctx {
 	int write_failed;
 	int headed;                  /* plain text: the current sample's header is out */
 	int looked;                  /* plain text: the first line looked at for JSON */
+	lmsample_stats st;
 } run_ctx;
 
 /* One prompt in flight: its record and its tokens. */
@@ -103,6 +105,8 @@ static int next_prompt(void *user, gen_prompt *gp, lm_err *e)
 		if (rc == PROMPT_OK) {
 			*gp = (gen_prompt){ it->ids.v + start, it->ids.n - start, it->rec.text, it->rec.len,
 					    c->next_index++, it };
+			c->st.prompts++;
+			c->st.prompt_tokens += it->ids.n - start;
 			return 1;
 		}
 		item_free(it);
@@ -140,6 +144,8 @@ static int sample_done(void *user, const gen_sample *s, lm_err *e)
 {
 	run_ctx *c = user;
 	const lmsample_opts *o = c->o;
+	c->st.samples++;
+	c->st.new_tokens += s->n;
 	if (!o->jsonl) {
 		header(c, s);
 		c->headed = 0;
@@ -243,6 +249,7 @@ int lmsample_run(const lmsample_opts *o, lm_err *e)
 		return lm_usage_err(e, "prompts come from arguments or from --input, not both");
 	loaded L = { 0 };
 	run_ctx c = { .o = o };
+	double t0 = lm_now();
 	int rc = load(o, &L, &c.n_ctx, e);
 	if (rc == 0 && !o->n_prompts && !(L.in = io_open_read(o->input, e)))
 		rc = -1;
@@ -264,7 +271,12 @@ int lmsample_run(const lmsample_opts *o, lm_err *e)
 		.lazy = !o->n_prompts && isatty(fileno(L.in)),
 	};
 	gen_io io = { &c, next_prompt, o->jsonl ? NULL : stream_text, sample_done, release };
+	double t1 = lm_now();
 	rc = generate(&L.md.dec, &gc, &io, &L.t, e);
+	c.st.load_s = t1 - t0;
+	c.st.generate_s = lm_now() - t1;
+	if (o->stats)
+		*o->stats = c.st;
 	prompt_reader_free(&c.rd);
 	unload(&L);
 	return rc;

@@ -18,6 +18,15 @@
 	"Considering the limited time by the user, I have to give the solution based on the " \
 	"thinking directly now.\n</think>.\n\n"
 
+/* What a run did, for --stats: times on a monotonic clock. */
+typedef struct lmsample_stats {
+	double load_s;             /* tokenizer, checkpoint, backend and decoder */
+	double generate_s;         /* from the first prompt read to the last sample written */
+	uint64_t prompts, samples;
+	uint64_t prompt_tokens;    /* as fed (after --truncate) */
+	uint64_t new_tokens;       /* completion tokens of all samples */
+} lmsample_stats;
+
 typedef struct lmsample_opts {
 	const char *checkpoint;
 	bpe_source tok;
@@ -38,6 +47,7 @@ typedef struct lmsample_opts {
 	int skip_bad;              /* skip bad records instead of stopping */
 	void (*warn)(const char *msg);  /* a record skipped */
 	void (*note)(const char *msg);  /* advice (may be NULL) */
+	lmsample_stats *stats;     /* filled in when not NULL */
 } lmsample_opts;
 
 int lmsample_run(const lmsample_opts *o, lm_err *e);
