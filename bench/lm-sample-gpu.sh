@@ -12,8 +12,10 @@
 # lm-sample --stats's generate_s (its first steps, run before their CUDA
 # graphs are recorded, and the recording are in it) for lmpipe; a whole
 # process's time varies by tenths of a second with the device's start,
-# as much as the difference measured (ours_wall_s: those times).  One JSON
-# line per measurement, then the ratios.
+# as much as the difference measured (ours_wall_s: those times).
+# decode_tokens_per_s: the NEW run's decoding turns alone (--stats's
+# decode_tokens / decode_s, first steps included), decode_max_s its
+# slowest turn.  One JSON line per measurement, then the ratios.
 #
 #   TEXT=FILE       text for the tokenizer, the model's 2 training steps and
 #                   the prompts (default: ../shared/data's tinyshakespeare)
@@ -67,11 +69,14 @@ ours() { # ours BATCH ROUNDS NEW: seconds for ROUNDS x BATCH prompts
 	"$BIN/lm-sample" -c "$TMP/ck/latest" -t "$TMP/tok" --device "$DEVICE" -i "$TMP/p.txt" \
 		--top-p "$TOP_P" --seed 1 --batch "$1" --max-tokens "$3" --stats > /dev/null 2> "$TMP/stats"
 	t1=$(now)
-	g=$(sed -n 's/^lm-sample: stats: .*"generate_s":\([0-9.]*\).*/\1/p' "$TMP/stats")
-	[ -n "$g" ] || { cat "$TMP/stats" >&2; exit 1; }
-	awk -v a="$t0" -v b="$t1" -v g="$g" 'BEGIN { print g, b - a }'
+	# generate_s, then the wall time, decode_s, decode_tokens and decode_max_s
+	v=$(perl -MJSON::PP -ne 'print join(" ", @{decode_json($1)}{qw(generate_s decode_s decode_tokens decode_max_s)})
+		if /^lm-sample: stats: (.*)/' "$TMP/stats")
+	[ -n "$v" ] || { cat "$TMP/stats" >&2; exit 1; }
+	set -- $v
+	awk -v a="$t0" -v b="$t1" -v g="$1" -v rest="$2 $3 $4" 'BEGIN { print g, b - a, rest }'
 }
-# the least of REPEAT runs' generate_s, then that run's wall time
+# the run of the least generate_s of REPEAT
 best() { for i in $(seq "$REPEAT"); do "$@" || exit 1; done | sort -g | head -1; }
 
 # prompt texts: the ids decoded back (lm-sample re-encodes them; the count
@@ -88,8 +93,10 @@ for b in $BATCHES; do
 	r=$ROUNDS hr=$HF_ROUNDS
 	[ "$b" = 1 ] && r=$ROUNDS1 hr=$HF_ROUNDS1
 	tn=$(best ours "$b" "$r" "$NEW") && t1=$(best ours "$b" "$r" 1) || exit 1
-	tps=$(awk -v b="$b" -v r="$r" -v m="$NEW" -v tn="${tn% *}" -v t1="${t1% *}" 'BEGIN { printf "%.1f", r * b * (m - 1) / (tn - t1) }')
-	echo "{\"impl\":\"lm-sample-$DEVICE\",\"model\":\"$MODEL\",\"batch\":$b,\"rounds\":$r,\"prompt\":$PROMPT,\"new\":$NEW,\"top_p\":$TOP_P,\"tokens_per_s\":$tps,\"t_new_s\":${tn% *},\"t_1_s\":${t1% *},\"ours_wall_s\":[${tn#* },${t1#* }]}"
+	set -- $tn; gn=$1 wn=$2 ds=$3 dt=$4 dm=$5; set -- $t1; g1=$1 w1=$2
+	tps=$(awk -v b="$b" -v r="$r" -v m="$NEW" -v tn="$gn" -v t1="$g1" 'BEGIN { printf "%.1f", r * b * (m - 1) / (tn - t1) }')
+	dps=$(awk -v t="$dt" -v s="$ds" 'BEGIN { printf "%.1f", (s > 0 ? t / s : 0) }')
+	echo "{\"impl\":\"lm-sample-$DEVICE\",\"model\":\"$MODEL\",\"batch\":$b,\"rounds\":$r,\"prompt\":$PROMPT,\"new\":$NEW,\"top_p\":$TOP_P,\"tokens_per_s\":$tps,\"t_new_s\":$gn,\"t_1_s\":$g1,\"ours_wall_s\":[$wn,$w1],\"decode_tokens_per_s\":$dps,\"decode_max_s\":$dm}"
 	[ "$HAVE_REF" = 1 ] || { echo '{"impl":"hf-generate","skipped":"REF=0, or no torch or transformers"}'; continue; }
 	for mode in $HF_MODES; do
 		ref=$("$PYTHON" "$ROOT/bench/hf_generate_gpu.py" "$TMP/hf" "$TMP/ids.jsonl" "$b" "$NEW" "$hr" "$TOP_P" "$mode" 2>"$TMP/hf.err") ||

@@ -75,6 +75,13 @@ J r1s.jsonl 'open my $f, "<", "stats.json" or die; my $s = decode_json(<$f>); my
 	$s->{prompts} == 3 && $s->{samples} == 9 && $s->{new_tokens} == 9 * 16 && $s->{prompt_tokens} == $p
 	&& $s->{load_s} > 0 && $s->{generate_s} > 0 && abs($s->{new_tokens_per_s} - $s->{new_tokens} / $s->{generate_s}) < 0.1 * $s->{new_tokens_per_s} + 1'
 ok $? "--stats: prompts, samples, prompt and new tokens, times ($(cat stats.err))"
+# all 9 sequences admitted in the first turn (batch 16): it chooses their
+# first tokens, then 15 decoding turns choose 9 tokens each
+J r1s.jsonl 'open my $f, "<", "stats.json" or die; my $s = decode_json(<$f>);
+	$s->{decode_turns} == 15 && $s->{decode_tokens} == 15 * 9 && $s->{prefill_s} > 0 && $s->{decode_s} > 0
+	&& $s->{prefill_s} + $s->{decode_s} <= $s->{generate_s} && $s->{decode_max_s} <= $s->{decode_s}
+	&& $s->{decode_max_s} * 15 >= $s->{decode_s}'
+ok $? "--stats: the prefill turn and the 15 decoding turns"
 S --jsonl -i p.jsonl -n 3 --max-tokens 16 --seed 7 -b 3 > r2.jsonl
 S --jsonl -i p.jsonl -n 3 --max-tokens 16 --seed 7 -b 64 > r3.jsonl
 strip() { perl -MJSON::PP -ne 'my $o = decode_json($_); print join(" ", @{$o->{completion_ids}}), "\n"' "$@"; }

@@ -269,6 +269,7 @@ int lmsample_run(const lmsample_opts *o, lm_err *e)
 		.eot = L.t.eot,
 		/* typed at a terminal: answer each prompt before reading the next */
 		.lazy = !o->n_prompts && isatty(fileno(L.in)),
+		.times = &c.st.gen,
 	};
 	gen_io io = { &c, next_prompt, o->jsonl ? NULL : stream_text, sample_done, release };
 	double t1 = lm_now();

@@ -25,6 +25,7 @@ typedef struct lmsample_stats {
 	uint64_t prompts, samples;
 	uint64_t prompt_tokens;    /* as fed (after --truncate) */
 	uint64_t new_tokens;       /* completion tokens of all samples */
+	gen_times gen;             /* generate_s split: prefill and decoding turns */
 } lmsample_stats;
 
 typedef struct lmsample_opts {

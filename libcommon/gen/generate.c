@@ -372,12 +372,14 @@ static void compact(gen_run *r)
 	r->head = 0;
 }
 
-/* Admit prompts while slots allow, prefill them, fork their siblings. */
-static int fill(gen_run *r, int *eof, size_t n_active, lm_err *e)
+/* Admit prompts while slots allow, prefill them, fork their siblings;
+ * *n_prefilled: the prompts' sequences prefilled. */
+static int fill(gen_run *r, int *eof, size_t n_active, size_t *n_prefilled, lm_err *e)
 {
 	const gen_config *c = r->c;
 	compact(r);
 	size_t n_pre = 0, first = r->tail;
+	*n_prefilled = 0;
 	while (!*eof && free_slots(r) >= c->n_samples && !(c->lazy && (n_active || n_pre))) {
 		gen_req *q = calloc(1, sizeof *q);
 		if (!q)
@@ -400,6 +402,7 @@ static int fill(gen_run *r, int *eof, size_t n_active, lm_err *e)
 	}
 	if (!n_pre)
 		return 0;
+	*n_prefilled = n_pre;
 	if (r->d->feed(r->d->ctx, (uint32_t)n_pre, r->f_slot, r->f_tok, r->f_n, r->f_rows, e) < 0)
 		return -1;
 	if (!r->d->fork)
@@ -426,8 +429,11 @@ static int run_loop(gen_run *r, lm_err *e)
 		return lm_seterr(e, "generation buffers:");
 	int eof = 0, rc = 0;
 	size_t n_act = 0;
+	gen_times *tm = r->c->times;
 	for (;;) {
-		if ((rc = fill(r, &eof, n_act, e)) < 0)
+		double t0 = tm ? omp_get_wtime() : 0;
+		size_t n_pre, n_tok = 0;
+		if ((rc = fill(r, &eof, n_act, &n_pre, e)) < 0)
 			break;
 		n_act = 0;
 		for (uint32_t i = 0; i < d->n_slots; i++)
@@ -449,6 +455,7 @@ static int run_loop(gen_run *r, lm_err *e)
 				if (d->choose && (rc = take_round(r, s, j, i, n_act, e)) < 0)
 					break;
 				rc = advance(r, s, e);
+				n_tok++;
 				if (s->finish) {
 					s->st->done = 1;
 					r->slot[s->st->slot] = NULL;
@@ -470,6 +477,18 @@ static int run_loop(gen_run *r, lm_err *e)
 					    r->f_rows, e)) < 0)
 			break;
 		n_act = n_feed;
+		if (tm) {
+			double dt = omp_get_wtime() - t0;
+			if (n_pre) {
+				tm->prefill_s += dt;
+			} else {
+				tm->decode_s += dt;
+				tm->decode_turns++;
+				tm->decode_tokens += n_tok;
+				if (dt > tm->decode_max_s)
+					tm->decode_max_s = dt;
+			}
+		}
 	}
 	free(act);
 	if (rc == 0 && r->input_failed) {
@@ -521,6 +540,8 @@ int generate(const lm_decoder *d, const gen_config *c, const gen_io *io,
 	/* A vocabulary padded past the tokenizer: never draw the padding. */
 	gen_config cc = *c;
 	cc.sp.limit = tok->n_vocab;
+	if (c->times)
+		*c->times = (gen_times){ 0 };
 	gen_run r = { .d = d, .c = &cc, .io = io, .tok = tok };
 	size_t S = d->n_slots, V = d->n_vocab;
 	r.slot = calloc(S, sizeof *r.slot);

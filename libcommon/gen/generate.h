@@ -72,6 +72,17 @@ typedef struct lm_decoder {
 	uint32_t max_ahead;
 } lm_decoder;
 
+/* Where generate()'s time went (gen_config.times, when not NULL), on
+ * omp_get_wtime's clock.  A turn of the driver that admits prompts (their
+ * prefill and first tokens, with the tokens of the sequences already in
+ * flight that turn) counts as prefill; every other turn as decoding. */
+typedef struct gen_times {
+	double prefill_s, decode_s;
+	uint64_t decode_turns;     /* turns that admitted no prompt */
+	uint64_t decode_tokens;    /* tokens chosen in them */
+	double decode_max_s;       /* the slowest of them */
+} gen_times;
+
 typedef struct gen_config {
 	sample_params sp;
 	uint64_t seed;
@@ -84,6 +95,7 @@ typedef struct gen_config {
 	size_t n_think_close;
 	uint32_t eot;              /* end-of-text id, or BPE_NO_TOKEN */
 	int lazy;                  /* admit a prompt only when nothing is in flight */
+	gen_times *times;          /* filled in when not NULL */
 } gen_config;
 
 typedef struct gen_prompt {
