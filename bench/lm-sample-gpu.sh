@@ -13,6 +13,10 @@
 # graphs are recorded, and the recording are in it) for lmpipe; a whole
 # process's time varies by tenths of a second with the device's start,
 # as much as the difference measured (ours_wall_s: those times).
+# lm-sample runs with CUDA_MODULE_LOADING=EAGER (unless set): its kernels
+# are loaded with the CUDA context, in load_s, not at their first launch
+# inside the timed generation (the decoding step's kernels only in the NEW
+# run), as generate()'s warm-up calls load PyTorch's before its timing.
 # decode_tokens_per_s: the NEW run's decoding turns alone (--stats's
 # decode_tokens / decode_s, first steps included), decode_max_s its
 # slowest turn.  One JSON line per measurement, then the ratios.
@@ -66,8 +70,9 @@ ours() { # ours BATCH ROUNDS NEW: seconds for ROUNDS x BATCH prompts
 	n=$(($1 * $2))
 	perl -e 'my @l = <STDIN>; print $l[$_ % @l] for 0 .. $ARGV[0] - 1' "$n" < "$TMP/prompts.txt" > "$TMP/p.txt"
 	t0=$(now)
-	"$BIN/lm-sample" -c "$TMP/ck/latest" -t "$TMP/tok" --device "$DEVICE" -i "$TMP/p.txt" \
-		--top-p "$TOP_P" --seed 1 --batch "$1" --max-tokens "$3" --stats > /dev/null 2> "$TMP/stats"
+	CUDA_MODULE_LOADING=${CUDA_MODULE_LOADING:-EAGER} "$BIN/lm-sample" -c "$TMP/ck/latest" -t "$TMP/tok" \
+		--device "$DEVICE" -i "$TMP/p.txt" --top-p "$TOP_P" --seed 1 --batch "$1" --max-tokens "$3" \
+		--stats > /dev/null 2> "$TMP/stats"
 	t1=$(now)
 	# generate_s, then the wall time, decode_s, decode_tokens and decode_max_s
 	v=$(perl -MJSON::PP -ne 'print join(" ", @{decode_json($1)}{qw(generate_s decode_s decode_tokens decode_max_s)})
