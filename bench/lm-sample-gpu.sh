@@ -24,7 +24,8 @@
 #   TEXT=FILE       text for the tokenizer, the model's 2 training steps and
 #                   the prompts (default: ../shared/data's tinyshakespeare)
 #   MODEL=ts  VOCAB=10000  PROMPT=32  NEW=256  TOP_P=0.95  BATCHES="1 64"
-#   ROUNDS1=24 ROUNDS=8   lm-sample rounds at batch 1 and at other batches
+#   ROUNDS1=24 ROUNDS=16  lm-sample rounds at batch 1 and at other batches (8 before
+#                   stop 50: 16 halves the weight of the first round's one-time costs)
 #   HF_ROUNDS1=2 HF_ROUNDS=2  generate() rounds (it is slow at batch 1)
 #   REPEAT=3        lm-sample runs per timing (the least counts)
 #   HF_MODES="static dynamic"   REF=0: no generate() reference
@@ -40,7 +41,7 @@ NEW=${NEW:-256}
 TOP_P=${TOP_P:-0.95}
 BATCHES=${BATCHES:-1 64}
 ROUNDS1=${ROUNDS1:-24}
-ROUNDS=${ROUNDS:-8}
+ROUNDS=${ROUNDS:-16}
 HF_ROUNDS1=${HF_ROUNDS1:-2}
 HF_ROUNDS=${HF_ROUNDS:-2}
 REPEAT=${REPEAT:-3}
