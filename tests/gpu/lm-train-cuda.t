@@ -139,6 +139,22 @@ run sh -c 'lm-sample --device cuda -c g/latest -t byte.tok -i p.jsonl --top-p 0.
 ok $(( rc != 0 || $(wc -l < j1.jsonl) != 12 )) "lm-sample --jsonl samples on CUDA: 3 prompts x 4 samples ($err)"
 cmp -s j1.jsonl j2.jsonl
 ok $? "the same seed gives the same samples on CUDA"
+# --stats on CUDA: the same samples; the 12 sequences are admitted in the
+# first turn, which chooses their first token (up to 8, model_decode.h's
+# MODEL_DECODE_AHEAD, when the device runs ahead); the later turns choose
+# the rest, a token of each sequence a round
+lm-sample --device cuda -c g/latest -t byte.tok -i p.jsonl --top-p 0.9 -n 4 --seed 5 --jsonl --context 64 \
+	--stats > j4.jsonl 2> stats.err
+cmp -s j1.jsonl j4.jsonl
+ok $? "--stats on CUDA: the same samples"
+sed -n 's/^lm-sample: stats: //p' stats.err > stats.json
+perl -MJSON::PP -e 'open my $f, "<", "stats.json" or die; my $s = decode_json(<$f>); my $n = 0;
+	open my $j, "<", "j1.jsonl" or die; $n += @{decode_json($_)->{completion_ids}} for <$j>;
+	my $d = $s->{decode_tokens};
+	exit !($s->{samples} == 12 && $s->{new_tokens} == $n && $d <= $n - 12 && $d >= $n - 8 * 12 && $d % 12 == 0
+		&& $s->{decode_turns} >= 1 && $s->{decode_turns} <= $d / 12
+		&& $s->{prefill_s} + $s->{decode_s} <= $s->{generate_s} && $s->{decode_tokens_per_s} > 0)'
+ok $? "--stats on CUDA: the decoding turns' tokens ($(cat stats.err))"
 # steps of 6 sequences with top-p 0.9 alone draw the nucleus by rejection
 # (kernels/sample.h's sample_rejects): 3 prompts x 2 samples
 run sh -c 'for i in 1 2; do lm-sample --device cuda -c g/latest -t byte.tok -i p.jsonl --top-p 0.9 -n 2 --seed 7 --jsonl --context 64 > r$i.jsonl || exit 1; done'
