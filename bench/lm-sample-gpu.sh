@@ -83,7 +83,11 @@ ours() { # ours BATCH ROUNDS NEW: seconds for ROUNDS x BATCH prompts
 	awk -v a="$t0" -v b="$t1" -v g="$1" -v rest="$2 $3 $4" 'BEGIN { print g, b - a, rest }'
 }
 # the run of the least generate_s of REPEAT
-best() { for i in $(seq "$REPEAT"); do "$@" || exit 1; done | sort -g | head -1; }
+# (a failed run fails it: a pipeline's status would be head's)
+best() {
+	runs=$(for i in $(seq "$REPEAT"); do "$@" || exit 1; done) || return 1
+	printf '%s\n' "$runs" | sort -g | head -1
+}
 
 # prompt texts: the ids decoded back (lm-sample re-encodes them; the count
 # may differ by a token or so, which the difference of two timings cancels)
