@@ -109,12 +109,35 @@ static int twice(int op)
 	return mask & op ? 2 : 1;
 }
 
+/* A prefill chunk made only of whole inputs from position 0, as runs of
+ * inputs of one length, in the chunk's order: run r is b[r] inputs of t[r]
+ * tokens.  More runs than PREFILL_RUNS: not such a chunk. */
+enum { PREFILL_RUNS = 16 };
+typedef struct prefill_runs {
+	int n, t[PREFILL_RUNS], b[PREFILL_RUNS];
+} prefill_runs;
+
+/* Whether chunk pr (NULL, or no runs: not such a chunk) attends through
+ * be->attn_qkv_fwd (model_decode.h's prefill_flash). */
+static int flash_applies(model_decoder *md, const prefill_runs *pr)
+{
+	const model_config *c = &md->m->cfg;
+	lm_backend *be = md->m->be;
+	if (!pr || !pr->n || !md->prefill_flash)
+		return 0;
+	for (int r = 0; r < pr->n; r++)
+		if (!be->supports(be, LM_OP_ATTENTION_QKV, c->d_model / c->n_heads, pr->t[r]))
+			return 0;
+	return 1;
+}
+
 /* The ops of a chunk of N tokens, nl of which end their sequence's input,
  * from the uploaded meta arrays (and, unless embed, the embedded tokens
  * in md->x already: the sampler's feed) to each such token's logits in its
- * slot's row of md->rows.  Queued only: nothing here waits for the backend
- * or touches the host, so that it can be recorded. */
-static void chunk_ops(model_decoder *md, int N, int nl, int embed)
+ * slot's row of md->rows; pr: its runs of whole inputs, or NULL.  Queued
+ * only: nothing here waits for the backend or touches the host, so that
+ * it can be recorded. */
+static void chunk_ops(model_decoder *md, int N, int nl, int embed, const prefill_runs *pr)
 {
 	const model *m = md->m;
 	lm_backend *be = m->be;
@@ -130,6 +153,8 @@ static void chunk_ops(model_decoder *md, int N, int nl, int embed)
 	float *x = md->x, *x2 = md->x2;
 	if (embed)
 		be->embedding_fwd(be, x, md->ids, m->wte, N, C);
+	int flash = flash_applies(md, pr);
+	md->flash_chunks += flash;
 	if (nl == N && md->step && N <= DECODE_STEP_MAX_N) {
 		if (be->decode_step(be, md->step) == 0)
 			return;
@@ -147,12 +172,24 @@ static void chunk_ops(model_decoder *md, int N, int nl, int embed)
 			be->qkv_headnorm(be, md->qkv, p->q_norm, p->k_norm, N, H, KV, D, eps);
 		/* a decoding step (one token a sequence): no token reads another's
 		 * new key, so the store and the attention can be one pass */
-		for (int k = twice(TW_ATTN); k--;)
-			if (nl < N || !be->attn_decode_qkv ||
-			    be->attn_decode_qkv(be, md->y, kc, vc, md->qkv, m->rope_cs, pos, slot, s, scale)) {
-				be->decode_qkv(be, md->q, kc, vc, md->qkv, m->rope_cs, pos, slot, s);
-				be->attn_decode(be, md->y, md->q, kc, vc, pos, slot, s, scale);
-			}
+		if (flash) {
+			/* the keys and values into the cache (decode_qkv's q is
+			 * not used), then per run the flash kernels on its packed
+			 * rows, which they rotate in place */
+			be->decode_qkv(be, md->q, kc, vc, md->qkv, m->rope_cs, pos, slot, s);
+			for (int r = 0, at = 0; r < pr->n; at += pr->b[r] * pr->t[r], r++)
+				be->attn_qkv_fwd(be, (char *)md->qkv + (size_t)at * model_qkv_rows(c) * z,
+						 m->rope_cs, (char *)md->y + (size_t)at * C * z,
+						 md->lse + (size_t)at * H, pr->b[r], pr->t[r], H, D, scale);
+		} else {
+			for (int k = twice(TW_ATTN); k--;)
+				if (nl < N || !be->attn_decode_qkv ||
+				    be->attn_decode_qkv(be, md->y, kc, vc, md->qkv, m->rope_cs, pos, slot, s,
+							scale)) {
+					be->decode_qkv(be, md->q, kc, vc, md->qkv, m->rope_cs, pos, slot, s);
+					be->attn_decode(be, md->y, md->q, kc, vc, pos, slot, s, scale);
+				}
+		}
 		for (int k = twice(TW_OUT); k--;)
 			be->matmul_fwd(be, x2, x, md->y, w->wo, N, C, C);
 		if (c->mlp == MODEL_MLP_SWIGLU && be->norm_glu_fwd &&
@@ -200,12 +237,12 @@ static int step_ops(model_decoder *md, int N, lm_err *e)
 	if (!md->graph || md->no_graphs || md->seen[N] < 1) {
 		if (md->seen)
 			md->seen[N] = 1;
-		chunk_ops(md, N, N, 1);
+		chunk_ops(md, N, N, 1, NULL);
 		return 0;
 	}
 	if (!md->graph[N]) {
 		be->graph_begin(be);
-		chunk_ops(md, N, N, 1);
+		chunk_ops(md, N, N, 1, NULL);
 		if (!(md->graph[N] = be->graph_end(be))) {
 			md->no_graphs = 1;
 			return be->sync(be, e);
@@ -215,12 +252,15 @@ static int step_ops(model_decoder *md, int N, lm_err *e)
 	return 0;
 }
 
-/* Run N stacked tokens through the model; the logits of the tokens that
- * end their sequence's input go to their slot's row, and (when the host
- * samples) to out[last_of[i]]. */
-static int run_chunk(model_decoder *md, int N, int single, float *const *out, lm_err *e)
+/* Run N stacked tokens through the model (pr: the runs of whole inputs
+ * they are, or NULL); the logits of the tokens that end their sequence's
+ * input go to their slot's row, and (when the host samples) to
+ * out[last_of[i]]. */
+static int run_chunk(model_decoder *md, int N, const prefill_runs *pr, int single,
+		     float *const *out, lm_err *e)
 {
 	if (md->xt && !md->op_table) {
+		memcpy(md->ids, meta(md, md->meta_host, META_IDS), (size_t)N * sizeof *md->ids);
 		model_decode_cpu_chunk(md, N, out);
 		return 0;
 	}
@@ -245,7 +285,7 @@ static int run_chunk(model_decoder *md, int N, int single, float *const *out, lm
 		if (step_ops(md, N, e) < 0)
 			return -1;
 	} else {
-		chunk_ops(md, N, nl, 1);
+		chunk_ops(md, N, nl, 1, pr);
 	}
 	if (be->sample)
 		return 0;
@@ -254,6 +294,12 @@ static int run_chunk(model_decoder *md, int N, int single, float *const *out, lm
 			be->download(be, out[md->last_of[i]], md->rows + md->tok_slot[i] * V,
 				     V * sizeof(float));
 	return 0;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return (x > y) - (x < y);
 }
 
 static int md_feed(void *ctx, uint32_t n_seq, const uint32_t *slot, const uint32_t *const *tok,
@@ -274,22 +320,57 @@ static int md_feed(void *ctx, uint32_t n_seq, const uint32_t *slot, const uint32
 						 tok[i][t], V);
 		single &= n_tok[i] == 1;
 	}
-	int N = 0;
+	/* The inputs by length (a prefill's inputs of one length then sit
+	 * together, in runs the flash path takes at once); a decoding step's
+	 * single tokens keep their order, which its recording assumes. */
+	const uint32_t *order = NULL;
+	if (!single && n_seq <= md->n_slots) {
+		for (uint32_t i = 0; i < n_seq; i++)
+			md->order[i] = (uint64_t)n_tok[i] << 32 | i;
+		qsort(md->order, n_seq, sizeof *md->order, cmp_u64);
+		for (uint32_t i = 0; i < n_seq; i++)
+			md->order_i[i] = (uint32_t)md->order[i];
+		order = md->order_i;
+	}
+	/* chunks of up to MODEL_DECODE_CHUNK tokens, with their runs while
+	 * they hold only whole inputs from position 0 (pr.n = 0 once not) */
+	int N = 0, whole = 1;
+	prefill_runs pr = { 0 };
+	single = single && n_seq <= MODEL_DECODE_CHUNK;
 	int32_t *ids = meta(md, md->meta_host, META_IDS);
-	for (uint32_t i = 0; i < n_seq; i++)
-		for (uint32_t t = 0; t < n_tok[i]; t++) {
+	for (uint32_t k = 0; k < n_seq; k++) {
+		uint32_t i = order ? order[k] : k, n = n_tok[i];
+		if (N > 0 && n <= MODEL_DECODE_CHUNK && N + n > MODEL_DECODE_CHUNK) {
+			if (run_chunk(md, N, whole ? &pr : NULL, single, out, e) < 0)
+				return -1; /* this input fits in the next chunk whole */
+			N = 0;
+		}
+		for (uint32_t t = 0; t < n; t++) {
+			if (N == 0) {
+				whole = t == 0;
+				pr.n = 0;
+			}
+			if (t == 0 && whole) {
+				if (md->len[slot[i]])
+					whole = 0;
+				else if (pr.n && pr.t[pr.n - 1] == (int)n)
+					pr.b[pr.n - 1]++;
+				else if (pr.n < PREFILL_RUNS)
+					pr.t[pr.n] = (int)n, pr.b[pr.n++] = 1;
+				else
+					whole = 0;
+			}
 			ids[N] = (int32_t)tok[i][t];
 			md->pos[N] = md->len[slot[i]] + t;
 			md->tok_slot[N] = slot[i];
-			md->last_of[N] = t + 1 == n_tok[i] ? (int)i : -1;
-			if (++N == MODEL_DECODE_CHUNK || (i + 1 == n_seq && t + 1 == n_tok[i])) {
-				if (md->xt && !md->op_table)
-					memcpy(md->ids, ids, (size_t)N * sizeof *ids);
-				if (run_chunk(md, N, single && n_seq <= MODEL_DECODE_CHUNK, out, e) < 0)
+			md->last_of[N] = t + 1 == n ? (int)i : -1;
+			if (++N == MODEL_DECODE_CHUNK || (k + 1 == n_seq && t + 1 == n)) {
+				if (run_chunk(md, N, whole && t + 1 == n ? &pr : NULL, single, out, e) < 0)
 					return -1;
 				N = 0;
 			}
 		}
+	}
 	for (uint32_t i = 0; i < n_seq; i++)
 		md->len[slot[i]] += n_tok[i];
 	return md->m->be->sample ? 0 : md->m->be->sync(md->m->be, e);
@@ -331,7 +412,7 @@ static void rounds_ops(model_decoder *md, uint32_t n, sample_args a, uint32_t k)
 {
 	int N = (int)n;
 	for (uint32_t j = 0; j < k; j++) {
-		chunk_ops(md, N, N, j == 0);
+		chunk_ops(md, N, N, j == 0, NULL);
 		sample_op(md, n, a, j, j + 1 < k);
 	}
 }
@@ -503,7 +584,7 @@ void model_decoder_free(model_decoder *md)
 				be->graph_free(be, md->sgraph[i]);
 		void *bufs[] = { md->kc, md->vc, md->x, md->x2, md->xl, md->rstd, md->xn, md->qkv, md->q,
 				 md->y, md->h, md->sw, md->logits, md->rows, md->meta, md->s_out,
-				 md->step_sync };
+				 md->step_sync, md->lse };
 		for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
 			if (bufs[i])
 				be->release(be, bufs[i]);
@@ -520,6 +601,8 @@ void model_decoder_free(model_decoder *md)
 	free(md->pos);
 	free(md->tok_slot);
 	free(md->last_of);
+	free(md->order);
+	free(md->order_i);
 	free(md->xt);
 	free(md->scores);
 	free(md->packed);
@@ -558,6 +641,11 @@ int model_decoder_init(model_decoder *md, model *m, uint32_t n_slots, uint32_t n
 	md->sw = be->alloc(be, N * F * z);
 	md->logits = be->alloc(be, N * V * z);
 	md->rows = be->alloc(be, (size_t)n_slots * V * sizeof(float));
+	const char *pf = getenv("LMPIPE_PREFILL_FLASH"); /* "0": the cache ops, to compare */
+	md->prefill_flash = !(pf && !strcmp(pf, "0")) && be->attn_qkv_fwd && !c->qk_norm &&
+			    model_kv_heads(c) == c->n_heads;
+	if (md->prefill_flash)
+		md->lse = be->alloc(be, N * c->n_heads * sizeof(float));
 	if (be->sample) {
 		const char *ah = getenv("LMPIPE_DECODE_AHEAD");
 		md->ahead = ah && atoi(ah) >= 1 && atoi(ah) <= 64 ? (uint32_t)atoi(ah) : MODEL_DECODE_AHEAD;
@@ -570,9 +658,13 @@ int model_decoder_init(model_decoder *md, model *m, uint32_t n_slots, uint32_t n
 	md->pos = malloc(N * sizeof *md->pos);
 	md->tok_slot = malloc(N * sizeof *md->tok_slot);
 	md->last_of = malloc(N * sizeof *md->last_of);
+	md->order = malloc(n_slots * sizeof *md->order);
+	md->order_i = malloc(n_slots * sizeof *md->order_i);
 	int fail = !md->kc || !md->vc || !md->x || !md->x2 || !md->xl || !md->rstd || !md->xn || !md->qkv ||
 		   !md->q || !md->y || !md->h || !md->sw || !md->logits || !md->rows || !md->meta ||
-		   !md->meta_host || !md->len || !md->pos || !md->tok_slot || !md->last_of;
+		   !md->meta_host || !md->len || !md->pos || !md->tok_slot || !md->last_of ||
+		   !md->order || !md->order_i ||
+		   (md->prefill_flash && !md->lse);
 	if (!fail && be->sample) {
 		md->s_in = md->meta + META_ARRAYS * N;
 		md->s_out = be->alloc(be, 2 * (size_t)md->ahead * n_slots * sizeof(int32_t));

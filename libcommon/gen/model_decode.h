@@ -4,7 +4,11 @@
  * It reuses the weights of a `model` (model.h) on ragged batches: the new
  * tokens of all sequences in one call are stacked into one [N, C] matrix,
  * so prefills of different lengths and single decode steps share every
- * matmul.  Long inputs go through in chunks of MODEL_DECODE_CHUNK tokens.
+ * matmul.  Long inputs go through in chunks of MODEL_DECODE_CHUNK tokens;
+ * an input that fits in one chunk starts a new chunk rather than straddle
+ * two, so that prompts of up to that many tokens make chunks of whole
+ * prompts (which a backend with training's attention prefills with it:
+ * prefill_flash below).
  *
  * A chunk wakes one thread per MODEL_DECODE_WORK multiply-adds (a quarter
  * of a million: about a megabyte of float32 weights, so that each thread's
@@ -87,6 +91,8 @@ typedef struct model_decoder {
 	int64_t *pos;
 	uint32_t *tok_slot;
 	int *last_of;
+	uint64_t *order;       /* [n_slots] a feed's inputs by length (md_feed) */
+	uint32_t *order_i;
 	/* device sampling (be->sample): per slot row index, forced token and
 	 * each round's draws in ([2][slots], then [ahead][slots][SAMPLE_DRAWS],
 	 * after meta); per round
@@ -122,6 +128,18 @@ typedef struct model_decoder {
 	int max_threads, threads; /* the caller's thread count; the one set now */
 	double work;           /* multiply-adds per thread: MODEL_DECODE_WORK, or the
 				* environment's LMPIPE_DECODE_WORK (tests lower it) */
+	/* A prefill chunk made only of whole prompts, each from position 0,
+	 * attends through training's attention (be->attn_qkv_fwd: the flash
+	 * kernels on CUDA) on the packed q/k/v rows, one call per run of
+	 * prompts of one length (a feed's inputs are taken by length, so that
+	 * such prompts sit together), after decode_qkv has stored the keys and
+	 * values in the cache, instead of each token reading its prefix from
+	 * the cache.  Set where the backend has the op, the key/value heads are
+	 * the query heads and there is no QK-norm, unless
+	 * LMPIPE_PREFILL_FLASH=0; supports() is asked per length. */
+	int prefill_flash;
+	float *lse;            /* [MODEL_DECODE_CHUNK][H]: the op's log-sum-exps (unused) */
+	long flash_chunks;     /* chunks that went that way (tests) */
 	int op_table;          /* 1: the op table's ops on the CPU too (tests compare the two) */
 	/* the CPU backend's own pass (model_decode_cpu.c) */
 	float *xt;             /* [max_threads][MODEL_DECODE_CHUNK][C] normed rows */

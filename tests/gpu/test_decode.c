@@ -480,6 +480,22 @@ static void diff_of(const float *a, const float *b, size_t n, double *worst, dou
 	}
 }
 
+/* max |a - b| and max |b| over the two decoders' key and value caches,
+ * as fp32. */
+static void caches_diff(model_decoder *a, model_decoder *b, size_t n, double *worst, double *scale)
+{
+	*worst = *scale = 0;
+	for (int k = 0; k < 2; k++) {
+		float *ca = get(&gpu, k ? a->vc : a->kc, n, 1), *cb = get(&gpu, k ? b->vc : b->kc, n, 1);
+		double w, sc;
+		diff_of(ca, cb, n, &w, &sc);
+		*worst = w > *worst || w != w ? w : *worst;
+		*scale = sc > *scale ? sc : *scale;
+		free(ca);
+		free(cb);
+	}
+}
+
 /* The decoding step as one kernel (be->decode_step) against the same
  * step op by op, on random weights of cfg: a prompt of a few tokens, then
  * `steps` steps of one token each.  The two sum their products in
@@ -536,18 +552,10 @@ static void test_step_kernel(model_config cfg, int steps)
 		worst = w > worst || w != w ? w : worst;
 		scale = sc > scale ? sc : scale;
 	}
-	/* the caches, as fp32 */
-	size_t cache = (size_t)cfg.n_layers * S * model_decoder_cache_stride(&a);
 	double cworst = 0, cscale = 0;
-	for (int k = 0; k < 2 && rc == 0; k++) {
-		float *ca = get(&gpu, k ? a.vc : a.kc, cache, 1), *cb = get(&gpu, k ? b.vc : b.kc, cache, 1);
-		double w, sc;
-		diff_of(ca, cb, cache, &w, &sc);
-		cworst = w > cworst || w != w ? w : cworst;
-		cscale = sc > cscale ? sc : cscale;
-		free(ca);
-		free(cb);
-	}
+	if (rc == 0)
+		caches_diff(&a, &b, (size_t)cfg.n_layers * S * model_decoder_cache_stride(&a), &cworst,
+			    &cscale);
 	ok(rc == 0 && had && a.step, "%s: the kernel applies and runs%s%s", what, rc ? ": " : "",
 	   rc ? e.msg : "");
 	ok(rc == 0 && worst <= 0.02 * scale, "%s: %d steps' logits equal the ops' within %.3g (of %.3g, "
@@ -556,6 +564,92 @@ static void test_step_kernel(model_config cfg, int steps)
 	   "(of %.3g, <= 2 %%)", what, cworst, cscale);
 	free(ra);
 	free(rb);
+	model_decoder_free(&a);
+	model_decoder_free(&b);
+	model_free(&mg);
+}
+
+/* The prefill of whole prompts through training's attention
+ * (model_decode.h's prefill_flash) against the cache ops
+ * (prefill_flash = 0), on random weights of cfg: S prompts of T tokens
+ * (mixed: T, T - 7 and T - 14 in turn) in one feed, then `steps` steps of
+ * one token each.  The two sum in different orders: the prompts' logits,
+ * every step's, and at the end both caches must agree within bf16
+ * rounding of their scale.  flash: whether the flash path must apply to
+ * cfg (else neither decoder may take it). */
+static void test_prefill_flash(model_config cfg, int S, int T, int mixed, int steps, int flash)
+{
+	char what[160];
+	snprintf(what, sizeof what, "prefill flash: d=%d H=%d Hkv=%d%s, %d prompts of %d%s",
+		 cfg.d_model, cfg.n_heads, cfg.n_kv_heads ? cfg.n_kv_heads : cfg.n_heads,
+		 cfg.qk_norm ? " qk-norm" : "", S, T, mixed ? ", -7, -14" : "");
+	lm_err e;
+	model mg;
+	lm_rng r;
+	rng_seed(&r, 13);
+	if (model_init(&mg, &cfg, gpu.be, 1, DCTX, &e) || model_init_weights(&mg, &r, &e) < 0) {
+		ok(0, "%s: model: %s", what, e.msg);
+		return;
+	}
+	model_params_changed(&mg);
+	model_decoder a, b;
+	if (model_decoder_init(&a, &mg, (uint32_t)S, DCTX, &e) < 0 ||
+	    model_decoder_init(&b, &mg, (uint32_t)S, DCTX, &e) < 0) {
+		ok(0, "%s: decoders: %s", what, e.msg);
+		model_free(&mg);
+		return;
+	}
+	b.prefill_flash = 0;
+	a.no_graphs = b.no_graphs = 1;
+	size_t V = (size_t)cfg.vocab, rows = (size_t)S * V;
+	float *ra = malloc(rows * sizeof *ra), *rb = malloc(rows * sizeof *rb);
+	uint32_t *slot = malloc(S * sizeof *slot), *n_tok = malloc(S * sizeof *n_tok);
+	uint32_t *buf = malloc((size_t)S * T * sizeof *buf);
+	const uint32_t **ids = malloc(S * sizeof *ids);
+	int rc = 0;
+	double worst = 0, scale = 0;
+	for (int t = -1; t < steps && rc == 0; t++) {
+		for (int i = 0; i < S; i++) {
+			slot[i] = (uint32_t)i;
+			/* the prompts, then single tokens */
+			n_tok[i] = t >= 0 ? 1 : (uint32_t)(T - (mixed ? 7 * (i % 3) : 0));
+			for (uint32_t k = 0; k < n_tok[i]; k++)
+				buf[(size_t)i * T + k] = (uint32_t)((i * 53 + k * 17 + (t + 1) * 7) % V);
+			ids[i] = buf + (size_t)i * T;
+		}
+		rc = a.dec.feed(&a, (uint32_t)S, slot, ids, n_tok, NULL, &e) ||
+		     b.dec.feed(&b, (uint32_t)S, slot, ids, n_tok, NULL, &e) || gpu.be->sync(gpu.be, &e);
+		if (rc)
+			break;
+		gpu.be->download(gpu.be, ra, a.rows, rows * sizeof *ra);
+		gpu.be->download(gpu.be, rb, b.rows, rows * sizeof *rb);
+		double w, sc;
+		diff_of(ra, rb, rows, &w, &sc);
+		worst = w > worst || w != w ? w : worst;
+		scale = sc > scale ? sc : scale;
+	}
+	double cworst = 0, cscale = 0;
+	if (rc == 0)
+		caches_diff(&a, &b, (size_t)cfg.n_layers * S * model_decoder_cache_stride(&a), &cworst,
+			    &cscale);
+	/* the chunks: the prompts by length, a new chunk where the next
+	 * prompt would not fit whole */
+	long want = 0;
+	for (int len = 0, N = 0; flash && len <= T; len++)
+		for (int i = 0; i < S; i++)
+			if (T - (mixed ? 7 * (i % 3) : 0) == len) {
+				want += N > 0 && N + len > 256;
+				N = N > 0 && N + len > 256 ? len : N + len;
+			}
+	want += flash && S > 0;
+	ok(rc == 0 && a.flash_chunks == want && b.flash_chunks == 0,
+	   "%s: %ld chunks through the flash path (want %ld, and 0 with it off)%s%s", what,
+	   a.flash_chunks, want, rc ? ": " : "", rc ? e.msg : "");
+	ok(rc == 0 && worst <= 0.02 * scale, "%s: the prompts' and %d steps' logits equal the cache "
+	   "ops' within %.3g (of %.3g, <= 2 %%)", what, steps, worst, scale);
+	ok(rc == 0 && cworst <= 0.02 * cscale, "%s: the key and value caches equal the cache ops' "
+	   "within %.3g (of %.3g, <= 2 %%)", what, cworst, cscale);
+	free(ra), free(rb), free(slot), free(n_tok), free(buf), free(ids);
 	model_decoder_free(&a);
 	model_decoder_free(&b);
 	model_free(&mg);
@@ -808,7 +902,7 @@ int main(void)
 	test_sampler_chi2(2000, (sample_params){ 1, 0, 0.7, 0 }, draws, 64, SAMPLE_WAY_REJECT);
 	/* Weights scaled up so that the logits are peaked, as a trained
 	 * model's are: greedy choices then rarely sit within rounding. */
-	model_config cfg = { DV, DCTX, 128, 2, 4, 200, 10000.0, 0, MODEL_PLAIN };
+	model_config cfg = { DV, DCTX, 128, 2, 4, 200, 10000.0, 0, MODEL_PLAIN }, v;
 	test_step_kernel(cfg, 12);
 	model_config sk = { 1000, DCTX, 256, 3, 4, 344, 10000.0, 0, MODEL_PLAIN }; /* D = 64 */
 	test_step_kernel(sk, 5);
@@ -822,8 +916,27 @@ int main(void)
 	test_step_kernel(sk, 3);
 	sk = (model_config){ 10000, DCTX, 512, 4, 16, 1344, 10000.0, 0, MODEL_PLAIN }; /* ts */
 	test_step_kernel(sk, 8);
+	/* prefill chunks of whole prompts: the short kernels (D = 32), the
+	 * flash ones (64, 128); three prompts of 100 make two chunks (two
+	 * prompts, then one); grouped heads and QK-norm keep the cache ops */
+	test_prefill_flash(cfg, 3, 100, 0, 4, 1);
+	test_prefill_flash(cfg, 16, 16, 0, 3, 1);
+	test_prefill_flash(cfg, 20, 32, 1, 3, 1); /* runs of 18, 25 and 32 tokens */
+	sk = (model_config){ 1000, DCTX, 256, 3, 4, 344, 10000.0, 0, MODEL_PLAIN };
+	test_prefill_flash(sk, 3, 100, 0, 4, 1);
+	test_prefill_flash(sk, 5, 37, 0, 3, 1);
+	test_prefill_flash(sk, 9, 40, 1, 3, 1);
+	sk.n_kv_heads = 2;
+	test_prefill_flash(sk, 3, 100, 0, 2, 0);
+	sk = (model_config){ 517, DCTX, 256, 2, 2, 200, 10000.0, 0, MODEL_PLAIN };
+	test_prefill_flash(sk, 3, 100, 0, 4, 1);
+	test_prefill_flash(sk, 2, 150, 0, 2, 1);
+	test_prefill_flash(sk, 7, 64, 1, 2, 1);
+	v = cfg;
+	v.qk_norm = 1;
+	test_prefill_flash(v, 3, 100, 0, 2, 0);
 	test_decoder(cfg, "plain", 1);
-	model_config v = cfg;
+	v = cfg;
 	v.n_kv_heads = 2;
 	test_decoder(v, "gqa 4/2", 0);
 	v = cfg;
