@@ -82,6 +82,11 @@ J r1s.jsonl 'open my $f, "<", "stats.json" or die; my $s = decode_json(<$f>);
 	&& $s->{prefill_s} + $s->{decode_s} <= $s->{generate_s} && $s->{decode_max_s} <= $s->{decode_s}
 	&& $s->{decode_max_s} * 15 >= $s->{decode_s}'
 ok $? "--stats: the prefill turn and the 15 decoding turns"
+J r1s.jsonl 'open my $f, "<", "stats.json" or die; my $s = decode_json(<$f>); my $p = 0;
+	$p += $s->{$_} for qw(input_s feed_s choose_s output_s);
+	!grep({ !defined $s->{$_} || $s->{$_} < 0 } qw(input_s feed_s choose_s output_s))
+	&& $s->{feed_s} > 0 && $s->{choose_s} > 0 && $p <= $s->{generate_s}'
+ok $? "--stats: input, feed, choose and output times, within generate_s"
 S --jsonl -i p.jsonl -n 3 --max-tokens 16 --seed 7 -b 3 > r2.jsonl
 S --jsonl -i p.jsonl -n 3 --max-tokens 16 --seed 7 -b 64 > r3.jsonl
 strip() { perl -MJSON::PP -ne 'my $o = decode_json($_); print join(" ", @{$o->{completion_ids}}), "\n"' "$@"; }

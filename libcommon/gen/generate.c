@@ -384,7 +384,10 @@ static int fill(gen_run *r, int *eof, size_t n_active, size_t *n_prefilled, lm_e
 		gen_req *q = calloc(1, sizeof *q);
 		if (!q)
 			return lm_seterr(e, "generation buffers:");
+		double t0 = r->c->times ? omp_get_wtime() : 0;
 		int got = r->io->next(r->io->user, &q->p, &r->input_err);
+		if (r->c->times)
+			r->c->times->input_s += omp_get_wtime() - t0;
 		if (got <= 0) {
 			free(q);
 			r->input_failed = got < 0;
@@ -403,8 +406,11 @@ static int fill(gen_run *r, int *eof, size_t n_active, size_t *n_prefilled, lm_e
 	if (!n_pre)
 		return 0;
 	*n_prefilled = n_pre;
+	double t0 = r->c->times ? omp_get_wtime() : 0;
 	if (r->d->feed(r->d->ctx, (uint32_t)n_pre, r->f_slot, r->f_tok, r->f_n, r->f_rows, e) < 0)
 		return -1;
+	if (r->c->times)
+		r->c->times->feed_s += omp_get_wtime() - t0;
 	if (!r->d->fork)
 		return 0;
 	size_t V = r->d->n_vocab;
@@ -442,8 +448,11 @@ static int run_loop(gen_run *r, lm_err *e)
 		if (!n_act && eof)
 			break;
 		uint32_t rounds;
+		double tc = tm ? omp_get_wtime() : 0;
 		if ((rc = choose(r, act, n_act, &rounds, e)) < 0)
 			break;
+		if (tm)
+			tm->choose_s += omp_get_wtime() - tc;
 		/* each round's tokens in turn; the decoder has fed all but the
 		 * last round's, which go to feed() */
 		size_t n_feed = 0;
@@ -471,13 +480,20 @@ static int run_loop(gen_run *r, lm_err *e)
 				r->f_rows[n_feed] = r->rows[s->st->slot];
 				n_feed++;
 			}
+		tc = tm ? omp_get_wtime() : 0;
 		if (rc < 0 || (rc = emit(r, e)) < 0)
 			break;
+		if (tm) {
+			double tf = omp_get_wtime();
+			tm->output_s += tf - tc;
+			tc = tf;
+		}
 		if (n_feed && (rc = d->feed(d->ctx, (uint32_t)n_feed, r->f_slot, r->f_tok, r->f_n,
 					    r->f_rows, e)) < 0)
 			break;
 		n_act = n_feed;
 		if (tm) {
+			tm->feed_s += omp_get_wtime() - tc;
 			double dt = omp_get_wtime() - t0;
 			if (n_pre) {
 				tm->prefill_s += dt;

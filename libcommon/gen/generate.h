@@ -81,6 +81,12 @@ typedef struct gen_times {
 	uint64_t decode_turns;     /* turns that admitted no prompt */
 	uint64_t decode_tokens;    /* tokens chosen in them */
 	double decode_max_s;       /* the slowest of them */
+	/* where the turns' time went, on the host's clock: reading the
+	 * prompts (io->next), the decoder's feed() (the prompts' and the
+	 * steps' ops queued, or run), its choose() (the tokens chosen: on a
+	 * backend that queues its work, the wait for everything queued
+	 * before it), handing samples back (io->done, io->text) */
+	double input_s, feed_s, choose_s, output_s;
 } gen_times;
 
 typedef struct gen_config {
