@@ -480,6 +480,29 @@ static void diff_of(const float *a, const float *b, size_t n, double *worst, dou
 	}
 }
 
+/* The same tokens fed to decoders a and b, then both synchronised: 0, or -1. */
+static int feed_both(model_decoder *a, model_decoder *b, uint32_t S, const uint32_t *slot,
+		     const uint32_t *const *ids, const uint32_t *n_tok, lm_err *e)
+{
+	if (a->dec.feed(a, S, slot, ids, n_tok, NULL, e) < 0 ||
+	    b->dec.feed(b, S, slot, ids, n_tok, NULL, e) < 0)
+		return -1;
+	return gpu.be->sync(gpu.be, e);
+}
+
+/* max |a - b| and max |b| over the two decoders' logits rows (n values,
+ * through the host buffers ra and rb), taken into *worst and *scale. */
+static void rows_diff(model_decoder *a, model_decoder *b, float *ra, float *rb, size_t n, double *worst,
+		      double *scale)
+{
+	gpu.be->download(gpu.be, ra, a->rows, n * sizeof *ra);
+	gpu.be->download(gpu.be, rb, b->rows, n * sizeof *rb);
+	double w, sc;
+	diff_of(ra, rb, n, &w, &sc);
+	*worst = w > *worst || w != w ? w : *worst;
+	*scale = sc > *scale ? sc : *scale;
+}
+
 /* max |a - b| and max |b| over the two decoders' key and value caches,
  * as fp32. */
 static void caches_diff(model_decoder *a, model_decoder *b, size_t n, double *worst, double *scale)
@@ -541,16 +564,9 @@ static void test_step_kernel(model_config cfg, int steps)
 				buf[i][k] = (uint32_t)((i * 53 + k * 17 + (t + 1) * 7) % V);
 			ids[i] = buf[i];
 		}
-		rc = a.dec.feed(&a, S, slot, ids, n_tok, NULL, &e) ||
-		     b.dec.feed(&b, S, slot, ids, n_tok, NULL, &e) || gpu.be->sync(gpu.be, &e);
-		if (rc || t < 0)
-			continue;
-		gpu.be->download(gpu.be, ra, a.rows, rows * sizeof *ra);
-		gpu.be->download(gpu.be, rb, b.rows, rows * sizeof *rb);
-		double w, sc;
-		diff_of(ra, rb, rows, &w, &sc);
-		worst = w > worst || w != w ? w : worst;
-		scale = sc > scale ? sc : scale;
+		rc = feed_both(&a, &b, S, slot, ids, n_tok, &e);
+		if (rc == 0 && t >= 0)
+			rows_diff(&a, &b, ra, rb, rows, &worst, &scale);
 	}
 	double cworst = 0, cscale = 0;
 	if (rc == 0)
@@ -617,16 +633,9 @@ static void test_prefill_flash(model_config cfg, int S, int T, int mixed, int st
 				buf[(size_t)i * T + k] = (uint32_t)((i * 53 + k * 17 + (t + 1) * 7) % V);
 			ids[i] = buf + (size_t)i * T;
 		}
-		rc = a.dec.feed(&a, (uint32_t)S, slot, ids, n_tok, NULL, &e) ||
-		     b.dec.feed(&b, (uint32_t)S, slot, ids, n_tok, NULL, &e) || gpu.be->sync(gpu.be, &e);
-		if (rc)
-			break;
-		gpu.be->download(gpu.be, ra, a.rows, rows * sizeof *ra);
-		gpu.be->download(gpu.be, rb, b.rows, rows * sizeof *rb);
-		double w, sc;
-		diff_of(ra, rb, rows, &w, &sc);
-		worst = w > worst || w != w ? w : worst;
-		scale = sc > scale ? sc : scale;
+		rc = feed_both(&a, &b, (uint32_t)S, slot, ids, n_tok, &e);
+		if (rc == 0)
+			rows_diff(&a, &b, ra, rb, rows, &worst, &scale);
 	}
 	double cworst = 0, cscale = 0;
 	if (rc == 0)
