@@ -153,14 +153,14 @@ static void chunk_ops(model_decoder *md, int N, int nl, int embed, const prefill
 	float *x = md->x, *x2 = md->x2;
 	if (embed)
 		be->embedding_fwd(be, x, md->ids, m->wte, N, C);
-	int flash = flash_applies(md, pr);
-	md->flash_chunks += flash;
 	if (nl == N && md->step && N <= DECODE_STEP_MAX_N) {
 		if (be->decode_step(be, md->step) == 0)
 			return;
 		free(md->step); /* shapes it does not run: the ops from now on */
 		md->step = NULL;
 	}
+	int flash = flash_applies(md, pr);
+	md->flash_chunks += flash;
 	for (int l = 0; l < c->n_layers; l++) {
 		const layer_ptrs *p = &m->lp[l];
 		const layer_cptrs *w = &m->lc[l];
