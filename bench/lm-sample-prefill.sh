@@ -9,7 +9,7 @@
 # (up to 200 tokens).  The figure is --stats's prompt_tokens / prefill_s,
 # the least prefill_s of REPEAT runs, with that run's split of the
 # generation on the host's clock (--stats's input_s, feed_s, choose_s,
-# output_s).  One JSON line per measurement.
+# output_s) and its slowest turn (prefill_max_s).  One JSON line per measurement.
 #
 #   TEXT=FILE   text for the tokenizer, the model's 2 training steps and the
 #               prompts (default: ../shared/data's tinyshakespeare)
@@ -42,13 +42,13 @@ for kind in long mixed; do
 		"$TEXT" > "$TMP/$kind.jsonl"
 done
 
-# run FLASH LEN: "prefill_s prompt_tokens input_s feed_s choose_s output_s" of one run
+# run FLASH LEN: "prefill_s prompt_tokens input_s feed_s choose_s output_s prefill_max_s" of one run
 run() {
 	if [ "$2" = mixed ]; then in=$TMP/mixed.jsonl ctx=; else in=$TMP/long.jsonl ctx="--context $(($2 + 1))"; fi
 	LMPIPE_PREFILL_FLASH=$1 CUDA_MODULE_LOADING=${CUDA_MODULE_LOADING:-EAGER} "$BIN/lm-sample" \
 		-c "$TMP/ck/latest" -t "$TMP/tok" --device "$DEVICE" -i "$in" --jsonl $ctx --truncate \
 		--max-tokens 1 --batch "$BATCH" --seed 1 --stats > /dev/null 2> "$TMP/stats"
-	v=$(perl -MJSON::PP -ne 'print join(" ", @{decode_json($1)}{qw(prefill_s prompt_tokens input_s feed_s choose_s output_s)})
+	v=$(perl -MJSON::PP -ne 'print join(" ", @{decode_json($1)}{qw(prefill_s prompt_tokens input_s feed_s choose_s output_s prefill_max_s)})
 		if /^lm-sample: stats: (.*)/' "$TMP/stats")
 	[ -n "$v" ] || { cat "$TMP/stats" >&2; exit 1; }
 	echo "$v"
@@ -61,6 +61,6 @@ for len in $LENGTHS; do
 	for flash in 0 1; do
 		r=$(best "$flash" "$len") || exit 1
 		set -- $r
-		echo "{\"impl\":\"lm-sample-$DEVICE\",\"model\":\"$MODEL\",\"prompt_len\":\"$len\",\"prompts\":$PROMPTS,\"batch\":$BATCH,\"prefill_flash\":$flash,\"prefill_s\":$1,\"prompt_tokens\":$2,\"input_s\":$3,\"feed_s\":$4,\"choose_s\":$5,\"output_s\":$6,\"prefill_tokens_per_s\":$(awk -v s="$1" -v n="$2" 'BEGIN { printf "%.1f", (s > 0 ? n / s : 0) }')}"
+		echo "{\"impl\":\"lm-sample-$DEVICE\",\"model\":\"$MODEL\",\"prompt_len\":\"$len\",\"prompts\":$PROMPTS,\"batch\":$BATCH,\"prefill_flash\":$flash,\"prefill_s\":$1,\"prompt_tokens\":$2,\"input_s\":$3,\"feed_s\":$4,\"choose_s\":$5,\"output_s\":$6,\"prefill_max_s\":$7,\"prefill_tokens_per_s\":$(awk -v s="$1" -v n="$2" 'BEGIN { printf "%.1f", (s > 0 ? n / s : 0) }')}"
 	done
 done

@@ -80,6 +80,7 @@ ok $? "--stats: prompts, samples, prompt and new tokens, times ($(cat stats.err)
 J r1s.jsonl 'open my $f, "<", "stats.json" or die; my $s = decode_json(<$f>);
 	$s->{decode_turns} == 15 && $s->{decode_tokens} == 15 * 9 && $s->{prefill_s} > 0 && $s->{decode_s} > 0
 	&& $s->{prefill_s} + $s->{decode_s} <= $s->{generate_s} && $s->{decode_max_s} <= $s->{decode_s}
+	&& $s->{prefill_turns} == 1 && $s->{prefill_max_s} == $s->{prefill_s}
 	&& $s->{decode_max_s} * 15 >= $s->{decode_s}'
 ok $? "--stats: the prefill turn and the 15 decoding turns"
 J r1s.jsonl 'open my $f, "<", "stats.json" or die; my $s = decode_json(<$f>); my $p = 0;

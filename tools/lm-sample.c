@@ -109,13 +109,15 @@ int main(int argc, char **argv)
 	if (show_stats)
 		warnmsg("stats: {\"load_s\":%.6f,\"generate_s\":%.6f,\"prompts\":%llu,\"samples\":%llu,"
 			"\"prompt_tokens\":%llu,\"new_tokens\":%llu,\"new_tokens_per_s\":%.1f,"
-			"\"prefill_s\":%.6f,\"decode_s\":%.6f,\"decode_turns\":%llu,\"decode_tokens\":%llu,"
+			"\"prefill_s\":%.6f,\"prefill_turns\":%llu,\"prefill_max_s\":%.6f,"
+			"\"decode_s\":%.6f,\"decode_turns\":%llu,\"decode_tokens\":%llu,"
 			"\"decode_max_s\":%.6f,\"decode_tokens_per_s\":%.1f,\"input_s\":%.6f,"
 			"\"feed_s\":%.6f,\"choose_s\":%.6f,\"output_s\":%.6f}", st.load_s,
 			st.generate_s, (unsigned long long)st.prompts, (unsigned long long)st.samples,
 			(unsigned long long)st.prompt_tokens, (unsigned long long)st.new_tokens,
 			st.generate_s > 0 ? (double)st.new_tokens / st.generate_s : 0.0, st.gen.prefill_s,
-			st.gen.decode_s, (unsigned long long)st.gen.decode_turns,
+			(unsigned long long)st.gen.prefill_turns, st.gen.prefill_max_s, st.gen.decode_s,
+			(unsigned long long)st.gen.decode_turns,
 			(unsigned long long)st.gen.decode_tokens, st.gen.decode_max_s,
 			st.gen.decode_s > 0 ? (double)st.gen.decode_tokens / st.gen.decode_s : 0.0,
 			st.gen.input_s, st.gen.feed_s, st.gen.choose_s, st.gen.output_s);

@@ -497,6 +497,9 @@ static int run_loop(gen_run *r, lm_err *e)
 			double dt = omp_get_wtime() - t0;
 			if (n_pre) {
 				tm->prefill_s += dt;
+				tm->prefill_turns++;
+				if (dt > tm->prefill_max_s)
+					tm->prefill_max_s = dt;
 			} else {
 				tm->decode_s += dt;
 				tm->decode_turns++;

@@ -78,6 +78,8 @@ typedef struct lm_decoder {
  * flight that turn) counts as prefill; every other turn as decoding. */
 typedef struct gen_times {
 	double prefill_s, decode_s;
+	uint64_t prefill_turns;    /* turns that admitted prompts */
+	double prefill_max_s;      /* the slowest of them */
 	uint64_t decode_turns;     /* turns that admitted no prompt */
 	uint64_t decode_tokens;    /* tokens chosen in them */
 	double decode_max_s;       /* the slowest of them */
