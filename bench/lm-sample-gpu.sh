@@ -19,7 +19,13 @@
 # run), as generate()'s warm-up calls load PyTorch's before its timing.
 # decode_tokens_per_s: the NEW run's decoding turns alone (--stats's
 # decode_tokens / decode_s, first steps included), decode_max_s its
-# slowest turn.  One JSON line per measurement, then the ratios.
+# slowest turn.  tokens_per_s_warm (WARM=1): the same runs again with
+# twice the rounds, and the speed of the added rounds alone,
+# ROUNDS x BATCH x (NEW - 1) / ((t_NEW(2R) - t_NEW(R)) - (t_1(2R) - t_1(R))):
+# what a run pays once (the decoding step's first runs, its graphs'
+# recording, the products' first plans) cancels, as generate()'s warm-up
+# calls keep the same out of Hugging Face's timing; the ratios are given
+# for both figures.  One JSON line per measurement, then the ratios.
 #
 #   TEXT=FILE       text for the tokenizer, the model's 2 training steps and
 #                   the prompts (default: ../shared/data's tinyshakespeare)
@@ -28,6 +34,7 @@
 #                   stop 50: 16 halves the weight of the first round's one-time costs)
 #   HF_ROUNDS1=2 HF_ROUNDS=2  generate() rounds (it is slow at batch 1)
 #   REPEAT=3        lm-sample runs per timing (the least counts)
+#   WARM=1          also the runs of twice the rounds (0: not)
 #   HF_MODES="static dynamic"   REF=0: no generate() reference
 #   PYTHON=python3  DEVICE=cuda (cpu: to try the script where there is no GPU)
 set -eu
@@ -45,6 +52,7 @@ ROUNDS=${ROUNDS:-16}
 HF_ROUNDS1=${HF_ROUNDS1:-2}
 HF_ROUNDS=${HF_ROUNDS:-2}
 REPEAT=${REPEAT:-3}
+WARM=${WARM:-1}
 HF_MODES=${HF_MODES:-static dynamic}
 REF=${REF:-1}
 PYTHON=${PYTHON:-python3}
@@ -105,14 +113,24 @@ for b in $BATCHES; do
 	tn=$(best ours "$b" "$r" "$NEW") && t1=$(best ours "$b" "$r" 1) || exit 1
 	set -- $tn; gn=$1 wn=$2 ds=$3 dt=$4 dm=$5; set -- $t1; g1=$1 w1=$2
 	tps=$(awk -v b="$b" -v r="$r" -v m="$NEW" -v tn="$gn" -v t1="$g1" 'BEGIN { printf "%.1f", r * b * (m - 1) / (tn - t1) }')
+	warm=
+	if [ "$WARM" = 1 ]; then
+		tn2=$(best ours "$b" $((2 * r)) "$NEW") && t12=$(best ours "$b" $((2 * r)) 1) || exit 1
+		gn2=${tn2%% *} g12=${t12%% *}
+		wps=$(awk -v b="$b" -v r="$r" -v m="$NEW" -v a="$gn" -v c="$gn2" -v x="$g1" -v y="$g12" \
+			'BEGIN { d = (c - a) - (y - x); printf "%.1f", (d > 0 ? r * b * (m - 1) / d : 0) }')
+		warm=",\"tokens_per_s_warm\":$wps,\"t_new_2r_s\":$gn2,\"t_1_2r_s\":$g12"
+	fi
 	dps=$(awk -v t="$dt" -v s="$ds" 'BEGIN { printf "%.1f", (s > 0 ? t / s : 0) }')
-	echo "{\"impl\":\"lm-sample-$DEVICE\",\"model\":\"$MODEL\",\"batch\":$b,\"rounds\":$r,\"prompt\":$PROMPT,\"new\":$NEW,\"top_p\":$TOP_P,\"tokens_per_s\":$tps,\"t_new_s\":$gn,\"t_1_s\":$g1,\"ours_wall_s\":[$wn,$w1],\"decode_tokens_per_s\":$dps,\"decode_max_s\":$dm}"
+	echo "{\"impl\":\"lm-sample-$DEVICE\",\"model\":\"$MODEL\",\"batch\":$b,\"rounds\":$r,\"prompt\":$PROMPT,\"new\":$NEW,\"top_p\":$TOP_P,\"tokens_per_s\":$tps,\"t_new_s\":$gn,\"t_1_s\":$g1,\"ours_wall_s\":[$wn,$w1],\"decode_tokens_per_s\":$dps,\"decode_max_s\":$dm$warm}"
 	[ "$HAVE_REF" = 1 ] || { echo '{"impl":"hf-generate","skipped":"REF=0, or no torch or transformers"}'; continue; }
 	for mode in $HF_MODES; do
 		ref=$("$PYTHON" "$ROOT/bench/hf_generate_gpu.py" "$TMP/hf" "$TMP/ids.jsonl" "$b" "$NEW" "$hr" "$TOP_P" "$mode" 2>"$TMP/hf.err") ||
 			{ echo "{\"impl\":\"hf-generate-$mode\",\"failed\":true}"; tail -3 "$TMP/hf.err" >&2; continue; }
 		echo "$ref"
 		theirs=$(echo "$ref" | sed -n 's/.*"tokens_per_s": \([0-9.]*\).*/\1/p')
-		echo "{\"batch\":$b,\"ratio_lm_sample_over_hf_generate_$mode\":$(awk -v a="$tps" -v b="$theirs" 'BEGIN { printf "%.2f", a / b }')}"
+		wr=
+		[ "$WARM" = 1 ] && wr=",\"ratio_warm\":$(awk -v a="$wps" -v b="$theirs" 'BEGIN { printf "%.2f", a / b }')"
+		echo "{\"batch\":$b,\"ratio_lm_sample_over_hf_generate_$mode\":$(awk -v a="$tps" -v b="$theirs" 'BEGIN { printf "%.2f", a / b }')$wr}"
 	done
 done
