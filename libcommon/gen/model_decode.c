@@ -320,11 +320,12 @@ static int md_feed(void *ctx, uint32_t n_seq, const uint32_t *slot, const uint32
 						 tok[i][t], V);
 		single &= n_tok[i] == 1;
 	}
-	/* The inputs by length (a prefill's inputs of one length then sit
-	 * together, in runs the flash path takes at once); a decoding step's
-	 * single tokens keep their order, which its recording assumes. */
+	/* Where the flash prefill may apply: the inputs by length (a
+	 * prefill's inputs of one length then sit together, in runs it takes
+	 * at once); a decoding step's single tokens keep their order, which
+	 * its recording assumes. */
 	const uint32_t *order = NULL;
-	if (!single && n_seq <= md->n_slots) {
+	if (md->prefill_flash && !single && n_seq <= md->n_slots) {
 		for (uint32_t i = 0; i < n_seq; i++)
 			md->order[i] = (uint64_t)n_tok[i] << 32 | i;
 		qsort(md->order, n_seq, sizeof *md->order, cmp_u64);
@@ -340,7 +341,8 @@ static int md_feed(void *ctx, uint32_t n_seq, const uint32_t *slot, const uint32
 	int32_t *ids = meta(md, md->meta_host, META_IDS);
 	for (uint32_t k = 0; k < n_seq; k++) {
 		uint32_t i = order ? order[k] : k, n = n_tok[i];
-		if (N > 0 && n <= MODEL_DECODE_CHUNK && N + n > MODEL_DECODE_CHUNK) {
+		if (md->prefill_flash && N > 0 && n <= MODEL_DECODE_CHUNK &&
+		    N + n > MODEL_DECODE_CHUNK) {
 			if (run_chunk(md, N, whole ? &pr : NULL, single, out, e) < 0)
 				return -1; /* this input fits in the next chunk whole */
 			N = 0;

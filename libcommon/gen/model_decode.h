@@ -5,10 +5,9 @@
  * tokens of all sequences in one call are stacked into one [N, C] matrix,
  * so prefills of different lengths and single decode steps share every
  * matmul.  Long inputs go through in chunks of MODEL_DECODE_CHUNK tokens;
- * an input that fits in one chunk starts a new chunk rather than straddle
- * two, so that prompts of up to that many tokens make chunks of whole
- * prompts (which a backend with training's attention prefills with it:
- * prefill_flash below).
+ * where the flash prefill applies (prefill_flash below), an input that fits
+ * in one chunk starts a new chunk rather than straddle two, so that prompts
+ * of up to that many tokens make chunks of whole prompts.
  *
  * A chunk wakes one thread per MODEL_DECODE_WORK multiply-adds (a quarter
  * of a million: about a megabyte of float32 weights, so that each thread's
