@@ -1,0 +1,29 @@
+#!/bin/sh
+# bench/gemm.sh: lmpipe's own Hopper product (kernels/gemm.h) beside
+# cuBLASLt (autotuned, as lm-train runs it) on the training products of the
+# ts and gpt2s shapes (rows = 32768 tokens; the LM head at 8192-row chunks),
+# one JSON line per implementation, tile width and shape, with TFLOP/s and
+# ours / cuBLASLt.  Builds build/bench/gemm_bench if it is missing (needs
+# build/libkernels.a from a CUDA build).
+#   SHAPES="32768:1536:512" bench/gemm.sh      (M:N:K)
+set -eu
+ROOT=${LMPIPE_ROOT:-$(cd "$(dirname "$0")/.." && pwd)}
+BUILD=${LMPIPE_BUILD:-$ROOT/build}
+BENCH=$BUILD/bench/gemm_bench
+CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
+SHAPES=${SHAPES:-"32768:1536:512 32768:512:512 32768:2688:512 32768:512:1344 32768:2304:768 32768:768:768 32768:4096:768 32768:768:2048 8192:50304:768"}
+
+if [ ! -x "$BENCH" ]; then
+	mkdir -p "$BUILD/bench"
+	${CC:-cc} -std=c11 -O2 -I"$ROOT" -I"$CUDA_HOME/include" -o "$BENCH" \
+		"$ROOT/bench/gemm_bench.c" "$BUILD/libkernels.a" -L"$CUDA_HOME/lib64" \
+		-Wl,-rpath,"$CUDA_HOME/lib64" -lcublasLt -lcudart -lstdc++ -lm -fopenmp
+fi
+status=0
+for s in $SHAPES; do
+	IFS=: read -r m n k <<-EOS
+	$s
+	EOS
+	"$BENCH" "$m" "$n" "$k" || status=1
+done
+exit $status

@@ -1,0 +1,29 @@
+/* gemm.h: lmpipe's own Hopper product (kernels/cuda/gemm_ws.cu), the first
+ * step towards products whose epilogues do the model's element-wise work
+ * (SwiGLU, the cross-entropy's row statistics) where cuBLASLt cannot.
+ *
+ *   C[M, N] (bf16) = A[M, K] . B[N, K]^T      bf16 operands, fp32 sums
+ *
+ * the forward linear layer's layout (kernels/matmul.h: out = inp . W^T).
+ * Rows of A, B and C are contiguous (ld = K, K and N).  bn is the tile's
+ * width, 128 or 256.  Needs sm_90a, K and N multiples of 8, 16-byte
+ * aligned pointers; returns 0, or -1 (shapes refused, no tensor map, or
+ * the launch failed).  Not used by the model yet: bench/gemm.sh measures
+ * it against cuBLASLt. */
+#ifndef LMPIPE_GEMM_H
+#define LMPIPE_GEMM_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+int gemm_tn_cuda(uint16_t *C, const uint16_t *A, const uint16_t *B, int M, int N, int K, int bn,
+		 void *stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
