@@ -647,8 +647,8 @@ static void test_prefill_flash(model_config cfg, int S, int T, int mixed, int st
 	for (int len = 0, N = 0; flash && len <= T; len++)
 		for (int i = 0; i < S; i++)
 			if (T - (mixed ? 7 * (i % 3) : 0) == len) {
-				want += N > 0 && N + len > 256;
-				N = N > 0 && N + len > 256 ? len : N + len;
+				want += N > 0 && N + len > MODEL_DECODE_CHUNK;
+				N = N > 0 && N + len > MODEL_DECODE_CHUNK ? len : N + len;
 			}
 	want += flash && S > 0;
 	ok(rc == 0 && a.flash_chunks == want && b.flash_chunks == 0,
