@@ -3,10 +3,12 @@
  * (bad input, reference data).  Run by `make test-gpu` on a GPU machine. */
 #include "gpu_harness.h"
 #include "op_attention.h"
+#include "op_gemm.h"
 
 static const gpu_op ops[] = {
 	ATTN_OP,
 	ATTN_DET_OP,
+	GEMM_OP,
 };
 
 int main(void)
@@ -22,5 +24,6 @@ int main(void)
 	attn_det_repeatable(1, 4, 333, 128, 1);
 	attn_bad_input();
 	attn_cs336();
+	gemm_refused();
 	return done_testing();
 }

@@ -1,0 +1,103 @@
+/* op_gemm.h: the entry of lmpipe's own Hopper product (kernels/gemm.h) in
+ * the GPU op table (test_ops.c): C = A B^T against a double-precision sum
+ * of the same bf16 operands, for both tile widths, with and without the
+ * two-block cluster, on shapes with partial tiles in every dimension, one
+ * k-slice, and more tiles than the grid has blocks (an odd count of row
+ * blocks for a cluster: the last one's second block has no rows); and the
+ * shapes it refuses. */
+#ifndef LMPIPE_OP_GEMM_H
+#define LMPIPE_OP_GEMM_H
+
+#include <stdlib.h>
+
+#include "gpu_harness.h"
+#include "kernels/gemm.h"
+
+/* Shapes: M, N, K, tile width BN, cluster (1 or 2). */
+static const int gemm_shapes[][GPU_MAX_DIMS] = {
+	{1, 8, 8, 128, 1},        {1, 8, 8, 256, 2},        {100, 72, 40, 128, 1},
+	{100, 72, 40, 256, 2},    {128, 256, 64, 256, 1},   {300, 264, 200, 128, 2},
+	{300, 264, 200, 256, 1},  {257, 520, 1344, 256, 2}, {1000, 1000, 72, 128, 1},
+	{2048, 2304, 128, 256, 1}, {2048, 2304, 128, 256, 2}, {2176, 1024, 520, 128, 2},
+};
+
+/* The output is rounded to bf16 (2^-9 relative); the sums are fp32. */
+static const gpu_tol gemm_tols[] = {{"C", 5e-3, 4e-3}};
+
+static void gemm_describe(const int *s, char *buf, size_t len)
+{
+	snprintf(buf, len, "M%d N%d K%d BN%d cluster %d", s[0], s[1], s[2], s[3], s[4]);
+}
+
+static const char *gemm_run(const int *s, uint64_t seed, gpu_err *err)
+{
+	const int M = s[0], N = s[1], K = s[2];
+	const size_t na = (size_t)M * K, nb = (size_t)N * K, nc = (size_t)M * N;
+	uint16_t *ha = malloc(na * 2), *hb = malloc(nb * 2), *hc = malloc(nc * 2);
+	float *fa = malloc(na * 4), *fb = malloc(nb * 4), *ref = malloc(nc * 4), *tmp = malloc(nc * 4);
+	uint16_t *A = NULL, *B = NULL, *C = NULL;
+	const char *fail = NULL;
+	uint64_t st = seed;
+	if (!ha || !hb || !hc || !fa || !fb || !ref || !tmp) {
+		fail = "host memory";
+		goto out;
+	}
+	gpu_rand_bf16(ha, fa, na, 1.0f, &st);
+	gpu_rand_bf16(hb, fb, nb, 0.5f, &st);
+	for (int i = 0; i < M; i++)
+		for (int j = 0; j < N; j++) {
+			double t = 0;
+			for (int k = 0; k < K; k++)
+				t += (double)fa[(size_t)i * K + k] * fb[(size_t)j * K + k];
+			ref[(size_t)i * N + j] = (float)t;
+		}
+	C = gpu_poisoned(nc * 2);
+	if (!C || cudaMalloc((void **)&A, na * 2) != cudaSuccess ||
+	    cudaMalloc((void **)&B, nb * 2) != cudaSuccess ||
+	    cudaMemcpy(A, ha, na * 2, cudaMemcpyHostToDevice) != cudaSuccess ||
+	    cudaMemcpy(B, hb, nb * 2, cudaMemcpyHostToDevice) != cudaSuccess) {
+		fail = "device memory";
+		goto out;
+	}
+	setenv("LMPIPE_GEMM_CLUSTER", s[4] == 2 ? "2" : "1", 1);
+	if (gemm_tn_cuda(C, A, B, M, N, K, s[3], NULL) || cudaDeviceSynchronize() != cudaSuccess ||
+	    cudaMemcpy(hc, C, nc * 2, cudaMemcpyDeviceToHost) != cudaSuccess) {
+		fail = "gemm_tn_cuda failed";
+		goto out;
+	}
+	err[0] = gpu_compare_bf16(hc, ref, nc, tmp);
+out:
+	unsetenv("LMPIPE_GEMM_CLUSTER");
+	cudaFree(A);
+	cudaFree(B);
+	cudaFree(C);
+	free(ha);
+	free(hb);
+	free(hc);
+	free(fa);
+	free(fb);
+	free(ref);
+	free(tmp);
+	return fail;
+}
+
+#define GEMM_OP { "gemm", gemm_shapes, (int)(sizeof gemm_shapes / sizeof *gemm_shapes), \
+		  gemm_tols, (int)(sizeof gemm_tols / sizeof *gemm_tols), gemm_describe, gemm_run }
+
+/* What gemm_tn_cuda refuses, without touching memory. */
+static void gemm_refused(void)
+{
+	uint16_t *p = NULL;
+	if (cudaMalloc((void **)&p, 1 << 16) != cudaSuccess) {
+		ok(0, "gemm refusals: device memory");
+		return;
+	}
+	ok(gemm_tn_cuda(p, p, p, 16, 12, 64, 128, NULL) == -1, "gemm refuses N not a multiple of 8");
+	ok(gemm_tn_cuda(p, p, p, 16, 16, 60, 128, NULL) == -1, "gemm refuses K not a multiple of 8");
+	ok(gemm_tn_cuda(p, p, p, 16, 16, 64, 64, NULL) == -1, "gemm refuses a tile width of 64");
+	ok(gemm_tn_cuda(p, p + 1, p, 16, 16, 64, 128, NULL) == -1, "gemm refuses a misaligned A");
+	ok(gemm_tn_cuda(p, p, p, 0, 16, 64, 128, NULL) == -1, "gemm refuses M = 0");
+	cudaFree(p);
+}
+
+#endif
