@@ -7,6 +7,7 @@
 # build/libkernels.a from a CUDA build).
 #   SHAPES="32768:1536:512" bench/gemm.sh      (M:N:K)
 #   CLUSTERS="1 2" bench/gemm.sh               (LMPIPE_GEMM_CLUSTER values)
+#   EPIS="tma reg" bench/gemm.sh               (LMPIPE_GEMM_EPI values)
 set -eu
 ROOT=${LMPIPE_ROOT:-$(cd "$(dirname "$0")/.." && pwd)}
 BUILD=${LMPIPE_BUILD:-$ROOT/build}
@@ -14,6 +15,7 @@ BENCH=$BUILD/bench/gemm_bench
 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 SHAPES=${SHAPES:-"32768:1536:512 32768:512:512 32768:2688:512 32768:512:1344 32768:2304:768 32768:768:768 32768:4096:768 32768:768:2048 8192:50304:768"}
 CLUSTERS=${CLUSTERS:-"1 2"}
+EPIS=${EPIS:-"tma reg"}
 
 if [ ! -x "$BENCH" ]; then
 	mkdir -p "$BUILD/bench"
@@ -22,13 +24,10 @@ if [ ! -x "$BENCH" ]; then
 		-Wl,-rpath,"$CUDA_HOME/lib64" -lcublasLt -lcudart -lstdc++ -lm -fopenmp
 fi
 status=0
-for cl in $CLUSTERS; do
-	for s in $SHAPES; do
-		IFS=: read -r m n k <<-EOS
-		$s
-		EOS
-		LMPIPE_GEMM_CLUSTER=$cl "$BENCH" "$m" "$n" "$k" | sed "s/^{/{\"cluster\": $cl, /" ||
-			status=1
-	done
+for s in $SHAPES; do
+	IFS=: read -r m n k <<-EOS
+	$s
+	EOS
+	GEMM_CLUSTERS=$CLUSTERS GEMM_EPIS=$EPIS "$BENCH" "$m" "$n" "$k" || status=1
 done
 exit $status

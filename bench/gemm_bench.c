@@ -8,9 +8,16 @@
  * element of ours against cuBLASLt's (both round the same fp32 sums to
  * bf16: they differ by the order of the additions, so the bound is a few
  * bf16 steps of the largest value), then times each with CUDA events
- * (WARMUP runs, then the median of RUNS) and prints one JSON line per
- * implementation with TFLOP/s (2 M N K a product) and, for ours, the ratio
- * to cuBLASLt.  Exit 1 when a check fails or a launch is refused. */
+ * (WARMUP runs, then the median of RUNS runs of REPS products queued back
+ * to back) and prints one JSON line per implementation with TFLOP/s
+ * (2 M N K a product) and, for ours, the ratio to cuBLASLt, the cluster
+ * and the epilogue.  Ours runs once for each value in GEMM_CLUSTERS
+ * (default "1") and in GEMM_EPIS (default "tma"), space-separated lists
+ * set as LMPIPE_GEMM_CLUSTER and LMPIPE_GEMM_EPI (kernels/gemm.h).  The
+ * epilogue "swiglu" runs gemm_swiglu_cuda (N = 2F: the gate/up product and
+ * silu(gate) up) against cuBLASLt's product then swiglu_fwd_cuda, and
+ * checks both outputs.  Exit 1 when a check fails. */
+#define _POSIX_C_SOURCE 200809L
 #include <cuda_runtime_api.h>
 #include <math.h>
 #include <stdint.h>
@@ -20,8 +27,9 @@
 
 #include "kernels/gemm.h"
 #include "kernels/matmul.h"
+#include "kernels/swiglu.h"
 
-enum { WARMUP = 3, RUNS = 21 };
+enum { WARMUP = 3, RUNS = 21, REPS = 10 };
 
 static uint16_t f2bf(float f)
 {
@@ -37,6 +45,17 @@ static float bf2f(uint16_t h)
 	float f;
 	memcpy(&f, &u, sizeof f);
 	return f;
+}
+
+static const char *env_or(const char *name, const char *dflt)
+{
+	const char *v = getenv(name);
+	return v && *v ? v : dflt;
+}
+
+static int swiglu_mode(void)
+{
+	return !strcmp(env_or("LMPIPE_GEMM_EPI", ""), "swiglu");
 }
 
 static int cmp_float(const void *a, const void *b)
@@ -63,7 +82,14 @@ static float urand(void)
 		}                                                                       \
 	} while (0)
 
-/* Median milliseconds of one run of f (which == 0: cuBLASLt, else our BN). */
+static uint16_t *g_out;  /* silu(gate) up, [M, N / 2], for the swiglu runs */
+
+/* Median milliseconds of one product (which == 0: cuBLASLt, -1: cuBLASLt
+ * then swiglu_fwd_cuda, else our BN; with LMPIPE_GEMM_EPI=swiglu, our
+ * product with SwiGLU in its epilogue, gemm_swiglu_cuda)
+ * over RUNS timings of REPS products queued back to back, so that the
+ * host's time to queue one (tensor maps, attributes, the launch) hides
+ * behind the device's work as in a training step, and is not timed. */
 static double time_it(int which, matmul_cuda *mc, uint16_t *C, const uint16_t *A,
 		      const uint16_t *B, int M, int N, int K, cudaStream_t st)
 {
@@ -73,22 +99,106 @@ static double time_it(int which, matmul_cuda *mc, uint16_t *C, const uint16_t *A
 	CK(cudaEventCreate(&e1));
 	for (int r = 0; r < WARMUP + RUNS; r++) {
 		CK(cudaEventRecord(e0, st));
-		int bad = which ? gemm_tn_cuda(C, A, B, M, N, K, which, st)
-				: matmul_fwd_cuda(mc, C, NULL, A, B, M, K, N);
-		if (bad) {
-			fprintf(stderr, "gemm_bench: %s refused %d x %d x %d\n",
-				which ? "gemm_tn_cuda" : "cuBLASLt", M, N, K);
-			exit(1);
+		for (int i = 0; i < REPS; i++) {
+			int bad;
+			if (which > 0 && swiglu_mode())
+				bad = gemm_swiglu_cuda(C, g_out, A, B, M, N / 2, K, which, st);
+			else if (which > 0)
+				bad = gemm_tn_cuda(C, A, B, M, N, K, which, st);
+			else
+				bad = matmul_fwd_cuda(mc, C, NULL, A, B, M, K, N) ||
+				      (which < 0 && swiglu_fwd_cuda(g_out, C, M, N / 2, st));
+			if (bad) {
+				fprintf(stderr, "gemm_bench: %s refused %d x %d x %d\n",
+					which ? "gemm_tn_cuda" : "cuBLASLt", M, N, K);
+				exit(1);
+			}
 		}
 		CK(cudaEventRecord(e1, st));
 		CK(cudaEventSynchronize(e1));
-		if (r >= WARMUP)
+		if (r >= WARMUP) {
 			CK(cudaEventElapsedTime(&ms[r - WARMUP], e0, e1));
+			ms[r - WARMUP] /= REPS;
+		}
 	}
 	qsort(ms, RUNS, sizeof ms[0], cmp_float);
 	cudaEventDestroy(e0);
 	cudaEventDestroy(e1);
 	return ms[RUNS / 2];
+}
+
+/* Words of s (space-separated, s is cut) into w[0 .. max); their count. */
+static int split(char *s, const char **w, int max)
+{
+	int n = 0;
+	char *save;
+	for (char *t = strtok_r(s, " ", &save); t && n < max; t = strtok_r(NULL, " ", &save))
+		w[n++] = t;
+	return n;
+}
+
+/* Check ours at tile width bn against cuBLASLt's output hr (largest
+ * magnitude big), time it and print its line; 1 if the check fails. */
+static int run_ours(int bn, const char *cl, const char *epi, matmul_cuda *mc, uint16_t *C,
+		    const uint16_t *A, const uint16_t *B, int M, int N, int K, const uint16_t *hr,
+		    uint16_t *ho, float big, double ref_ms, cudaStream_t st)
+{
+	size_t nc = (size_t)M * N;
+	CK(cudaMemset(C, 0xff, nc * 2));
+	const int sw = swiglu_mode();
+	if (sw ? gemm_swiglu_cuda(C, g_out, A, B, M, N / 2, K, bn, st)
+	       : gemm_tn_cuda(C, A, B, M, N, K, bn, st)) {  /* e.g. ping-pong at BN = 256 */
+		printf("{\"impl\": \"lmpipe\", \"BN\": %d, \"cluster\": \"%s\", \"epi\": \"%s\", "
+		       "\"M\": %d, \"N\": %d, \"K\": %d, \"refused\": true}\n", bn, cl, epi, M, N, K);
+		return 0;
+	}
+	CK(cudaStreamSynchronize(st));
+	CK(cudaMemcpy(ho, C, nc * 2, cudaMemcpyDeviceToHost));
+	double worst = 0;
+	size_t at = 0;
+	for (size_t i = 0; i < nc; i++) {
+		double d = fabs((double)bf2f(ho[i]) - bf2f(hr[i]));
+		if (!(d <= worst)) {
+			worst = d;
+			at = i;
+		}
+	}
+	int valid = worst <= 4.0 / 128 * big;
+	if (sw) {  /* out against swiglu_fwd_cuda of cuBLASLt's h: C again */
+		size_t no = nc / 2;
+		uint16_t *mine = malloc(no * 2), *theirs = malloc(no * 2);
+		uint16_t *hc = NULL;
+		if (!mine || !theirs)
+			exit(1);
+		CK(cudaMemcpy(mine, g_out, no * 2, cudaMemcpyDeviceToHost));
+		CK(cudaMalloc((void **)&hc, nc * 2));
+		CK(cudaMemcpy(hc, hr, nc * 2, cudaMemcpyHostToDevice));
+		if (swiglu_fwd_cuda(g_out, hc, M, N / 2, st))
+			exit(1);
+		CK(cudaMemcpy(theirs, g_out, no * 2, cudaMemcpyDeviceToHost));
+		cudaFree(hc);
+		float obig = 0;
+		double oworst = 0;
+		for (size_t i = 0; i < no; i++) {
+			if (fabsf(bf2f(theirs[i])) > obig)
+				obig = fabsf(bf2f(theirs[i]));
+			double d = fabs((double)bf2f(mine[i]) - bf2f(theirs[i]));
+			if (!(d <= oworst))
+				oworst = d;
+		}
+		if (!(oworst <= 4.0 / 128 * obig))
+			valid = 0;
+		free(mine);
+		free(theirs);
+		ref_ms = time_it(-1, mc, C, A, B, M, N, K, st);
+	}
+	double ms = time_it(bn, mc, C, A, B, M, N, K, st), flop = 2.0 * M * N * K;
+	printf("{\"impl\": \"lmpipe\", \"BN\": %d, \"cluster\": \"%s\", \"epi\": \"%s\", "
+	       "\"M\": %d, \"N\": %d, \"K\": %d, \"ms\": %.4f, \"tflops\": %.1f, \"ratio\": %.3f, "
+	       "\"max_diff\": %.4g, \"at\": [%zu, %zu], \"scale\": %.4g, \"valid\": %s}\n",
+	       bn, cl, epi, M, N, K, ms, flop / ms * 1e-9, ref_ms / ms, worst, at / N, at % N, big,
+	       valid ? "true" : "false");
+	return !valid;
 }
 
 int main(int argc, char **argv)
@@ -97,6 +207,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: gemm_bench M N K [BN ...]\n");
 		return 2;
 	}
+	setvbuf(stdout, NULL, _IOLBF, 0);  /* each line whole, even if a later run is killed */
 	int M = atoi(argv[1]), N = atoi(argv[2]), K = atoi(argv[3]);
 	int bns[8] = {128, 256}, nb = 2;
 	if (argc > 4) {
@@ -115,6 +226,7 @@ int main(int argc, char **argv)
 	cudaStream_t st;
 	CK(cudaStreamCreate(&st));
 	uint16_t *A, *B, *C;
+	CK(cudaMalloc((void **)&g_out, nc));  /* [M, N / 2] bf16 */
 	CK(cudaMalloc((void **)&A, na * 2));
 	CK(cudaMalloc((void **)&B, nbw * 2));
 	CK(cudaMalloc((void **)&C, nc * 2));
@@ -135,32 +247,17 @@ int main(int argc, char **argv)
 	printf("{\"impl\": \"cublaslt\", \"M\": %d, \"N\": %d, \"K\": %d, \"ms\": %.4f, \"tflops\": %.1f}\n",
 	       M, N, K, ref_ms, flop / ref_ms * 1e-9);
 	int status = 0;
-	for (int b = 0; b < nb; b++) {
-		CK(cudaMemset(C, 0xff, nc * 2));
-		if (gemm_tn_cuda(C, A, B, M, N, K, bns[b], st)) {
-			fprintf(stderr, "gemm_bench: gemm_tn_cuda refused BN %d\n", bns[b]);
-			return 1;
-		}
-		CK(cudaStreamSynchronize(st));
-		CK(cudaMemcpy(ho, C, nc * 2, cudaMemcpyDeviceToHost));
-		double worst = 0;
-		size_t at = 0;
-		for (size_t i = 0; i < nc; i++) {
-			double d = fabs((double)bf2f(ho[i]) - bf2f(hr[i]));
-			if (!(d <= worst)) {
-				worst = d;
-				at = i;
-			}
-		}
-		int valid = worst <= 4.0 / 128 * big;
-		if (!valid)
-			status = 1;
-		double ms = time_it(bns[b], mc, C, A, B, M, N, K, st);
-		printf("{\"impl\": \"lmpipe\", \"BN\": %d, \"M\": %d, \"N\": %d, \"K\": %d, \"ms\": %.4f, "
-		       "\"tflops\": %.1f, \"ratio\": %.3f, \"max_diff\": %.4g, \"at\": [%zu, %zu], "
-		       "\"scale\": %.4g, \"valid\": %s}\n",
-		       bns[b], M, N, K, ms, flop / ms * 1e-9, ref_ms / ms, worst, at / N, at % N, big,
-		       valid ? "true" : "false");
+	char cls[64], epis[64];
+	const char *cl_of[4], *epi_of[4];
+	snprintf(cls, sizeof cls, "%s", env_or("GEMM_CLUSTERS", "1"));
+	snprintf(epis, sizeof epis, "%s", env_or("GEMM_EPIS", "tma"));
+	int ncl = split(cls, cl_of, 4), nepi = split(epis, epi_of, 4);
+	for (int v = 0; v < ncl * nepi; v++) {
+		setenv("LMPIPE_GEMM_CLUSTER", cl_of[v / nepi], 1);
+		setenv("LMPIPE_GEMM_EPI", epi_of[v % nepi], 1);
+		for (int b = 0; b < nb; b++)
+			status |= run_ours(bns[b], cl_of[v / nepi], epi_of[v % nepi], mc, C, A, B, M, N,
+					   K, hr, ho, big, ref_ms, st);
 	}
 	matmul_cuda_free(mc);
 	return status;

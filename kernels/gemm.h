@@ -22,6 +22,14 @@ extern "C" {
 int gemm_tn_cuda(uint16_t *C, const uint16_t *A, const uint16_t *B, int M, int N, int K, int bn,
 		 void *stream);
 
+/* The gate/up product with SwiGLU in its epilogue (kernels/swiglu.h):
+ *   h[M, 2F] = A[M, K] . W[2F, K]^T,   out[M, F] = silu(gate) * up
+ * with the gates in h's columns [0, F) (W's rows [0, F)) and the ups in
+ * [F, 2F); out is computed from h's bf16 values as swiglu_fwd_cuda does.
+ * F a multiple of 8; otherwise as gemm_tn_cuda. */
+int gemm_swiglu_cuda(uint16_t *h, uint16_t *out, const uint16_t *A, const uint16_t *W, int M,
+		     int F, int K, int bn, void *stream);
+
 #ifdef __cplusplus
 }
 #endif

@@ -9,8 +9,15 @@
 // k16 steps of wgmma m64n128k16 per 128 columns (both operands K-major,
 // 128-byte swizzled), and release the stage before only once the products
 // on it are done (wgmma.wait_group 1), so the tensor cores always have the
-// next stage queued.  The epilogue rounds the fp32 sums to bf16 and stores
-// them from registers, while the producer already loads the next tile.
+// next stage queued.  The epilogue rounds the fp32 sums to bf16, while the
+// producer already loads the next tile, and stores them (EPI = 1, the
+// default) through shared memory: each consumer warpgroup writes 64 x 64
+// pieces into two buffers of its own in turn, and one of its threads has
+// the copy engine store each piece (a tensor store), so the warpgroup goes
+// on to the next piece and the next tile while the stores run; or (EPI =
+// 0, LMPIPE_GEMM_EPI=reg, for comparing) from registers, 4 bytes a thread
+// and row.  EPI = 2 (LMPIPE_GEMM_EPI=pp, BN = 128 only) is the ping-pong
+// arrangement (consume_pp): the consumer warpgroups take alternate tiles.
 //
 // Tiles go n fastest: the blocks running together share A's rows, which
 // leave HBM once, and B (a weight) stays in L2.
@@ -21,6 +28,7 @@
 #include <cooperative_groups.h>
 #include <cuda_runtime.h>
 #include <stdlib.h>
+#include <string.h>
 
 namespace cg = cooperative_groups;
 
@@ -38,8 +46,29 @@ struct Cfg {
 	static constexpr int ST = BN == 256 ? 4 : 6;  // stages
 	static constexpr int A_ELEMS = BM * BK, B_ELEMS = BN * BK, B_ROWS = BN / CL;
 	static constexpr uint32_t STAGE_BYTES = (A_ELEMS + B_ELEMS) * 2;
-	static constexpr int SMEM = SW_ATOM_BYTES + ST * STAGE_BYTES + 2 * ST * 8;
+	// The epilogue's pieces: two buffers of 64 x 64 a consumer warpgroup.
+	static constexpr int PIECE = 64 * 64, C_ELEMS = CONSUMERS * 2 * PIECE;
+	static constexpr int SMEM = SW_ATOM_BYTES + ST * STAGE_BYTES + C_ELEMS * 2 + 2 * ST * 8;
 };
+
+// Named barriers: 1 + w, warpgroup w's own (its epilogue); BAR_ORDER + w
+// (ping-pong), warpgroup w may start its next tile.
+enum { BAR_ORDER = 3 };
+
+__device__ __forceinline__ void wg_bar_sync(int id)
+{
+	asm volatile("bar.sync %0, %1;\n" ::"r"(id), "n"(WG_THREADS) : "memory");
+}
+
+// Both consumer warpgroups meet at barrier id: one waits (wait = true),
+// the other only arrives.
+__device__ __forceinline__ void pair_bar(int id, bool wait)
+{
+	if (wait)
+		asm volatile("bar.sync %0, %1;\n" ::"r"(id), "n"(2 * WG_THREADS) : "memory");
+	else
+		asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "n"(2 * WG_THREADS) : "memory");
+}
 
 __device__ __forceinline__ uint32_t saddr(const void *p)
 {
@@ -66,6 +95,13 @@ __device__ __forceinline__ void mbar_arrive_remote(uint64_t *bar, uint32_t rank)
 		     : "memory");
 }
 
+// The kernel's tensor maps: A; B (EPI = 3: the gate rows of the weight)
+// and b2 (EPI = 3: its up rows); the output (EPI = 3: the gate columns of
+// h, its up columns, and silu(gate) up).
+struct Maps {
+	CUtensorMap a, b, b2, c[3];
+};
+
 // The tiles of one block: the cluster takes tile pairs (row blocks 2i,
 // 2i + 1 when CL = 2) n fastest; a block its rank's row block of each.
 struct Walk {
@@ -73,15 +109,18 @@ struct Walk {
 	__device__ __forceinline__ int m0(int ct) const { return (ct / tn * cl + rank) * BM; }
 };
 
-template <int BN, int CL>
-__device__ __forceinline__ void produce(const CUtensorMap *ma, const CUtensorMap *mb, bf16 *sA,
-					bf16 *sB, uint64_t *full, uint64_t *empty, const Walk &w,
-					int kt)
+// EPI = 3: B's slice is BN / 2 gate rows of features n0 ... then the up
+// rows of the same features (CL = 2: block r loads the gates if r = 0, else
+// the ups, for both).
+template <int BN, int CL, int EPI>
+__device__ __forceinline__ void produce(const Maps &mp, bf16 *sA, bf16 *sB, uint64_t *full,
+					uint64_t *empty, const Walk &w, int kt)
 {
 	using C = Cfg<BN, CL>;
+	const CUtensorMap *ma = &mp.a, *mb = &mp.b;
 	uint32_t u = 0;
 	for (int ct = w.first; ct < w.ctiles; ct += w.step) {
-		const int m0 = w.m0(ct), n0 = ct % w.tn * BN;
+		const int m0 = w.m0(ct), n0 = ct % w.tn * (EPI == 3 ? BN / 2 : BN);
 		for (int ks = 0; ks < kt; ks++, u++) {
 			const int s = u % C::ST;
 			if (u >= (uint32_t)C::ST)
@@ -89,7 +128,12 @@ __device__ __forceinline__ void produce(const CUtensorMap *ma, const CUtensorMap
 			mbar_expect_tx(&full[s], C::STAGE_BYTES);
 			tma_load_3d(sA + s * C::A_ELEMS, ma, &full[s], ks * BK, m0, 0);
 			bf16 *b = sB + s * C::B_ELEMS + w.rank * C::B_ROWS * BK;
-			if constexpr (CL == 1)
+			if constexpr (EPI == 3 && CL == 1) {
+				tma_load_3d(b, mb, &full[s], ks * BK, n0, 0);
+				tma_load_3d(b + BN / 2 * BK, &mp.b2, &full[s], ks * BK, n0, 0);
+			} else if constexpr (EPI == 3) {
+				tma_load_mc(b, w.rank ? &mp.b2 : mb, &full[s], ks * BK, n0, (1 << CL) - 1);
+			} else if constexpr (CL == 1)
 				tma_load_3d(b, mb, &full[s], ks * BK, n0, 0);
 			else
 				tma_load_mc(b, mb, &full[s], ks * BK, n0 + w.rank * C::B_ROWS,
@@ -129,10 +173,162 @@ __device__ __forceinline__ void release(uint64_t *empty, int s, int lane, int ra
 	}
 }
 
-template <int BN, int CL>
-__device__ __forceinline__ void consume(bf16 *__restrict__ Cm, const bf16 *sA, const bf16 *sB,
-					uint64_t *full, uint64_t *empty, int M, int N,
-					const Walk &w, int kt)
+// The epilogue's pieces: a consumer warpgroup writes 64 x 64 outputs into
+// one of its two buffers (piece j into buffer j % 2), and its thread 0 has
+// the copy engine store them at column c0, row r0 of a tensor map.
+// piece_open waits until the buffer's previous piece has been read out;
+// the warpgroup then writes its fragment (piece_put: row 16 w + g and the
+// row 8 below it, columns 8 ii + 2 t, +1), and piece_close stores it.
+__device__ __forceinline__ bf16 *piece_open(bf16 *buf, int j)
+{
+	if (threadIdx.x % WG_THREADS == 0)
+		bulk_wait_read<1>();  // the piece before last, from this buffer, is read
+	wg_bar_sync(1 + threadIdx.x / WG_THREADS);
+	return buf + (j & 1) * 64 * 64;
+}
+
+__device__ __forceinline__ void piece_put(bf16 *p, int ii, uint32_t top, uint32_t bottom)
+{
+	const int lane = threadIdx.x % 32, row = threadIdx.x % WG_THREADS / 32 * 16 + lane / 4;
+	const int col = ii * 8 + 2 * (lane % 4);
+	*(uint32_t *)(p + slab_off<64>(row, col)) = top;
+	*(uint32_t *)(p + slab_off<64>(row + 8, col)) = bottom;
+}
+
+__device__ __forceinline__ void piece_close(const CUtensorMap *map, bf16 *p, int c0, int r0,
+					    bool inside)
+{
+	fence_proxy_async();
+	wg_bar_sync(1 + threadIdx.x / WG_THREADS);
+	if (threadIdx.x % WG_THREADS == 0) {
+		if (inside)
+			tma_store_3d(map, p, c0, r0, 0);
+		bulk_commit();
+	}
+}
+
+// Store this warpgroup's 64 x BN sums at (r0, n0) through its two piece
+// buffers (EPI = 1).
+template <int BN>
+__device__ __forceinline__ void store_pieces(const CUtensorMap *mc, bf16 *buf,
+					     float (&acc)[BN / 8][4], int r0, int n0, int M, int N)
+{
+#pragma unroll
+	for (int j = 0; j < BN / 64; j++) {
+		bf16 *p = piece_open(buf, j);
+#pragma unroll
+		for (int ii = 0; ii < 8; ii++)
+			piece_put(p, ii, pack_bf16(acc[j * 8 + ii][0], acc[j * 8 + ii][1]),
+				  pack_bf16(acc[j * 8 + ii][2], acc[j * 8 + ii][3]));
+		piece_close(mc, p, n0 + j * 64, r0, n0 + j * 64 < N && r0 < M);
+	}
+}
+
+// silu(g) u of two bf16-rounded pairs, rounded: swiglu_fwd_cuda's arithmetic.
+__device__ __forceinline__ uint32_t swiglu2(float g0, float g1, float u0, float u1)
+{
+	g0 = __bfloat162float(__float2bfloat16_rn(g0));
+	g1 = __bfloat162float(__float2bfloat16_rn(g1));
+	u0 = __bfloat162float(__float2bfloat16_rn(u0));
+	u1 = __bfloat162float(__float2bfloat16_rn(u1));
+	const float s0 = 1.0f / (1.0f + __expf(-g0)), s1 = 1.0f / (1.0f + __expf(-g1));
+	return pack_bf16(g0 * s0 * u0, g1 * s1 * u1);
+}
+
+// EPI = 3 (gemm_swiglu_cuda): the tile's first BN / 2 columns are gates of
+// features f0 ..., the others the ups of the same features.  Stores the
+// gates (map mg), the ups (mu), then silu(gate) up (mo), each at column f0.
+template <int BN>
+__device__ __forceinline__ void store_swiglu(const CUtensorMap *mg, const CUtensorMap *mu,
+					     const CUtensorMap *mo, bf16 *buf,
+					     float (&acc)[BN / 8][4], int r0, int f0, int M, int F)
+{
+	constexpr int U = BN / 16, Q = BN / 128;  // the ups' first fragment; pieces a part
+#pragma unroll
+	for (int j = 0; j < 3 * Q; j++) {
+		const int part = j / Q, q = j % Q, c0 = f0 + q * 64;
+		bf16 *p = piece_open(buf, j);
+#pragma unroll
+		for (int ii = 0; ii < 8; ii++) {
+			const float *g = acc[q * 8 + ii], *u = acc[U + q * 8 + ii];
+			if (part == 0)
+				piece_put(p, ii, pack_bf16(g[0], g[1]), pack_bf16(g[2], g[3]));
+			else if (part == 1)
+				piece_put(p, ii, pack_bf16(u[0], u[1]), pack_bf16(u[2], u[3]));
+			else
+				piece_put(p, ii, swiglu2(g[0], g[1], u[0], u[1]),
+					  swiglu2(g[2], g[3], u[2], u[3]));
+		}
+		piece_close(part == 0 ? mg : part == 1 ? mu : mo, p, c0, r0, c0 < F && r0 < M);
+	}
+}
+
+// Ping-pong (EPI = 2, BN = 128): each consumer warpgroup takes every other
+// tile of the block, all 128 x 128 of it (two m64n128k16 products a k16
+// step, 128 sums a thread), so that one warpgroup's epilogue runs while
+// the other's products keep the tensor cores busy.  The producer's order
+// is unchanged: tile j of the block fills stages j kt ... j kt + kt - 1,
+// and only its warpgroup (4 warps) releases them.  A warpgroup starts
+// tile j only once the other has seen every stage of tile j - 1 arrive
+// (named barriers ORDER + w): a "full" barrier's parity tells its phases
+// apart only one lap of the ring ahead, and with more k-slices than
+// stages tile j's first stages are a lap ahead of tile j - 1's.
+template <int CL>
+__device__ __forceinline__ void consume_pp(const CUtensorMap *mc, const bf16 *sA, const bf16 *sB,
+					   bf16 *sC, uint64_t *full, uint64_t *empty, int M, int N,
+					   const Walk &w, int kt)
+{
+	using Cf = Cfg<128, CL>;
+	constexpr uint32_t KSTEP = 16 * 2, HALF = 64 * SLAB_ROW_BYTES;
+	const int wg = threadIdx.x / WG_THREADS, lane = threadIdx.x % 32;
+	float acc[2][16][4];
+	for (int j = wg;; j += CONSUMERS) {
+		const int ct = w.first + j * w.step;
+		if (ct >= w.ctiles)
+			break;
+		const int m0 = w.m0(ct), n0 = ct % w.tn * 128;
+		if (j > 0)  // the other warpgroup has waited for all of tile j - 1
+			pair_bar(BAR_ORDER + wg, true);
+		uint32_t u = (uint32_t)j * kt;
+		for (int ks = 0; ks < kt; ks++, u++) {
+			const int s = u % Cf::ST;
+			mbar_wait(&full[s], (u / Cf::ST) & 1);
+			const uint32_t a = saddr(sA + s * Cf::A_ELEMS), b = saddr(sB + s * Cf::B_ELEMS);
+			fence_regs<16>(acc[0]);
+			fence_regs<16>(acc[1]);
+			wgmma_fence();
+#pragma unroll
+			for (int kk = 0; kk < BK / 16; kk++) {
+				const uint64_t db = sw128_desc(b + kk * KSTEP, 16, SW_ATOM_BYTES);
+				const int acc_in = !(ks == 0 && kk == 0);
+				wgmma_ss_n128(acc[0], sw128_desc(a + kk * KSTEP, 16, SW_ATOM_BYTES), db,
+					      acc_in);
+				wgmma_ss_n128(acc[1], sw128_desc(a + HALF + kk * KSTEP, 16, SW_ATOM_BYTES),
+					      db, acc_in);
+			}
+			wgmma_commit();
+			if (ks > 0) {
+				wgmma_wait<1>();
+				release<CL>(empty, (u - 1) % Cf::ST, lane, w.rank);
+			}
+		}
+		if (ct + w.step < w.ctiles)  // the other warpgroup has tile j + 1
+			pair_bar(BAR_ORDER + (wg ^ 1), false);
+		wgmma_wait<0>();
+		fence_regs<16>(acc[0]);
+		fence_regs<16>(acc[1]);
+		release<CL>(empty, (u - 1) % Cf::ST, lane, w.rank);
+		store_pieces<128>(mc, sC + wg * 2 * Cf::PIECE, acc[0], m0, n0, M, N);
+		store_pieces<128>(mc, sC + wg * 2 * Cf::PIECE, acc[1], m0 + 64, n0, M, N);
+	}
+	if (threadIdx.x % WG_THREADS == 0)
+		bulk_wait_done();
+}
+
+template <int BN, int CL, int EPI>
+__device__ __forceinline__ void consume(bf16 *__restrict__ Cm, const CUtensorMap *mc,
+					const bf16 *sA, const bf16 *sB, bf16 *sC, uint64_t *full,
+					uint64_t *empty, int M, int N, const Walk &w, int kt)
 {
 	using Cf = Cfg<BN, CL>;
 	const int wg = threadIdx.x / WG_THREADS, warp = threadIdx.x % WG_THREADS / 32;
@@ -154,6 +350,15 @@ __device__ __forceinline__ void consume(bf16 *__restrict__ Cm, const bf16 *sA, c
 		wgmma_wait<0>();
 		fence_regs<BN / 8>(acc);
 		release<CL>(empty, (u - 1) % Cf::ST, lane, w.rank);
+		if constexpr (EPI == 1) {
+			store_pieces<BN>(mc, sC + wg * 2 * Cf::PIECE, acc, m0 + wg * 64, n0, M, N);
+			continue;
+		}
+		if constexpr (EPI == 3) {
+			store_swiglu<BN>(mc, mc + 1, mc + 2, sC + wg * 2 * Cf::PIECE, acc, m0 + wg * 64,
+					 n0 / 2, M, N);
+			continue;
+		}
 		const int r = m0 + wg * 64 + warp * 16 + g;
 #pragma unroll
 		for (int i = 0; i < BN / 8; i++) {
@@ -167,12 +372,14 @@ __device__ __forceinline__ void consume(bf16 *__restrict__ Cm, const bf16 *sA, c
 					pack_bf16(acc[i][2], acc[i][3]);
 		}
 	}
+	if (EPI != 0 && threadIdx.x % WG_THREADS == 0)
+		bulk_wait_done();  // the last pieces are stored before the block leaves
 }
 
-template <int BN, int CL>
+// EPI = 3: N is the number of features F (h has 2 F columns).
+template <int BN, int CL, int EPI>
 __global__ void __launch_bounds__(NT, 1)
-gemm_tn_kernel(const __grid_constant__ CUtensorMap ma, const __grid_constant__ CUtensorMap mb,
-	       bf16 *__restrict__ Cm, int M, int N, int K)
+gemm_tn_kernel(const __grid_constant__ Maps mp, bf16 *__restrict__ Cm, int M, int N, int K)
 {
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
 	__trap();  // built without sm_90a
@@ -182,11 +389,13 @@ gemm_tn_kernel(const __grid_constant__ CUtensorMap ma, const __grid_constant__ C
 	uintptr_t base = ((uintptr_t)smem_raw + SW_ATOM_BYTES - 1) & ~(uintptr_t)(SW_ATOM_BYTES - 1);
 	bf16 *sA = reinterpret_cast<bf16 *>(base);
 	bf16 *sB = sA + C::ST * C::A_ELEMS;
-	uint64_t *full = reinterpret_cast<uint64_t *>(sB + C::ST * C::B_ELEMS);
+	bf16 *sC = sB + C::ST * C::B_ELEMS;
+	uint64_t *full = reinterpret_cast<uint64_t *>(sC + C::C_ELEMS);
 	uint64_t *empty = full + C::ST;
 	Walk w;
 	w.cl = CL;
-	w.tn = (N + BN - 1) / BN;
+	constexpr int TN = EPI == 3 ? BN / 2 : BN;  // output columns (features) a tile
+	w.tn = (N + TN - 1) / TN;
 	w.ctiles = ((M + BM - 1) / BM + CL - 1) / CL * w.tn;
 	w.first = blockIdx.x / CL;
 	w.step = gridDim.x / CL;
@@ -195,7 +404,7 @@ gemm_tn_kernel(const __grid_constant__ CUtensorMap ma, const __grid_constant__ C
 	if (threadIdx.x == 0) {
 		for (int i = 0; i < C::ST; i++) {
 			mbar_init(&full[i], 1);
-			mbar_init(&empty[i], WARPS * CL);
+			mbar_init(&empty[i], (EPI == 2 ? 4 : WARPS) * CL);
 		}
 		mbar_fence_init();
 	}
@@ -206,32 +415,34 @@ gemm_tn_kernel(const __grid_constant__ CUtensorMap ma, const __grid_constant__ C
 	if (threadIdx.x / WG_THREADS == CONSUMERS) {
 		regs_dealloc<PRODUCER_REGS>();
 		if (threadIdx.x % WG_THREADS == 0)
-			produce<BN, CL>(&ma, &mb, sA, sB, full, empty, w, kt);
+			produce<BN, CL, EPI>(mp, sA, sB, full, empty, w, kt);
 	} else {
 		regs_alloc<CONSUMER_REGS>();
-		consume<BN, CL>(Cm, sA, sB, full, empty, M, N, w, kt);
+		if constexpr (EPI == 2)
+			consume_pp<CL>(mp.c, sA, sB, sC, full, empty, M, N, w, kt);
+		else
+			consume<BN, CL, EPI>(Cm, mp.c, sA, sB, sC, full, empty, M, N, w, kt);
 	}
 	if constexpr (CL == 2)
 		cg::this_cluster().sync();  // no block leaves while the other may still signal it
 #endif
 }
 
-template <int BN, int CL>
-int launch(uint16_t *Cm, const uint16_t *A, const uint16_t *B, int M, int N, int K,
-	   cudaStream_t st)
+// Launch over the maps in mp: M rows, N output columns (EPI = 3: N
+// features).
+template <int BN, int CL, int EPI>
+int launch(const Maps &mp, uint16_t *Cm, int M, int N, int K, cudaStream_t st)
 {
 	using C = Cfg<BN, CL>;
 	static_assert(C::SMEM <= 227 * 1024, "the stages exceed a block's shared memory");
-	CUtensorMap ma, mb;
-	if (tma_map_3d(&ma, A, K, M, 1, BM) || tma_map_3d(&mb, B, K, N, 1, C::B_ROWS))
-		return -1;
-	auto kern = gemm_tn_kernel<BN, CL>;
+	auto kern = gemm_tn_kernel<BN, CL, EPI>;
 	if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM))
 		return -1;
 	int dev, sms;
 	if (cudaGetDevice(&dev) || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev))
 		return -1;
-	const long long ctiles = (long long)(((M + BM - 1) / BM + CL - 1) / CL) * ((N + BN - 1) / BN);
+	const int tn = EPI == 3 ? BN / 2 : BN;
+	const long long ctiles = (long long)(((M + BM - 1) / BM + CL - 1) / CL) * ((N + tn - 1) / tn);
 	const int clusters = ctiles < sms / CL ? (int)ctiles : sms / CL;
 	cudaLaunchConfig_t cfg = {};
 	cudaLaunchAttribute attr[1];
@@ -245,9 +456,16 @@ int launch(uint16_t *Cm, const uint16_t *A, const uint16_t *B, int M, int N, int
 	cfg.stream = st;
 	cfg.attrs = attr;
 	cfg.numAttrs = 1;
-	if (cudaLaunchKernelEx(&cfg, kern, ma, mb, (bf16 *)Cm, M, N, K) != cudaSuccess)
+	if (cudaLaunchKernelEx(&cfg, kern, mp, (bf16 *)Cm, M, N, K) != cudaSuccess)
 		return -1;
 	return cudaGetLastError() == cudaSuccess ? 0 : -1;
+}
+
+// The cluster size asked for (LMPIPE_GEMM_CLUSTER, 1 or 2).
+int cluster_env(void)
+{
+	const char *e = getenv("LMPIPE_GEMM_CLUSTER");
+	return e && !strcmp(e, "2") ? 2 : 1;
 }
 
 }  // namespace
@@ -255,14 +473,47 @@ int launch(uint16_t *Cm, const uint16_t *A, const uint16_t *B, int M, int N, int
 extern "C" int gemm_tn_cuda(uint16_t *C, const uint16_t *A, const uint16_t *B, int M, int N, int K,
 			    int bn, void *stream)
 {
-	if (M <= 0 || N <= 0 || K <= 0 || K % 8 || N % 8 || ((uintptr_t)A | (uintptr_t)B | (uintptr_t)C) % 16)
+	if (M <= 0 || N <= 0 || K <= 0 || K % 8 || N % 8 || ((uintptr_t)A | (uintptr_t)B | (uintptr_t)C) % 16 ||
+	    (bn != 128 && bn != 256))
 		return -1;
 	cudaStream_t st = (cudaStream_t)stream;
-	const char *e = getenv("LMPIPE_GEMM_CLUSTER");
-	const int cl = e && *e ? atoi(e) : 1;
+	const char *p = getenv("LMPIPE_GEMM_EPI");
+	const int cl = cluster_env(), reg = p && !strcmp(p, "reg"), pp = p && !strcmp(p, "pp");
+	if (pp && bn != 128)
+		return -1;
+	Maps mp;
+	if (tma_map_3d(&mp.a, A, K, M, 1, BM) || tma_map_3d(&mp.b, B, K, N, 1, bn / cl) ||
+	    tma_map_3d(&mp.c[0], C, N, M, 1, 64))
+		return -1;
+	mp.b2 = mp.b;
+	mp.c[1] = mp.c[2] = mp.c[0];
+	if (pp)
+		return cl == 2 ? launch<128, 2, 2>(mp, C, M, N, K, st) : launch<128, 1, 2>(mp, C, M, N, K, st);
+	if (bn == 256 && cl == 2)
+		return reg ? launch<256, 2, 0>(mp, C, M, N, K, st) : launch<256, 2, 1>(mp, C, M, N, K, st);
 	if (bn == 256)
-		return cl == 2 ? launch<256, 2>(C, A, B, M, N, K, st) : launch<256, 1>(C, A, B, M, N, K, st);
-	if (bn == 128)
-		return cl == 2 ? launch<128, 2>(C, A, B, M, N, K, st) : launch<128, 1>(C, A, B, M, N, K, st);
-	return -1;
+		return reg ? launch<256, 1, 0>(mp, C, M, N, K, st) : launch<256, 1, 1>(mp, C, M, N, K, st);
+	if (cl == 2)
+		return reg ? launch<128, 2, 0>(mp, C, M, N, K, st) : launch<128, 2, 1>(mp, C, M, N, K, st);
+	return reg ? launch<128, 1, 0>(mp, C, M, N, K, st) : launch<128, 1, 1>(mp, C, M, N, K, st);
+}
+
+extern "C" int gemm_swiglu_cuda(uint16_t *h, uint16_t *out, const uint16_t *A, const uint16_t *W,
+				int M, int F, int K, int bn, void *stream)
+{
+	if (M <= 0 || F <= 0 || K <= 0 || K % 8 || F % 8 || (bn != 128 && bn != 256) ||
+	    ((uintptr_t)h | (uintptr_t)out | (uintptr_t)A | (uintptr_t)W) % 16)
+		return -1;
+	cudaStream_t st = (cudaStream_t)stream;
+	const int cl = cluster_env();
+	Maps mp;
+	if (tma_map_3d(&mp.a, A, K, M, 1, BM) || tma_map_3d(&mp.b, W, K, F, 1, bn / 2) ||
+	    tma_map_3d(&mp.b2, W + (size_t)F * K, K, F, 1, bn / 2) ||
+	    tma_map_rows(&mp.c[0], h, F, M, 2 * (uint64_t)F, 64) ||
+	    tma_map_rows(&mp.c[1], h + F, F, M, 2 * (uint64_t)F, 64) ||
+	    tma_map_3d(&mp.c[2], out, F, M, 1, 64))
+		return -1;
+	if (bn == 256)
+		return cl == 2 ? launch<256, 2, 3>(mp, h, M, F, K, st) : launch<256, 1, 3>(mp, h, M, F, K, st);
+	return cl == 2 ? launch<128, 2, 3>(mp, h, M, F, K, st) : launch<128, 1, 3>(mp, h, M, F, K, st);
 }

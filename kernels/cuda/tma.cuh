@@ -1,10 +1,10 @@
 // tma.cuh: Hopper's asynchronous data movement for warp-specialised
 // kernels, as inline PTX: shared-memory mbarriers (init, expected bytes,
 // arrive, wait on a phase), bulk tensor copies global -> shared through a
-// tensor map (TMA), completing on an mbarrier, and setmaxnreg to move
-// registers from the producer warpgroup to the consumers; bulk reductions
-// shared -> global (fp32 adds done by the copy engine, in bulk groups),
-// and bulk copies the same way.
+// tensor map (TMA), completing on an mbarrier, and shared -> global (tensor
+// stores, in bulk groups); setmaxnreg to move registers from the producer
+// warpgroup to the consumers; bulk reductions shared -> global (fp32 adds
+// done by the copy engine, in bulk groups), and bulk copies the same way.
 // Host side:
 // tma_map_3d builds the tensor map of a [n2][n1][n0] bf16 array whose boxes
 // land in shared memory in the 128-byte swizzled layout wgmma reads
@@ -80,6 +80,20 @@ __device__ __forceinline__ void tma_load_4d(void *dst, const CUtensorMap *map, u
 		     : "memory");
 }
 
+// Copy the box at (c0, c1, c2) of a 3-d tensor map from shared memory at
+// src (the layout tma_load_3d leaves) to global memory, in the issuing
+// thread's bulk group (bulk_commit, bulk_wait_read); elements outside the
+// tensor are not written.  The writers of src fence (fence_proxy_async)
+// and meet at a barrier first.
+__device__ __forceinline__ void tma_store_3d(const CUtensorMap *map, const void *src, int c0, int c1,
+					     int c2)
+{
+	asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group"
+		     " [%0, {%2, %3, %4}], [%1];\n" ::"l"(map),
+		     "r"((uint32_t)__cvta_generic_to_shared(src)), "r"(c0), "r"(c1), "r"(c2)
+		     : "memory");
+}
+
 // Register budgets per warpgroup (sm_90a): the producer gives registers
 // back, the consumers take them.  N is a multiple of 8 in [24, 256].
 template <int N>
@@ -138,6 +152,10 @@ __device__ __forceinline__ void bulk_wait_done(void)
 // expects.  0 on success, -1 if the driver refuses.
 int tma_map_3d(CUtensorMap *map, const void *base, uint64_t n0, uint64_t n1, uint64_t n2,
 	       uint32_t rows);
+// The same for a [n1][n0] bf16 array whose rows lie ld elements apart
+// (ld >= n0; a column range of a wider matrix), as a 3-d map of one plane.
+int tma_map_rows(CUtensorMap *map, const void *base, uint64_t n0, uint64_t n1, uint64_t ld,
+		 uint32_t rows);
 // The same for a 4-d bf16 array of sizes n[0..3] (n[0] contiguous) whose
 // dimensions 1..3 lie stride[0..2] elements apart, read in boxes of
 // 64 x 1 x rows x 1 (a head's rows of a packed [B, T, ..., H, D] tensor:

@@ -1,10 +1,11 @@
 /* op_gemm.h: the entry of lmpipe's own Hopper product (kernels/gemm.h) in
  * the GPU op table (test_ops.c): C = A B^T against a double-precision sum
  * of the same bf16 operands, for both tile widths, with and without the
- * two-block cluster, on shapes with partial tiles in every dimension, one
- * k-slice, and more tiles than the grid has blocks (an odd count of row
- * blocks for a cluster: the last one's second block has no rows); and the
- * shapes it refuses. */
+ * two-block cluster, with both epilogues, on shapes with partial tiles in
+ * every dimension, one k-slice, and more tiles than the grid has blocks (an
+ * odd count of row blocks for a cluster: the last one's second block has
+ * no rows); the same product with SwiGLU in its epilogue; and the shapes
+ * they refuse. */
 #ifndef LMPIPE_OP_GEMM_H
 #define LMPIPE_OP_GEMM_H
 
@@ -13,20 +14,28 @@
 #include "gpu_harness.h"
 #include "kernels/gemm.h"
 
-/* Shapes: M, N, K, tile width BN, cluster (1 or 2). */
+/* Shapes: M, N, K, tile width BN, cluster (1 or 2), epilogue (1: pieces
+ * through shared memory and tensor stores, the default; 0: from registers,
+ * LMPIPE_GEMM_EPI=reg; 2: ping-pong warpgroups, LMPIPE_GEMM_EPI=pp). */
 static const int gemm_shapes[][GPU_MAX_DIMS] = {
-	{1, 8, 8, 128, 1},        {1, 8, 8, 256, 2},        {100, 72, 40, 128, 1},
-	{100, 72, 40, 256, 2},    {128, 256, 64, 256, 1},   {300, 264, 200, 128, 2},
-	{300, 264, 200, 256, 1},  {257, 520, 1344, 256, 2}, {1000, 1000, 72, 128, 1},
-	{2048, 2304, 128, 256, 1}, {2048, 2304, 128, 256, 2}, {2176, 1024, 520, 128, 2},
+	{1, 8, 8, 128, 1, 1},         {1, 8, 8, 256, 2, 1},        {100, 72, 40, 128, 1, 1},
+	{100, 72, 40, 256, 2, 1},     {128, 256, 64, 256, 1, 1},   {300, 264, 200, 128, 2, 1},
+	{300, 264, 200, 256, 1, 1},   {257, 520, 1344, 256, 2, 1}, {1000, 1000, 72, 128, 1, 1},
+	{2048, 2304, 128, 256, 1, 1}, {2048, 2304, 128, 256, 2, 1}, {2176, 1024, 520, 128, 2, 1},
+	{100, 72, 40, 128, 1, 0},     {300, 264, 200, 256, 2, 0},  {1000, 1000, 72, 256, 1, 0},
+	{2176, 1024, 520, 128, 2, 0},  {100, 72, 40, 128, 1, 2},    {300, 264, 200, 128, 2, 2},
+	{1000, 1000, 72, 128, 1, 2},  {2048, 2304, 128, 128, 1, 2}, {2176, 1024, 520, 128, 2, 2},
 };
+
+static const char *const gemm_epis[] = {"reg", "tma", "pp"};
 
 /* The output is rounded to bf16 (2^-9 relative); the sums are fp32. */
 static const gpu_tol gemm_tols[] = {{"C", 5e-3, 4e-3}};
 
 static void gemm_describe(const int *s, char *buf, size_t len)
 {
-	snprintf(buf, len, "M%d N%d K%d BN%d cluster %d", s[0], s[1], s[2], s[3], s[4]);
+	snprintf(buf, len, "M%d N%d K%d BN%d cluster %d epilogue %s", s[0], s[1], s[2], s[3], s[4],
+		 gemm_epis[s[5]]);
 }
 
 static const char *gemm_run(const int *s, uint64_t seed, gpu_err *err)
@@ -60,6 +69,7 @@ static const char *gemm_run(const int *s, uint64_t seed, gpu_err *err)
 		goto out;
 	}
 	setenv("LMPIPE_GEMM_CLUSTER", s[4] == 2 ? "2" : "1", 1);
+	setenv("LMPIPE_GEMM_EPI", gemm_epis[s[5]], 1);
 	if (gemm_tn_cuda(C, A, B, M, N, K, s[3], NULL) || cudaDeviceSynchronize() != cudaSuccess ||
 	    cudaMemcpy(hc, C, nc * 2, cudaMemcpyDeviceToHost) != cudaSuccess) {
 		fail = "gemm_tn_cuda failed";
@@ -68,6 +78,7 @@ static const char *gemm_run(const int *s, uint64_t seed, gpu_err *err)
 	err[0] = gpu_compare_bf16(hc, ref, nc, tmp);
 out:
 	unsetenv("LMPIPE_GEMM_CLUSTER");
+	unsetenv("LMPIPE_GEMM_EPI");
 	cudaFree(A);
 	cudaFree(B);
 	cudaFree(C);
@@ -84,6 +95,95 @@ out:
 #define GEMM_OP { "gemm", gemm_shapes, (int)(sizeof gemm_shapes / sizeof *gemm_shapes), \
 		  gemm_tols, (int)(sizeof gemm_tols / sizeof *gemm_tols), gemm_describe, gemm_run }
 
+/* gemm_swiglu_cuda: h against a double sum, out against silu(gate) up
+ * computed on the host from the kernel's own h (so that it checks the
+ * epilogue's pairing of gates and ups at the bf16 rounding's precision).
+ * Shapes: M, F, K, BN, cluster; F not a multiple of the tile's features
+ * (BN / 2) in most. */
+static const int gemm_swiglu_shapes[][GPU_MAX_DIMS] = {
+	{1, 8, 8, 128, 1},       {100, 72, 40, 256, 1},   {100, 72, 40, 128, 2},
+	{300, 200, 136, 256, 2}, {257, 1344, 512, 256, 1}, {257, 1344, 512, 128, 2},
+	{1000, 96, 520, 128, 1}, {640, 512, 256, 256, 2},
+};
+
+static const gpu_tol gemm_swiglu_tols[] = {{"h", 5e-3, 4e-3}, {"out", 5e-3, 4e-3}};
+
+static void gemm_swiglu_describe(const int *s, char *buf, size_t len)
+{
+	snprintf(buf, len, "M%d F%d K%d BN%d cluster %d", s[0], s[1], s[2], s[3], s[4]);
+}
+
+static const char *gemm_swiglu_run(const int *s, uint64_t seed, gpu_err *err)
+{
+	const int M = s[0], F = s[1], K = s[2];
+	const size_t na = (size_t)M * K, nw = (size_t)2 * F * K, nh = (size_t)M * 2 * F,
+		     no = (size_t)M * F;
+	uint16_t *ha = malloc(na * 2), *hw = malloc(nw * 2), *hh = malloc(nh * 2), *ho = malloc(no * 2);
+	float *fa = malloc(na * 4), *fw = malloc(nw * 4), *ref = malloc(nh * 4), *oref = malloc(no * 4),
+	      *tmp = malloc(nh * 4);
+	uint16_t *A = NULL, *W = NULL, *H = NULL, *O = NULL;
+	const char *fail = NULL;
+	uint64_t st = seed;
+	if (!ha || !hw || !hh || !ho || !fa || !fw || !ref || !oref || !tmp) {
+		fail = "host memory";
+		goto out;
+	}
+	gpu_rand_bf16(ha, fa, na, 1.0f, &st);
+	gpu_rand_bf16(hw, fw, nw, 0.5f, &st);
+	for (int i = 0; i < M; i++)
+		for (int j = 0; j < 2 * F; j++) {
+			double t = 0;
+			for (int k = 0; k < K; k++)
+				t += (double)fa[(size_t)i * K + k] * fw[(size_t)j * K + k];
+			ref[(size_t)i * 2 * F + j] = (float)t;
+		}
+	H = gpu_poisoned(nh * 2);
+	O = gpu_poisoned(no * 2);
+	if (!H || !O || cudaMalloc((void **)&A, na * 2) != cudaSuccess ||
+	    cudaMalloc((void **)&W, nw * 2) != cudaSuccess ||
+	    cudaMemcpy(A, ha, na * 2, cudaMemcpyHostToDevice) != cudaSuccess ||
+	    cudaMemcpy(W, hw, nw * 2, cudaMemcpyHostToDevice) != cudaSuccess) {
+		fail = "device memory";
+		goto out;
+	}
+	setenv("LMPIPE_GEMM_CLUSTER", s[4] == 2 ? "2" : "1", 1);
+	if (gemm_swiglu_cuda(H, O, A, W, M, F, K, s[3], NULL) ||
+	    cudaDeviceSynchronize() != cudaSuccess ||
+	    cudaMemcpy(hh, H, nh * 2, cudaMemcpyDeviceToHost) != cudaSuccess ||
+	    cudaMemcpy(ho, O, no * 2, cudaMemcpyDeviceToHost) != cudaSuccess) {
+		fail = "gemm_swiglu_cuda failed";
+		goto out;
+	}
+	for (int i = 0; i < M; i++)
+		for (int j = 0; j < F; j++) {
+			float g = bf2f(hh[(size_t)i * 2 * F + j]), u = bf2f(hh[(size_t)i * 2 * F + F + j]);
+			oref[(size_t)i * F + j] = g / (1.0f + expf(-g)) * u;
+		}
+	err[0] = gpu_compare_bf16(hh, ref, nh, tmp);
+	err[1] = gpu_compare_bf16(ho, oref, no, tmp);
+out:
+	unsetenv("LMPIPE_GEMM_CLUSTER");
+	cudaFree(A);
+	cudaFree(W);
+	cudaFree(H);
+	cudaFree(O);
+	free(ha);
+	free(hw);
+	free(hh);
+	free(ho);
+	free(fa);
+	free(fw);
+	free(ref);
+	free(oref);
+	free(tmp);
+	return fail;
+}
+
+#define GEMM_SWIGLU_OP { "gemm_swiglu", gemm_swiglu_shapes, \
+	(int)(sizeof gemm_swiglu_shapes / sizeof *gemm_swiglu_shapes), gemm_swiglu_tols, \
+	(int)(sizeof gemm_swiglu_tols / sizeof *gemm_swiglu_tols), gemm_swiglu_describe, \
+	gemm_swiglu_run }
+
 /* What gemm_tn_cuda refuses, without touching memory. */
 static void gemm_refused(void)
 {
@@ -97,6 +197,11 @@ static void gemm_refused(void)
 	ok(gemm_tn_cuda(p, p, p, 16, 16, 64, 64, NULL) == -1, "gemm refuses a tile width of 64");
 	ok(gemm_tn_cuda(p, p + 1, p, 16, 16, 64, 128, NULL) == -1, "gemm refuses a misaligned A");
 	ok(gemm_tn_cuda(p, p, p, 0, 16, 64, 128, NULL) == -1, "gemm refuses M = 0");
+	setenv("LMPIPE_GEMM_EPI", "pp", 1);
+	ok(gemm_tn_cuda(p, p, p, 16, 16, 64, 256, NULL) == -1, "gemm refuses ping-pong at BN 256");
+	unsetenv("LMPIPE_GEMM_EPI");
+	ok(gemm_swiglu_cuda(p, p, p, p, 16, 12, 64, 128, NULL) == -1,
+	   "gemm_swiglu refuses F not a multiple of 8");
 	cudaFree(p);
 }
 

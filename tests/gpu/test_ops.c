@@ -9,6 +9,7 @@ static const gpu_op ops[] = {
 	ATTN_OP,
 	ATTN_DET_OP,
 	GEMM_OP,
+	GEMM_SWIGLU_OP,
 };
 
 int main(void)
