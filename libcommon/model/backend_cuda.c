@@ -29,7 +29,6 @@
 #include "kernels/rmsnorm.h"
 #include "kernels/rope.h"
 #include "kernels/sample.h"
-#include "kernels/gemm.h"
 #include "kernels/swiglu.h"
 #include "kernels/entropy.h"
 #include "kernels/rl_ppo_tok.h"
@@ -429,24 +428,6 @@ static void cu_matmul_fwd(lm_backend *be, void *out, const float *addend, const 
 			  const void *w, int N, int IN, int OUT)
 {
 	check(be, matmul_fwd_cuda(CTX(be)->mm, out, addend, inp, w, N, IN, OUT), "matmul (cuBLASLt)");
-}
-
-/* lmpipe's own product with SwiGLU in its epilogue (kernels/gemm.h), at
- * the tile width LMPIPE_GEMM_SWIGLU names (128 or 256, the default); "0",
- * or shapes it refuses: cuBLASLt's product, then the SwiGLU pass. */
-static void cu_gate_up_swiglu_fwd(lm_backend *be, void *h, void *sw, const void *inp,
-				  const void *wgu, int N, int C, int F)
-{
-	static int bn = -1;
-	if (bn < 0) {
-		const char *v = getenv("LMPIPE_GEMM_SWIGLU");
-		bn = !v || !*v ? 256 : !strcmp(v, "128") ? 128 : !strcmp(v, "256") ? 256 : 0;
-	}
-	if (bn && !gemm_swiglu_cuda(h, sw, inp, wgu, N, F, C, bn, ST(be)))
-		return;
-	cudaGetLastError();
-	check(be, matmul_fwd_cuda(CTX(be)->mm, h, NULL, inp, wgu, N, C, 2 * F) ||
-		  swiglu_fwd_cuda(sw, h, N, F, ST(be)), "gate/up matmul and SwiGLU");
 }
 
 static void cu_matmul_bwd(lm_backend *be, void *dinp, float *dw, const void *dout, const void *inp,
@@ -1089,7 +1070,6 @@ static const lm_backend cuda_table = {
 	.rmsnorm_bwd = cu_rmsnorm_bwd,
 	.rmsnorm_bwd_act = cu_rmsnorm_bwd_act,
 	.matmul_fwd = cu_matmul_fwd,
-	.gate_up_swiglu_fwd = cu_gate_up_swiglu_fwd,
 	.matmul_bwd = cu_matmul_bwd,
 	.rope_fwd = cu_rope_fwd,
 	.rope_bwd = cu_rope_bwd,
