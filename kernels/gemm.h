@@ -8,8 +8,9 @@
  * Rows of A, B and C are contiguous (ld = K, K and N).  bn is the tile's
  * width, 128 or 256.  Needs sm_90a, K and N multiples of 8, 16-byte
  * aligned pointers; returns 0, or -1 (shapes refused, no tensor map, or
- * the launch failed).  Not used by the model yet: bench/gemm.sh measures
- * it against cuBLASLt. */
+ * the launch failed).  LMPIPE_GEMM_CLUSTER and LMPIPE_GEMM_EPI (lmpipe(7))
+ * choose its variants, for measuring.  Not used by the model yet:
+ * bench/gemm.sh measures it against cuBLASLt. */
 #ifndef LMPIPE_GEMM_H
 #define LMPIPE_GEMM_H
 

@@ -6,8 +6,8 @@
 // engine, each stage guarded by a "full" mbarrier (bytes arrived) and an
 // "empty" one (all eight consumer warps done with it).  The two consumer
 // warpgroups own 64 rows of the tile each; per stage they issue the four
-// k16 steps of wgmma m64n128k16 per 128 columns (both operands K-major,
-// 128-byte swizzled), and release the stage before only once the products
+// k16 steps of wgmma m64nBNk16 (both operands K-major, 128-byte
+// swizzled), and release the stage before only once the products
 // on it are done (wgmma.wait_group 1), so the tensor cores always have the
 // next stage queued.  The epilogue rounds the fp32 sums to bf16, while the
 // producer already loads the next tile, and stores them (EPI = 1, the
@@ -18,6 +18,10 @@
 // 0, LMPIPE_GEMM_EPI=reg, for comparing) from registers, 4 bytes a thread
 // and row.  EPI = 2 (LMPIPE_GEMM_EPI=pp, BN = 128 only) is the ping-pong
 // arrangement (consume_pp): the consumer warpgroups take alternate tiles.
+// EPI = 3 (gemm_swiglu_cuda) stores h and SwiGLU's output (store_swiglu).
+// With LMPIPE_GEMM_CLUSTER=2, two blocks on neighbouring row blocks share
+// B's slice: each loads half of it into both (multicast), and every stage
+// is released in both blocks.
 //
 // Tiles go n fastest: the blocks running together share A's rows, which
 // leave HBM once, and B (a weight) stays in L2.
