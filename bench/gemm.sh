@@ -2,12 +2,15 @@
 # bench/gemm.sh: lmpipe's own Hopper product (kernels/gemm.h) beside
 # cuBLASLt (autotuned, as lm-train runs it) on the training products of the
 # ts and gpt2s shapes (rows = 32768 tokens; the LM head at 8192-row chunks),
-# one JSON line per implementation, tile width and shape, with TFLOP/s and
-# ours / cuBLASLt.  Builds build/bench/gemm_bench if it is missing (needs
-# build/libkernels.a from a CUDA build).
+# one JSON line per implementation, tile width, cluster, epilogue and
+# shape, with TFLOP/s and ours / cuBLASLt; every output of ours is checked
+# against cuBLASLt's (exit 1 if one differs).  Builds build/bench/gemm_bench
+# if it is missing (needs build/libkernels.a from a CUDA build).
 #   SHAPES="32768:1536:512" bench/gemm.sh      (M:N:K)
 #   CLUSTERS="1 2" bench/gemm.sh               (LMPIPE_GEMM_CLUSTER values)
-#   EPIS="tma reg" bench/gemm.sh               (LMPIPE_GEMM_EPI values)
+#   EPIS="tma reg pp" bench/gemm.sh            (LMPIPE_GEMM_EPI values; "swiglu":
+#                                               gemm_swiglu_cuda, N = 2 F, against
+#                                               cuBLASLt then the SwiGLU pass)
 set -eu
 ROOT=${LMPIPE_ROOT:-$(cd "$(dirname "$0")/.." && pwd)}
 BUILD=${LMPIPE_BUILD:-$ROOT/build}
