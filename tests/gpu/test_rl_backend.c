@@ -17,7 +17,10 @@
  * head's gradient and the statistics, the CUDA results the same bits on a
  * second run; and PPO's device step (rl_dev_values, rl_dev_ppo,
  * rl_dev_ppo_take) on a small model: values, loss, head gradient and every
- * gradient tensor compared.  Run by `make test-gpu` on a GPU machine. */
+ * gradient tensor compared; and the entropy and the loss op of the SFT and
+ * GRPO-clip steps on the CS336 assignment 5 conformance inputs, CUDA
+ * against CPU and both against the snapshots (skipped without
+ * LMPIPE_DATA).  Run by `make test-gpu` on a GPU machine. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +28,7 @@
 #include "gpu_harness.h"
 #include "kernels/lse.h"
 #include "model/model.h"
+#include "model/safetensors.h"
 #include "rl/rl_device.h"
 
 static lm_backend *cpu, *gpu;
@@ -252,6 +256,147 @@ static void test_rl_tok(int B, int T)
 	}
 	free(wc), free(wg), free(wg2);
 	tok_free(&x);
+}
+
+/* The CS336 assignment 5 conformance inputs (../shared/data/cs336-a5;
+ * batch 2, 10 tokens, vocabulary 100): the entropy of their logits and
+ * rl-update's loss op for the SFT microbatch step (normalize constants 1
+ * and 42) and the GRPO-clip one (clip 0.1), gradient accumulation 2, each
+ * CUDA against CPU as above, then both against the snapshots (CS336's
+ * tolerance: rtol 1e-4, atol 1e-2 for the entropy of the bf16-rounded
+ * logits; atol 1e-5 for the losses and log-prob gradients, as
+ * tests/unit/test_rl_conformance.c holds rl_loss.c).  The snapshot's
+ * gradient of the log-probs is the op's -w. */
+enum { A5_B = 2, A5_T = 10, A5_V = 100, A5_ACCUM = 2 };
+
+/* The tensor name of a5 file (safetensors/NAME.safetensors) as n floats
+ * (F32, or BOOL as 0 / 1); NULL, with a failed check, if absent. */
+static float *a5_load(const char *dir, const char *file, const char *name, size_t n)
+{
+	char path[4096];
+	sft_file f;
+	lm_err e;
+	snprintf(path, sizeof path, "%s/cs336-a5/safetensors/%s.safetensors", dir, file);
+	if (sft_open(&f, path, &e)) {
+		ok(0, "a5: %s", e.msg);
+		return NULL;
+	}
+	const sft_tensor *t = sft_find(&f, name);
+	size_t esz = t ? sft_dtype_size(t->dtype) : 0;
+	float *x = malloc(n * sizeof *x);
+	if (!t || (t->dtype != SFT_F32 && t->dtype != SFT_BOOL) || t->nbytes != n * esz) {
+		ok(0, "a5: %s: no tensor %s of %zu values", path, name, n);
+		free(x), x = NULL;
+	} else {
+		for (size_t i = 0; i < n; i++)
+			if (t->dtype == SFT_F32)
+				memcpy(&x[i], (const char *)t->data + i * 4, 4);
+			else
+				x[i] = ((const uint8_t *)t->data)[i] ? 1.0f : 0.0f;
+	}
+	sft_close(&f);
+	return x;
+}
+
+/* got[0..n) against the snapshot within atol + 1e-4 |want|: the worst
+ * excess over that bound (<= 0: pass) and the largest difference. */
+static void a5_check(const char *dir, const char *file, const char *key, const float *got, size_t n,
+		     double atol, const char *what)
+{
+	float *want = a5_load(dir, file, key, n);
+	if (!want)
+		return;
+	double worst = 0, over = -1;
+	for (size_t i = 0; i < n; i++) {
+		double d = fabs((double)got[i] - want[i]);
+		worst = fmax(worst, d);
+		over = fmax(over, d - (atol + 1e-4 * fabs(want[i])));
+	}
+	ok(over <= 0, "a5 %s: %s/%s, %zu values, max |diff| %.3g (atol %g)", what, file, key, n, worst,
+	   atol);
+	free(want);
+}
+
+static void test_rl_a5(void)
+{
+	const char *dir = tap_data_dir();
+	if (!dir) {
+		ok(1, "# SKIP CS336 assignment 5 inputs: LMPIPE_DATA absent");
+		return;
+	}
+	const int B = A5_B, T = A5_T, V = A5_V, N = B * T;
+	float *z = a5_load(dir, "inputs-conftest_inputs", "logits", (size_t)N * V);
+	float *logp = a5_load(dir, "inputs-conftest_inputs", "policy_log_probs", N);
+	float *old = a5_load(dir, "inputs-conftest_inputs", "old_log_probs", N);
+	float *adv = a5_load(dir, "inputs-conftest_inputs", "advantages", B);
+	float *mask = a5_load(dir, "inputs-conftest_inputs", "response_mask", N);
+	if (!z || !logp || !old || !adv || !mask)
+		goto out;
+	/* the entropy of the logits rounded to bf16, both backends */
+	float lse[A5_B * A5_T], ec[A5_B * A5_T], eg[A5_B * A5_T];
+	for (size_t i = 0; i < (size_t)N * V; i++)
+		z[i] = bf2f(f2bf(z[i]));
+	for (int n = 0; n < N; n++)
+		lse[n] = (float)lse_row_cpu(z + (size_t)n * V, (size_t)V);
+	lm_backend *bes[2] = { cpu, gpu };
+	float *ent[2] = { ec, eg };
+	for (int k = 0; k < 2; k++) {
+		void *zd = put(bes[k], z, (size_t)N * V, 1);
+		float *ld = put(bes[k], lse, N, 0), *ed = bes[k]->alloc(bes[k], N * sizeof(float));
+		bes[k]->entropy_fwd(bes[k], ed, zd, ld, N, V);
+		bes[k]->download(bes[k], ent[k], ed, N * sizeof(float));
+		bes[k]->release(bes[k], zd), bes[k]->release(bes[k], ld), bes[k]->release(bes[k], ed);
+	}
+	gpu_err ee = gpu_compare(eg, ec, N);
+	ok(ee.max <= TOL_F32, "a5 entropy: CUDA against CPU max rel %.3g (tol %.3g)", ee.max, TOL_F32);
+	a5_check(dir, "test_compute_entropy", "array", ec, N, 1e-2, "entropy (CPU, bf16 logits)");
+	a5_check(dir, "test_compute_entropy", "array", eg, N, 1e-2, "entropy (CUDA, bf16 logits)");
+	/* the loss op: SFT at two constants, then GRPO-clip */
+	static const struct { const char *file; double constant; int clip; } steps[] = {
+		{ "test_sft_microbatch_train_step", 1.0, 0 },
+		{ "test_sft_microbatch_train_step_normalize", 42.0, 0 },
+		{ "test_grpo_microbatch_train_step_grpo_clip", 0, 1 },
+	};
+	tok_in x = { .B = B, .T = T };
+	float ce[A5_B * A5_T], zero[A5_B * A5_T] = { 0 }, score[A5_B];
+	int32_t tg[A5_B * A5_T];
+	double row_w[A5_B], dref[A5_B] = { 0 };
+	x.ce = ce, x.old = old, x.ref = zero, x.ent = zero, x.score = score, x.tg = tg;
+	x.row_w = row_w, x.dref = dref;
+	for (size_t k = 0; k < sizeof steps / sizeof *steps; k++) {
+		for (int b = 0; b < B; b++) {
+			int cnt = 0;
+			for (int t = 0; t < T; t++) {
+				int i = b * T + t, in = mask[i] != 0;
+				ce[i] = in ? -logp[i] : 0.0f;
+				tg[i] = in ? 0 : -1;
+				cnt += in;
+			}
+			/* SFT: every token 1 / (c B accum), score 1; GRPO: the masked
+			 * mean of the row, averaged over the batch */
+			score[b] = steps[k].clip ? adv[b] : 1.0f;
+			row_w[b] = steps[k].clip ? (cnt ? 1.0 / ((double)cnt * B * A5_ACCUM) : 0.0)
+						 : 1.0 / (steps[k].constant * B * A5_ACCUM);
+		}
+		rl_tok_args a = { .clip = steps[k].clip, .clip_low = 0.1f, .clip_high = 0.1f };
+		float wc[A5_B * A5_T], wg[A5_B * A5_T], grad[A5_B * A5_T];
+		double sc[RL_ST_N], sg[RL_ST_N];
+		tok_run(cpu, &x, 0, a, 0, wc, sc);
+		tok_run(gpu, &x, 0, a, 0, wg, sg);
+		lm_err e;
+		int rg = gpu->sync(gpu, &e);
+		gpu_err we = gpu_compare(wg, wc, N);
+		ok(!rg && we.max <= 1e-5 && fabs(sg[RL_ST_LOSS] - sc[RL_ST_LOSS]) <= 1e-9 * fabs(sc[RL_ST_LOSS]),
+		   "a5 loss op %s: CUDA against CPU: weights max rel %.3g, loss %.9g vs %.9g%s%s",
+		   steps[k].file, we.max, sg[RL_ST_LOSS], sc[RL_ST_LOSS], rg ? ": " : "", rg ? e.msg : "");
+		float loss = (float)sg[RL_ST_LOSS];
+		for (int i = 0; i < N; i++)
+			grad[i] = -wg[i];
+		a5_check(dir, steps[k].file, "loss", &loss, 1, 1e-5, "CUDA loss");
+		a5_check(dir, steps[k].file, "policy_log_probs_grad", grad, N, 1e-5, "CUDA gradient");
+	}
+out:
+	free(z), free(logp), free(old), free(adv), free(mask);
 }
 
 /* rl_dev_pg (the op and the weighted backward pass) on both backends:
@@ -582,6 +727,7 @@ int main(void)
 	test_rl_tok(2, 1);
 	test_rl_tok(6, 37);
 	test_rl_tok(64, 300);
+	test_rl_a5();
 	test_dev_step(small, 4, 40);
 	test_dev_step(ts_like, 8, 128);
 	test_ppo_tok(2, 1, 8);
