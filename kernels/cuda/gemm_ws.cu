@@ -458,19 +458,28 @@ int launch(const Maps &mp, uint16_t *Cm, int M, int N, int K, cudaStream_t st)
 		return -1;
 	const int tn = EPI == 3 ? BN / 2 : BN;
 	const long long ctiles = (long long)(((M + BM - 1) / BM + CL - 1) / CL) * ((N + tn - 1) / tn);
-	const int clusters = ctiles < sms / CL ? (int)ctiles : sms / CL;
 	cudaLaunchConfig_t cfg = {};
 	cudaLaunchAttribute attr[1];
 	attr[0].id = cudaLaunchAttributeClusterDimension;
 	attr[0].val.clusterDim.x = CL;
 	attr[0].val.clusterDim.y = 1;
 	attr[0].val.clusterDim.z = 1;
-	cfg.gridDim = dim3(clusters * CL);
+	cfg.gridDim = dim3(sms / CL * CL);
 	cfg.blockDim = dim3(NT);
 	cfg.dynamicSmemBytes = C::SMEM;
 	cfg.stream = st;
 	cfg.attrs = attr;
 	cfg.numAttrs = 1;
+	// A persistent grid must be resident all at once: clusters of two
+	// blocks fill a GPC's multiprocessors in pairs, so fewer of them may
+	// fit than sms / 2, and the rest would run as a second wave.
+	int fit = sms / CL;
+	if (CL > 1 && (cudaOccupancyMaxActiveClusters(&fit, kern, &cfg) != cudaSuccess || fit < 1)) {
+		cudaGetLastError();
+		fit = sms / CL;
+	}
+	const int clusters = ctiles < fit ? (int)ctiles : fit;
+	cfg.gridDim = dim3(clusters * CL);
 	// m fastest when B (N rows; EPI = 3: 2 N) outweighs A (M rows), or as
 	// LMPIPE_GEMM_RASTER says ("m" or "n"), for measuring.
 	const char *r = getenv("LMPIPE_GEMM_RASTER");
