@@ -23,8 +23,9 @@
 // B's slice: each loads half of it into both (multicast), and every stage
 // is released in both blocks.
 //
-// Tiles go n fastest: the blocks running together share A's rows, which
-// leave HBM once, and B (a weight) stays in L2.
+// Tiles go n fastest when A is the larger operand (the blocks running
+// together share A's rows, which leave HBM once, and B, a weight, stays in
+// L2), m fastest when B is (the LM head).
 #include "kernels/gemm.h"
 #include "tma.cuh"
 #include "wgmma.cuh"
@@ -107,10 +108,17 @@ struct Maps {
 };
 
 // The tiles of one block: the cluster takes tile pairs (row blocks 2i,
-// 2i + 1 when CL = 2) n fastest; a block its rank's row block of each.
+// 2i + 1 when CL = 2), a block its rank's row block of each.  Tiles go n
+// fastest (mfast = 0) when A is the larger operand: the blocks running
+// together share A's rows, which leave HBM once, and B stays in L2; m
+// fastest when B is (the LM head's weight), the other way round.
 struct Walk {
-	int tn, ctiles, first, step, rank, cl;
-	__device__ __forceinline__ int m0(int ct) const { return (ct / tn * cl + rank) * BM; }
+	int tm, tn, ctiles, first, step, rank, cl, mfast;
+	__device__ __forceinline__ int m0(int ct) const
+	{
+		return ((mfast ? ct % tm : ct / tn) * cl + rank) * BM;
+	}
+	__device__ __forceinline__ int ni(int ct) const { return mfast ? ct / tm : ct % tn; }
 };
 
 // EPI = 3: B's slice is BN / 2 gate rows of features n0 ... then the up
@@ -124,7 +132,7 @@ __device__ __forceinline__ void produce(const Maps &mp, bf16 *sA, bf16 *sB, uint
 	const CUtensorMap *ma = &mp.a, *mb = &mp.b;
 	uint32_t u = 0;
 	for (int ct = w.first; ct < w.ctiles; ct += w.step) {
-		const int m0 = w.m0(ct), n0 = ct % w.tn * (EPI == 3 ? BN / 2 : BN);
+		const int m0 = w.m0(ct), n0 = w.ni(ct) * (EPI == 3 ? BN / 2 : BN);
 		for (int ks = 0; ks < kt; ks++, u++) {
 			const int s = u % C::ST;
 			if (u >= (uint32_t)C::ST)
@@ -290,7 +298,7 @@ __device__ __forceinline__ void consume_pp(const CUtensorMap *mc, const bf16 *sA
 		const int ct = w.first + j * w.step;
 		if (ct >= w.ctiles)
 			break;
-		const int m0 = w.m0(ct), n0 = ct % w.tn * 128;
+		const int m0 = w.m0(ct), n0 = w.ni(ct) * 128;
 		if (j > 0)  // the other warpgroup has waited for all of tile j - 1
 			pair_bar(BAR_ORDER + wg, true);
 		uint32_t u = (uint32_t)j * kt;
@@ -340,7 +348,7 @@ __device__ __forceinline__ void consume(bf16 *__restrict__ Cm, const CUtensorMap
 	float acc[BN / 8][4];
 	uint32_t u = 0;
 	for (int ct = w.first; ct < w.ctiles; ct += w.step) {
-		const int m0 = w.m0(ct), n0 = ct % w.tn * BN;
+		const int m0 = w.m0(ct), n0 = w.ni(ct) * BN;
 		for (int ks = 0; ks < kt; ks++, u++) {
 			const int s = u % Cf::ST;
 			mbar_wait(&full[s], (u / Cf::ST) & 1);
@@ -383,7 +391,8 @@ __device__ __forceinline__ void consume(bf16 *__restrict__ Cm, const CUtensorMap
 // EPI = 3: N is the number of features F (h has 2 F columns).
 template <int BN, int CL, int EPI>
 __global__ void __launch_bounds__(NT, 1)
-gemm_tn_kernel(const __grid_constant__ Maps mp, bf16 *__restrict__ Cm, int M, int N, int K)
+gemm_tn_kernel(const __grid_constant__ Maps mp, bf16 *__restrict__ Cm, int M, int N, int K,
+	       int mfast)
 {
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
 	__trap();  // built without sm_90a
@@ -400,7 +409,9 @@ gemm_tn_kernel(const __grid_constant__ Maps mp, bf16 *__restrict__ Cm, int M, in
 	w.cl = CL;
 	constexpr int TN = EPI == 3 ? BN / 2 : BN;  // output columns (features) a tile
 	w.tn = (N + TN - 1) / TN;
-	w.ctiles = ((M + BM - 1) / BM + CL - 1) / CL * w.tn;
+	w.tm = ((M + BM - 1) / BM + CL - 1) / CL;
+	w.ctiles = w.tm * w.tn;
+	w.mfast = mfast;
 	w.first = blockIdx.x / CL;
 	w.step = gridDim.x / CL;
 	w.rank = CL == 1 ? 0 : (int)cg::this_cluster().block_rank();
@@ -440,27 +451,62 @@ int launch(const Maps &mp, uint16_t *Cm, int M, int N, int K, cudaStream_t st)
 	using C = Cfg<BN, CL>;
 	static_assert(C::SMEM <= 227 * 1024, "the stages exceed a block's shared memory");
 	auto kern = gemm_tn_kernel<BN, CL, EPI>;
-	if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM))
+	// Set up once per device: the shared memory attribute, the number of
+	// multiprocessors and of clusters resident at once (launches come
+	// from one host thread).
+	static int dev_set = -1, sms, fit;
+	int dev;
+	if (cudaGetDevice(&dev))
 		return -1;
-	int dev, sms;
-	if (cudaGetDevice(&dev) || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev))
-		return -1;
+	if (dev != dev_set) {
+		if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM) ||
+		    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev))
+			return -1;
+		fit = sms / CL;
+		if (CL > 1) {
+			// A persistent grid must be resident all at once: clusters
+			// of two blocks fill a GPC's multiprocessors in pairs, so
+			// fewer of them may fit than sms / 2, and the rest would
+			// run as a second wave.
+			cudaLaunchConfig_t q = {};
+			cudaLaunchAttribute qa[1];
+			qa[0].id = cudaLaunchAttributeClusterDimension;
+			qa[0].val.clusterDim.x = CL;
+			qa[0].val.clusterDim.y = 1;
+			qa[0].val.clusterDim.z = 1;
+			q.gridDim = dim3(sms / CL * CL);
+			q.blockDim = dim3(NT);
+			q.dynamicSmemBytes = C::SMEM;
+			q.attrs = qa;
+			q.numAttrs = 1;
+			if (cudaOccupancyMaxActiveClusters(&fit, kern, &q) != cudaSuccess || fit < 1) {
+				cudaGetLastError();
+				fit = sms / CL;
+			}
+		}
+		dev_set = dev;
+	}
 	const int tn = EPI == 3 ? BN / 2 : BN;
 	const long long ctiles = (long long)(((M + BM - 1) / BM + CL - 1) / CL) * ((N + tn - 1) / tn);
-	const int clusters = ctiles < sms / CL ? (int)ctiles : sms / CL;
 	cudaLaunchConfig_t cfg = {};
 	cudaLaunchAttribute attr[1];
 	attr[0].id = cudaLaunchAttributeClusterDimension;
 	attr[0].val.clusterDim.x = CL;
 	attr[0].val.clusterDim.y = 1;
 	attr[0].val.clusterDim.z = 1;
-	cfg.gridDim = dim3(clusters * CL);
 	cfg.blockDim = dim3(NT);
 	cfg.dynamicSmemBytes = C::SMEM;
 	cfg.stream = st;
 	cfg.attrs = attr;
 	cfg.numAttrs = 1;
-	if (cudaLaunchKernelEx(&cfg, kern, mp, (bf16 *)Cm, M, N, K) != cudaSuccess)
+	const int clusters = ctiles < fit ? (int)ctiles : fit;
+	cfg.gridDim = dim3(clusters * CL);
+	// m fastest when B (N rows; EPI = 3: 2 N) outweighs A (M rows), or as
+	// LMPIPE_GEMM_RASTER says ("m" or "n"), for measuring.
+	static const char *r = getenv("LMPIPE_GEMM_RASTER");
+	const int mfast = r && !strcmp(r, "m") ? 1 : r && !strcmp(r, "n") ? 0
+				 : (long long)N * (EPI == 3 ? 2 : 1) > M;
+	if (cudaLaunchKernelEx(&cfg, kern, mp, (bf16 *)Cm, M, N, K, mfast) != cudaSuccess)
 		return -1;
 	return cudaGetLastError() == cudaSuccess ? 0 : -1;
 }
