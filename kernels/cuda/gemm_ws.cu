@@ -454,41 +454,9 @@ int launch(const Maps &mp, uint16_t *Cm, int M, int N, int K, cudaStream_t st)
 	using C = Cfg<BN, CL>;
 	static_assert(C::SMEM <= 227 * 1024, "the stages exceed a block's shared memory");
 	auto kern = gemm_tn_kernel<BN, CL, EPI>;
-	// Set up once per device: the shared memory attribute, the number of
-	// multiprocessors and of clusters resident at once (launches come
-	// from one host thread).
-	static int dev_set = -1, sms, fit;
 	int dev;
 	if (cudaGetDevice(&dev))
 		return -1;
-	if (dev != dev_set) {
-		if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM) ||
-		    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev))
-			return -1;
-		fit = sms / CL;
-		if (CL > 1) {
-			// A persistent grid must be resident all at once: clusters
-			// of two blocks fill a GPC's multiprocessors in pairs, so
-			// fewer of them may fit than sms / 2, and the rest would
-			// run as a second wave.
-			cudaLaunchConfig_t q = {};
-			cudaLaunchAttribute qa[1];
-			qa[0].id = cudaLaunchAttributeClusterDimension;
-			qa[0].val.clusterDim.x = CL;
-			qa[0].val.clusterDim.y = 1;
-			qa[0].val.clusterDim.z = 1;
-			q.gridDim = dim3(sms / CL * CL);
-			q.blockDim = dim3(NT);
-			q.dynamicSmemBytes = C::SMEM;
-			q.attrs = qa;
-			q.numAttrs = 1;
-			if (cudaOccupancyMaxActiveClusters(&fit, kern, &q) != cudaSuccess || fit < 1) {
-				cudaGetLastError();
-				fit = sms / CL;
-			}
-		}
-		dev_set = dev;
-	}
 	const int tn = EPI == 3 ? BN / 2 : BN;
 	const long long ctiles = (long long)(((M + BM - 1) / BM + CL - 1) / CL) * ((N + tn - 1) / tn);
 	cudaLaunchConfig_t cfg = {};
@@ -502,6 +470,25 @@ int launch(const Maps &mp, uint16_t *Cm, int M, int N, int K, cudaStream_t st)
 	cfg.stream = st;
 	cfg.attrs = attr;
 	cfg.numAttrs = 1;
+	// Set up once per device (launches come from one host thread): the
+	// shared memory attribute, the number of multiprocessors, and of
+	// clusters resident at once, asked with this launch's configuration.
+	// A persistent grid must be resident all at once: clusters of two
+	// blocks fill a GPC's multiprocessors in pairs, so fewer of them may
+	// fit than sms / 2, and the rest would run as a second wave.
+	static int dev_set = -1, sms, fit;
+	if (dev != dev_set) {
+		if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM) ||
+		    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev))
+			return -1;
+		fit = sms / CL;
+		cfg.gridDim = dim3(sms / CL * CL);
+		if (CL > 1 && (cudaOccupancyMaxActiveClusters(&fit, kern, &cfg) != cudaSuccess || fit < 1)) {
+			cudaGetLastError();
+			fit = sms / CL;
+		}
+		dev_set = dev;
+	}
 	const int clusters = ctiles < fit ? (int)ctiles : fit;
 	cfg.gridDim = dim3(clusters * CL);
 	// m fastest when B (N rows; EPI = 3: 2 N) outweighs A (M rows), or as
