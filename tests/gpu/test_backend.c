@@ -479,9 +479,15 @@ static void test_attn_qkv(int B, int T, int H, int D, int det)
 	if (det) {
 		size_t bytes = 3 * n * sizeof(uint16_t);
 		lm_err e;
+		/* A device-to-device cudaMemcpy may return before it is done, and
+		 * it runs on the legacy stream, which the backend's non-blocking
+		 * stream does not wait for: without the device sync the second
+		 * forward could read qkv while it is being restored (seen once,
+		 * under -j 4, as different bits). */
 		int failed = gpu.be->sync(gpu.be, &e) ||
 			     cudaMemcpy(first, qkvg, bytes, cudaMemcpyDeviceToDevice) != cudaSuccess ||
-			     cudaMemcpy(qkvg, qkv0, bytes, cudaMemcpyDeviceToDevice) != cudaSuccess;
+			     cudaMemcpy(qkvg, qkv0, bytes, cudaMemcpyDeviceToDevice) != cudaSuccess ||
+			     cudaDeviceSynchronize() != cudaSuccess;
 		gpu.be->attn_qkv_fwd(gpu.be, qkvg, csg, yg, lseg, B, T, H, D, scale);
 		gpu.be->attn_qkv_bwd(gpu.be, qkvg, csg, yg, dyg, lseg, B, T, H, D, scale, wsg, wg_b);
 		failed = failed || gpu.be->sync(gpu.be, &e);
