@@ -11,6 +11,8 @@
 #   EPIS="tma reg pp" bench/gemm.sh            (LMPIPE_GEMM_EPI values; "swiglu":
 #                                               gemm_swiglu_cuda, N = 2 F, against
 #                                               cuBLASLt then the SwiGLU pass)
+#   GEMM_REPS=1 bench/gemm.sh                  (products per timing, default 10 back
+#                                               to back; 1: each alone, no overlap)
 set -eu
 ROOT=${LMPIPE_ROOT:-$(cd "$(dirname "$0")/.." && pwd)}
 BUILD=${LMPIPE_BUILD:-$ROOT/build}

@@ -8,8 +8,9 @@
  * element of ours against cuBLASLt's (both round the same fp32 sums to
  * bf16: they differ by the order of the additions, so the bound is a few
  * bf16 steps of the largest value), then times each with CUDA events
- * (WARMUP runs, then the median of RUNS runs of REPS products queued back
- * to back) and prints one JSON line per implementation with TFLOP/s
+ * (WARMUP runs, then the median of RUNS runs of GEMM_REPS products, default
+ * 10, queued back to back; GEMM_REPS=1 times each product alone between
+ * its events, no neighbour to overlap with, the caches warm) and prints one JSON line per implementation with TFLOP/s
  * (2 M N K a product) and, for ours, the ratio to cuBLASLt, the cluster
  * and the epilogue.  Ours runs once for each value in GEMM_CLUSTERS
  * (default "1") and in GEMM_EPIS (default "tma"), space-separated lists
@@ -29,7 +30,7 @@
 #include "kernels/matmul.h"
 #include "kernels/swiglu.h"
 
-enum { WARMUP = 3, RUNS = 21, REPS = 10 };
+enum { WARMUP = 3, RUNS = 21, REPS_DEFAULT = 10 };
 
 static uint16_t f2bf(float f)
 {
@@ -51,6 +52,13 @@ static const char *env_or(const char *name, const char *dflt)
 {
 	const char *v = getenv(name);
 	return v && *v ? v : dflt;
+}
+
+/* Products a timing queues (GEMM_REPS, default REPS_DEFAULT). */
+static int reps(void)
+{
+	int n = atoi(env_or("GEMM_REPS", ""));
+	return n > 0 ? n : REPS_DEFAULT;
 }
 
 static int swiglu_mode(void)
@@ -87,13 +95,14 @@ static uint16_t *g_out;  /* silu(gate) up, [M, N / 2], for the swiglu runs */
 /* Median milliseconds of one product (which == 0: cuBLASLt, -1: cuBLASLt
  * then swiglu_fwd_cuda, else our BN; with LMPIPE_GEMM_EPI=swiglu, our
  * product with SwiGLU in its epilogue, gemm_swiglu_cuda)
- * over RUNS timings of REPS products queued back to back, so that the
+ * over RUNS timings of reps() products queued back to back, so that the
  * host's time to queue one (tensor maps, attributes, the launch) hides
  * behind the device's work as in a training step, and is not timed. */
 static double time_it(int which, matmul_cuda *mc, uint16_t *C, const uint16_t *A,
 		      const uint16_t *B, int M, int N, int K, cudaStream_t st)
 {
 	float ms[RUNS];
+	const int REPS = reps();
 	cudaEvent_t e0, e1;
 	CK(cudaEventCreate(&e0));
 	CK(cudaEventCreate(&e1));
