@@ -12,8 +12,9 @@
  * 10, queued back to back; GEMM_REPS=1 times each product alone between
  * its events, no neighbour to overlap with, the caches warm) and prints
  * one JSON line per implementation with TFLOP/s (2 M N K a product)
- * and, for ours, the ratio to cuBLASLt, the cluster and the epilogue.  Ours runs once for each value in GEMM_CLUSTERS
- * (default "1") and in GEMM_EPIS (default "tma"), space-separated lists
+ * and, for ours, the ratio to cuBLASLt, the cluster and the epilogue.
+ * Ours runs once for each value in GEMM_CLUSTERS (default "1") and in
+ * GEMM_EPIS (default "tma"), space-separated lists
  * set as LMPIPE_GEMM_CLUSTER and LMPIPE_GEMM_EPI (kernels/gemm.h).  The
  * epilogue "swiglu" runs gemm_swiglu_cuda (N = 2F: the gate/up product and
  * silu(gate) up) against cuBLASLt's product then swiglu_fwd_cuda, and
