@@ -16,8 +16,10 @@
 // the copy engine store each piece (a tensor store), so the warpgroup goes
 // on to the next piece and the next tile while the stores run; or (EPI =
 // 0, LMPIPE_GEMM_EPI=reg, for comparing) from registers, 4 bytes a thread
-// and row.  EPI = 2 (LMPIPE_GEMM_EPI=pp, BN = 128 only) is the ping-pong
-// arrangement (consume_pp): the consumer warpgroups take alternate tiles.
+// and row.  EPI = 2 (LMPIPE_GEMM_EPI=pp at BN = 128; always at BN = 192)
+// is the ping-pong arrangement (consume_pp): the consumer warpgroups take
+// alternate tiles, so one's epilogue runs while the other's products keep
+// the tensor cores busy.
 // EPI = 3 (gemm_swiglu_cuda) stores h and SwiGLU's output (store_swiglu).
 // With LMPIPE_GEMM_CLUSTER=2, two blocks on neighbouring row blocks share
 // B's slice: each loads half of it into both (multicast), and every stage
@@ -48,7 +50,7 @@ constexpr int PRODUCER_REGS = 40, CONSUMER_REGS = 232;
 // both through the copy engine's multicast).
 template <int BN, int CL>
 struct Cfg {
-	static constexpr int ST = BN == 256 ? 4 : 6;  // stages
+	static constexpr int ST = BN == 128 ? 6 : 4;  // stages
 	static constexpr int A_ELEMS = BM * BK, B_ELEMS = BN * BK, B_ROWS = BN / CL;
 	static constexpr uint32_t STAGE_BYTES = (A_ELEMS + B_ELEMS) * 2;
 	// The epilogue's pieces: two buffers of 64 x 64 a consumer warpgroup.
@@ -189,9 +191,10 @@ __device__ __forceinline__ void release(uint64_t *empty, int s, int lane, int ra
 }
 
 // The epilogue's pieces: a consumer warpgroup writes 64 x 64 outputs into
-// one of its two buffers (piece j into buffer j % 2), and its thread 0 has
-// the copy engine store them at column c0, row r0 of a tensor map.
-// piece_open waits until the buffer's previous piece has been read out;
+// one of its two buffers (its piece number j, counted over the whole
+// kernel, into buffer j % 2: a tile's count of pieces may be odd), and its
+// thread 0 has the copy engine store them at column c0, row r0 of a tensor
+// map.  piece_open waits until the buffer's previous piece has been read out;
 // the warpgroup then writes its fragment (piece_put: row 16 w + g and the
 // row 8 below it, columns 8 ii + 2 t, +1), and piece_close stores it.
 __device__ __forceinline__ bf16 *piece_open(bf16 *buf, int j)
@@ -226,11 +229,12 @@ __device__ __forceinline__ void piece_close(const CUtensorMap *map, bf16 *p, int
 // buffers (EPI = 1).
 template <int BN>
 __device__ __forceinline__ void store_pieces(const CUtensorMap *mc, bf16 *buf,
-					     float (&acc)[BN / 8][4], int r0, int n0, int M, int N)
+					     float (&acc)[BN / 8][4], int r0, int n0, int M, int N,
+					     int &np)
 {
 #pragma unroll
 	for (int j = 0; j < BN / 64; j++) {
-		bf16 *p = piece_open(buf, j);
+		bf16 *p = piece_open(buf, np++);
 #pragma unroll
 		for (int ii = 0; ii < 8; ii++)
 			piece_put(p, ii, pack_bf16(acc[j * 8 + ii][0], acc[j * 8 + ii][1]),
@@ -256,13 +260,14 @@ __device__ __forceinline__ uint32_t swiglu2(float g0, float g1, float u0, float 
 template <int BN>
 __device__ __forceinline__ void store_swiglu(const CUtensorMap *mg, const CUtensorMap *mu,
 					     const CUtensorMap *mo, bf16 *buf,
-					     float (&acc)[BN / 8][4], int r0, int f0, int M, int F)
+					     float (&acc)[BN / 8][4], int r0, int f0, int M, int F,
+					     int &np)
 {
 	constexpr int U = BN / 16, Q = BN / 128;  // the ups' first fragment; pieces a part
 #pragma unroll
 	for (int j = 0; j < 3 * Q; j++) {
 		const int part = j / Q, q = j % Q, c0 = f0 + q * 64;
-		bf16 *p = piece_open(buf, j);
+		bf16 *p = piece_open(buf, np++);
 #pragma unroll
 		for (int ii = 0; ii < 8; ii++) {
 			const float *g = acc[q * 8 + ii], *u = acc[U + q * 8 + ii];
@@ -278,9 +283,9 @@ __device__ __forceinline__ void store_swiglu(const CUtensorMap *mg, const CUtens
 	}
 }
 
-// Ping-pong (EPI = 2, BN = 128): each consumer warpgroup takes every other
-// tile of the block, all 128 x 128 of it (two m64n128k16 products a k16
-// step, 128 sums a thread), so that one warpgroup's epilogue runs while
+// Ping-pong (EPI = 2, BN = 128 or 192): each consumer warpgroup takes every
+// other tile of the block, all 128 x BN of it (two m64nBNk16 products a k16
+// step, BN sums a thread), so that one warpgroup's epilogue runs while
 // the other's products keep the tensor cores busy.  The producer's order
 // is unchanged: tile j of the block fills stages j kt ... j kt + kt - 1,
 // and only its warpgroup (4 warps) releases them.  A warpgroup starts
@@ -288,20 +293,22 @@ __device__ __forceinline__ void store_swiglu(const CUtensorMap *mg, const CUtens
 // (named barriers ORDER + w): a "full" barrier's parity tells its phases
 // apart only one lap of the ring ahead, and with more k-slices than
 // stages tile j's first stages are a lap ahead of tile j - 1's.
-template <int CL>
+template <int BN, int CL>
 __device__ __forceinline__ void consume_pp(const CUtensorMap *mc, const bf16 *sA, const bf16 *sB,
 					   bf16 *sC, uint64_t *full, uint64_t *empty, int M, int N,
 					   const Walk &w, int kt)
 {
-	using Cf = Cfg<128, CL>;
+	static_assert(BN == 128 || BN == 192, "ping-pong tiles are 128 or 192 wide");
+	using Cf = Cfg<BN, CL>;
 	constexpr uint32_t KSTEP = 16 * 2, HALF = 64 * SLAB_ROW_BYTES;
 	const int wg = threadIdx.x / WG_THREADS, lane = threadIdx.x % 32;
-	float acc[2][16][4];
+	float acc[2][BN / 8][4];
+	int np = 0;  // pieces stored
 	for (int j = wg;; j += CONSUMERS) {
 		const int ct = w.first + j * w.step;
 		if (ct >= w.ctiles)
 			break;
-		const int m0 = w.m0(ct), n0 = w.ni(ct) * 128;
+		const int m0 = w.m0(ct), n0 = w.ni(ct) * BN;
 		if (j > 0)  // the other warpgroup has waited for all of tile j - 1
 			pair_bar(BAR_ORDER + wg, true);
 		uint32_t u = (uint32_t)j * kt;
@@ -309,17 +316,22 @@ __device__ __forceinline__ void consume_pp(const CUtensorMap *mc, const bf16 *sA
 			const int s = u % Cf::ST;
 			mbar_wait(&full[s], (u / Cf::ST) & 1);
 			const uint32_t a = saddr(sA + s * Cf::A_ELEMS), b = saddr(sB + s * Cf::B_ELEMS);
-			fence_regs<16>(acc[0]);
-			fence_regs<16>(acc[1]);
+			fence_regs<BN / 8>(acc[0]);
+			fence_regs<BN / 8>(acc[1]);
 			wgmma_fence();
 #pragma unroll
 			for (int kk = 0; kk < BK / 16; kk++) {
 				const uint64_t db = sw128_desc(b + kk * KSTEP, 16, SW_ATOM_BYTES);
+				const uint64_t da0 = sw128_desc(a + kk * KSTEP, 16, SW_ATOM_BYTES);
+				const uint64_t da1 = sw128_desc(a + HALF + kk * KSTEP, 16, SW_ATOM_BYTES);
 				const int acc_in = !(ks == 0 && kk == 0);
-				wgmma_ss_n128(acc[0], sw128_desc(a + kk * KSTEP, 16, SW_ATOM_BYTES), db,
-					      acc_in);
-				wgmma_ss_n128(acc[1], sw128_desc(a + HALF + kk * KSTEP, 16, SW_ATOM_BYTES),
-					      db, acc_in);
+				if constexpr (BN == 192) {
+					wgmma_ss_n192(acc[0], da0, db, acc_in);
+					wgmma_ss_n192(acc[1], da1, db, acc_in);
+				} else {
+					wgmma_ss_n128(acc[0], da0, db, acc_in);
+					wgmma_ss_n128(acc[1], da1, db, acc_in);
+				}
 			}
 			wgmma_commit();
 			if (ks > 0) {
@@ -330,11 +342,11 @@ __device__ __forceinline__ void consume_pp(const CUtensorMap *mc, const bf16 *sA
 		if (ct + w.step < w.ctiles)  // the other warpgroup has tile j + 1
 			pair_bar(BAR_ORDER + (wg ^ 1), false);
 		wgmma_wait<0>();
-		fence_regs<16>(acc[0]);
-		fence_regs<16>(acc[1]);
+		fence_regs<BN / 8>(acc[0]);
+		fence_regs<BN / 8>(acc[1]);
 		release<CL>(empty, (u - 1) % Cf::ST, lane, w.rank);
-		store_pieces<128>(mc, sC + wg * 2 * Cf::PIECE, acc[0], m0, n0, M, N);
-		store_pieces<128>(mc, sC + wg * 2 * Cf::PIECE, acc[1], m0 + 64, n0, M, N);
+		store_pieces<BN>(mc, sC + wg * 2 * Cf::PIECE, acc[0], m0, n0, M, N, np);
+		store_pieces<BN>(mc, sC + wg * 2 * Cf::PIECE, acc[1], m0 + 64, n0, M, N, np);
 	}
 	if (threadIdx.x % WG_THREADS == 0)
 		bulk_wait_done();
@@ -349,6 +361,7 @@ __device__ __forceinline__ void consume(bf16 *__restrict__ Cm, const CUtensorMap
 	const int wg = threadIdx.x / WG_THREADS, warp = threadIdx.x % WG_THREADS / 32;
 	const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
 	float acc[BN / 8][4];
+	int np = 0;  // pieces stored
 	uint32_t u = 0;
 	for (int ct = w.first; ct < w.ctiles; ct += w.step) {
 		const int m0 = w.m0(ct), n0 = w.ni(ct) * BN;
@@ -366,12 +379,12 @@ __device__ __forceinline__ void consume(bf16 *__restrict__ Cm, const CUtensorMap
 		fence_regs<BN / 8>(acc);
 		release<CL>(empty, (u - 1) % Cf::ST, lane, w.rank);
 		if constexpr (EPI == 1) {
-			store_pieces<BN>(mc, sC + wg * 2 * Cf::PIECE, acc, m0 + wg * 64, n0, M, N);
+			store_pieces<BN>(mc, sC + wg * 2 * Cf::PIECE, acc, m0 + wg * 64, n0, M, N, np);
 			continue;
 		}
 		if constexpr (EPI == 3) {
 			store_swiglu<BN>(mc, mc + 1, mc + 2, sC + wg * 2 * Cf::PIECE, acc, m0 + wg * 64,
-					 n0 / 2, M, N);
+					 n0 / 2, M, N, np);
 			continue;
 		}
 		const int r = m0 + wg * 64 + warp * 16 + g;
@@ -437,7 +450,7 @@ gemm_tn_kernel(const __grid_constant__ Maps mp, bf16 *__restrict__ Cm, int M, in
 	} else {
 		regs_alloc<CONSUMER_REGS>();
 		if constexpr (EPI == 2)
-			consume_pp<CL>(mp.c, sA, sB, sC, full, empty, M, N, w, kt);
+			consume_pp<BN, CL>(mp.c, sA, sB, sC, full, empty, M, N, w, kt);
 		else
 			consume<BN, CL, EPI>(Cm, mp.c, sA, sB, sC, full, empty, M, N, w, kt);
 	}
@@ -514,12 +527,14 @@ extern "C" int gemm_tn_cuda(uint16_t *C, const uint16_t *A, const uint16_t *B, i
 			    int bn, void *stream)
 {
 	if (M <= 0 || N <= 0 || K <= 0 || K % 8 || N % 8 || ((uintptr_t)A | (uintptr_t)B | (uintptr_t)C) % 16 ||
-	    (bn != 128 && bn != 256))
+	    (bn != 128 && bn != 192 && bn != 256))
 		return -1;
 	cudaStream_t st = (cudaStream_t)stream;
 	const char *p = getenv("LMPIPE_GEMM_EPI");
-	const int cl = cluster_env(), reg = p && !strcmp(p, "reg"), pp = p && !strcmp(p, "pp");
-	if (pp && bn != 128)
+	// 192 wide: ping-pong only (two 128 x 192 tiles' sums fit no warpgroup)
+	const int cl = cluster_env(), reg = p && !strcmp(p, "reg");
+	const int pp = bn == 192 || (p && !strcmp(p, "pp"));
+	if (pp && bn == 256)
 		return -1;
 	Maps mp;
 	if (tma_map_3d(&mp.a, A, K, M, 1, BM) || tma_map_3d(&mp.b, B, K, N, 1, bn / cl) ||
@@ -527,6 +542,8 @@ extern "C" int gemm_tn_cuda(uint16_t *C, const uint16_t *A, const uint16_t *B, i
 		return -1;
 	mp.b2 = mp.b;
 	mp.c[1] = mp.c[2] = mp.c[0];
+	if (pp && bn == 192)
+		return cl == 2 ? launch<192, 2, 2>(mp, C, M, N, K, st) : launch<192, 1, 2>(mp, C, M, N, K, st);
 	if (pp)
 		return cl == 2 ? launch<128, 2, 2>(mp, C, M, N, K, st) : launch<128, 1, 2>(mp, C, M, N, K, st);
 	if (bn == 256 && cl == 2)

@@ -4,8 +4,9 @@
  * two-block cluster, with both epilogues, on shapes with partial tiles in
  * every dimension, one k-slice, and more tiles than the grid has blocks (an
  * odd count of row blocks for a cluster: the last one's second block has
- * no rows); the same product with SwiGLU in its epilogue; and the shapes
- * they refuse. */
+ * no rows; several tiles a block); the ping-pong tiles 128 and 192 wide;
+ * the same product with SwiGLU in its epilogue; and the shapes they
+ * refuse. */
 #ifndef LMPIPE_OP_GEMM_H
 #define LMPIPE_OP_GEMM_H
 
@@ -25,6 +26,11 @@ static const int gemm_shapes[][GPU_MAX_DIMS] = {
 	{100, 72, 40, 128, 1, 0},     {300, 264, 200, 256, 2, 0},  {1000, 1000, 72, 256, 1, 0},
 	{2176, 1024, 520, 128, 2, 0},  {100, 72, 40, 128, 1, 2},    {300, 264, 200, 128, 2, 2},
 	{1000, 1000, 72, 128, 1, 2},  {2048, 2304, 128, 128, 1, 2}, {2176, 1024, 520, 128, 2, 2},
+	/* several tiles a block, one k-slice or more */
+	{4096, 2048, 64, 256, 1, 1},  {4096, 2048, 72, 256, 2, 1},  {4100, 2056, 136, 128, 1, 1},
+	/* ping-pong tiles 192 wide */
+	{100, 72, 40, 192, 1, 2},     {300, 264, 200, 192, 2, 2},  {1000, 1000, 72, 192, 1, 2},
+	{2048, 2304, 128, 192, 1, 2}, {4100, 2056, 136, 192, 1, 2}, {4096, 2048, 72, 192, 2, 2},
 };
 
 static const char *const gemm_epis[] = {"reg", "tma", "pp"};
@@ -104,6 +110,8 @@ static const int gemm_swiglu_shapes[][GPU_MAX_DIMS] = {
 	{1, 8, 8, 128, 1},       {100, 72, 40, 256, 1},   {100, 72, 40, 128, 2},
 	{300, 200, 136, 256, 2}, {257, 1344, 512, 256, 1}, {257, 1344, 512, 128, 2},
 	{1000, 96, 520, 128, 1}, {640, 512, 256, 256, 2},
+	/* several tiles a block */
+	{2048, 1344, 64, 256, 1}, {4100, 1000, 136, 128, 2},
 };
 
 static const gpu_tol gemm_swiglu_tols[] = {{"h", 5e-3, 4e-3}, {"out", 5e-3, 4e-3}};
