@@ -20,17 +20,13 @@ SHAPES=${SHAPES:-"64:1024:1 64:4096:1 64:16384:1 128:1024:1 128:4096:1 128:16384
 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 PYTHON=${PYTHON:-python3}
 
-if [ ! -x "$BENCH" ]; then
-	mkdir -p "$BUILD/bench"
-	set -- "$BUILD/libkernels.a"
-	if [ -n "$VARIANT" ]; then
-		[ -f "$BUILD/libattn_variants.a" ] || make -C "$ROOT" B="$BUILD" attention-variants >&2
-		set -- -DATTN_VARIANTS "$BUILD/libattn_variants.a" "$@"
-	fi
-	${CC:-cc} -std=c11 -O2 -I"$ROOT" -I"$CUDA_HOME/include" -o "$BENCH" \
-		"$ROOT/bench/attention_bench.c" "$@" -L"$CUDA_HOME/lib64" \
-		-Wl,-rpath,"$CUDA_HOME/lib64" -lcudart -lstdc++ -lm -fopenmp
+. "$ROOT/bench/lib-cuda.sh"
+set -- "$BUILD/libkernels.a"
+if [ ! -x "$BENCH" ] && [ -n "$VARIANT" ]; then
+	[ -f "$BUILD/libattn_variants.a" ] || make -C "$ROOT" B="$BUILD" attention-variants >&2
+	set -- -DATTN_VARIANTS "$BUILD/libattn_variants.a" "$@"
 fi
+cuda_bench "$BENCH" "$ROOT/bench/attention_bench.c" "$@"
 export ATTN_VARIANT="$VARIANT"
 
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/attn-bench.XXXXXX")

@@ -22,12 +22,8 @@ SHAPES=${SHAPES:-"32768:1536:512 32768:512:512 32768:2688:512 32768:512:1344 327
 CLUSTERS=${CLUSTERS:-"1 2"}
 EPIS=${EPIS:-"tma reg"}
 
-if [ ! -x "$BENCH" ]; then
-	mkdir -p "$BUILD/bench"
-	${CC:-cc} -std=c11 -O2 -I"$ROOT" -I"$CUDA_HOME/include" -o "$BENCH" \
-		"$ROOT/bench/gemm_bench.c" "$BUILD/libkernels.a" -L"$CUDA_HOME/lib64" \
-		-Wl,-rpath,"$CUDA_HOME/lib64" -lcublasLt -lcudart -lstdc++ -lm -fopenmp
-fi
+. "$ROOT/bench/lib-cuda.sh"
+cuda_bench "$BENCH" "$ROOT/bench/gemm_bench.c" "$BUILD/libkernels.a" -lcublasLt
 status=0
 for s in $SHAPES; do
 	IFS=: read -r m n k <<-EOS

@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cuda_timing.h"
 #include "kernels/gemm.h"
 #include "kernels/matmul.h"
 #include "kernels/swiglu.h"
@@ -67,12 +68,6 @@ static int swiglu_mode(void)
 	return !strcmp(env_or("LMPIPE_GEMM_EPI", ""), "swiglu");
 }
 
-static int cmp_float(const void *a, const void *b)
-{
-	float x = *(const float *)a, y = *(const float *)b;
-	return (x > y) - (x < y);
-}
-
 static uint64_t rng = 88172645463325252ull;
 static float urand(void)
 {
@@ -93,48 +88,44 @@ static float urand(void)
 
 static uint16_t *g_out;  /* silu(gate) up, [M, N / 2], for the swiglu runs */
 
-/* Median milliseconds of one product (which == 0: cuBLASLt, -1: cuBLASLt
- * then swiglu_fwd_cuda, else our BN; with LMPIPE_GEMM_EPI=swiglu, our
- * product with SwiGLU in its epilogue, gemm_swiglu_cuda)
- * over RUNS timings of reps() products queued back to back, so that the
- * host's time to queue one (tensor maps, attributes, the launch) hides
- * behind the device's work as in a training step, and is not timed. */
+/* One product of time_it's: which == 0: cuBLASLt, -1: cuBLASLt then
+ * swiglu_fwd_cuda, else ours at tile width which (with
+ * LMPIPE_GEMM_EPI=swiglu, our product with SwiGLU in its epilogue,
+ * gemm_swiglu_cuda). */
+struct product {
+	int which;
+	matmul_cuda *mc;
+	uint16_t *C;
+	const uint16_t *A, *B;
+	int M, N, K;
+	cudaStream_t st;
+};
+
+static int run_product(void *arg)
+{
+	const struct product *p = arg;
+	if (p->which > 0 && swiglu_mode())
+		return gemm_swiglu_cuda(p->C, g_out, p->A, p->B, p->M, p->N / 2, p->K, p->which, p->st);
+	if (p->which > 0)
+		return gemm_tn_cuda(p->C, p->A, p->B, p->M, p->N, p->K, p->which, p->st);
+	return matmul_fwd_cuda(p->mc, p->C, NULL, p->A, p->B, p->M, p->K, p->N) ||
+	       (p->which < 0 && swiglu_fwd_cuda(g_out, p->C, p->M, p->N / 2, p->st));
+}
+
+/* Median milliseconds of one product (run_product's which) over RUNS
+ * timings of reps() products queued back to back (cuda_timing.h); exits
+ * if a product is refused. */
 static double time_it(int which, matmul_cuda *mc, uint16_t *C, const uint16_t *A,
 		      const uint16_t *B, int M, int N, int K, cudaStream_t st)
 {
-	float ms[RUNS];
-	const int REPS = reps();
-	cudaEvent_t e0, e1;
-	CK(cudaEventCreate(&e0));
-	CK(cudaEventCreate(&e1));
-	for (int r = 0; r < WARMUP + RUNS; r++) {
-		CK(cudaEventRecord(e0, st));
-		for (int i = 0; i < REPS; i++) {
-			int bad;
-			if (which > 0 && swiglu_mode())
-				bad = gemm_swiglu_cuda(C, g_out, A, B, M, N / 2, K, which, st);
-			else if (which > 0)
-				bad = gemm_tn_cuda(C, A, B, M, N, K, which, st);
-			else
-				bad = matmul_fwd_cuda(mc, C, NULL, A, B, M, K, N) ||
-				      (which < 0 && swiglu_fwd_cuda(g_out, C, M, N / 2, st));
-			if (bad) {
-				fprintf(stderr, "gemm_bench: %s refused %d x %d x %d\n",
-					which ? "gemm_tn_cuda" : "cuBLASLt", M, N, K);
-				exit(1);
-			}
-		}
-		CK(cudaEventRecord(e1, st));
-		CK(cudaEventSynchronize(e1));
-		if (r >= WARMUP) {
-			CK(cudaEventElapsedTime(&ms[r - WARMUP], e0, e1));
-			ms[r - WARMUP] /= REPS;
-		}
+	struct product p = { which, mc, C, A, B, M, N, K, st };
+	double ms = median_ms(run_product, &p, WARMUP, RUNS, reps(), st);
+	if (ms < 0) {
+		fprintf(stderr, "gemm_bench: %s refused or failed %d x %d x %d\n",
+			which > 0 ? "gemm_tn_cuda" : "cuBLASLt", M, N, K);
+		exit(1);
 	}
-	qsort(ms, RUNS, sizeof ms[0], cmp_float);
-	cudaEventDestroy(e0);
-	cudaEventDestroy(e1);
-	return ms[RUNS / 2];
+	return ms;
 }
 
 /* Words of s (space-separated, s is cut) into w[0 .. max); their count. */

@@ -15,12 +15,8 @@ BENCH=$BUILD/bench/matmul_bench
 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 SHAPES=${SHAPES:-"32768:512:1536 32768:512:512 32768:512:2688 32768:1344:512 32768:768:2304 32768:768:768 32768:768:4096 32768:2048:768 8192:768:50304"}
 
-if [ ! -x "$BENCH" ]; then
-	mkdir -p "$BUILD/bench"
-	${CC:-cc} -std=c11 -O2 -I"$ROOT" -I"$CUDA_HOME/include" -o "$BENCH" \
-		"$ROOT/bench/matmul_bench.c" "$BUILD/libkernels.a" -L"$CUDA_HOME/lib64" \
-		-Wl,-rpath,"$CUDA_HOME/lib64" -lcublasLt -lcudart -lstdc++ -lm -fopenmp
-fi
+. "$ROOT/bench/lib-cuda.sh"
+cuda_bench "$BENCH" "$ROOT/bench/matmul_bench.c" "$BUILD/libkernels.a" -lcublasLt
 for s in $SHAPES; do
 	IFS=: read -r n i o <<-EOS
 	$s

@@ -9,7 +9,7 @@
  * branch), the backward's weight gradient alone (dW += dout^T inp, fp32,
  * matmul_bwd_cuda with dinp NULL) and the whole backward (dinp and dW);
  * dinp alone is the difference.  Each figure is the median of RUNS timings
- * of REPS products queued back to back, after WARMUP.  One JSON line per
+ * of REPS products queued back to back, after WARMUP (cuda_timing.h).  One JSON line per
  * product with milliseconds and TFLOP/s (2 N IN OUT a product). */
 #define _POSIX_C_SOURCE 200809L
 #include <cuda_runtime_api.h>
@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "cuda_timing.h"
 #include "kernels/matmul.h"
 
 enum { WARMUP = 3, RUNS = 15, REPS = 10 };
@@ -30,12 +31,6 @@ enum { WARMUP = 3, RUNS = 15, REPS = 10 };
 		}                                                                       \
 	} while (0)
 
-static int cmp_float(const void *a, const void *b)
-{
-	float x = *(const float *)a, y = *(const float *)b;
-	return (x > y) - (x < y);
-}
-
 struct bufs {
 	uint16_t *inp, *w, *dout, *out, *dinp;
 	float *f32, *dw;
@@ -44,46 +39,39 @@ struct bufs {
 
 enum what { FWD, FWD_ADD, BWD_DW, BWD };
 
-static int run(matmul_cuda *mc, const struct bufs *b, enum what w)
+struct call {
+	matmul_cuda *mc;
+	const struct bufs *b;
+	enum what w;
+};
+
+static int run(void *arg)
 {
-	switch (w) {
+	const struct call *c = arg;
+	const struct bufs *b = c->b;
+	switch (c->w) {
 	case FWD:
-		return matmul_fwd_cuda(mc, b->out, NULL, b->inp, b->w, b->N, b->IN, b->OUT);
+		return matmul_fwd_cuda(c->mc, b->out, NULL, b->inp, b->w, b->N, b->IN, b->OUT);
 	case FWD_ADD:
-		return matmul_fwd_cuda(mc, b->f32, b->f32, b->inp, b->w, b->N, b->IN, b->OUT);
+		return matmul_fwd_cuda(c->mc, b->f32, b->f32, b->inp, b->w, b->N, b->IN, b->OUT);
 	case BWD_DW:
-		return matmul_bwd_cuda(mc, NULL, b->dw, b->dout, b->inp, b->w, b->N, b->IN, b->OUT);
+		return matmul_bwd_cuda(c->mc, NULL, b->dw, b->dout, b->inp, b->w, b->N, b->IN, b->OUT);
 	default:
-		return matmul_bwd_cuda(mc, b->dinp, b->dw, b->dout, b->inp, b->w, b->N, b->IN,
+		return matmul_bwd_cuda(c->mc, b->dinp, b->dw, b->dout, b->inp, b->w, b->N, b->IN,
 				       b->OUT);
 	}
 }
 
 static double time_it(matmul_cuda *mc, const struct bufs *b, enum what w, cudaStream_t st)
 {
-	float ms[RUNS];
-	cudaEvent_t e0, e1;
-	CK(cudaEventCreate(&e0));
-	CK(cudaEventCreate(&e1));
-	for (int r = 0; r < WARMUP + RUNS; r++) {
-		CK(cudaEventRecord(e0, st));
-		for (int i = 0; i < REPS; i++)
-			if (run(mc, b, w)) {
-				fprintf(stderr, "matmul_bench: cuBLASLt refused %d x %d x %d\n", b->N,
-					b->IN, b->OUT);
-				exit(1);
-			}
-		CK(cudaEventRecord(e1, st));
-		CK(cudaEventSynchronize(e1));
-		if (r >= WARMUP) {
-			CK(cudaEventElapsedTime(&ms[r - WARMUP], e0, e1));
-			ms[r - WARMUP] /= REPS;
-		}
+	struct call c = { mc, b, w };
+	double ms = median_ms(run, &c, WARMUP, RUNS, REPS, st);
+	if (ms < 0) {
+		fprintf(stderr, "matmul_bench: cuBLASLt refused or failed %d x %d x %d\n", b->N,
+			b->IN, b->OUT);
+		exit(1);
 	}
-	qsort(ms, RUNS, sizeof ms[0], cmp_float);
-	cudaEventDestroy(e0);
-	cudaEventDestroy(e1);
-	return ms[RUNS / 2];
+	return ms;
 }
 
 static void *dev_random(size_t n, cudaStream_t st)
