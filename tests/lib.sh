@@ -12,10 +12,15 @@ trap 'rm -rf "$TMP"' EXIT
 _tap_n=0
 _tap_failed=0
 
-ok() { # ok STATUS NAME...: passes when STATUS is 0
+ok() { # ok STATUS NAME...: passes when STATUS is 0; a failure is named on stderr too,
+	# which prove shows without -v (its messages carry the measured values)
 	local st=$1; shift
 	_tap_n=$((_tap_n + 1))
-	if [ "$st" -eq 0 ]; then echo "ok $_tap_n - $*"; else echo "not ok $_tap_n - $*"; _tap_failed=$((_tap_failed + 1)); fi
+	if [ "$st" -eq 0 ]; then echo "ok $_tap_n - $*"; else
+		echo "not ok $_tap_n - $*"
+		echo "#   Failed test $_tap_n: $*" >&2
+		_tap_failed=$((_tap_failed + 1))
+	fi
 	return "$st"
 }
 

@@ -24,9 +24,15 @@ int ok(int cond, const char *fmt, ...)
 	vprintf(fmt, ap);
 	va_end(ap);
 	printf("\n");
-	if (!cond)
-		tap_failed++;
 	fflush(stdout);
+	if (!cond) {  /* named on stderr too: prove shows it without -v */
+		tap_failed++;
+		fprintf(stderr, "#   Failed test %d: ", tap_n);
+		va_start(ap, fmt);
+		vfprintf(stderr, fmt, ap);
+		va_end(ap);
+		fprintf(stderr, "\n");
+	}
 	return cond;
 }
 
