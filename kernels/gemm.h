@@ -9,8 +9,9 @@
  * width, 128 or 256, or 192: ping-pong consumers, each warpgroup a whole
  * 128 x 192 tile, one's epilogue under the other's products.  Needs
  * sm_90a, K and N multiples of 8, 16-byte aligned pointers; returns 0, or
- * -1 (shapes refused, no tensor map, or the launch failed).  LMPIPE_GEMM_CLUSTER and LMPIPE_GEMM_EPI (lmpipe(7))
- * choose its variants, for measuring.  Not used by the model yet:
+ * -1 (shapes refused, no tensor map, or the launch failed).
+ * LMPIPE_GEMM_CLUSTER and LMPIPE_GEMM_EPI (lmpipe(7)) choose its variants,
+ * for measuring.  Not used by the model yet:
  * bench/gemm.sh measures it against cuBLASLt. */
 #ifndef LMPIPE_GEMM_H
 #define LMPIPE_GEMM_H
