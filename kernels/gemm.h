@@ -11,8 +11,8 @@
  * sm_90a, K and N multiples of 8, 16-byte aligned pointers; returns 0, or
  * -1 (shapes refused, no tensor map, or the launch failed).
  * LMPIPE_GEMM_CLUSTER and LMPIPE_GEMM_EPI (lmpipe(7)) choose its variants,
- * for measuring.  Not used by the model yet:
- * bench/gemm.sh measures it against cuBLASLt. */
+ * for measuring.  The model takes only gemm_swiglu_cuda (lm-train's
+ * gate/up product); bench/gemm.sh measures both against cuBLASLt. */
 #ifndef LMPIPE_GEMM_H
 #define LMPIPE_GEMM_H
 
@@ -29,7 +29,9 @@ int gemm_tn_cuda(uint16_t *C, const uint16_t *A, const uint16_t *B, int M, int N
  *   h[M, 2F] = A[M, K] . W[2F, K]^T,   out[M, F] = silu(gate) * up
  * with the gates in h's columns [0, F) (W's rows [0, F)) and the ups in
  * [F, 2F); out is computed from h's bf16 values as swiglu_fwd_cuda does.
- * F a multiple of 8; otherwise as gemm_tn_cuda. */
+ * F a multiple of 8; bn 128 or 256 (cooperative tiles of 64 or 128
+ * features) or 192 (ping-pong tiles of 96 features, stored 32 at a time:
+ * what lm-train's CUDA backend takes); otherwise as gemm_tn_cuda. */
 int gemm_swiglu_cuda(uint16_t *h, uint16_t *out, const uint16_t *A, const uint16_t *W, int M,
 		     int F, int K, int bn, void *stream);
 

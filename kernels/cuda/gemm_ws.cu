@@ -20,7 +20,9 @@
 // is the ping-pong arrangement (consume_pp): the consumer warpgroups take
 // alternate tiles, so one's epilogue runs while the other's products keep
 // the tensor cores busy.
-// EPI = 3 (gemm_swiglu_cuda) stores h and SwiGLU's output (store_swiglu).
+// EPI = 3 (gemm_swiglu_cuda, 256 wide) stores h and SwiGLU's output
+// (store_swiglu); EPI = 4 (192 wide) does so in ping-pong tiles, in sets
+// of three 32-column pieces (store_swiglu32).
 // With LMPIPE_GEMM_CLUSTER=2, two blocks on neighbouring row blocks share
 // B's slice: each loads half of it into both (multicast), and every stage
 // is released in both blocks.
@@ -53,10 +55,19 @@ struct Cfg {
 	static constexpr int ST = BN == 128 ? 6 : 4;  // stages
 	static constexpr int A_ELEMS = BM * BK, B_ELEMS = BN * BK, B_ROWS = BN / CL;
 	static constexpr uint32_t STAGE_BYTES = (A_ELEMS + B_ELEMS) * 2;
-	// The epilogue's pieces: two buffers of 64 x 64 a consumer warpgroup.
-	static constexpr int PIECE = 64 * 64, C_ELEMS = CONSUMERS * 2 * PIECE;
+	// The epilogue's pieces: two buffers a consumer warpgroup, of 64 x 64
+	// (192 wide: of three 64 x 32 pieces, SwiGLU's sets; the other
+	// epilogues use the first 64 x 64 of each).
+	static constexpr int PIECE = BN == 192 ? 3 * 64 * 32 : 64 * 64;
+	static constexpr int C_ELEMS = CONSUMERS * 2 * PIECE;
 	static constexpr int SMEM = SW_ATOM_BYTES + ST * STAGE_BYTES + C_ELEMS * 2 + 2 * ST * 8;
 };
+
+// The epilogues: 0 from registers, 1 through shared memory and tensor
+// stores, 2 ping-pong, 3 SwiGLU (gemm_swiglu_cuda, cooperative), 4
+// ping-pong with SwiGLU (gemm_swiglu_cuda at 192).
+__host__ __device__ constexpr bool glu(int epi) { return epi == 3 || epi == 4; }
+__host__ __device__ constexpr bool pingpong(int epi) { return epi == 2 || epi == 4; }
 
 // Named barriers: 1 + w, warpgroup w's own (its epilogue); BAR_ORDER + w
 // (ping-pong), warpgroup w may start its next tile.
@@ -126,7 +137,7 @@ struct Walk {
 	__device__ __forceinline__ int ni(int ct) const { return mfast ? ct / tm : ct % tn; }
 };
 
-// EPI = 3: B's slice is BN / 2 gate rows of features n0 ... then the up
+// glu(EPI): B's slice is BN / 2 gate rows of features n0 ... then the up
 // rows of the same features (CL = 2: block r loads the gates if r = 0, else
 // the ups, for both).
 template <int BN, int CL, int EPI>
@@ -137,7 +148,7 @@ __device__ __forceinline__ void produce(const Maps &mp, bf16 *sA, bf16 *sB, uint
 	const CUtensorMap *ma = &mp.a, *mb = &mp.b;
 	uint32_t u = 0;
 	for (int ct = w.first; ct < w.ctiles; ct += w.step) {
-		const int m0 = w.m0(ct), n0 = w.ni(ct) * (EPI == 3 ? BN / 2 : BN);
+		const int m0 = w.m0(ct), n0 = w.ni(ct) * (glu(EPI) ? BN / 2 : BN);
 		for (int ks = 0; ks < kt; ks++, u++) {
 			const int s = u % C::ST;
 			if (u >= (uint32_t)C::ST)
@@ -145,10 +156,10 @@ __device__ __forceinline__ void produce(const Maps &mp, bf16 *sA, bf16 *sB, uint
 			mbar_expect_tx(&full[s], C::STAGE_BYTES);
 			tma_load_3d(sA + s * C::A_ELEMS, ma, &full[s], ks * BK, m0, 0);
 			bf16 *b = sB + s * C::B_ELEMS + w.rank * C::B_ROWS * BK;
-			if constexpr (EPI == 3 && CL == 1) {
+			if constexpr (glu(EPI) && CL == 1) {
 				tma_load_3d(b, mb, &full[s], ks * BK, n0, 0);
 				tma_load_3d(b + BN / 2 * BK, &mp.b2, &full[s], ks * BK, n0, 0);
-			} else if constexpr (EPI == 3) {
+			} else if constexpr (glu(EPI)) {
 				tma_load_mc(b, w.rank ? &mp.b2 : mb, &full[s], ks * BK, n0, (1 << CL) - 1);
 			} else if constexpr (CL == 1)
 				tma_load_3d(b, mb, &full[s], ks * BK, n0, 0);
@@ -254,6 +265,21 @@ __device__ __forceinline__ uint32_t swiglu2(float g0, float g1, float u0, float 
 	return pack_bf16(g0 * s0 * u0, g1 * s1 * u1);
 }
 
+// silu(g) u of two pairs already rounded and packed as h stores them (bf16
+// x 2, the lower half first), rounded.  The sigmoid's reciprocal is the
+// approximate one (__fdividef: within 2 ulp of fp32, below bf16's step by
+// far); the exact division (reciprocal, two Newton steps, a range check
+// and its branch) was about a fifth of the 128-wide epilogue's added
+// instructions (ncu, stop 57).
+__device__ __forceinline__ uint32_t swiglu_packed(uint32_t g, uint32_t u)
+{
+	const float g0 = __uint_as_float(g << 16), g1 = __uint_as_float(g & 0xffff0000u);
+	const float u0 = __uint_as_float(u << 16), u1 = __uint_as_float(u & 0xffff0000u);
+	const float s0 = __fdividef(1.0f, 1.0f + __expf(-g0));
+	const float s1 = __fdividef(1.0f, 1.0f + __expf(-g1));
+	return pack_bf16(g0 * s0 * u0, g1 * s1 * u1);
+}
+
 // EPI = 3 (gemm_swiglu_cuda): the tile's first BN / 2 columns are gates of
 // features f0 ..., the others the ups of the same features.  Stores the
 // gates (map mg), the ups (mu), then silu(gate) up (mo), each at column f0.
@@ -283,22 +309,91 @@ __device__ __forceinline__ void store_swiglu(const CUtensorMap *mg, const CUtens
 	}
 }
 
-// Ping-pong (EPI = 2, BN = 128 or 192): each consumer warpgroup takes every
-// other tile of the block, all 128 x BN of it (two m64nBNk16 products a k16
-// step, BN sums a thread), so that one warpgroup's epilogue runs while
-// the other's products keep the tensor cores busy.  The producer's order
+// SwiGLU's sets (EPI = 4 at BN = 192: 96 features a tile, which 64-column
+// pieces do not divide): three 64 x 32 pieces, the gates, the ups and
+// silu(gate) up of 32 features, each swizzled in the 64-byte mode of
+// tma_map_rows32.  A warpgroup's sets alternate between its two buffers as
+// its pieces do (set_open, set_close: piece_open and piece_close for the
+// three, stored in one bulk group).
+constexpr int P32 = 64 * 32;
+
+__device__ __forceinline__ bf16 *set_open(bf16 *buf, int j)
+{
+	if (threadIdx.x % WG_THREADS == 0)
+		bulk_wait_read<1>();  // the set before last, from this buffer, is read
+	wg_bar_sync(1 + threadIdx.x / WG_THREADS);
+	return buf + (j & 1) * 3 * P32;
+}
+
+// Row 16 w + g and the row 8 below it, columns 8 ii + 2 t, +1 of a 64 x 32
+// piece: 64-byte rows, chunk ii at ii ^ (row / 2 % 4), so a warp's 32
+// stores fall in 32 banks.
+__device__ __forceinline__ void put32(bf16 *p, int ii, uint32_t top, uint32_t bottom)
+{
+	const int lane = threadIdx.x % 32, row = threadIdx.x % WG_THREADS / 32 * 16 + lane / 4;
+	const int c = 2 * (lane % 4);
+	*(uint32_t *)(p + row * 32 + ((ii ^ (row >> 1 & 3)) << 3) + c) = top;
+	*(uint32_t *)(p + (row + 8) * 32 + ((ii ^ ((row + 8) >> 1 & 3)) << 3) + c) = bottom;
+}
+
+__device__ __forceinline__ void set_close(const CUtensorMap *mc, bf16 *set, int c0, int r0,
+					  bool inside)
+{
+	fence_proxy_async();
+	wg_bar_sync(1 + threadIdx.x / WG_THREADS);
+	if (threadIdx.x % WG_THREADS == 0) {
+		if (inside)
+			for (int k = 0; k < 3; k++)
+				tma_store_3d(mc + k, set + k * P32, c0, r0, 0);
+		bulk_commit();
+	}
+}
+
+// EPI = 4 at BN = 192: the tile's first 96 columns are the gates of
+// features f0 ..., the others the ups; 32 features at a time (a set), the
+// gates (map mc[0]), ups (mc[1]) and silu(gate) up (mc[2]) at column f0 +
+// 32 q, so that each group's registers are free once it is stored.
+template <int BN>
+__device__ __forceinline__ void store_swiglu32(const CUtensorMap *mc, bf16 *buf,
+					       float (&acc)[BN / 8][4], int r0, int f0, int M, int F,
+					       int &np)
+{
+	constexpr int U = BN / 16, G = BN / 64;  // the ups' first fragment; sets a tile
+#pragma unroll
+	for (int q = 0; q < G; q++) {
+		bf16 *set = set_open(buf, np++);
+#pragma unroll
+		for (int ii = 0; ii < 4; ii++) {
+			const float *g = acc[q * 4 + ii], *u = acc[U + q * 4 + ii];
+			const uint32_t gt = pack_bf16(g[0], g[1]), gb = pack_bf16(g[2], g[3]);
+			const uint32_t ut = pack_bf16(u[0], u[1]), ub = pack_bf16(u[2], u[3]);
+			put32(set, ii, gt, gb);
+			put32(set + P32, ii, ut, ub);
+			put32(set + 2 * P32, ii, swiglu_packed(gt, ut), swiglu_packed(gb, ub));
+		}
+		set_close(mc, set, f0 + q * 32, r0, f0 + q * 32 < F && r0 < M);
+	}
+}
+
+// Ping-pong (EPI = 2, BN = 128 or 192; EPI = 4, GLU: SwiGLU's epilogue,
+// BN = 192): each consumer warpgroup takes every other tile of the block,
+// all 128 x BN of it (two m64nBNk16 products a k16 step, BN sums a
+// thread), so that one warpgroup's epilogue runs while the other's
+// products keep the tensor cores busy.  The producer's order
 // is unchanged: tile j of the block fills stages j kt ... j kt + kt - 1,
 // and only its warpgroup (4 warps) releases them.  A warpgroup starts
 // tile j only once the other has seen every stage of tile j - 1 arrive
 // (named barriers ORDER + w): a "full" barrier's parity tells its phases
 // apart only one lap of the ring ahead, and with more k-slices than
 // stages tile j's first stages are a lap ahead of tile j - 1's.
-template <int BN, int CL>
-__device__ __forceinline__ void consume_pp(const CUtensorMap *mc, const bf16 *sA, const bf16 *sB,
+template <int BN, int CL, bool GLU>
+__device__ __forceinline__ void consume_pp(const Maps &mp, const bf16 *sA, const bf16 *sB,
 					   bf16 *sC, uint64_t *full, uint64_t *empty, int M, int N,
 					   const Walk &w, int kt)
 {
+	const CUtensorMap *mc = mp.c;
 	static_assert(BN == 128 || BN == 192, "ping-pong tiles are 128 or 192 wide");
+	static_assert(!GLU || BN == 192, "SwiGLU's ping-pong tiles: 96 features");
 	using Cf = Cfg<BN, CL>;
 	constexpr uint32_t KSTEP = 16 * 2, HALF = 64 * SLAB_ROW_BYTES;
 	const int wg = threadIdx.x / WG_THREADS, lane = threadIdx.x % 32;
@@ -308,7 +403,7 @@ __device__ __forceinline__ void consume_pp(const CUtensorMap *mc, const bf16 *sA
 		const int ct = w.first + j * w.step;
 		if (ct >= w.ctiles)
 			break;
-		const int m0 = w.m0(ct), n0 = w.ni(ct) * BN;
+		const int m0 = w.m0(ct), n0 = w.ni(ct) * BN;  // GLU: features from n0 / 2
 		if (j > 0)  // the other warpgroup has waited for all of tile j - 1
 			pair_bar(BAR_ORDER + wg, true);
 		uint32_t u = (uint32_t)j * kt;
@@ -345,8 +440,14 @@ __device__ __forceinline__ void consume_pp(const CUtensorMap *mc, const bf16 *sA
 		fence_regs<BN / 8>(acc[0]);
 		fence_regs<BN / 8>(acc[1]);
 		release<CL>(empty, (u - 1) % Cf::ST, lane, w.rank);
-		store_pieces<BN>(mc, sC + wg * 2 * Cf::PIECE, acc[0], m0, n0, M, N, np);
-		store_pieces<BN>(mc, sC + wg * 2 * Cf::PIECE, acc[1], m0 + 64, n0, M, N, np);
+		bf16 *buf = sC + wg * 2 * Cf::PIECE;
+		if constexpr (GLU) {
+			store_swiglu32<BN>(mc, buf, acc[0], m0, n0 / 2, M, N, np);
+			store_swiglu32<BN>(mc, buf, acc[1], m0 + 64, n0 / 2, M, N, np);
+		} else {
+			store_pieces<BN>(mc, buf, acc[0], m0, n0, M, N, np);
+			store_pieces<BN>(mc, buf, acc[1], m0 + 64, n0, M, N, np);
+		}
 	}
 	if (threadIdx.x % WG_THREADS == 0)
 		bulk_wait_done();
@@ -404,7 +505,7 @@ __device__ __forceinline__ void consume(bf16 *__restrict__ Cm, const CUtensorMap
 		bulk_wait_done();  // the last pieces are stored before the block leaves
 }
 
-// EPI = 3: N is the number of features F (h has 2 F columns).
+// glu(EPI): N is the number of features F (h has 2 F columns).
 template <int BN, int CL, int EPI>
 __global__ void __launch_bounds__(NT, 1)
 gemm_tn_kernel(const __grid_constant__ Maps mp, bf16 *__restrict__ Cm, int M, int N, int K,
@@ -423,7 +524,7 @@ gemm_tn_kernel(const __grid_constant__ Maps mp, bf16 *__restrict__ Cm, int M, in
 	uint64_t *empty = full + C::ST;
 	Walk w;
 	w.cl = CL;
-	constexpr int TN = EPI == 3 ? BN / 2 : BN;  // output columns (features) a tile
+	constexpr int TN = glu(EPI) ? BN / 2 : BN;  // output columns (features) a tile
 	w.tn = (N + TN - 1) / TN;
 	w.tm = ((M + BM - 1) / BM + CL - 1) / CL;
 	w.ctiles = w.tm * w.tn;
@@ -435,7 +536,7 @@ gemm_tn_kernel(const __grid_constant__ Maps mp, bf16 *__restrict__ Cm, int M, in
 	if (threadIdx.x == 0) {
 		for (int i = 0; i < C::ST; i++) {
 			mbar_init(&full[i], 1);
-			mbar_init(&empty[i], (EPI == 2 ? 4 : WARPS) * CL);
+			mbar_init(&empty[i], (pingpong(EPI) ? 4 : WARPS) * CL);
 		}
 		mbar_fence_init();
 	}
@@ -449,8 +550,8 @@ gemm_tn_kernel(const __grid_constant__ Maps mp, bf16 *__restrict__ Cm, int M, in
 			produce<BN, CL, EPI>(mp, sA, sB, full, empty, w, kt);
 	} else {
 		regs_alloc<CONSUMER_REGS>();
-		if constexpr (EPI == 2)
-			consume_pp<BN, CL>(mp.c, sA, sB, sC, full, empty, M, N, w, kt);
+		if constexpr (pingpong(EPI))
+			consume_pp<BN, CL, EPI == 4>(mp, sA, sB, sC, full, empty, M, N, w, kt);
 		else
 			consume<BN, CL, EPI>(Cm, mp.c, sA, sB, sC, full, empty, M, N, w, kt);
 	}
@@ -459,7 +560,7 @@ gemm_tn_kernel(const __grid_constant__ Maps mp, bf16 *__restrict__ Cm, int M, in
 #endif
 }
 
-// Launch over the maps in mp: M rows, N output columns (EPI = 3: N
+// Launch over the maps in mp: M rows, N output columns (glu(EPI): N
 // features).
 template <int BN, int CL, int EPI>
 int launch(const Maps &mp, uint16_t *Cm, int M, int N, int K, cudaStream_t st)
@@ -470,7 +571,7 @@ int launch(const Maps &mp, uint16_t *Cm, int M, int N, int K, cudaStream_t st)
 	int dev;
 	if (cudaGetDevice(&dev))
 		return -1;
-	const int tn = EPI == 3 ? BN / 2 : BN;
+	const int tn = glu(EPI) ? BN / 2 : BN;
 	const long long ctiles = (long long)(((M + BM - 1) / BM + CL - 1) / CL) * ((N + tn - 1) / tn);
 	cudaLaunchConfig_t cfg = {};
 	cudaLaunchAttribute attr[1];
@@ -508,7 +609,7 @@ int launch(const Maps &mp, uint16_t *Cm, int M, int N, int K, cudaStream_t st)
 	// LMPIPE_GEMM_RASTER says ("m" or "n"), for measuring.
 	static const char *r = getenv("LMPIPE_GEMM_RASTER");
 	const int mfast = r && !strcmp(r, "m") ? 1 : r && !strcmp(r, "n") ? 0
-				 : (long long)N * (EPI == 3 ? 2 : 1) > M;
+				 : (long long)N * (glu(EPI) ? 2 : 1) > M;
 	if (cudaLaunchKernelEx(&cfg, kern, mp, (bf16 *)Cm, M, N, K, mfast) != cudaSuccess)
 		return -1;
 	return cudaGetLastError() == cudaSuccess ? 0 : -1;
@@ -536,7 +637,7 @@ extern "C" int gemm_tn_cuda(uint16_t *C, const uint16_t *A, const uint16_t *B, i
 	const int pp = bn == 192 || (p && !strcmp(p, "pp"));
 	if (pp && bn == 256)
 		return -1;
-	Maps mp;
+	Maps mp = {};
 	if (tma_map_3d(&mp.a, A, K, M, 1, BM) || tma_map_3d(&mp.b, B, K, N, 1, bn / cl) ||
 	    tma_map_3d(&mp.c[0], C, N, M, 1, 64))
 		return -1;
@@ -558,15 +659,23 @@ extern "C" int gemm_tn_cuda(uint16_t *C, const uint16_t *A, const uint16_t *B, i
 extern "C" int gemm_swiglu_cuda(uint16_t *h, uint16_t *out, const uint16_t *A, const uint16_t *W,
 				int M, int F, int K, int bn, void *stream)
 {
-	if (M <= 0 || F <= 0 || K <= 0 || K % 8 || F % 8 || (bn != 128 && bn != 256) ||
+	if (M <= 0 || F <= 0 || K <= 0 || K % 8 || F % 8 || (bn != 128 && bn != 192 && bn != 256) ||
 	    ((uintptr_t)h | (uintptr_t)out | (uintptr_t)A | (uintptr_t)W) % 16)
 		return -1;
 	cudaStream_t st = (cudaStream_t)stream;
 	const int cl = cluster_env();
-	Maps mp;
+	Maps mp = {};
 	if (tma_map_3d(&mp.a, A, K, M, 1, BM) || tma_map_3d(&mp.b, W, K, F, 1, bn / 2) ||
-	    tma_map_3d(&mp.b2, W + (size_t)F * K, K, F, 1, bn / 2) ||
-	    tma_map_rows(&mp.c[0], h, F, M, 2 * (uint64_t)F, 64) ||
+	    tma_map_3d(&mp.b2, W + (size_t)F * K, K, F, 1, bn / 2))
+		return -1;
+	if (bn == 192) {  // ping-pong, 96 features a tile, stored 32 at a time
+		if (tma_map_rows32(&mp.c[0], h, F, M, 2 * (uint64_t)F, 64) ||
+		    tma_map_rows32(&mp.c[1], h + F, F, M, 2 * (uint64_t)F, 64) ||
+		    tma_map_rows32(&mp.c[2], out, F, M, F, 64))
+			return -1;
+		return cl == 2 ? launch<192, 2, 4>(mp, h, M, F, K, st) : launch<192, 1, 4>(mp, h, M, F, K, st);
+	}
+	if (tma_map_rows(&mp.c[0], h, F, M, 2 * (uint64_t)F, 64) ||
 	    tma_map_rows(&mp.c[1], h + F, F, M, 2 * (uint64_t)F, 64) ||
 	    tma_map_3d(&mp.c[2], out, F, M, 1, 64))
 		return -1;

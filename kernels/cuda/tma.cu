@@ -44,8 +44,10 @@ int tma_map_3d(CUtensorMap *map, const void *base, uint64_t n0, uint64_t n1, uin
 	return r == CUDA_SUCCESS ? 0 : -1;
 }
 
-int tma_map_rows(CUtensorMap *map, const void *base, uint64_t n0, uint64_t n1, uint64_t ld,
-		 uint32_t rows)
+// [n1][n0] bf16, rows ld apart, in boxes of width x rows, swizzled in
+// the mode whose span is a box row (width 64: 128 bytes, 32: 64 bytes).
+static int map_rows(CUtensorMap *map, const void *base, uint64_t n0, uint64_t n1, uint64_t ld,
+	     uint32_t width, uint32_t rows)
 {
 	const int esz = 2;  // bf16
 	PFN_cuTensorMapEncodeTiled_v12000 fn = encoder();
@@ -53,13 +55,25 @@ int tma_map_rows(CUtensorMap *map, const void *base, uint64_t n0, uint64_t n1, u
 		return -1;
 	cuuint64_t dims[3] = {n0, n1, 1};
 	cuuint64_t strides[2] = {ld * esz, ld * n1 * esz};  // bytes, dims 1 and 2
-	cuuint32_t box[3] = {128 / esz, rows, 1};
+	cuuint32_t box[3] = {width, rows, 1};
 	cuuint32_t estride[3] = {1, 1, 1};
 	CUresult r = fn(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, const_cast<void *>(base), dims,
 			strides, box, estride, CU_TENSOR_MAP_INTERLEAVE_NONE,
-			CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-			CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+			width * esz == 64 ? CU_TENSOR_MAP_SWIZZLE_64B : CU_TENSOR_MAP_SWIZZLE_128B,
+			CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
 	return r == CUDA_SUCCESS ? 0 : -1;
+}
+
+int tma_map_rows(CUtensorMap *map, const void *base, uint64_t n0, uint64_t n1, uint64_t ld,
+		 uint32_t rows)
+{
+	return map_rows(map, base, n0, n1, ld, 64, rows);
+}
+
+int tma_map_rows32(CUtensorMap *map, const void *base, uint64_t n0, uint64_t n1, uint64_t ld,
+		   uint32_t rows)
+{
+	return map_rows(map, base, n0, n1, ld, 32, rows);
 }
 
 int tma_map_4d(CUtensorMap *map, const void *base, const uint64_t n[4], const uint64_t stride[3],

@@ -156,6 +156,11 @@ int tma_map_3d(CUtensorMap *map, const void *base, uint64_t n0, uint64_t n1, uin
 // (ld >= n0; a column range of a wider matrix), as a 3-d map of one plane.
 int tma_map_rows(CUtensorMap *map, const void *base, uint64_t n0, uint64_t n1, uint64_t ld,
 		 uint32_t rows);
+// The same as tma_map_rows in boxes of 32 x rows x 1: 64-byte rows,
+// swizzled in the 64-byte mode (16-byte chunk c of row r at c ^ (r / 2 % 4),
+// the box's shared-memory base 512-byte aligned).
+int tma_map_rows32(CUtensorMap *map, const void *base, uint64_t n0, uint64_t n1, uint64_t ld,
+		   uint32_t rows);
 // The same for a 4-d bf16 array of sizes n[0..3] (n[0] contiguous) whose
 // dimensions 1..3 lie stride[0..2] elements apart, read in boxes of
 // 64 x 1 x rows x 1 (a head's rows of a packed [B, T, ..., H, D] tensor:
