@@ -163,6 +163,13 @@ struct lm_backend {
 	/* dinp (act, may be NULL) = dout . W; dW (fp32) += dout^T . inp. */
 	void (*matmul_bwd)(lm_backend *be, void *dinp, float *dw, const void *dout, const void *inp,
 			   const void *w, int N, int IN, int OUT);
+	/* The gate/up product and SwiGLU in one op: h (act) [N, 2F] = inp .
+	 * Wgu^T (Wgu [2F, C], gate rows then up rows; h kept for the backward)
+	 * and sw (act) [N, F] = swiglu(h), what matmul_fwd then swiglu_fwd
+	 * give, up to the order of the product's additions.  NULL where a
+	 * backend has no fused version: the model runs those two ops. */
+	void (*gate_up_swiglu_fwd)(lm_backend *be, void *h, void *sw, const void *inp,
+				   const void *wgu, int N, int C, int F);
 	void (*rope_fwd)(lm_backend *be, void *x, const float *cs, int B, int H, int T, int D);
 	void (*rope_bwd)(lm_backend *be, void *dx, const float *cs, int B, int H, int T, int D);
 	void (*qkv_split)(lm_backend *be, void *q, void *k, void *v, const void *qkv,

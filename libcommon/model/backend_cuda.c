@@ -19,6 +19,7 @@
 #include "kernels/decode.h"
 #include "kernels/decode_step.h"
 #include "kernels/embedding.h"
+#include "kernels/gemm.h"
 #include "kernels/gqa.h"
 #include "kernels/headnorm.h"
 #include "kernels/logit_variants.h"
@@ -428,6 +429,31 @@ static void cu_matmul_fwd(lm_backend *be, void *out, const float *addend, const 
 			  const void *w, int N, int IN, int OUT)
 {
 	check(be, matmul_fwd_cuda(CTX(be)->mm, out, addend, inp, w, N, IN, OUT), "matmul (cuBLASLt)");
+}
+
+/* The gate/up product with SwiGLU in its epilogue, on lmpipe's own product
+ * (kernels/gemm.h) in ping-pong tiles 192 wide, for products of
+ * SWIGLU_ROWS rows or more (fewer are cuBLASLt's or lmpipe's small
+ * kernels' to do).  LMPIPE_GEMM_SWIGLU names the tile width (192, the
+ * default; 128 or 256: cooperative tiles, for measuring); "0", fewer rows,
+ * or a shape it refuses: cuBLASLt's product, then the SwiGLU pass. */
+enum { SWIGLU_ROWS = 2048 };
+
+static void cu_gate_up_swiglu_fwd(lm_backend *be, void *h, void *sw, const void *inp,
+				  const void *wgu, int N, int C, int F)
+{
+	static int bn = -1;
+	if (bn < 0) {
+		const char *v = getenv("LMPIPE_GEMM_SWIGLU");
+		bn = !v || !*v ? 192 : atoi(v);
+		if (bn != 128 && bn != 192 && bn != 256)
+			bn = 0;
+	}
+	if (bn && N >= SWIGLU_ROWS && !gemm_swiglu_cuda(h, sw, inp, wgu, N, F, C, bn, ST(be)))
+		return;
+	cudaGetLastError();
+	check(be, matmul_fwd_cuda(CTX(be)->mm, h, NULL, inp, wgu, N, C, 2 * F) ||
+		  swiglu_fwd_cuda(sw, h, N, F, ST(be)), "gate/up matmul and SwiGLU");
 }
 
 static void cu_matmul_bwd(lm_backend *be, void *dinp, float *dw, const void *dout, const void *inp,
@@ -1070,6 +1096,7 @@ static const lm_backend cuda_table = {
 	.rmsnorm_bwd = cu_rmsnorm_bwd,
 	.rmsnorm_bwd_act = cu_rmsnorm_bwd_act,
 	.matmul_fwd = cu_matmul_fwd,
+	.gate_up_swiglu_fwd = cu_gate_up_swiglu_fwd,
 	.matmul_bwd = cu_matmul_bwd,
 	.rope_fwd = cu_rope_fwd,
 	.rope_bwd = cu_rope_bwd,

@@ -726,8 +726,14 @@ static void forward_blocks(model *m)
 	attn_done:
 		p_matmul_fwd(m, "matmul o", a->res_mid[l], a->res[l], a->y[l], w->wo, N, C, C);
 		p_rmsnorm_fwd(m, a->ln2[l], a->rstd2[l], a->res_mid[l], p->ln2, N, C);
-		p_matmul_fwd(m, "matmul gate_up", a->h[l], NULL, a->ln2[l], w->wgu, N, C, GU);
-		mlp_act(m, l);
+		if (c->mlp == MODEL_MLP_SWIGLU && be->gate_up_swiglu_fwd) {
+			double bytes = ((double)N * C + (double)GU * C + 1.5 * N * GU) * esz(m);
+			PROF(be, "matmul gate_up + swiglu", 2.0 * N * C * GU, bytes,
+			     be->gate_up_swiglu_fwd(be, a->h[l], a->sw[l], a->ln2[l], w->wgu, N, C, F));
+		} else {
+			p_matmul_fwd(m, "matmul gate_up", a->h[l], NULL, a->ln2[l], w->wgu, N, C, GU);
+			mlp_act(m, l);
+		}
 		p_matmul_fwd(m, "matmul down", a->res[l + 1], a->res_mid[l], a->sw[l], w->wdown, N, F, C);
 	}
 	p_rmsnorm_fwd(m, a->lnf, a->rstdf, a->res[c->n_layers], m->lnf, N, C);

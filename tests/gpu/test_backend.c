@@ -208,6 +208,30 @@ static void test_swiglu_xent(int N, int F, int V)
 	release_all(&cpu), release_all(&gpu);
 }
 
+/* The gate/up product with SwiGLU in one op (CUDA: lmpipe's own product
+ * with SwiGLU in its epilogue from 2048 rows; fewer rows, or F not a
+ * multiple of 8: cuBLASLt's then the SwiGLU pass) against the CPU's two
+ * ops. */
+static void test_gate_up_swiglu(int N, int C, int F)
+{
+	char what[96];
+	size_t ni = (size_t)N * C, nw = (size_t)2 * F * C, nh = (size_t)N * 2 * F;
+	float *in = rnd(ni, 1), *w = rnd(nw, 0.2f);
+	BOTH(in, in, ni, 1);
+	BOTH(w, w, nw, 1);
+	OUT(h, nh, 1);
+	OUT(o, (size_t)N * F, 1);
+	cpu.be->matmul_fwd(cpu.be, hc, NULL, inc, wc, N, C, 2 * F);
+	cpu.be->swiglu_fwd(cpu.be, oc, hc, N, F);
+	gpu.be->gate_up_swiglu_fwd(gpu.be, hg, og, ing, wg, N, C, F);
+	snprintf(what, sizeof what, "gate/up product and SwiGLU %dx%dx%d: h", N, C, F);
+	compare(what, hg, hc, nh, 1, TOL_ACT);
+	snprintf(what, sizeof what, "gate/up product and SwiGLU %dx%dx%d: out", N, C, F);
+	compare(what, og, oc, (size_t)N * F, 1, TOL_ACT);
+	free(in), free(w);
+	release_all(&cpu), release_all(&gpu);
+}
+
 /* The fused LM head and cross-entropy, in chunks when N x V is large. */
 static void test_head(int N, int C, int V)
 {
@@ -893,6 +917,12 @@ int main(void)
 	test_swiglu_xent(37, 48, 97);
 	test_swiglu_xent(64, 1344, 10000);
 	test_swiglu_xent(9, 50, 97);    /* F not a multiple of 8: the pairs kernels */
+	test_gate_up_swiglu(37, 72, 48);
+	test_gate_up_swiglu(256, 512, 1344);
+	test_gate_up_swiglu(300, 768, 2048);
+	test_gate_up_swiglu(2048, 512, 1344);  /* 2048 rows or more: the fused product */
+	test_gate_up_swiglu(2500, 768, 2048);
+	test_gate_up_swiglu(9, 40, 50);  /* F not a multiple of 8: cuBLASLt and the pass */
 	test_head(37, 64, 97);
 	test_head(1, 32, 50);
 	test_head(20000, 64, 10000);
