@@ -205,15 +205,19 @@ __device__ __forceinline__ void release(uint64_t *empty, int s, int lane, int ra
 // one of its two buffers (its piece number j, counted over the whole
 // kernel, into buffer j % 2: a tile's count of pieces may be odd), and its
 // thread 0 has the copy engine store them at column c0, row r0 of a tensor
-// map.  piece_open waits until the buffer's previous piece has been read out;
+// map.  buf_open waits until the buffer's previous piece has been read out;
 // the warpgroup then writes its fragment (piece_put: row 16 w + g and the
-// row 8 below it, columns 8 ii + 2 t, +1), and piece_close stores it.
-__device__ __forceinline__ bf16 *piece_open(bf16 *buf, int j)
+// row 8 below it, columns 8 ii + 2 t, +1), and buf_close stores it.
+// (buf_open and buf_close take SIZE elements a buffer and store NMAPS parts
+// of one, SIZE / NMAPS apart, each by its map, in one bulk group: SwiGLU's
+// sets below use them too.)
+template <int SIZE = 64 * 64>
+__device__ __forceinline__ bf16 *buf_open(bf16 *buf, int j)
 {
 	if (threadIdx.x % WG_THREADS == 0)
 		bulk_wait_read<1>();  // the piece before last, from this buffer, is read
 	wg_bar_sync(1 + threadIdx.x / WG_THREADS);
-	return buf + (j & 1) * 64 * 64;
+	return buf + (j & 1) * SIZE;
 }
 
 __device__ __forceinline__ void piece_put(bf16 *p, int ii, uint32_t top, uint32_t bottom)
@@ -224,14 +228,16 @@ __device__ __forceinline__ void piece_put(bf16 *p, int ii, uint32_t top, uint32_
 	*(uint32_t *)(p + slab_off<64>(row + 8, col)) = bottom;
 }
 
-__device__ __forceinline__ void piece_close(const CUtensorMap *map, bf16 *p, int c0, int r0,
-					    bool inside)
+template <int SIZE = 64 * 64, int NMAPS = 1>
+__device__ __forceinline__ void buf_close(const CUtensorMap *map, bf16 *p, int c0, int r0,
+					  bool inside)
 {
 	fence_proxy_async();
 	wg_bar_sync(1 + threadIdx.x / WG_THREADS);
 	if (threadIdx.x % WG_THREADS == 0) {
 		if (inside)
-			tma_store_3d(map, p, c0, r0, 0);
+			for (int k = 0; k < NMAPS; k++)
+				tma_store_3d(map + k, p + k * (SIZE / NMAPS), c0, r0, 0);
 		bulk_commit();
 	}
 }
@@ -245,12 +251,12 @@ __device__ __forceinline__ void store_pieces(const CUtensorMap *mc, bf16 *buf,
 {
 #pragma unroll
 	for (int j = 0; j < BN / 64; j++) {
-		bf16 *p = piece_open(buf, np++);
+		bf16 *p = buf_open(buf, np++);
 #pragma unroll
 		for (int ii = 0; ii < 8; ii++)
 			piece_put(p, ii, pack_bf16(acc[j * 8 + ii][0], acc[j * 8 + ii][1]),
 				  pack_bf16(acc[j * 8 + ii][2], acc[j * 8 + ii][3]));
-		piece_close(mc, p, n0 + j * 64, r0, n0 + j * 64 < N && r0 < M);
+		buf_close(mc, p, n0 + j * 64, r0, n0 + j * 64 < N && r0 < M);
 	}
 }
 
@@ -293,7 +299,7 @@ __device__ __forceinline__ void store_swiglu(const CUtensorMap *mg, const CUtens
 #pragma unroll
 	for (int j = 0; j < 3 * Q; j++) {
 		const int part = j / Q, q = j % Q, c0 = f0 + q * 64;
-		bf16 *p = piece_open(buf, np++);
+		bf16 *p = buf_open(buf, np++);
 #pragma unroll
 		for (int ii = 0; ii < 8; ii++) {
 			const float *g = acc[q * 8 + ii], *u = acc[U + q * 8 + ii];
@@ -305,7 +311,7 @@ __device__ __forceinline__ void store_swiglu(const CUtensorMap *mg, const CUtens
 				piece_put(p, ii, swiglu2(g[0], g[1], u[0], u[1]),
 					  swiglu2(g[2], g[3], u[2], u[3]));
 		}
-		piece_close(part == 0 ? mg : part == 1 ? mu : mo, p, c0, r0, c0 < F && r0 < M);
+		buf_close(part == 0 ? mg : part == 1 ? mu : mo, p, c0, r0, c0 < F && r0 < M);
 	}
 }
 
@@ -313,17 +319,9 @@ __device__ __forceinline__ void store_swiglu(const CUtensorMap *mg, const CUtens
 // pieces do not divide): three 64 x 32 pieces, the gates, the ups and
 // silu(gate) up of 32 features, each swizzled in the 64-byte mode of
 // tma_map_rows32.  A warpgroup's sets alternate between its two buffers as
-// its pieces do (set_open, set_close: piece_open and piece_close for the
-// three, stored in one bulk group).
+// its pieces do (buf_open and buf_close for the three, stored in one bulk
+// group).
 constexpr int P32 = 64 * 32;
-
-__device__ __forceinline__ bf16 *set_open(bf16 *buf, int j)
-{
-	if (threadIdx.x % WG_THREADS == 0)
-		bulk_wait_read<1>();  // the set before last, from this buffer, is read
-	wg_bar_sync(1 + threadIdx.x / WG_THREADS);
-	return buf + (j & 1) * 3 * P32;
-}
 
 // Row 16 w + g and the row 8 below it, columns 8 ii + 2 t, +1 of a 64 x 32
 // piece: 64-byte rows, chunk ii at ii ^ (row / 2 % 4), so a warp's 32
@@ -334,19 +332,6 @@ __device__ __forceinline__ void put32(bf16 *p, int ii, uint32_t top, uint32_t bo
 	const int c = 2 * (lane % 4);
 	*(uint32_t *)(p + row * 32 + ((ii ^ (row >> 1 & 3)) << 3) + c) = top;
 	*(uint32_t *)(p + (row + 8) * 32 + ((ii ^ ((row + 8) >> 1 & 3)) << 3) + c) = bottom;
-}
-
-__device__ __forceinline__ void set_close(const CUtensorMap *mc, bf16 *set, int c0, int r0,
-					  bool inside)
-{
-	fence_proxy_async();
-	wg_bar_sync(1 + threadIdx.x / WG_THREADS);
-	if (threadIdx.x % WG_THREADS == 0) {
-		if (inside)
-			for (int k = 0; k < 3; k++)
-				tma_store_3d(mc + k, set + k * P32, c0, r0, 0);
-		bulk_commit();
-	}
 }
 
 // EPI = 4 at BN = 192: the tile's first 96 columns are the gates of
@@ -361,7 +346,7 @@ __device__ __forceinline__ void store_swiglu32(const CUtensorMap *mc, bf16 *buf,
 	constexpr int U = BN / 16, G = BN / 64;  // the ups' first fragment; sets a tile
 #pragma unroll
 	for (int q = 0; q < G; q++) {
-		bf16 *set = set_open(buf, np++);
+		bf16 *set = buf_open<3 * P32>(buf, np++);
 #pragma unroll
 		for (int ii = 0; ii < 4; ii++) {
 			const float *g = acc[q * 4 + ii], *u = acc[U + q * 4 + ii];
@@ -371,7 +356,7 @@ __device__ __forceinline__ void store_swiglu32(const CUtensorMap *mc, bf16 *buf,
 			put32(set + P32, ii, ut, ub);
 			put32(set + 2 * P32, ii, swiglu_packed(gt, ut), swiglu_packed(gb, ub));
 		}
-		set_close(mc, set, f0 + q * 32, r0, f0 + q * 32 < F && r0 < M);
+		buf_close<3 * P32, 3>(mc, set, f0 + q * 32, r0, f0 + q * 32 < F && r0 < M);
 	}
 }
 
