@@ -11,8 +11,9 @@
  * sm_90a, K and N multiples of 8, 16-byte aligned pointers; returns 0, or
  * -1 (shapes refused, no tensor map, or the launch failed).
  * LMPIPE_GEMM_CLUSTER and LMPIPE_GEMM_EPI (lmpipe(7)) choose its variants,
- * for measuring.  The model takes only gemm_swiglu_cuda (lm-train's
- * gate/up product); bench/gemm.sh measures both against cuBLASLt. */
+ * for measuring.  The model takes gemm_swiglu_cuda (lm-train's gate/up
+ * product) and the head's two below; bench/gemm.sh measures the first two
+ * against cuBLASLt. */
 #ifndef LMPIPE_GEMM_H
 #define LMPIPE_GEMM_H
 
@@ -34,6 +35,22 @@ int gemm_tn_cuda(uint16_t *C, const uint16_t *A, const uint16_t *B, int M, int N
  * what lm-train's CUDA backend takes); otherwise as gemm_tn_cuda. */
 int gemm_swiglu_cuda(uint16_t *h, uint16_t *out, const uint16_t *A, const uint16_t *W, int M,
 		     int F, int K, int bn, void *stream);
+
+/* The LM head's products (kernels/head_exp.h says how the head uses them),
+ * in 192-wide ping-pong tiles, cl blocks a cluster (1 or 2):
+ * gemm_exp_cuda stores E[M, N] = exp(A . B^T), rounded to bf16 (no shift:
+ * the head checks the range afterwards), and the fp32 sum of each row's
+ * exponentials over each tile, part[m * ntn + j] for the columns of tile j
+ * (192 j ... 192 j + 191, those below N), ntn = ceil(N / 192); and sets
+ * *flag to 0 (device memory) before the products complete.
+ * gemm_tn_guarded_cuda is gemm_tn_cuda at bn = 192, made only if *guard
+ * (device memory) is nonzero when the kernel starts: the launch is queued
+ * either way, so a captured step may hold it. */
+enum { GEMM_EXP_BN = 192 };
+int gemm_exp_cuda(uint16_t *E, float *part, int *flag, const uint16_t *A, const uint16_t *B, int M,
+		  int N, int K, int cl, void *stream);
+int gemm_tn_guarded_cuda(uint16_t *C, const uint16_t *A, const uint16_t *B, int M, int N, int K,
+			 int cl, const int *guard, void *stream);
 
 #ifdef __cplusplus
 }

@@ -49,6 +49,9 @@ int matmul_fwd_f32_cuda(matmul_cuda *mc, float *out, const uint16_t *inp, const 
 			int N, int IN, int OUT);
 int matmul_bwd_cuda(matmul_cuda *mc, uint16_t *dinp, float *dw, const uint16_t *dout,
 		    const uint16_t *inp, const uint16_t *w, int N, int IN, int OUT);
+/* The backward pass's input gradient alone, in fp32: dinp = dout . W. */
+int matmul_dinp_f32_cuda(matmul_cuda *mc, float *dinp, const uint16_t *dout, const uint16_t *w,
+			 int N, int IN, int OUT);
 
 /* The forward product of a few rows (generation's steps), which
  * matmul_fwd_cuda hands to its own kernel (kernels/cuda/matmul_small.cu)

@@ -41,6 +41,13 @@ int xent_bwd_f32_cuda(uint16_t *dlogits, const float *logits, const float *lse,
  * L2), else the two passes above. */
 int xent_fused_cuda(uint16_t *logits, float *loss, float *lse, const int32_t *targets,
 		    float scale, int N, int V, double *loss_sum, int grad, void *stream);
+/* The same, done only if *guard (device memory) is set when its kernels
+ * start (the LM head's fallback, kernels/head_exp.h). */
+int xent_fused_guarded_cuda(uint16_t *logits, float *loss, float *lse, const int32_t *targets,
+			    float scale, int N, int V, double *loss_sum, int grad,
+			    const int *guard, void *stream);
+/* *loss_sum += the sum of loss[0, N), as the passes above add theirs. */
+int xent_sum_cuda(double *loss_sum, const float *loss, int N, void *stream);
 
 #ifdef __cplusplus
 }

@@ -22,7 +22,10 @@
 // the tensor cores busy.
 // EPI = 3 (gemm_swiglu_cuda, 256 wide) stores h and SwiGLU's output
 // (store_swiglu); EPI = 4 (192 wide) does so in ping-pong tiles, in sets
-// of three 32-column pieces (store_swiglu32).
+// of three 32-column pieces (store_swiglu32).  EPI = 5 (gemm_exp_cuda,
+// 192 wide, ping-pong) stores exp of the sums and each row's sum of them
+// over the tile (store_exp).  A launch given a guard (gemm_tn_guarded_cuda)
+// returns at once unless the guard is set.
 // With LMPIPE_GEMM_CLUSTER=2, two blocks on neighbouring row blocks share
 // B's slice: each loads half of it into both (multicast), and every stage
 // is released in both blocks.
@@ -65,9 +68,10 @@ struct Cfg {
 
 // The epilogues: 0 from registers, 1 through shared memory and tensor
 // stores, 2 ping-pong, 3 SwiGLU (gemm_swiglu_cuda, cooperative), 4
-// ping-pong with SwiGLU (gemm_swiglu_cuda at 192).
+// ping-pong with SwiGLU (gemm_swiglu_cuda at 192), 5 ping-pong with the
+// exponential (gemm_exp_cuda).
 __host__ __device__ constexpr bool glu(int epi) { return epi == 3 || epi == 4; }
-__host__ __device__ constexpr bool pingpong(int epi) { return epi == 2 || epi == 4; }
+__host__ __device__ constexpr bool pingpong(int epi) { return epi == 2 || epi == 4 || epi == 5; }
 
 // Named barriers: 1 + w, warpgroup w's own (its epilogue); BAR_ORDER + w
 // (ping-pong), warpgroup w may start its next tile.
@@ -260,6 +264,47 @@ __device__ __forceinline__ void store_pieces(const CUtensorMap *mc, bf16 *buf,
 	}
 }
 
+// EPI = 5: as store_pieces, but exp of each sum, rounded to bf16; and the
+// sum of the exponentials (fp32, before rounding) over the tile's columns
+// below N, of each of the warpgroup's 64 rows below M, into part[row * ntn
+// + n0 / BN].  A row's 192 columns are spread over the four threads of a
+// quad (t), which add theirs up by shuffles.
+template <int BN>
+__device__ __forceinline__ void store_exp(const CUtensorMap *mc, bf16 *buf, float (&acc)[BN / 8][4],
+					  int r0, int n0, int M, int N, int &np, float *part, int ntn)
+{
+	const int lane = threadIdx.x % 32, t = lane % 4;
+	const int lim = N - n0 - 2 * t;  // the pair at column 8 c + 2 t of the tile is inside if 8 c < lim
+	float s0 = 0.0f, s1 = 0.0f;      // rows r and r + 8
+#pragma unroll
+	for (int j = 0; j < BN / 64; j++) {
+		bf16 *p = buf_open(buf, np++);
+#pragma unroll
+		for (int ii = 0; ii < 8; ii++) {
+			float *a = acc[j * 8 + ii];  // dead once stored: exp in place
+#pragma unroll
+			for (int e = 0; e < 4; e++)
+				a[e] = __expf(a[e]);
+			// N is a multiple of 8: the pair's second column is below N with its first
+			if (j * 64 + ii * 8 < lim) {
+				s0 += a[0] + a[1];
+				s1 += a[2] + a[3];
+			}
+			piece_put(p, ii, pack_bf16(a[0], a[1]), pack_bf16(a[2], a[3]));
+		}
+		buf_close(mc, p, n0 + j * 64, r0, n0 + j * 64 < N && r0 < M);
+	}
+	s0 += __shfl_xor_sync(0xffffffffu, s0, 1);
+	s0 += __shfl_xor_sync(0xffffffffu, s0, 2);
+	s1 += __shfl_xor_sync(0xffffffffu, s1, 1);
+	s1 += __shfl_xor_sync(0xffffffffu, s1, 2);
+	const int r = r0 + threadIdx.x % WG_THREADS / 32 * 16 + lane / 4;
+	if (t == 0 && r < M)
+		part[(size_t)r * ntn + n0 / BN] = s0;
+	if (t == 0 && r + 8 < M)
+		part[(size_t)(r + 8) * ntn + n0 / BN] = s1;
+}
+
 // silu(g) u of two bf16-rounded pairs, rounded: swiglu_fwd_cuda's arithmetic.
 __device__ __forceinline__ uint32_t swiglu2(float g0, float g1, float u0, float u1)
 {
@@ -360,8 +405,8 @@ __device__ __forceinline__ void store_swiglu32(const CUtensorMap *mc, bf16 *buf,
 	}
 }
 
-// Ping-pong (EPI = 2, BN = 128 or 192; EPI = 4, GLU: SwiGLU's epilogue,
-// BN = 192): each consumer warpgroup takes every other tile of the block,
+// Ping-pong (EPI = 2, BN = 128 or 192; EPI = 4: SwiGLU's epilogue, EPI =
+// 5: the exponential's, BN = 192): each consumer warpgroup takes every other tile of the block,
 // all 128 x BN of it (two m64nBNk16 products a k16 step, BN sums a
 // thread), so that one warpgroup's epilogue runs while the other's
 // products keep the tensor cores busy.  The producer's order
@@ -371,14 +416,15 @@ __device__ __forceinline__ void store_swiglu32(const CUtensorMap *mc, bf16 *buf,
 // (named barriers ORDER + w): a "full" barrier's parity tells its phases
 // apart only one lap of the ring ahead, and with more k-slices than
 // stages tile j's first stages are a lap ahead of tile j - 1's.
-template <int BN, int CL, bool GLU>
+template <int BN, int CL, int EPI>
 __device__ __forceinline__ void consume_pp(const Maps &mp, const bf16 *sA, const bf16 *sB,
 					   bf16 *sC, uint64_t *full, uint64_t *empty, int M, int N,
-					   const Walk &w, int kt)
+					   const Walk &w, int kt, float *part)
 {
 	const CUtensorMap *mc = mp.c;
+	constexpr bool GLU = glu(EPI);
 	static_assert(BN == 128 || BN == 192, "ping-pong tiles are 128 or 192 wide");
-	static_assert(!GLU || BN == 192, "SwiGLU's ping-pong tiles: 96 features");
+	static_assert((!GLU && EPI != 5) || BN == 192, "SwiGLU's and exp's ping-pong tiles: 192 wide");
 	using Cf = Cfg<BN, CL>;
 	constexpr uint32_t KSTEP = 16 * 2, HALF = 64 * SLAB_ROW_BYTES;
 	const int wg = threadIdx.x / WG_THREADS, lane = threadIdx.x % 32;
@@ -429,6 +475,9 @@ __device__ __forceinline__ void consume_pp(const Maps &mp, const bf16 *sA, const
 		if constexpr (GLU) {
 			store_swiglu32<BN>(mc, buf, acc[0], m0, n0 / 2, M, N, np);
 			store_swiglu32<BN>(mc, buf, acc[1], m0 + 64, n0 / 2, M, N, np);
+		} else if constexpr (EPI == 5) {
+			store_exp<BN>(mc, buf, acc[0], m0, n0, M, N, np, part, w.tn);
+			store_exp<BN>(mc, buf, acc[1], m0 + 64, n0, M, N, np, part, w.tn);
 		} else {
 			store_pieces<BN>(mc, buf, acc[0], m0, n0, M, N, np);
 			store_pieces<BN>(mc, buf, acc[1], m0 + 64, n0, M, N, np);
@@ -490,15 +539,23 @@ __device__ __forceinline__ void consume(bf16 *__restrict__ Cm, const CUtensorMap
 		bulk_wait_done();  // the last pieces are stored before the block leaves
 }
 
-// glu(EPI): N is the number of features F (h has 2 F columns).
+// glu(EPI): N is the number of features F (h has 2 F columns).  EPI = 5:
+// the rows' sums into part, and *flag zeroed; otherwise flag, if not NULL,
+// is a guard: the product is made only if it is set.
 template <int BN, int CL, int EPI>
 __global__ void __launch_bounds__(NT, 1)
 gemm_tn_kernel(const __grid_constant__ Maps mp, bf16 *__restrict__ Cm, int M, int N, int K,
-	       int mfast)
+	       int mfast, float *part, int *flag)
 {
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
 	__trap();  // built without sm_90a
 #else
+	if constexpr (EPI == 5) {
+		if (blockIdx.x == 0 && threadIdx.x == 0)
+			*flag = 0;
+	} else if (flag && !*(volatile int *)flag) {
+		return;  // every block of a cluster reads the same guard
+	}
 	using C = Cfg<BN, CL>;
 	extern __shared__ unsigned char smem_raw[];
 	uintptr_t base = ((uintptr_t)smem_raw + SW_ATOM_BYTES - 1) & ~(uintptr_t)(SW_ATOM_BYTES - 1);
@@ -536,7 +593,7 @@ gemm_tn_kernel(const __grid_constant__ Maps mp, bf16 *__restrict__ Cm, int M, in
 	} else {
 		regs_alloc<CONSUMER_REGS>();
 		if constexpr (pingpong(EPI))
-			consume_pp<BN, CL, EPI == 4>(mp, sA, sB, sC, full, empty, M, N, w, kt);
+			consume_pp<BN, CL, EPI>(mp, sA, sB, sC, full, empty, M, N, w, kt, part);
 		else
 			consume<BN, CL, EPI>(Cm, mp.c, sA, sB, sC, full, empty, M, N, w, kt);
 	}
@@ -548,7 +605,8 @@ gemm_tn_kernel(const __grid_constant__ Maps mp, bf16 *__restrict__ Cm, int M, in
 // Launch over the maps in mp: M rows, N output columns (glu(EPI): N
 // features).
 template <int BN, int CL, int EPI>
-int launch(const Maps &mp, uint16_t *Cm, int M, int N, int K, cudaStream_t st)
+int launch(const Maps &mp, uint16_t *Cm, int M, int N, int K, cudaStream_t st,
+	   float *part = nullptr, int *flag = nullptr)
 {
 	using C = Cfg<BN, CL>;
 	static_assert(C::SMEM <= 227 * 1024, "the stages exceed a block's shared memory");
@@ -595,7 +653,7 @@ int launch(const Maps &mp, uint16_t *Cm, int M, int N, int K, cudaStream_t st)
 	static const char *r = getenv("LMPIPE_GEMM_RASTER");
 	const int mfast = r && !strcmp(r, "m") ? 1 : r && !strcmp(r, "n") ? 0
 				 : (long long)N * (glu(EPI) ? 2 : 1) > M;
-	if (cudaLaunchKernelEx(&cfg, kern, mp, (bf16 *)Cm, M, N, K, mfast) != cudaSuccess)
+	if (cudaLaunchKernelEx(&cfg, kern, mp, (bf16 *)Cm, M, N, K, mfast, part, flag) != cudaSuccess)
 		return -1;
 	return cudaGetLastError() == cudaSuccess ? 0 : -1;
 }
@@ -667,4 +725,47 @@ extern "C" int gemm_swiglu_cuda(uint16_t *h, uint16_t *out, const uint16_t *A, c
 	if (bn == 256)
 		return cl == 2 ? launch<256, 2, 3>(mp, h, M, F, K, st) : launch<256, 1, 3>(mp, h, M, F, K, st);
 	return cl == 2 ? launch<128, 2, 3>(mp, h, M, F, K, st) : launch<128, 1, 3>(mp, h, M, F, K, st);
+}
+
+// The LM head's products (kernels/gemm.h): 192-wide ping-pong tiles.
+namespace {
+
+int head_maps(Maps *mp, uint16_t *C, const uint16_t *A, const uint16_t *B, int M, int N, int K,
+	      int cl)
+{
+	if (M <= 0 || N <= 0 || K <= 0 || K % 8 || N % 8 || (cl != 1 && cl != 2) ||
+	    ((uintptr_t)A | (uintptr_t)B | (uintptr_t)C) % 16)
+		return -1;
+	*mp = Maps{};
+	if (tma_map_3d(&mp->a, A, K, M, 1, BM) || tma_map_3d(&mp->b, B, K, N, 1, GEMM_EXP_BN / cl) ||
+	    tma_map_3d(&mp->c[0], C, N, M, 1, 64))
+		return -1;
+	mp->b2 = mp->b;
+	mp->c[1] = mp->c[2] = mp->c[0];
+	return 0;
+}
+
+}  // namespace
+
+extern "C" int gemm_exp_cuda(uint16_t *E, float *part, int *flag, const uint16_t *A,
+			     const uint16_t *B, int M, int N, int K, int cl, void *stream)
+{
+	Maps mp;
+	if (!part || !flag || head_maps(&mp, E, A, B, M, N, K, cl))
+		return -1;
+	cudaStream_t st = (cudaStream_t)stream;
+	return cl == 2 ? launch<192, 2, 5>(mp, E, M, N, K, st, part, flag)
+		       : launch<192, 1, 5>(mp, E, M, N, K, st, part, flag);
+}
+
+extern "C" int gemm_tn_guarded_cuda(uint16_t *C, const uint16_t *A, const uint16_t *B, int M,
+				    int N, int K, int cl, const int *guard, void *stream)
+{
+	Maps mp;
+	if (!guard || head_maps(&mp, C, A, B, M, N, K, cl))
+		return -1;
+	cudaStream_t st = (cudaStream_t)stream;
+	int *g = (int *)guard;  // read only: the kernel's flag is written by EPI = 5 alone
+	return cl == 2 ? launch<192, 2, 2>(mp, C, M, N, K, st, nullptr, g)
+		       : launch<192, 1, 2>(mp, C, M, N, K, st, nullptr, g);
 }

@@ -351,3 +351,9 @@ extern "C" int matmul_bwd_cuda(matmul_cuda *mc, uint16_t *dinp, float *dw, const
 	// dW^T (IN x OUT) += inp^T (A: IN x N) . dout (B: OUT x N, transposed)
 	return gemm(mc, 0, 1, IN, OUT, N, inp, IN, dout, OUT, dw, dw, IN, 1, 1.0f);
 }
+
+extern "C" int matmul_dinp_f32_cuda(matmul_cuda *mc, float *dinp, const uint16_t *dout,
+				    const uint16_t *w, int N, int IN, int OUT)
+{
+	return gemm(mc, 0, 0, IN, N, OUT, w, IN, dout, OUT, dinp, dinp, IN, 1, 0.0f);
+}

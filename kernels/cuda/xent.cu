@@ -27,10 +27,17 @@ __device__ float block_reduce(float x, float *sh, int is_max)
 	return x;
 }
 
+// guard (all kernels here): NULL, or the pass runs only if *guard is set
+// (xent_fused_guarded_cuda).
+__device__ __forceinline__ bool skip(const int *guard) { return guard && !*guard; }
+
 template <typename Z>
-__global__ void fwd_kernel(float *loss, float *lse, const Z *logits, const int32_t *targets, int V)
+__global__ void fwd_kernel(float *loss, float *lse, const Z *logits, const int32_t *targets, int V,
+			   const int *guard)
 {
 	__shared__ float sh[WARP];
+	if (skip(guard))
+		return;
 	int n = blockIdx.x;
 	const Z *z = logits + (size_t)n * V;
 	float mx = -INFINITY;
@@ -64,8 +71,11 @@ __global__ void sum_kernel(double *sum, const float *x, int n)
 // One block a row: no index division per element.
 template <typename Z>
 __global__ void bwd_kernel(bf16 *dlogits, const Z *logits, const float *lse,
-			   const int32_t *targets, const float *weights, float scale, int V)
+			   const int32_t *targets, const float *weights, float scale, int V,
+			   const int *guard)
 {
+	if (skip(guard))
+		return;
 	int row = blockIdx.x, t = targets[row];
 	float d = t < 0 ? 0.0f : scale * (weights ? weights[row] : 1.0f), l = lse[row];
 	const Z *z = logits + (size_t)row * V;
@@ -81,10 +91,12 @@ __global__ void bwd_kernel(bf16 *dlogits, const Z *logits, const float *lse,
 // gradient, which overwrites the row (z) in place.
 template <int NV>
 __global__ void __launch_bounds__(1024) fused_kernel(bf16 *z, float *loss, float *lse, const int32_t *targets, float scale,
-			     int V, int grad)
+			     int V, int grad, const int *guard)
 {
 	__shared__ float sh[WARP];
 	__shared__ float zt_sh;
+	if (skip(guard))
+		return;
 	int row = blockIdx.x, t = targets[row], nvec = V / 8;
 	uint4 *zr = (uint4 *)(z + (size_t)row * V);
 	if (threadIdx.x == 0)
@@ -152,10 +164,12 @@ __global__ void __launch_bounds__(1024) fused_kernel(bf16 *z, float *loss, float
 // the row, which the first read has just brought into L2.
 __global__ void __launch_bounds__(1024) fused_stream_kernel(bf16 *z, float *loss, float *lse,
 							    const int32_t *targets, float scale, int V,
-							    int grad)
+							    int grad, const int *guard)
 {
 	__shared__ float sh[WARP];
 	__shared__ float zt_sh;
+	if (skip(guard))
+		return;
 	int row = blockIdx.x, t = targets[row], nvec = V / 8;
 	uint4 *zr = (uint4 *)(z + (size_t)row * V);
 	if (threadIdx.x == 0)
@@ -209,36 +223,51 @@ __global__ void __launch_bounds__(1024) fused_stream_kernel(bf16 *z, float *loss
 
 template <int NV>
 void launch_fused(bf16 *z, float *loss, float *lse, const int32_t *targets, float scale, int N,
-		  int V, int grad, cudaStream_t st)
+		  int V, int grad, const int *guard, cudaStream_t st)
 {
 	int nvec = V / 8, threads = (nvec + NV - 1) / NV;
 	threads = (threads + WARP - 1) / WARP * WARP;
-	fused_kernel<NV><<<N, threads, 0, st>>>(z, loss, lse, targets, scale, V, grad);
+	fused_kernel<NV><<<N, threads, 0, st>>>(z, loss, lse, targets, scale, V, grad, guard);
 }
 
 }  // namespace
 
-extern "C" int xent_fused_cuda(uint16_t *logits, float *loss, float *lse, const int32_t *targets,
-			       float scale, int N, int V, double *loss_sum, int grad, void *stream)
+extern "C" int xent_fused_guarded_cuda(uint16_t *logits, float *loss, float *lse,
+				       const int32_t *targets, float scale, int N, int V,
+				       double *loss_sum, int grad, const int *guard, void *stream)
 {
 	cudaStream_t st = (cudaStream_t)stream;
 	bf16 *z = (bf16 *)logits;
 	int nvec = V / 8;
 	if (V % 8 || ((uintptr_t)logits & 15)) {
-		fwd_kernel<bf16><<<N, ROW_THREADS, 0, st>>>(loss, lse, z, targets, V);
+		fwd_kernel<bf16><<<N, ROW_THREADS, 0, st>>>(loss, lse, z, targets, V, guard);
 		if (grad)
-			bwd_kernel<bf16><<<N, ROW_THREADS, 0, st>>>(z, z, lse, targets, NULL, scale, V);
+			bwd_kernel<bf16><<<N, ROW_THREADS, 0, st>>>(z, z, lse, targets, NULL, scale, V,
+								    guard);
 	} else if (nvec <= 1024) {
-		launch_fused<1>(z, loss, lse, targets, scale, N, V, grad, st);
+		launch_fused<1>(z, loss, lse, targets, scale, N, V, grad, guard, st);
 	} else if (nvec <= 2 * 1024) {
-		launch_fused<2>(z, loss, lse, targets, scale, N, V, grad, st);
+		launch_fused<2>(z, loss, lse, targets, scale, N, V, grad, guard, st);
 	} else if (nvec <= 4 * 1024) {
-		launch_fused<4>(z, loss, lse, targets, scale, N, V, grad, st);
+		launch_fused<4>(z, loss, lse, targets, scale, N, V, grad, guard, st);
 	} else {
-		fused_stream_kernel<<<N, 1024, 0, st>>>(z, loss, lse, targets, scale, V, grad);
+		fused_stream_kernel<<<N, 1024, 0, st>>>(z, loss, lse, targets, scale, V, grad, guard);
 	}
 	if (loss_sum)
 		sum_kernel<<<1, SUM_THREADS, 0, st>>>(loss_sum, loss, N);
+	return launched();
+}
+
+extern "C" int xent_fused_cuda(uint16_t *logits, float *loss, float *lse, const int32_t *targets,
+			       float scale, int N, int V, double *loss_sum, int grad, void *stream)
+{
+	return xent_fused_guarded_cuda(logits, loss, lse, targets, scale, N, V, loss_sum, grad, NULL,
+				       stream);
+}
+
+extern "C" int xent_sum_cuda(double *loss_sum, const float *loss, int N, void *stream)
+{
+	sum_kernel<<<1, SUM_THREADS, 0, (cudaStream_t)stream>>>(loss_sum, loss, N);
 	return launched();
 }
 
@@ -246,7 +275,7 @@ extern "C" int xent_fwd_cuda(float *loss, float *lse, const uint16_t *logits,
 			     const int32_t *targets, int N, int V, double *loss_sum, void *stream)
 {
 	cudaStream_t st = (cudaStream_t)stream;
-	fwd_kernel<bf16><<<N, ROW_THREADS, 0, st>>>(loss, lse, (const bf16 *)logits, targets, V);
+	fwd_kernel<bf16><<<N, ROW_THREADS, 0, st>>>(loss, lse, (const bf16 *)logits, targets, V, NULL);
 	if (loss_sum)
 		sum_kernel<<<1, SUM_THREADS, 0, st>>>(loss_sum, loss, N);
 	return launched();
@@ -257,7 +286,7 @@ extern "C" int xent_bwd_cuda(uint16_t *dlogits, const uint16_t *logits, const fl
 			     void *stream)
 {
 	bwd_kernel<bf16><<<N, ROW_THREADS, 0, (cudaStream_t)stream>>>(
-		(bf16 *)dlogits, (const bf16 *)logits, lse, targets, weights, scale, V);
+		(bf16 *)dlogits, (const bf16 *)logits, lse, targets, weights, scale, V, NULL);
 	return launched();
 }
 
@@ -265,7 +294,7 @@ extern "C" int xent_fwd_f32_cuda(float *loss, float *lse, const float *logits,
 				 const int32_t *targets, int N, int V, double *loss_sum, void *stream)
 {
 	cudaStream_t st = (cudaStream_t)stream;
-	fwd_kernel<float><<<N, ROW_THREADS, 0, st>>>(loss, lse, logits, targets, V);
+	fwd_kernel<float><<<N, ROW_THREADS, 0, st>>>(loss, lse, logits, targets, V, NULL);
 	if (loss_sum)
 		sum_kernel<<<1, SUM_THREADS, 0, st>>>(loss_sum, loss, N);
 	return launched();
@@ -276,6 +305,6 @@ extern "C" int xent_bwd_f32_cuda(uint16_t *dlogits, const float *logits, const f
 				 int V, void *stream)
 {
 	bwd_kernel<float><<<N, ROW_THREADS, 0, (cudaStream_t)stream>>>(
-		(bf16 *)dlogits, logits, lse, targets, weights, scale, V);
+		(bf16 *)dlogits, logits, lse, targets, weights, scale, V, NULL);
 	return launched();
 }

@@ -21,6 +21,7 @@
 #include "kernels/embedding.h"
 #include "kernels/gemm.h"
 #include "kernels/gqa.h"
+#include "kernels/head_exp.h"
 #include "kernels/headnorm.h"
 #include "kernels/logit_variants.h"
 #include "kernels/matmul.h"
@@ -757,16 +758,52 @@ static int head_rows(int N, int V)
 	return (N + k - 1) / k;
 }
 
+/* The LM head's training step by kernels/head_exp.h (exp(z) stored by the
+ * product's epilogue, no pass over the logits), as LMPIPE_HEAD_EXP says:
+ * unset or 2, in clusters of two blocks; 1, without clusters; 0, never
+ * (the logits, then the fused cross-entropy pass).  Taken when the
+ * gradient is wanted and the shapes suit it (C and V multiples of 8). */
+static int head_exp_mode(void)
+{
+	/* read at each call (once a step), so that a test may compare both */
+	const char *v = getenv("LMPIPE_HEAD_EXP");
+	int mode = !v || !*v ? 2 : atoi(v);
+	return mode == 1 || mode == 2 ? mode : 0;
+}
+
+static size_t up256(size_t n) { return (n + 255) & ~(size_t)255; }
+
+/* A chunk's buffers for head_exp: E over the logits' bytes, then the
+ * partial sums, rs, the flag, and dx in fp32 (xs over its first half). */
+struct head_bufs { uint16_t *z; float *part, *rs, *dxf; int *flag; uint16_t *xs; };
+
+static size_t head_exp_bytes(int R, int C, int V, struct head_bufs *b, void *base)
+{
+	int ntn = (V + GEMM_EXP_BN - 1) / GEMM_EXP_BN;
+	uintptr_t p = (uintptr_t)base, o = 0;
+	b->z = (uint16_t *)(p + o), o += up256((size_t)R * V * sizeof(uint16_t));
+	b->part = (float *)(p + o), o += up256((size_t)R * ntn * sizeof(float));
+	b->rs = (float *)(p + o), o += up256((size_t)R * sizeof(float));
+	b->flag = (int *)(p + o), o += 256;
+	b->dxf = (float *)(p + o), o += up256((size_t)R * C * sizeof(float));
+	b->xs = (uint16_t *)b->dxf;
+	return o;
+}
+
 static void cu_head_xent(lm_backend *be, const void *x, const void *w, const int32_t *targets,
 			 float scale, int N, int C, int V, float *loss, float *lse, double *loss_sum,
 			 void *dx, float *dw)
 {
 	/* bf16 logits, as PyTorch's under autocast: the chunk's logits are
 	 * written once, read once by the fused softmax cross-entropy, which
-	 * overwrites them with their gradient for the two products. */
+	 * overwrites them with their gradient for the two products; or, for
+	 * the gradient, head_exp's way (head_exp_mode). */
 	cuda_ctx *c = CTX(be);
 	int R = head_rows(N, V);
-	size_t need = (size_t)R * V * sizeof(uint16_t);
+	int cl = dx && C % 8 == 0 && V % 8 == 0 && !(((uintptr_t)x | (uintptr_t)w | (uintptr_t)dx) & 15)
+			 ? head_exp_mode() : 0;
+	struct head_bufs hb;
+	size_t need = cl ? head_exp_bytes(R, C, V, &hb, NULL) : (size_t)R * V * sizeof(uint16_t);
 	if (!c->head || c->head_bytes < need) {
 		retire(be, c->head);
 		c->head_bytes = 0;
@@ -776,6 +813,31 @@ static void cu_head_xent(lm_backend *be, const void *x, const void *w, const int
 	}
 	uint16_t *z = c->head;
 	void *st = ST(be);
+	if (cl) {
+		head_exp_bytes(R, C, V, &hb, c->head);
+		int ntn = (V + GEMM_EXP_BN - 1) / GEMM_EXP_BN;
+		for (int r0 = 0; r0 < N && !be->failed; r0 += R) {
+			int n = N - r0 < R ? N - r0 : R;
+			const uint16_t *xr = (const uint16_t *)x + (size_t)r0 * C;
+			/* the fallback's three launches do nothing unless the
+			 * finish found a row out of exp's range */
+			int rc = gemm_exp_cuda(hb.z, hb.part, hb.flag, xr, w, n, V, C, cl, st) ||
+				 head_exp_finish_cuda(hb.z, hb.rs, hb.xs, loss + r0, lse + r0, hb.flag,
+						      hb.part, ntn, xr, w, targets + r0, scale, n, C,
+						      V, 1, st) ||
+				 gemm_tn_guarded_cuda(hb.z, xr, w, n, V, C, cl, hb.flag, st) ||
+				 xent_fused_guarded_cuda(hb.z, loss + r0, lse + r0, targets + r0, scale,
+							 n, V, NULL, 1, hb.flag, st) ||
+				 head_exp_plain_cuda(hb.rs, hb.xs, xr, hb.flag, n, C, st) ||
+				 (loss_sum && xent_sum_cuda(loss_sum, loss + r0, n, st)) ||
+				 /* dW first: dx's fp32 product overwrites xs */
+				 matmul_bwd_cuda(c->mm, NULL, dw, hb.z, hb.xs, w, n, C, V) ||
+				 matmul_dinp_f32_cuda(c->mm, hb.dxf, hb.z, w, n, C, V) ||
+				 head_exp_dx_cuda((uint16_t *)dx + (size_t)r0 * C, hb.dxf, hb.rs, n, C, st);
+			check(be, rc, "LM head and cross-entropy (exp epilogue)");
+		}
+		return;
+	}
 	for (int r0 = 0; r0 < N && !be->failed; r0 += R) {
 		int n = N - r0 < R ? N - r0 : R;
 		const uint16_t *xr = (const uint16_t *)x + (size_t)r0 * C;

@@ -5,12 +5,14 @@
  * every dimension, one k-slice, and more tiles than the grid has blocks (an
  * odd count of row blocks for a cluster: the last one's second block has
  * no rows; several tiles a block); the ping-pong tiles 128 and 192 wide;
- * the same product with SwiGLU in its epilogue; and the shapes they
- * refuse. */
+ * the same product with SwiGLU in its epilogue; the LM head's product with
+ * the exponential in its epilogue and the guarded product; and the shapes
+ * they refuse. */
 #ifndef LMPIPE_OP_GEMM_H
 #define LMPIPE_OP_GEMM_H
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "gpu_harness.h"
 #include "kernels/gemm.h"
@@ -196,6 +198,124 @@ out:
 	(int)(sizeof gemm_swiglu_tols / sizeof *gemm_swiglu_tols), gemm_swiglu_describe, \
 	gemm_swiglu_run }
 
+/* gemm_exp_cuda: E against exp of a double sum, the partial sums against
+ * the double sums of those over each 192-column tile, and *flag zeroed;
+ * then gemm_tn_guarded_cuda with the flag clear (C untouched: still the
+ * poison) and set (C against the double sum).  Shapes: M, N, K, cluster;
+ * partial tiles in every dimension, N past one tile and not a multiple of
+ * 192, several tiles a block. */
+static const int gemm_exp_shapes[][GPU_MAX_DIMS] = {
+	{1, 8, 8, 1},          {100, 72, 40, 2},     {300, 264, 200, 1}, {1000, 1000, 72, 2},
+	{2048, 2304, 128, 2},  {4100, 2056, 136, 1}, {257, 10000, 64, 2}, {513, 50304, 48, 2},
+};
+
+static const gpu_tol gemm_exp_tols[] = {
+	{"E", 5e-3, 4e-3}, {"part", 1e-4, 1e-4}, {"flag", 0, 0},
+	{"C guard clear", 0, 0}, {"C guard set", 5e-3, 4e-3},
+};
+
+static void gemm_exp_describe(const int *s, char *buf, size_t len)
+{
+	snprintf(buf, len, "M%d N%d K%d cluster %d", s[0], s[1], s[2], s[3]);
+}
+
+static const char *gemm_exp_run(const int *s, uint64_t seed, gpu_err *err)
+{
+	const int M = s[0], N = s[1], K = s[2], ntn = (N + GEMM_EXP_BN - 1) / GEMM_EXP_BN;
+	const size_t na = (size_t)M * K, nb = (size_t)N * K, nc = (size_t)M * N,
+		     np = (size_t)M * ntn;
+	uint16_t *ha = malloc(na * 2), *hb = malloc(nb * 2), *hc = malloc(nc * 2);
+	float *fa = malloc(na * 4), *fb = malloc(nb * 4), *ref = malloc(nc * 4),
+	      *eref = malloc(nc * 4), *tmp = malloc(nc * 4), *pref = malloc(np * 4),
+	      *hp = malloc(np * 4);
+	uint16_t *A = NULL, *B = NULL, *C = NULL;
+	float *part = NULL;
+	int *flag = NULL, hflag[2] = {7, 0};
+	const char *fail = NULL;
+	uint64_t st = seed;
+	if (!ha || !hb || !hc || !fa || !fb || !ref || !eref || !tmp || !pref || !hp) {
+		fail = "host memory";
+		goto out;
+	}
+	gpu_rand_bf16(ha, fa, na, 1.0f, &st);
+	gpu_rand_bf16(hb, fb, nb, 0.5f, &st);
+	for (int i = 0; i < M; i++)
+		for (int j = 0; j < ntn; j++) {
+			double ps = 0;
+			for (int c = j * GEMM_EXP_BN; c < N && c < (j + 1) * GEMM_EXP_BN; c++) {
+				double t = 0;
+				for (int k = 0; k < K; k++)
+					t += (double)fa[(size_t)i * K + k] * fb[(size_t)c * K + k];
+				ref[(size_t)i * N + c] = (float)t;
+				eref[(size_t)i * N + c] = (float)exp(t);
+				ps += exp(t);
+			}
+			pref[(size_t)i * ntn + j] = (float)ps;
+		}
+	C = gpu_poisoned(nc * 2);
+	part = gpu_poisoned(np * 4);
+	if (!C || !part || cudaMalloc((void **)&A, na * 2) != cudaSuccess ||
+	    cudaMalloc((void **)&B, nb * 2) != cudaSuccess ||
+	    cudaMalloc((void **)&flag, sizeof hflag) != cudaSuccess ||
+	    cudaMemcpy(flag, hflag, sizeof hflag, cudaMemcpyHostToDevice) != cudaSuccess ||
+	    cudaMemcpy(A, ha, na * 2, cudaMemcpyHostToDevice) != cudaSuccess ||
+	    cudaMemcpy(B, hb, nb * 2, cudaMemcpyHostToDevice) != cudaSuccess) {
+		fail = "device memory";
+		goto out;
+	}
+	if (gemm_exp_cuda(C, part, flag, A, B, M, N, K, s[3], NULL) ||
+	    cudaDeviceSynchronize() != cudaSuccess ||
+	    cudaMemcpy(hc, C, nc * 2, cudaMemcpyDeviceToHost) != cudaSuccess ||
+	    cudaMemcpy(hp, part, np * 4, cudaMemcpyDeviceToHost) != cudaSuccess ||
+	    cudaMemcpy(hflag, flag, sizeof hflag, cudaMemcpyDeviceToHost) != cudaSuccess) {
+		fail = "gemm_exp_cuda failed";
+		goto out;
+	}
+	err[0] = gpu_compare_bf16(hc, eref, nc, tmp);
+	err[1] = gpu_compare(hp, pref, np);
+	err[2].max = err[2].rel = hflag[0] == 0 ? 0 : INFINITY;
+	/* the guard clear (flag is 0 now): C keeps E */
+	uint16_t *before = (uint16_t *)tmp;  /* nc * 4 bytes: room for nc bf16 */
+	memcpy(before, hc, nc * 2);
+	if (gemm_tn_guarded_cuda(C, A, B, M, N, K, s[3], flag, NULL) ||
+	    cudaDeviceSynchronize() != cudaSuccess ||
+	    cudaMemcpy(hc, C, nc * 2, cudaMemcpyDeviceToHost) != cudaSuccess) {
+		fail = "gemm_tn_guarded_cuda failed";
+		goto out;
+	}
+	err[3].max = err[3].rel = memcmp(before, hc, nc * 2) ? INFINITY : 0;
+	hflag[0] = 1;
+	if (cudaMemcpy(flag, hflag, sizeof hflag, cudaMemcpyHostToDevice) != cudaSuccess ||
+	    gemm_tn_guarded_cuda(C, A, B, M, N, K, s[3], flag, NULL) ||
+	    cudaDeviceSynchronize() != cudaSuccess ||
+	    cudaMemcpy(hc, C, nc * 2, cudaMemcpyDeviceToHost) != cudaSuccess) {
+		fail = "gemm_tn_guarded_cuda failed";
+		goto out;
+	}
+	err[4] = gpu_compare_bf16(hc, ref, nc, tmp);
+out:
+	cudaFree(A);
+	cudaFree(B);
+	cudaFree(C);
+	cudaFree(part);
+	cudaFree(flag);
+	free(ha);
+	free(hb);
+	free(hc);
+	free(fa);
+	free(fb);
+	free(ref);
+	free(eref);
+	free(tmp);
+	free(pref);
+	free(hp);
+	return fail;
+}
+
+#define GEMM_EXP_OP { "gemm_exp", gemm_exp_shapes, \
+	(int)(sizeof gemm_exp_shapes / sizeof *gemm_exp_shapes), gemm_exp_tols, \
+	(int)(sizeof gemm_exp_tols / sizeof *gemm_exp_tols), gemm_exp_describe, gemm_exp_run }
+
 /* What gemm_tn_cuda refuses, without touching memory. */
 static void gemm_refused(void)
 {
@@ -214,6 +334,12 @@ static void gemm_refused(void)
 	unsetenv("LMPIPE_GEMM_EPI");
 	ok(gemm_swiglu_cuda(p, p, p, p, 16, 12, 64, 128, NULL) == -1,
 	   "gemm_swiglu refuses F not a multiple of 8");
+	ok(gemm_exp_cuda(p, (float *)p, (int *)p, p, p, 16, 12, 64, 2, NULL) == -1,
+	   "gemm_exp refuses N not a multiple of 8");
+	ok(gemm_exp_cuda(p, (float *)p, (int *)p, p, p, 16, 16, 64, 3, NULL) == -1,
+	   "gemm_exp refuses a cluster of 3");
+	ok(gemm_tn_guarded_cuda(p, p, p, 16, 16, 64, 1, NULL, NULL) == -1,
+	   "gemm_tn_guarded refuses no guard");
 	cudaFree(p);
 }
 

@@ -269,6 +269,68 @@ static void test_head(int N, int C, int V)
 	release_all(&cpu), release_all(&gpu);
 }
 
+/* kernels/head_exp.h's fallback: logits too large for unshifted
+ * exponentials (xmag 50 at C = 64: a standard deviation of 27, each row's
+ * largest about 100, lse past 83) make every chunk redo itself the usual
+ * way, so LMPIPE_HEAD_EXP=2 gives what =0 gives (the logits' products
+ * differ in their last bits: lmpipe's own against cuBLASLt's).  Against
+ * the CPU these logits are not a fair test: bf16 rounds them by up to
+ * 0.25, which moves probabilities by a quarter. */
+static void test_head_fallback(int N, int C, int V, float xmag)
+{
+	char what[112];
+	float *x = rnd((size_t)N * C, xmag), *w = rnd((size_t)V * C, 0.2f);
+	int32_t *t = malloc(N * sizeof *t);
+	for (int i = 0; i < N; i++)
+		t[i] = i % 5 == 2 ? -1 : (int32_t)((i * 37 + 11) % V);
+	void *xg = put(&gpu, x, (size_t)N * C, 1), *wg = put(&gpu, w, (size_t)V * C, 1);
+	void *tg = gpu.be->alloc(gpu.be, N * sizeof *t);
+	gpu.be->upload(gpu.be, tg, t, N * sizeof *t);
+	const char *modes[2] = {"0", "2"};
+	float *h[2][5];
+	size_t n[5] = {N, N, (size_t)N * C, (size_t)V * C, 2};
+	for (int m = 0; m < 2; m++) {
+		float *z = calloc((size_t)V * C, sizeof *z);
+		void *l = put(&gpu, NULL, N, 0), *lse = put(&gpu, NULL, N, 0);
+		void *dx = put(&gpu, NULL, (size_t)N * C, 1), *dw = put(&gpu, z, (size_t)V * C, 0);
+		void *sum = put(&gpu, z, 2, 0);
+		setenv("LMPIPE_HEAD_EXP", modes[m], 1);
+		gpu.be->head_xent(gpu.be, xg, wg, tg, 0.5f, N, C, V, l, lse, sum, dx, dw);
+		lm_err e;
+		if (gpu.be->sync(gpu.be, &e)) {
+			ok(0, "LM head fallback N=%d: the CUDA backend failed: %s", N, e.msg);
+			unsetenv("LMPIPE_HEAD_EXP");
+			return;
+		}
+		h[m][0] = get(&gpu, l, N, 0);
+		h[m][1] = get(&gpu, lse, N, 0);
+		h[m][2] = get(&gpu, dx, (size_t)N * C, 1);
+		h[m][3] = get(&gpu, dw, (size_t)V * C, 0);
+		h[m][4] = get(&gpu, sum, 2, 0);  /* the double, as two floats' bits */
+		free(z);
+	}
+	unsetenv("LMPIPE_HEAD_EXP");
+	double s0, s1;
+	memcpy(&s0, h[0][4], sizeof s0);
+	memcpy(&s1, h[1][4], sizeof s1);
+	const char *names[4] = {"loss", "lse", "dx", "dW"};
+	const double tol[4] = {2e-3, 2e-3, 1e-2, 1e-2};
+	for (int k = 0; k < 4; k++) {
+		gpu_err r = gpu_compare(h[1][k], h[0][k], n[k]);
+		snprintf(what, sizeof what, "LM head N=%d C=%d V=%d |x|<%g: fallback's %s as the usual way's",
+			 N, C, V, xmag, names[k]);
+		ok(r.rel <= tol[k], "%s: rel %.3g (tol %.3g)", what, r.rel, tol[k]);
+	}
+	ok(isfinite(s0) && fabs(s1 - s0) <= 2e-3 * fabs(s0), "LM head N=%d fallback: loss sum %.6g vs %.6g",
+	   N, s1, s0);
+	for (int m = 0; m < 2; m++)
+		for (int k = 0; k < 5; k++)
+			free(h[m][k]);
+	gpu.be->release(gpu.be, tg);
+	free(x), free(w), free(t);
+	release_all(&gpu);
+}
+
 /* At T = 1 the exact dq and dk are zero (P = 1 and o = v, so dS = P (dP -
  * rowsum(dO . o)) = 0) and both sides hold rounding noise, which a
  * relative error against the reference divides by itself: the difference
@@ -928,6 +990,9 @@ int main(void)
 	test_head(20000, 64, 10000);
 	test_head(30000, 64, 10000);   /* two CUDA chunks */
 	test_head(300, 48, 40000);     /* rows past the registers: read again */
+	test_head(30000, 64, 10001);   /* V odd: the logits and the fused pass, two chunks */
+	test_head_fallback(3000, 64, 10000, 50.0f);
+	test_head_fallback(30000, 64, 10000, 50.0f);  /* two chunks */
 	test_attention(2, 3, 17, 32);
 	test_attention(1, 2, 129, 64);
 	test_attention(2, 2, 200, 128);

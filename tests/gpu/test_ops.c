@@ -10,6 +10,7 @@ static const gpu_op ops[] = {
 	ATTN_DET_OP,
 	GEMM_OP,
 	GEMM_SWIGLU_OP,
+	GEMM_EXP_OP,
 };
 
 int main(void)
