@@ -46,6 +46,19 @@ static void gemm_describe(const int *s, char *buf, size_t len)
 		 gemm_epis[s[5]]);
 }
 
+/* ref[M, N] = A B^T of the bf16 operands' values fa and fb, summed in
+ * double. */
+static void gemm_ref_abt(float *ref, const float *fa, const float *fb, int M, int N, int K)
+{
+	for (int i = 0; i < M; i++)
+		for (int j = 0; j < N; j++) {
+			double t = 0;
+			for (int k = 0; k < K; k++)
+				t += (double)fa[(size_t)i * K + k] * fb[(size_t)j * K + k];
+			ref[(size_t)i * N + j] = (float)t;
+		}
+}
+
 static const char *gemm_run(const int *s, uint64_t seed, gpu_err *err)
 {
 	const int M = s[0], N = s[1], K = s[2];
@@ -61,13 +74,7 @@ static const char *gemm_run(const int *s, uint64_t seed, gpu_err *err)
 	}
 	gpu_rand_bf16(ha, fa, na, 1.0f, &st);
 	gpu_rand_bf16(hb, fb, nb, 0.5f, &st);
-	for (int i = 0; i < M; i++)
-		for (int j = 0; j < N; j++) {
-			double t = 0;
-			for (int k = 0; k < K; k++)
-				t += (double)fa[(size_t)i * K + k] * fb[(size_t)j * K + k];
-			ref[(size_t)i * N + j] = (float)t;
-		}
+	gemm_ref_abt(ref, fa, fb, M, N, K);
 	C = gpu_poisoned(nc * 2);
 	if (!C || cudaMalloc((void **)&A, na * 2) != cudaSuccess ||
 	    cudaMalloc((void **)&B, nb * 2) != cudaSuccess ||
@@ -144,13 +151,7 @@ static const char *gemm_swiglu_run(const int *s, uint64_t seed, gpu_err *err)
 	}
 	gpu_rand_bf16(ha, fa, na, 1.0f, &st);
 	gpu_rand_bf16(hw, fw, nw, 0.5f, &st);
-	for (int i = 0; i < M; i++)
-		for (int j = 0; j < 2 * F; j++) {
-			double t = 0;
-			for (int k = 0; k < K; k++)
-				t += (double)fa[(size_t)i * K + k] * fw[(size_t)j * K + k];
-			ref[(size_t)i * 2 * F + j] = (float)t;
-		}
+	gemm_ref_abt(ref, fa, fw, M, 2 * F, K);
 	H = gpu_poisoned(nh * 2);
 	O = gpu_poisoned(no * 2);
 	if (!H || !O || cudaMalloc((void **)&A, na * 2) != cudaSuccess ||
@@ -239,16 +240,14 @@ static const char *gemm_exp_run(const int *s, uint64_t seed, gpu_err *err)
 	}
 	gpu_rand_bf16(ha, fa, na, 1.0f, &st);
 	gpu_rand_bf16(hb, fb, nb, 0.5f, &st);
+	gemm_ref_abt(ref, fa, fb, M, N, K);
 	for (int i = 0; i < M; i++)
 		for (int j = 0; j < ntn; j++) {
 			double ps = 0;
 			for (int c = j * GEMM_EXP_BN; c < N && c < (j + 1) * GEMM_EXP_BN; c++) {
-				double t = 0;
-				for (int k = 0; k < K; k++)
-					t += (double)fa[(size_t)i * K + k] * fb[(size_t)c * K + k];
-				ref[(size_t)i * N + c] = (float)t;
-				eref[(size_t)i * N + c] = (float)exp(t);
-				ps += exp(t);
+				const double e = exp((double)ref[(size_t)i * N + c]);
+				eref[(size_t)i * N + c] = (float)e;
+				ps += e;
 			}
 			pref[(size_t)i * ntn + j] = (float)ps;
 		}
@@ -299,16 +298,9 @@ out:
 	cudaFree(C);
 	cudaFree(part);
 	cudaFree(flag);
-	free(ha);
-	free(hb);
-	free(hc);
-	free(fa);
-	free(fb);
-	free(ref);
-	free(eref);
-	free(tmp);
-	free(pref);
-	free(hp);
+	void *host[] = {ha, hb, hc, fa, fb, ref, eref, tmp, pref, hp};
+	for (size_t i = 0; i < sizeof host / sizeof *host; i++)
+		free(host[i]);
 	return fail;
 }
 
