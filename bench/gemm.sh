@@ -10,7 +10,10 @@
 #   CLUSTERS="1 2" bench/gemm.sh               (LMPIPE_GEMM_CLUSTER values)
 #   EPIS="tma reg pp" bench/gemm.sh            (LMPIPE_GEMM_EPI values; "swiglu":
 #                                               gemm_swiglu_cuda, N = 2 F, against
-#                                               cuBLASLt then the SwiGLU pass)
+#                                               cuBLASLt then the SwiGLU pass; "rope":
+#                                               gemm_rope_cuda, N = 3 H 64, against
+#                                               cuBLASLt then the RoPE pass, rows of
+#                                               GEMM_ROPE_T = 1024 tokens)
 #   GEMM_REPS=1 bench/gemm.sh                  (products per timing, default 10 back
 #                                               to back; 1: each alone, no overlap)
 set -eu

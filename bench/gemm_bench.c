@@ -18,7 +18,12 @@
  * set as LMPIPE_GEMM_CLUSTER and LMPIPE_GEMM_EPI (kernels/gemm.h).  The
  * epilogue "swiglu" runs gemm_swiglu_cuda (N = 2F: the gate/up product and
  * silu(gate) up) against cuBLASLt's product then swiglu_fwd_cuda, and
- * checks both outputs.  Exit 1 when a check fails. */
+ * checks both outputs.  The epilogue "rope" runs gemm_rope_cuda (the q/k/v
+ * product with RoPE: N = 3 H 64, rows of sequences of GEMM_ROPE_T tokens,
+ * default 1024, M a multiple of it; the q and k heads turned, theta 1e4)
+ * against cuBLASLt's product then qkv_rope_cuda's pass (and prints the
+ * product alone's ratio too), checked against cuBLASLt's output turned on
+ * the host.  Exit 1 when a check fails. */
 #define _POSIX_C_SOURCE 200809L
 #include <cuda_runtime_api.h>
 #include <math.h>
@@ -30,6 +35,8 @@
 #include "cuda_timing.h"
 #include "kernels/gemm.h"
 #include "kernels/matmul.h"
+#include "kernels/permute.h"
+#include "kernels/rope.h"
 #include "kernels/swiglu.h"
 
 enum { WARMUP = 3, RUNS = 21, REPS_DEFAULT = 10 };
@@ -68,6 +75,16 @@ static int swiglu_mode(void)
 	return !strcmp(env_or("LMPIPE_GEMM_EPI", ""), "swiglu");
 }
 
+static int rope_mode(void)
+{
+	return !strcmp(env_or("LMPIPE_GEMM_EPI", ""), "rope");
+}
+
+/* The rope runs: sequence length, the RoPE table on the device, theta. */
+static int g_T;
+static float *g_cs;
+static const double ROPE_THETA = 1e4;
+
 static uint64_t rng = 88172645463325252ull;
 static float urand(void)
 {
@@ -104,6 +121,14 @@ struct product {
 static int run_product(void *arg)
 {
 	const struct product *p = arg;
+	const int rope = rope_mode();
+	if (p->which > 0 && rope)
+		return gemm_rope_cuda(p->C, p->A, p->B, p->M, p->N, p->K, g_T, p->N / 3 * 2, ROPE_THETA,
+				      atoi(env_or("LMPIPE_GEMM_CLUSTER", "1")), p->st);
+	if (p->which < 0 && rope)
+		return matmul_fwd_cuda(p->mc, p->C, NULL, p->A, p->B, p->M, p->K, p->N) ||
+		       qkv_rope_cuda(p->C, g_cs, p->M / g_T, g_T, p->N / 3 / GEMM_ROPE_D, GEMM_ROPE_D,
+				     p->st);
 	if (p->which > 0 && swiglu_mode())
 		return gemm_swiglu_cuda(p->C, g_out, p->A, p->B, p->M, p->N / 2, p->K, p->which, p->st);
 	if (p->which > 0)
@@ -145,12 +170,12 @@ static int run_ours(int bn, const char *cl, const char *epi, matmul_cuda *mc, ui
 		    uint16_t *ho, float big, double ref_ms, cudaStream_t st)
 {
 	size_t nc = (size_t)M * N;
-	if (bn == 192)
+	const int sw = swiglu_mode(), rope = rope_mode();
+	if (bn == 192 && !rope)
 		epi = "pp";  /* 192 wide is ping-pong only */
 	CK(cudaMemset(C, 0xff, nc * 2));
-	const int sw = swiglu_mode();
-	if (sw ? gemm_swiglu_cuda(C, g_out, A, B, M, N / 2, K, bn, st)
-	       : gemm_tn_cuda(C, A, B, M, N, K, bn, st)) {  /* e.g. ping-pong at BN = 256 */
+	struct product self = { bn, mc, C, A, B, M, N, K, st };
+	if (run_product(&self)) {  /* e.g. ping-pong at BN = 256 */
 		printf("{\"impl\": \"lmpipe\", \"BN\": %d, \"cluster\": \"%s\", \"epi\": \"%s\", "
 		       "\"M\": %d, \"N\": %d, \"K\": %d, \"refused\": true}\n", bn, cl, epi, M, N, K);
 		return 0;
@@ -160,13 +185,25 @@ static int run_ours(int bn, const char *cl, const char *epi, matmul_cuda *mc, ui
 	double worst = 0;
 	size_t at = 0;
 	for (size_t i = 0; i < nc; i++) {
-		double d = fabs((double)bf2f(ho[i]) - bf2f(hr[i]));
+		double want = bf2f(hr[i]);
+		const int c = (int)(i % N), h = c % GEMM_ROPE_D;
+		if (rope && c < N / 3 * 2) {  /* cuBLASLt's sums turned in double */
+			const int j = h % (GEMM_ROPE_D / 2), top = h < GEMM_ROPE_D / 2;
+			const double a = (double)(i / N % g_T) * pow(ROPE_THETA, -2.0 * j / GEMM_ROPE_D);
+			const double x0 = bf2f(hr[top ? i : i - GEMM_ROPE_D / 2]);
+			const double x1 = bf2f(hr[top ? i + GEMM_ROPE_D / 2 : i]);
+			want = top ? x0 * cos(a) - x1 * sin(a) : x1 * cos(a) + x0 * sin(a);
+		}
+		double d = fabs((double)bf2f(ho[i]) - want);
 		if (!(d <= worst)) {
 			worst = d;
 			at = i;
 		}
 	}
 	int valid = worst <= 4.0 / 128 * big;
+	double product_ms = ref_ms;  /* cuBLASLt's product alone */
+	if (rope)
+		ref_ms = time_it(-1, mc, C, A, B, M, N, K, st);
 	if (sw) {  /* out against swiglu_fwd_cuda of cuBLASLt's h: C again */
 		size_t no = nc / 2;
 		uint16_t *mine = malloc(no * 2), *theirs = malloc(no * 2);
@@ -197,10 +234,12 @@ static int run_ours(int bn, const char *cl, const char *epi, matmul_cuda *mc, ui
 	}
 	double ms = time_it(bn, mc, C, A, B, M, N, K, st), flop = 2.0 * M * N * K;
 	printf("{\"impl\": \"lmpipe\", \"BN\": %d, \"cluster\": \"%s\", \"epi\": \"%s\", "
-	       "\"M\": %d, \"N\": %d, \"K\": %d, \"ms\": %.4f, \"tflops\": %.1f, \"ratio\": %.3f, "
-	       "\"max_diff\": %.4g, \"at\": [%zu, %zu], \"scale\": %.4g, \"valid\": %s}\n",
-	       bn, cl, epi, M, N, K, ms, flop / ms * 1e-9, ref_ms / ms, worst, at / N, at % N, big,
-	       valid ? "true" : "false");
+	       "\"M\": %d, \"N\": %d, \"K\": %d, \"ms\": %.4f, \"tflops\": %.1f, \"ratio\": %.3f, ",
+	       bn, cl, epi, M, N, K, ms, flop / ms * 1e-9, ref_ms / ms);
+	if (sw || rope)  /* ratio: against cuBLASLt and the pass; this one against the product alone */
+		printf("\"ref_ms\": %.4f, \"ratio_product\": %.3f, ", ref_ms, product_ms / ms);
+	printf("\"max_diff\": %.4g, \"at\": [%zu, %zu], \"scale\": %.4g, \"valid\": %s}\n", worst,
+	       at / N, at % N, big, valid ? "true" : "false");
 	return !valid;
 }
 
@@ -235,6 +274,21 @@ int main(int argc, char **argv)
 	CK(cudaMalloc((void **)&C, nc * 2));
 	CK(cudaMemcpy(A, ha, na * 2, cudaMemcpyHostToDevice));
 	CK(cudaMemcpy(B, hb, nbw * 2, cudaMemcpyHostToDevice));
+	g_T = atoi(env_or("GEMM_ROPE_T", "1024"));
+	if (strstr(env_or("GEMM_EPIS", ""), "rope")) {  /* the table for qkv_rope_cuda's pass */
+		if (g_T < 1 || M % g_T || N % (3 * GEMM_ROPE_D)) {
+			fprintf(stderr, "gemm_bench: rope: M a multiple of GEMM_ROPE_T, N of 192\n");
+			return 2;
+		}
+		size_t ncs = (size_t)g_T * GEMM_ROPE_D;
+		float *cs = malloc(ncs * sizeof *cs);
+		if (!cs)
+			return 1;
+		rope_table(cs, NULL, g_T, GEMM_ROPE_D, ROPE_THETA);
+		CK(cudaMalloc((void **)&g_cs, ncs * sizeof *cs));
+		CK(cudaMemcpy(g_cs, cs, ncs * sizeof *cs, cudaMemcpyHostToDevice));
+		free(cs);
+	}
 	matmul_cuda *mc = matmul_cuda_new(st);
 	if (!mc) {
 		fprintf(stderr, "gemm_bench: no cuBLASLt context\n");

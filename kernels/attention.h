@@ -95,8 +95,9 @@ int attn_short_qkv_bwd_cuda(uint16_t *qkv, const float *cs, const uint16_t *y, c
 /* The flash kernels (D in {64, 128}) on the packed projection qkv[B, T, 3,
  * H, D], causal, y and dy [B, T, H, D], no layout change around them: the
  * forward rotates q and k of qkv in place (RoPE, table cs[T, D/2, 2],
- * 16-byte aligned; v untouched) and reads the three parts through 4-d
- * tensor maps; the backward takes qkv as the forward left it and
+ * 16-byte aligned; v untouched; cs NULL: q and k come rotated already, as
+ * gemm_rope_cuda leaves them) and reads the three parts through 4-d
+ * tensor maps; the backward (cs never NULL) takes qkv as the forward left it and
  * overwrites it with dqkv, the gradient with respect to the unrotated q,
  * k and v (dK and dQ rotated back as they are stored).  Its workspace is
  * attn_bwd_cuda_workspace(B, H, T, D) bytes, or with det set (the fixed

@@ -12,8 +12,8 @@
  * -1 (shapes refused, no tensor map, or the launch failed).
  * LMPIPE_GEMM_CLUSTER and LMPIPE_GEMM_EPI (lmpipe(7)) choose its variants,
  * for measuring.  The model takes gemm_swiglu_cuda (lm-train's gate/up
- * product) and the head's two below; bench/gemm.sh measures the first two
- * against cuBLASLt. */
+ * product), the head's two and the q/k/v product with RoPE below;
+ * bench/gemm.sh measures them against cuBLASLt. */
 #ifndef LMPIPE_GEMM_H
 #define LMPIPE_GEMM_H
 
@@ -51,6 +51,20 @@ int gemm_exp_cuda(uint16_t *E, float *part, int *flag, const uint16_t *A, const 
 		  int N, int K, int cl, void *stream);
 int gemm_tn_guarded_cuda(uint16_t *C, const uint16_t *A, const uint16_t *B, int M, int N, int K,
 			 int cl, const int *guard, void *stream);
+
+/* The q/k/v product with RoPE in its epilogue (kernels/rope.h's rotate-half
+ * convention, heads of GEMM_ROPE_D = 64 columns): C = A . B^T with the
+ * pairs (i, i + 32) of each head in columns [0, cols) (the q and k heads)
+ * turned by the angle p theta^(-2i/64), p = row % T (rows are tokens of
+ * sequences of T), in fp32 before C is rounded; the other columns (v) as
+ * gemm_tn_cuda stores them.  The epilogue computes the angles itself (no
+ * table): within 6e-7 of rope_table's cosines and sines.  192-wide
+ * ping-pong tiles, cl blocks a cluster (1 or 2); N and cols multiples of
+ * 64, cols <= N, 1 <= T <= GEMM_ROPE_MAX_T, theta > 1 (finite); otherwise
+ * as gemm_tn_cuda. */
+enum { GEMM_ROPE_D = 64, GEMM_ROPE_MAX_T = 1 << 17 };
+int gemm_rope_cuda(uint16_t *C, const uint16_t *A, const uint16_t *B, int M, int N, int K, int T,
+		   int cols, double theta, int cl, void *stream);
 
 #ifdef __cplusplus
 }

@@ -49,21 +49,22 @@ extern "C" int attn_fwd_cuda(const uint16_t *q, const uint16_t *k, const uint16_
 }
 
 /* The packed layout (kernels/attention.h, attn_qkv_fwd_cuda): q and k of
- * qkv rotated in place, then the warp-specialised forward reading the
- * three parts through 4-d tensor maps and writing y [B, T, H, D]. */
+ * qkv rotated in place (unless cs is NULL: rotated by the product), then
+ * the warp-specialised forward reading the three parts through 4-d tensor
+ * maps and writing y [B, T, H, D]. */
 extern "C" int attn_qkv_fwd_cuda(uint16_t *qkv, const float *cs, uint16_t *y, float *lse, int B,
 				 int H, int T, int D, float scale, void *stream)
 {
 	cudaStream_t st = (cudaStream_t)stream;
 	const void *ptrs[] = {qkv, y, cs};
-	int rc = attn_cuda_check(B, H, T, D, ptrs, 3, lse);
+	int rc = attn_cuda_check(B, H, T, D, ptrs, cs ? 3 : 2, lse);
 	if (rc)
 		return rc;
 	if ((size_t)B * T * 3 * H * D > UINT32_MAX)
 		return ATTN_ESHAPE;
 	if (!(scale > 0 && scale < INFINITY))
 		return ATTN_ESHAPE;
-	if (qkv_rope_cuda(qkv, cs, B, T, H, D, st))
+	if (cs && qkv_rope_cuda(qkv, cs, B, T, H, D, st))
 		return ATTN_EDEVICE;
 	return attn_fwd_ws_packed(qkv, y, lse, B, H, T, D, scale, st);
 }

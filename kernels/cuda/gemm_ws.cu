@@ -24,7 +24,9 @@
 // (store_swiglu); EPI = 4 (192 wide) does so in ping-pong tiles, in sets
 // of three 32-column pieces (store_swiglu32).  EPI = 5 (gemm_exp_cuda,
 // 192 wide, ping-pong) stores exp of the sums and each row's sum of them
-// over the tile (store_exp).  A launch given a guard (gemm_tn_guarded_cuda)
+// over the tile (store_exp).  EPI = 6 (gemm_rope_cuda, 192 wide,
+// ping-pong) turns the q and k heads' columns by RoPE's angles before
+// rounding (rope_turn).  A launch given a guard (gemm_tn_guarded_cuda)
 // returns at once unless the guard is set.
 // With LMPIPE_GEMM_CLUSTER=2, two blocks on neighbouring row blocks share
 // B's slice: each loads half of it into both (multicast), and every stage
@@ -39,6 +41,7 @@
 
 #include <cooperative_groups.h>
 #include <cuda_runtime.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -69,9 +72,19 @@ struct Cfg {
 // The epilogues: 0 from registers, 1 through shared memory and tensor
 // stores, 2 ping-pong, 3 SwiGLU (gemm_swiglu_cuda, cooperative), 4
 // ping-pong with SwiGLU (gemm_swiglu_cuda at 192), 5 ping-pong with the
-// exponential (gemm_exp_cuda).
+// exponential (gemm_exp_cuda), 6 ping-pong with RoPE (gemm_rope_cuda).
 __host__ __device__ constexpr bool glu(int epi) { return epi == 3 || epi == 4; }
-__host__ __device__ constexpr bool pingpong(int epi) { return epi == 2 || epi == 4 || epi == 5; }
+__host__ __device__ constexpr bool pingpong(int epi) { return epi >= 4 || epi == 2; }
+
+// EPI = 6's arguments: RoPE's frequencies f_i = theta^(-2i/64), i < 32, as
+// fh + fl (fl the rest of the double, so p f keeps ~44 bits: see
+// rope_sincos), the sequence length (a row's position is row % T), and
+// the columns that turn (the q and k heads: those below cols).
+struct Rope {
+	float fh[32], fl[32];
+	int T, cols;
+};
+constexpr int ROPE_D = GEMM_ROPE_D;  // a 192-wide tile is 3 heads
 
 // Named barriers: 1 + w, warpgroup w's own (its epilogue); BAR_ORDER + w
 // (ping-pong), warpgroup w may start its next tile.
@@ -305,6 +318,66 @@ __device__ __forceinline__ void store_exp(const CUtensorMap *mc, bf16 *buf, floa
 		part[(size_t)(r + 8) * ntn + n0 / BN] = s1;
 }
 
+// cos and sin of the angle p (fh + fl), for a position p below 2^17 and
+// f = fh + fl <= 1.  The product p fh keeps its rounding error (an fma);
+// the angle is reduced by 2 pi in two parts, k 2pi_hi first, which is
+// exact (a and k 2pi_hi are multiples of 2^-22 or coarser, and their
+// difference is below 8); then __sincosf on the remainder (|r| <= pi plus
+// a hundredth; its error there is 2^-21.4).  Within 6e-7 of rope_table's
+// values (computed in double, rounded to fp32).
+__device__ __forceinline__ void rope_sincos(float p, float fh, float fl, float *s, float *c)
+{
+	const float TWO_PI_HI = 6.28318548202514648f;  // fp32(2 pi), 1.7e-7 above it
+	const float TWO_PI_LO = -1.74845553e-7f;       // 2 pi - TWO_PI_HI
+	const float INV_2PI = 0.159154943f;
+	const float a = p * fh;
+	const float lo = fmaf(p, fl, fmaf(p, fh, -a));
+	const float k = rintf(a * INV_2PI);
+	const float r = fmaf(-k, TWO_PI_LO, fmaf(-k, TWO_PI_HI, a)) + lo;
+	__sincosf(r, s, c);
+}
+
+// EPI = 6: turn the warpgroup's 64 x BN sums (rows r0 ..., columns n0 ...)
+// by RoPE before they are rounded, in the heads below ro.cols: rope.h's
+// rotate-half pairs (i, i + 32) of each 64-column head, by the angle
+// position f_i.  A thread holds columns 8 ii + 2 t, +1 of each head in
+// fragments ii < 4 and their partners in ii + 4, of rows r and r + 8: 16
+// angles, each turning the pairs of the tile's three heads, one angle at a
+// time (the registers of the sums are all live).
+template <int BN>
+__device__ __forceinline__ void rope_turn(float (&acc)[BN / 8][4], const float *sf, const Rope &ro,
+					  int r0, int n0)
+{
+	constexpr int HEADS = BN / ROPE_D;
+	const int nh = (ro.cols - n0) / ROPE_D;  // the tile's heads that turn (the same in every thread)
+	if (nh <= 0)
+		return;
+	const int lane = threadIdx.x % 32, t = lane % 4;
+	const int r = r0 + threadIdx.x % WG_THREADS / 32 * 16 + lane / 4;
+	const float pos[2] = {(float)(r % ro.T), (float)((r + 8) % ro.T)};
+#pragma unroll
+	for (int ii = 0; ii < 4; ii++)
+#pragma unroll
+		for (int e = 0; e < 2; e++) {
+			const int i = ii * 8 + 2 * t + e;
+			const float fh = sf[i], fl = sf[32 + i];
+#pragma unroll
+			for (int below = 0; below < 2; below++) {  // rows r, r + 8
+				float sn, cs;
+				rope_sincos(pos[below], fh, fl, &sn, &cs);
+				const int x = 2 * below + e;
+#pragma unroll
+				for (int h = 0; h < HEADS; h++)
+					if (h < nh) {
+						float *a = acc[h * 8 + ii], *b = acc[h * 8 + ii + 4];
+						const float x0 = a[x], x1 = b[x];
+						a[x] = x0 * cs - x1 * sn;
+						b[x] = x1 * cs + x0 * sn;
+					}
+			}
+		}
+}
+
 // silu(g) u of two bf16-rounded pairs, rounded: swiglu_fwd_cuda's arithmetic.
 __device__ __forceinline__ uint32_t swiglu2(float g0, float g1, float u0, float u1)
 {
@@ -419,12 +492,14 @@ __device__ __forceinline__ void store_swiglu32(const CUtensorMap *mc, bf16 *buf,
 template <int BN, int CL, int EPI>
 __device__ __forceinline__ void consume_pp(const Maps &mp, const bf16 *sA, const bf16 *sB,
 					   bf16 *sC, uint64_t *full, uint64_t *empty, int M, int N,
-					   const Walk &w, int kt, float *part)
+					   const Walk &w, int kt, float *part, const float *sf,
+					   const Rope &ro)
 {
 	const CUtensorMap *mc = mp.c;
 	constexpr bool GLU = glu(EPI);
 	static_assert(BN == 128 || BN == 192, "ping-pong tiles are 128 or 192 wide");
-	static_assert((!GLU && EPI != 5) || BN == 192, "SwiGLU's and exp's ping-pong tiles: 192 wide");
+	static_assert((!GLU && EPI < 5) || BN == 192,
+		      "SwiGLU's, exp's and RoPE's ping-pong tiles: 192 wide");
 	using Cf = Cfg<BN, CL>;
 	constexpr uint32_t KSTEP = 16 * 2, HALF = 64 * SLAB_ROW_BYTES;
 	const int wg = threadIdx.x / WG_THREADS, lane = threadIdx.x % 32;
@@ -478,6 +553,11 @@ __device__ __forceinline__ void consume_pp(const Maps &mp, const bf16 *sA, const
 		} else if constexpr (EPI == 5) {
 			store_exp<BN>(mc, buf, acc[0], m0, n0, M, N, np, part, w.tn);
 			store_exp<BN>(mc, buf, acc[1], m0 + 64, n0, M, N, np, part, w.tn);
+		} else if constexpr (EPI == 6) {
+			rope_turn<BN>(acc[0], sf, ro, m0, n0);
+			store_pieces<BN>(mc, buf, acc[0], m0, n0, M, N, np);
+			rope_turn<BN>(acc[1], sf, ro, m0 + 64, n0);
+			store_pieces<BN>(mc, buf, acc[1], m0 + 64, n0, M, N, np);
 		} else {
 			store_pieces<BN>(mc, buf, acc[0], m0, n0, M, N, np);
 			store_pieces<BN>(mc, buf, acc[1], m0 + 64, n0, M, N, np);
@@ -541,11 +621,13 @@ __device__ __forceinline__ void consume(bf16 *__restrict__ Cm, const CUtensorMap
 
 // glu(EPI): N is the number of features F (h has 2 F columns).  EPI = 5:
 // the rows' sums into part, and *flag zeroed; otherwise flag, if not NULL,
-// is a guard: the product is made only if it is set.
+// is a guard: the product is made only if it is set.  EPI = 6: RoPE as ro
+// says (its frequencies copied to shared memory: indexed by lane, a
+// parameter would be copied to local memory).
 template <int BN, int CL, int EPI>
 __global__ void __launch_bounds__(NT, 1)
 gemm_tn_kernel(const __grid_constant__ Maps mp, bf16 *__restrict__ Cm, int M, int N, int K,
-	       int mfast, float *part, int *flag)
+	       int mfast, float *part, int *flag, const __grid_constant__ Rope ro)
 {
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
 	__trap();  // built without sm_90a
@@ -564,6 +646,10 @@ gemm_tn_kernel(const __grid_constant__ Maps mp, bf16 *__restrict__ Cm, int M, in
 	bf16 *sC = sB + C::ST * C::B_ELEMS;
 	uint64_t *full = reinterpret_cast<uint64_t *>(sC + C::C_ELEMS);
 	uint64_t *empty = full + C::ST;
+	float *sf = reinterpret_cast<float *>(empty + C::ST);  // EPI = 6: fh, then fl
+	if constexpr (EPI == 6)
+		if (threadIdx.x < 64)
+			sf[threadIdx.x] = threadIdx.x < 32 ? ro.fh[threadIdx.x] : ro.fl[threadIdx.x - 32];
 	Walk w;
 	w.cl = CL;
 	constexpr int TN = glu(EPI) ? BN / 2 : BN;  // output columns (features) a tile
@@ -593,7 +679,7 @@ gemm_tn_kernel(const __grid_constant__ Maps mp, bf16 *__restrict__ Cm, int M, in
 	} else {
 		regs_alloc<CONSUMER_REGS>();
 		if constexpr (pingpong(EPI))
-			consume_pp<BN, CL, EPI>(mp, sA, sB, sC, full, empty, M, N, w, kt, part);
+			consume_pp<BN, CL, EPI>(mp, sA, sB, sC, full, empty, M, N, w, kt, part, sf, ro);
 		else
 			consume<BN, CL, EPI>(Cm, mp.c, sA, sB, sC, full, empty, M, N, w, kt);
 	}
@@ -606,10 +692,12 @@ gemm_tn_kernel(const __grid_constant__ Maps mp, bf16 *__restrict__ Cm, int M, in
 // features).
 template <int BN, int CL, int EPI>
 int launch(const Maps &mp, uint16_t *Cm, int M, int N, int K, cudaStream_t st,
-	   float *part = nullptr, int *flag = nullptr)
+	   float *part = nullptr, int *flag = nullptr, const Rope *rope = nullptr)
 {
 	using C = Cfg<BN, CL>;
-	static_assert(C::SMEM <= 227 * 1024, "the stages exceed a block's shared memory");
+	constexpr int SMEM = C::SMEM + (EPI == 6 ? 64 * sizeof(float) : 0);
+	static_assert(SMEM <= 227 * 1024, "the stages exceed a block's shared memory");
+	const Rope ro = rope ? *rope : Rope{};
 	auto kern = gemm_tn_kernel<BN, CL, EPI>;
 	int dev;
 	if (cudaGetDevice(&dev))
@@ -623,7 +711,7 @@ int launch(const Maps &mp, uint16_t *Cm, int M, int N, int K, cudaStream_t st,
 	attr[0].val.clusterDim.y = 1;
 	attr[0].val.clusterDim.z = 1;
 	cfg.blockDim = dim3(NT);
-	cfg.dynamicSmemBytes = C::SMEM;
+	cfg.dynamicSmemBytes = SMEM;
 	cfg.stream = st;
 	cfg.attrs = attr;
 	cfg.numAttrs = 1;
@@ -635,7 +723,7 @@ int launch(const Maps &mp, uint16_t *Cm, int M, int N, int K, cudaStream_t st,
 	// fit than sms / 2, and the rest would run as a second wave.
 	static int dev_set = -1, sms, fit;
 	if (dev != dev_set) {
-		if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM) ||
+		if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM) ||
 		    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev))
 			return -1;
 		fit = sms / CL;
@@ -653,7 +741,8 @@ int launch(const Maps &mp, uint16_t *Cm, int M, int N, int K, cudaStream_t st,
 	static const char *r = getenv("LMPIPE_GEMM_RASTER");
 	const int mfast = r && !strcmp(r, "m") ? 1 : r && !strcmp(r, "n") ? 0
 				 : (long long)N * (glu(EPI) ? 2 : 1) > M;
-	if (cudaLaunchKernelEx(&cfg, kern, mp, (bf16 *)Cm, M, N, K, mfast, part, flag) != cudaSuccess)
+	if (cudaLaunchKernelEx(&cfg, kern, mp, (bf16 *)Cm, M, N, K, mfast, part, flag, ro) !=
+	    cudaSuccess)
 		return -1;
 	return cudaGetLastError() == cudaSuccess ? 0 : -1;
 }
@@ -727,10 +816,11 @@ extern "C" int gemm_swiglu_cuda(uint16_t *h, uint16_t *out, const uint16_t *A, c
 	return cl == 2 ? launch<128, 2, 3>(mp, h, M, F, K, st) : launch<128, 1, 3>(mp, h, M, F, K, st);
 }
 
-// The LM head's products (kernels/gemm.h): 192-wide ping-pong tiles.
+// The LM head's products and the q/k/v product with RoPE (kernels/gemm.h):
+// 192-wide ping-pong tiles.
 namespace {
 
-int head_maps(Maps *mp, uint16_t *C, const uint16_t *A, const uint16_t *B, int M, int N, int K,
+int pp_maps(Maps *mp, uint16_t *C, const uint16_t *A, const uint16_t *B, int M, int N, int K,
 	      int cl)
 {
 	if (M <= 0 || N <= 0 || K <= 0 || K % 8 || N % 8 || (cl != 1 && cl != 2) ||
@@ -751,7 +841,7 @@ extern "C" int gemm_exp_cuda(uint16_t *E, float *part, int *flag, const uint16_t
 			     const uint16_t *B, int M, int N, int K, int cl, void *stream)
 {
 	Maps mp;
-	if (!part || !flag || head_maps(&mp, E, A, B, M, N, K, cl))
+	if (!part || !flag || pp_maps(&mp, E, A, B, M, N, K, cl))
 		return -1;
 	cudaStream_t st = (cudaStream_t)stream;
 	return cl == 2 ? launch<192, 2, 5>(mp, E, M, N, K, st, part, flag)
@@ -762,10 +852,30 @@ extern "C" int gemm_tn_guarded_cuda(uint16_t *C, const uint16_t *A, const uint16
 				    int N, int K, int cl, const int *guard, void *stream)
 {
 	Maps mp;
-	if (!guard || head_maps(&mp, C, A, B, M, N, K, cl))
+	if (!guard || pp_maps(&mp, C, A, B, M, N, K, cl))
 		return -1;
 	cudaStream_t st = (cudaStream_t)stream;
 	int *g = (int *)guard;  // read only: the kernel's flag is written by EPI = 5 alone
 	return cl == 2 ? launch<192, 2, 2>(mp, C, M, N, K, st, nullptr, g)
 		       : launch<192, 1, 2>(mp, C, M, N, K, st, nullptr, g);
+}
+
+extern "C" int gemm_rope_cuda(uint16_t *C, const uint16_t *A, const uint16_t *B, int M, int N,
+			      int K, int T, int cols, double theta, int cl, void *stream)
+{
+	Maps mp;
+	if (T < 1 || T > GEMM_ROPE_MAX_T || cols < 0 || cols > N || cols % ROPE_D || N % ROPE_D ||
+	    !(theta > 1 && theta < INFINITY) || pp_maps(&mp, C, A, B, M, N, K, cl))
+		return -1;
+	Rope ro;
+	for (int i = 0; i < ROPE_D / 2; i++) {  // rope_table's frequencies
+		const double f = pow(theta, -2.0 * i / ROPE_D);
+		ro.fh[i] = (float)f;
+		ro.fl[i] = (float)(f - (double)ro.fh[i]);
+	}
+	ro.T = T;
+	ro.cols = cols;
+	cudaStream_t st = (cudaStream_t)stream;
+	return cl == 2 ? launch<192, 2, 6>(mp, C, M, N, K, st, nullptr, nullptr, &ro)
+		       : launch<192, 1, 6>(mp, C, M, N, K, st, nullptr, nullptr, &ro);
 }

@@ -63,6 +63,7 @@ typedef enum lm_op {
 	LM_OP_ATTENTION,     /* a = head dimension, b = sequence length */
 	LM_OP_ATTENTION_BTHD, /* attn_fwd_bthd and attn_bwd_bthd, a and b as above */
 	LM_OP_ATTENTION_QKV, /* attn_qkv_fwd and attn_qkv_bwd, a and b as above */
+	LM_OP_QKV_ROPE,      /* matmul_qkv_rope_fwd, a and b as above */
 } lm_op;
 
 /* The logit variants of the LM head (model.h's softcap and z_loss; 0: off),
@@ -170,6 +171,15 @@ struct lm_backend {
 	 * backend has no fused version: the model runs those two ops. */
 	void (*gate_up_swiglu_fwd)(lm_backend *be, void *h, void *sw, const void *inp,
 				   const void *wgu, int N, int C, int F);
+	/* The q/k/v product with RoPE in one op: qkv (act) [B, T, 3, H, D] =
+	 * inp . Wqkv^T with q and k turned as rope_fwd turns them (pos = t;
+	 * the angles are the table cs's, which a backend may compute itself:
+	 * CUDA's product does, in fp32 before rounding), v as matmul_fwd
+	 * leaves it; then attn_qkv_fwd takes cs NULL.  For the shapes
+	 * supports(LM_OP_QKV_ROPE, D, T) accepts; NULL where a backend has
+	 * none (the attention rotates q and k). */
+	void (*matmul_qkv_rope_fwd)(lm_backend *be, void *qkv, const void *inp, const void *wqkv,
+				    const float *cs, double theta, int B, int T, int H, int D);
 	void (*rope_fwd)(lm_backend *be, void *x, const float *cs, int B, int H, int T, int D);
 	void (*rope_bwd)(lm_backend *be, void *dx, const float *cs, int B, int H, int T, int D);
 	void (*qkv_split)(lm_backend *be, void *q, void *k, void *v, const void *qkv,
@@ -206,7 +216,8 @@ struct lm_backend {
 	/* Causal attention on the q/k/v projection's packed rows qkv[B, T, 3,
 	 * H, D], before RoPE (table cs), into y [B, T, H, D]: the split, RoPE
 	 * and attn_fwd_bthd in one op.  The forward may leave qkv changed (the
-	 * CUDA flash path rotates q and k there in place); the backward pass
+	 * CUDA flash path rotates q and k there in place; cs NULL: they come
+	 * rotated already, by matmul_qkv_rope_fwd); the backward pass
 	 * takes it as the forward left it and overwrites it with its gradient
 	 * (qkv_rope_merge's output) from y and dy, with ws: attn_workspace's
 	 * bytes (the forward needs none).

@@ -127,7 +127,7 @@ static int cpu_sync(lm_backend *be, lm_err *e) { return backend_take_error(be, e
 /* Every shape; the fused attention ops are the model's composition. */
 static int cpu_supports(lm_backend *be, lm_op op, int a, int b)
 {
-	return op != LM_OP_ATTENTION_BTHD && op != LM_OP_ATTENTION_QKV;
+	return op != LM_OP_ATTENTION_BTHD && op != LM_OP_ATTENTION_QKV && op != LM_OP_QKV_ROPE;
 }
 
 static void cpu_close(lm_backend *be)

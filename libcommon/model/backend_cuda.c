@@ -331,6 +331,8 @@ static int cu_supports(lm_backend *be, lm_op op, int a, int b)
 {
 	if (op == LM_OP_ATTENTION_QKV) /* the short kernels, or the flash ones unpadded */
 		return attn_short_applies(a, b) || a == ATTN_D_SMALL || a == ATTN_D_LARGE;
+	if (op == LM_OP_QKV_ROPE) /* the flash kernels' head dimension the product turns */
+		return a == GEMM_ROPE_D && !attn_short_applies(a, b) && b >= 1 && b <= GEMM_ROPE_MAX_T;
 	if (op == LM_OP_ATTENTION_BTHD)
 		return attn_short_applies(a, b);
 	return op == LM_OP_ATTENTION ? attn_padded_dim(a) != 0 || attn_short_applies(a, b) : 0;
@@ -455,6 +457,23 @@ static void cu_gate_up_swiglu_fwd(lm_backend *be, void *h, void *sw, const void 
 	cudaGetLastError();
 	check(be, matmul_fwd_cuda(CTX(be)->mm, h, NULL, inp, wgu, N, C, 2 * F) ||
 		  swiglu_fwd_cuda(sw, h, N, F, ST(be)), "gate/up matmul and SwiGLU");
+}
+
+/* The q/k/v product with RoPE in its epilogue, on lmpipe's own product
+ * (kernels/gemm.h gemm_rope_cuda: ping-pong tiles 192 wide in clusters of
+ * two), for heads of 64 and products of SWIGLU_ROWS rows or more;
+ * otherwise, or where it refuses, cuBLASLt's product, then q and k turned
+ * in place by the table (what the attention does when given one). */
+static void cu_matmul_qkv_rope_fwd(lm_backend *be, void *qkv, const void *inp, const void *wqkv,
+				   const float *cs, double theta, int B, int T, int H, int D)
+{
+	int N = B * T, C = H * D;
+	if (D == GEMM_ROPE_D && N >= SWIGLU_ROWS &&
+	    !gemm_rope_cuda(qkv, inp, wqkv, N, 3 * C, C, T, 2 * C, theta, 2, ST(be)))
+		return;
+	cudaGetLastError();
+	check(be, matmul_fwd_cuda(CTX(be)->mm, qkv, NULL, inp, wqkv, N, C, 3 * C) ||
+		  qkv_rope_cuda(qkv, cs, B, T, H, D, ST(be)), "q/k/v matmul and RoPE");
 }
 
 static void cu_matmul_bwd(lm_backend *be, void *dinp, float *dw, const void *dout, const void *inp,
@@ -1159,6 +1178,7 @@ static const lm_backend cuda_table = {
 	.rmsnorm_bwd_act = cu_rmsnorm_bwd_act,
 	.matmul_fwd = cu_matmul_fwd,
 	.gate_up_swiglu_fwd = cu_gate_up_swiglu_fwd,
+	.matmul_qkv_rope_fwd = cu_matmul_qkv_rope_fwd,
 	.matmul_bwd = cu_matmul_bwd,
 	.rope_fwd = cu_rope_fwd,
 	.rope_bwd = cu_rope_bwd,

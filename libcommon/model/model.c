@@ -41,6 +41,7 @@ struct model_acts {
 	int attn_bthd;                       /* attention reads and writes y: no o, no dO */
 	int attn_qkv;                        /* and reads qkvl: no q, k, v, qkv, dq, dk, dv */
 	void **qkvl;                         /* attn_qkv: each layer's q/k/v projection (act) */
+	int qkv_rope;                        /* attn_qkv with q and k turned by the product */
 	float *tok_w;                        /* per-token loss weights (fp32) */
 	float *extra;                        /* fp32 [N, max(V, C)]: extra gradients */
 	float *tok_ent;                      /* fp32 [N]: per-token entropies or their gradients */
@@ -207,6 +208,11 @@ int model_init_ex(model *m, const model_config *c, lm_backend *be, int maxB, int
 	const char *aq = getenv("LMPIPE_ATTN_QKV"); /* "0": the unfused path, to compare */
 	a->attn_qkv = !(aq && !strcmp(aq, "0")) && be->attn_qkv_fwd && be->attn_qkv_bwd && !c->qk_norm &&
 		      c->n_kv_heads == c->n_heads && be->supports(be, LM_OP_ATTENTION_QKV, Dh, maxT);
+	/* RoPE in the q/k/v product's epilogue where the backend has it for this
+	 * shape (LMPIPE_GEMM_ROPE=0: the attention turns q and k, to compare) */
+	const char *gr = getenv("LMPIPE_GEMM_ROPE");
+	a->qkv_rope = a->attn_qkv && !(gr && !strcmp(gr, "0")) && be->matmul_qkv_rope_fwd &&
+		      be->supports(be, LM_OP_QKV_ROPE, Dh, maxT);
 	a->attn_bthd = !a->attn_qkv && be->attn_fwd_bthd && be->attn_bwd_bthd &&
 		       be->supports(be, LM_OP_ATTENTION_BTHD, Dh, maxT);
 	if (a->attn_qkv) {
@@ -707,10 +713,18 @@ static void forward_blocks(model *m)
 		const layer_cptrs *w = &m->lc[l];
 		p_rmsnorm_fwd(m, a->ln1[l], a->rstd1[l], a->res[l], p->ln1, N, C);
 		if (a->attn_qkv) {
-			p_matmul_fwd(m, "matmul qkv", a->qkvl[l], NULL, a->ln1[l], w->wqkv, N, C, QKV);
+			const float *cs = m->rope_cs; /* NULL once the product has turned q and k */
+			if (a->qkv_rope) {
+				PROF(be, "matmul qkv + rope", 2.0 * N * C * QKV,
+				     ((double)N * C + (double)QKV * C + (double)N * QKV) * esz(m),
+				     be->matmul_qkv_rope_fwd(be, a->qkvl[l], a->ln1[l], w->wqkv, cs,
+							     c->rope_theta, B, T, H, D));
+				cs = NULL;
+			} else {
+				p_matmul_fwd(m, "matmul qkv", a->qkvl[l], NULL, a->ln1[l], w->wqkv, N, C, QKV);
+			}
 			PROF(be, "attention", 2.0 * B * H * T * (double)T * D, 6.0 * N * C * esz(m),
-			     be->attn_qkv_fwd(be, a->qkvl[l], m->rope_cs, a->y[l], a->lse[l], B, T, H, D,
-					      scale));
+			     be->attn_qkv_fwd(be, a->qkvl[l], cs, a->y[l], a->lse[l], B, T, H, D, scale));
 			goto attn_done;
 		}
 		p_matmul_fwd(m, "matmul qkv", a->qkv, NULL, a->ln1[l], w->wqkv, N, C, QKV);

@@ -6,8 +6,8 @@
  * odd count of row blocks for a cluster: the last one's second block has
  * no rows; several tiles a block); the ping-pong tiles 128 and 192 wide;
  * the same product with SwiGLU in its epilogue; the LM head's product with
- * the exponential in its epilogue and the guarded product; and the shapes
- * they refuse. */
+ * the exponential in its epilogue and the guarded product; the q/k/v
+ * product with RoPE in its epilogue; and the shapes they refuse. */
 #ifndef LMPIPE_OP_GEMM_H
 #define LMPIPE_OP_GEMM_H
 
@@ -308,6 +308,94 @@ out:
 	(int)(sizeof gemm_exp_shapes / sizeof *gemm_exp_shapes), gemm_exp_tols, \
 	(int)(sizeof gemm_exp_tols / sizeof *gemm_exp_tols), gemm_exp_describe, gemm_exp_run }
 
+/* gemm_rope_cuda: C against the double sum with each head's pairs (i, i +
+ * 32) in the columns below cols turned in double by the angle (row % T)
+ * theta^(-2i/64).  Shapes: M, N, K, T, cols, cluster; theta 5e5 where T
+ * is odd, else 1e4.  Partial row tiles, N not a multiple of 192 (a tile
+ * of one head), no columns turned and all of them, positions up to 2^17
+ * - 1 (where an angle's fp32 product alone would be off by up to 0.008). */
+static const int gemm_rope_shapes[][GPU_MAX_DIMS] = {
+	{1, 64, 8, 1, 64, 1},          {100, 192, 40, 100, 128, 1},  {300, 384, 200, 64, 256, 2},
+	{257, 640, 64, 7, 640, 2},     {2048, 2304, 128, 1024, 1536, 2}, {4100, 1152, 136, 1000, 768, 1},
+	{1000, 576, 72, 333, 0, 2},    {16384, 192, 64, 16383, 128, 2},
+	{131072, 64, 8, 131072, 64, 2},
+};
+
+static const gpu_tol gemm_rope_tols[] = {{"C", 5e-3, 4e-3}};
+
+static double gemm_rope_theta(const int *s)
+{
+	return s[3] % 2 ? 5e5 : 1e4;
+}
+
+static void gemm_rope_describe(const int *s, char *buf, size_t len)
+{
+	snprintf(buf, len, "M%d N%d K%d T%d cols %d theta %g cluster %d", s[0], s[1], s[2], s[3],
+		 s[4], gemm_rope_theta(s), s[5]);
+}
+
+/* ref[M, N] turned in place as gemm_rope_cuda turns it. */
+static void gemm_rope_ref(float *ref, int M, int N, int T, int cols, double theta)
+{
+	for (int r = 0; r < M; r++)
+		for (int c = 0; c < cols; c++) {
+			const int i = c % GEMM_ROPE_D;
+			if (i >= GEMM_ROPE_D / 2)
+				continue;
+			const double a = (double)(r % T) * pow(theta, -2.0 * i / GEMM_ROPE_D);
+			float *x = ref + (size_t)r * N + c;
+			const double x0 = x[0], x1 = x[GEMM_ROPE_D / 2];
+			x[0] = (float)(x0 * cos(a) - x1 * sin(a));
+			x[GEMM_ROPE_D / 2] = (float)(x1 * cos(a) + x0 * sin(a));
+		}
+}
+
+static const char *gemm_rope_run(const int *s, uint64_t seed, gpu_err *err)
+{
+	const int M = s[0], N = s[1], K = s[2];
+	const size_t na = (size_t)M * K, nb = (size_t)N * K, nc = (size_t)M * N;
+	uint16_t *ha = malloc(na * 2), *hb = malloc(nb * 2), *hc = malloc(nc * 2);
+	float *fa = malloc(na * 4), *fb = malloc(nb * 4), *ref = malloc(nc * 4), *tmp = malloc(nc * 4);
+	uint16_t *A = NULL, *B = NULL, *C = NULL;
+	const char *fail = NULL;
+	uint64_t st = seed;
+	if (!ha || !hb || !hc || !fa || !fb || !ref || !tmp) {
+		fail = "host memory";
+		goto out;
+	}
+	gpu_rand_bf16(ha, fa, na, 1.0f, &st);
+	gpu_rand_bf16(hb, fb, nb, 0.5f, &st);
+	gemm_ref_abt(ref, fa, fb, M, N, K);
+	gemm_rope_ref(ref, M, N, s[3], s[4], gemm_rope_theta(s));
+	C = gpu_poisoned(nc * 2);
+	if (!C || cudaMalloc((void **)&A, na * 2) != cudaSuccess ||
+	    cudaMalloc((void **)&B, nb * 2) != cudaSuccess ||
+	    cudaMemcpy(A, ha, na * 2, cudaMemcpyHostToDevice) != cudaSuccess ||
+	    cudaMemcpy(B, hb, nb * 2, cudaMemcpyHostToDevice) != cudaSuccess) {
+		fail = "device memory";
+		goto out;
+	}
+	if (gemm_rope_cuda(C, A, B, M, N, K, s[3], s[4], gemm_rope_theta(s), s[5], NULL) ||
+	    cudaDeviceSynchronize() != cudaSuccess ||
+	    cudaMemcpy(hc, C, nc * 2, cudaMemcpyDeviceToHost) != cudaSuccess) {
+		fail = "gemm_rope_cuda failed";
+		goto out;
+	}
+	err[0] = gpu_compare_bf16(hc, ref, nc, tmp);
+out:
+	cudaFree(A);
+	cudaFree(B);
+	cudaFree(C);
+	void *host[] = {ha, hb, hc, fa, fb, ref, tmp};
+	for (size_t i = 0; i < sizeof host / sizeof *host; i++)
+		free(host[i]);
+	return fail;
+}
+
+#define GEMM_ROPE_OP { "gemm_rope", gemm_rope_shapes, \
+	(int)(sizeof gemm_rope_shapes / sizeof *gemm_rope_shapes), gemm_rope_tols, \
+	(int)(sizeof gemm_rope_tols / sizeof *gemm_rope_tols), gemm_rope_describe, gemm_rope_run }
+
 /* What gemm_tn_cuda refuses, without touching memory. */
 static void gemm_refused(void)
 {
@@ -332,6 +420,21 @@ static void gemm_refused(void)
 	   "gemm_exp refuses a cluster of 3");
 	ok(gemm_tn_guarded_cuda(p, p, p, 16, 16, 64, 1, NULL, NULL) == -1,
 	   "gemm_tn_guarded refuses no guard");
+	ok(gemm_rope_cuda(p, p, p, 16, 96, 64, 16, 64, 1e4, 2, NULL) == -1,
+	   "gemm_rope refuses N not a multiple of 64");
+	ok(gemm_rope_cuda(p, p, p, 16, 128, 64, 16, 96, 1e4, 2, NULL) == -1,
+	   "gemm_rope refuses turned columns not a multiple of 64");
+	ok(gemm_rope_cuda(p, p, p, 16, 128, 64, 16, 192, 1e4, 2, NULL) == -1,
+	   "gemm_rope refuses more turned columns than N");
+	ok(gemm_rope_cuda(p, p, p, 16, 128, 64, 0, 64, 1e4, 2, NULL) == -1,
+	   "gemm_rope refuses T = 0");
+	ok(gemm_rope_cuda(p, p, p, 16, 128, 64, GEMM_ROPE_MAX_T + 1, 64, 1e4, 2, NULL) == -1,
+	   "gemm_rope refuses positions past 2^17");
+	ok(gemm_rope_cuda(p, p, p, 16, 128, 64, 16, 64, 1.0, 2, NULL) == -1 &&
+	   gemm_rope_cuda(p, p, p, 16, 128, 64, 16, 64, NAN, 2, NULL) == -1,
+	   "gemm_rope refuses theta <= 1 or NaN");
+	ok(gemm_rope_cuda(p, p, p, 16, 128, 64, 16, 64, 1e4, 3, NULL) == -1,
+	   "gemm_rope refuses a cluster of 3");
 	cudaFree(p);
 }
 

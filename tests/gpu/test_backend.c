@@ -515,10 +515,14 @@ static void test_embedding_det(int N, int V, int C)
  * composition: split, RoPE, attention, heads merge; and back.  D = 32:
  * the short kernels; 64 and 128 the flash ones, which rotate qkv in place
  * for the backward pass.  det: --deterministic, and the whole pass run
- * again from the same qkv gives the same bits. */
-static void test_attn_qkv(int B, int T, int H, int D, int det)
+ * again from the same qkv gives the same bits.  prod: qkv made by the
+ * q/k/v product with RoPE (matmul_qkv_rope_fwd; CUDA: RoPE in the
+ * product's epilogue from 2048 rows, else cuBLASLt's product and the
+ * table's rotation), against the CPU's product, split, RoPE and merge,
+ * then the attention taking no table. */
+static void test_attn_qkv_op(int B, int T, int H, int D, int det, int prod)
 {
-	char what[96];
+	char what[112];
 	size_t n = (size_t)B * T * H * D, nl = (size_t)B * H * T;
 	float scale = 1.0f / sqrtf((float)D);
 	float *qkv = rnd(3 * n, 1), *dy = rnd(n, 1), *cs = malloc((size_t)T * D * sizeof *cs);
@@ -526,6 +530,17 @@ static void test_attn_qkv(int B, int T, int H, int D, int det)
 	BOTH(qkv, qkv, 3 * n, 1);
 	BOTH(cs, cs, (size_t)T * D, 0);
 	BOTH(dy, dy, n, 1);
+	if (prod) { /* qkv from the product instead (det is not run with it) */
+		int N = B * T, C = H * D;
+		float *in = rnd((size_t)N * C, 1), *w = rnd((size_t)3 * C * C, 0.1f);
+		BOTH(in, in, (size_t)N * C, 1);
+		BOTH(w, w, (size_t)3 * C * C, 1);
+		ok(gpu.be->supports(gpu.be, LM_OP_QKV_ROPE, D, T),
+		   "CUDA has RoPE in the q/k/v product for D=%d T=%d", D, T);
+		cpu.be->matmul_fwd(cpu.be, qkvc, NULL, inc, wc, N, C, 3 * C);
+		gpu.be->matmul_qkv_rope_fwd(gpu.be, qkvg, ing, wg, csg, ROPE_THETA_DEFAULT, B, T, H, D);
+		free(in), free(w);
+	}
 	OUT(q, n, 1);
 	OUT(k, n, 1);
 	OUT(v, n, 1);
@@ -547,11 +562,19 @@ static void test_attn_qkv(int B, int T, int H, int D, int det)
 	cpu.be->rope_fwd(cpu.be, kc, csc, B, H, T, D);
 	cpu.be->attn_fwd(cpu.be, qc, kc, vc, oc, lsec, B, H, T, D, 1, scale, wsc, wc_b);
 	cpu.be->heads_merge(cpu.be, yc, oc, B, T, H, D);
+	const char *how = prod ? " after the product with RoPE" : "";
+	if (prod) {
+		OUT(rot, 3 * n, 1);
+		cpu.be->qkv_merge(cpu.be, rotc, qc, kc, vc, B, T, H, D);
+		snprintf(what, sizeof what, "q/k/v product with RoPE B=%d T=%d H=%d D=%d: qkv", B, T, H, D);
+		compare(what, qkvg, rotc, 3 * n, 1, TOL_ACT);
+		(void)rotg;
+	}
 	ok(gpu.be->supports(gpu.be, LM_OP_ATTENTION_QKV, D, T), "CUDA has the fused attention for D=%d T=%d", D, T);
-	gpu.be->attn_qkv_fwd(gpu.be, qkvg, csg, yg, lseg, B, T, H, D, scale);
-	snprintf(what, sizeof what, "attention on packed qkv B=%d T=%d H=%d D=%d: y", B, T, H, D);
+	gpu.be->attn_qkv_fwd(gpu.be, qkvg, prod ? NULL : csg, yg, lseg, B, T, H, D, scale);
+	snprintf(what, sizeof what, "attention on packed qkv%s B=%d T=%d H=%d D=%d: y", how, B, T, H, D);
 	compare(what, yg, yc, n, 1, TOL_ACT);
-	snprintf(what, sizeof what, "attention on packed qkv B=%d T=%d H=%d D=%d: lse", B, T, H, D);
+	snprintf(what, sizeof what, "attention on packed qkv%s B=%d T=%d H=%d D=%d: lse", how, B, T, H, D);
 	compare(what, lseg, lsec, nl, 0, TOL_F32);
 	cpu.be->heads_split(cpu.be, dOc, dyc, B, T, H, D);
 	cpu.be->attn_bwd(cpu.be, qc, kc, vc, oc, dOc, lsec, dqc, dkc, dvc, B, H, T, D, 1, scale, wsc, wc_b);
@@ -559,8 +582,8 @@ static void test_attn_qkv(int B, int T, int H, int D, int det)
 	cpu.be->rope_bwd(cpu.be, dkc, csc, B, H, T, D);
 	cpu.be->qkv_merge(cpu.be, qkvc, dqc, dkc, dvc, B, T, H, D);
 	gpu.be->attn_qkv_bwd(gpu.be, qkvg, csg, yg, dyg, lseg, B, T, H, D, scale, wsg, wg_b);
-	snprintf(what, sizeof what, "attention on packed qkv backward B=%d T=%d H=%d D=%d%s: dqkv", B,
-		 T, H, D, det ? " deterministic" : "");
+	snprintf(what, sizeof what, "attention on packed qkv%s backward B=%d T=%d H=%d D=%d%s: dqkv",
+		 how, B, T, H, D, det ? " deterministic" : "");
 	compare(what, qkvg, qkvc, 3 * n, 1, 2 * TOL_ACT);
 	if (det) {
 		size_t bytes = 3 * n * sizeof(uint16_t);
@@ -588,6 +611,11 @@ static void test_attn_qkv(int B, int T, int H, int D, int det)
 	(void)qg, (void)kg, (void)vg, (void)og, (void)dOg, (void)dqg, (void)dkg, (void)dvg;
 	free(qkv), free(dy), free(cs);
 	release_all(&cpu), release_all(&gpu);
+}
+
+static void test_attn_qkv(int B, int T, int H, int D, int det)
+{
+	test_attn_qkv_op(B, T, H, D, det, 0);
 }
 
 static void test_embedding_adamw(int N, int V, int C)
@@ -1012,6 +1040,12 @@ int main(void)
 	test_attn_qkv(1, 1, 2, 64, 0);
 	test_attn_qkv(1, 700, 3, 64, 1);
 	test_attn_qkv(1, 129, 2, 128, 1);
+	test_attn_qkv_op(2, 1024, 4, 64, 0, 1); /* RoPE in the product's epilogue */
+	test_attn_qkv_op(2, 1500, 2, 64, 0, 1); /* rows past a tile's, T not a multiple of 128 */
+	test_attn_qkv_op(1, 100, 3, 64, 0, 1);  /* fewer rows: cuBLASLt's, then the table */
+	ok(!gpu.be->supports(gpu.be, LM_OP_QKV_ROPE, 128, 1024) &&
+	   !gpu.be->supports(gpu.be, LM_OP_QKV_ROPE, 32, 256),
+	   "RoPE in the q/k/v product: heads of 64 only");
 	test_embedding_adamw(37, 97, 40);
 	test_adamw_multi(9, 0);
 	test_adamw_multi(70, 1);

@@ -11,6 +11,7 @@ static const gpu_op ops[] = {
 	GEMM_OP,
 	GEMM_SWIGLU_OP,
 	GEMM_EXP_OP,
+	GEMM_ROPE_OP,
 };
 
 int main(void)
