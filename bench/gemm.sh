@@ -13,7 +13,10 @@
 #                                               cuBLASLt then the SwiGLU pass; "rope":
 #                                               gemm_rope_cuda, N = 3 H 64, against
 #                                               cuBLASLt then the RoPE pass, rows of
-#                                               GEMM_ROPE_T = 1024 tokens)
+#                                               GEMM_ROPE_T = 1024 tokens; 192 wide
+#                                               only: EPIS=rope BNS=192
+#                                               SHAPES=32768:2304:768)
+#   BNS="128 256" bench/gemm.sh                (tile widths, the default)
 #   GEMM_REPS=1 bench/gemm.sh                  (products per timing, default 10 back
 #                                               to back; 1: each alone, no overlap)
 set -eu
@@ -32,6 +35,6 @@ for s in $SHAPES; do
 	IFS=: read -r m n k <<-EOS
 	$s
 	EOS
-	GEMM_CLUSTERS=$CLUSTERS GEMM_EPIS=$EPIS "$BENCH" "$m" "$n" "$k" || status=1
+	GEMM_CLUSTERS=$CLUSTERS GEMM_EPIS=$EPIS "$BENCH" "$m" "$n" "$k" ${BNS:-} || status=1
 done
 exit $status

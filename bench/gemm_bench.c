@@ -20,7 +20,8 @@
  * silu(gate) up) against cuBLASLt's product then swiglu_fwd_cuda, and
  * checks both outputs.  The epilogue "rope" runs gemm_rope_cuda (the q/k/v
  * product with RoPE: N = 3 H 64, rows of sequences of GEMM_ROPE_T tokens,
- * default 1024, M a multiple of it; the q and k heads turned, theta 1e4)
+ * default 1024, M a multiple of it; the q and k heads turned, theta 1e4;
+ * BN 192 only, other widths print "refused")
  * against cuBLASLt's product then qkv_rope_cuda's pass (and prints the
  * product alone's ratio too), checked against cuBLASLt's output turned on
  * the host.  Exit 1 when a check fails. */
@@ -175,7 +176,8 @@ static int run_ours(int bn, const char *cl, const char *epi, matmul_cuda *mc, ui
 		epi = "pp";  /* 192 wide is ping-pong only */
 	CK(cudaMemset(C, 0xff, nc * 2));
 	struct product self = { bn, mc, C, A, B, M, N, K, st };
-	if (run_product(&self)) {  /* e.g. ping-pong at BN = 256 */
+	/* e.g. ping-pong at BN = 256; RoPE's product is 192 wide only */
+	if ((rope && bn != 192) || run_product(&self)) {
 		printf("{\"impl\": \"lmpipe\", \"BN\": %d, \"cluster\": \"%s\", \"epi\": \"%s\", "
 		       "\"M\": %d, \"N\": %d, \"K\": %d, \"refused\": true}\n", bn, cl, epi, M, N, K);
 		return 0;
