@@ -156,19 +156,57 @@ __device__ __forceinline__ void issue_t(float (*d)[4], uint32_t aaddr, uint32_t 
 	wgmma_commit();
 }
 
+// The same product with A (the warpgroup's 64 rows of K or V, D wide) from
+// registers: a[kk] is the A fragment of k16 step kk (load_a_frags).
+template <int D, int BM>
+__device__ __forceinline__ void issue_t_rs(float (*d)[4], const uint32_t (*a)[4], uint32_t baddr)
+{
+	static_assert(BM == 64, "register-held K and V: query steps of 64 rows");
+	constexpr uint32_t KSTEP = 16 * sizeof(bf16);
+	constexpr uint32_t QSLAB = BM * SLAB_ROW_BYTES;
+#pragma unroll
+	for (int kk = 0; kk < D / 16; kk++)
+		wgb_rs_n64(d, a[kk], sw128_desc(baddr + (kk / 4) * QSLAB + (kk % 4) * KSTEP, 16,
+						SW_ATOM_BYTES),
+			   kk > 0);
+	wgmma_commit();
+}
+
+// This thread's A fragments of a warp's 16 rows of a [T, D] head (rows ld
+// elements apart): rows `row` and row + 8, columns 2t, 2t + 1 and + 8 of
+// each k16 step; rows past T are zeros.
+template <int D>
+__device__ __forceinline__ void load_a_frags(uint32_t (*a)[4], const bf16 *src, int row, int t,
+					     int T, size_t ld)
+{
+#pragma unroll
+	for (int h = 0; h < 2; h++) {
+		const bool valid = row + h * 8 < T;
+		const uint32_t *r = reinterpret_cast<const uint32_t *>(src + (size_t)(row + h * 8) * ld);
+#pragma unroll
+		for (int kk = 0; kk < D / 16; kk++) {
+			a[kk][h] = valid ? r[kk * 8 + t] : 0;
+			a[kk][h + 2] = valid ? r[kk * 8 + 4 + t] : 0;
+		}
+	}
+}
+
 // One warpgroup's query step: its 64 keys (first key `wkey`, this
 // thread's rows from `key`; K and V rows at kaddr, vaddr within tiles of
 // BN rows) against BM queries from m0 (Q, dO at qaddr, doaddr; lse and
 // delta at ls, dl).  S^T and dP^T, P^T and dS^T into pa and sa as bf16 A
 // fragments, then dV += P^T dO and dK += dS^T Q issued as two groups, not
 // waited for.  Causal steps wholly before the keys give pa = sa = 0 and
-// issue nothing.
+// issue nothing.  With ka and va (the warpgroup's K and V rows as A
+// fragments, load_a_frags), S^T and dP^T take A from them, not from kaddr
+// and vaddr.
 template <int D, int BM, int BN>
 __device__ __forceinline__ void kv_step(float (*adk)[4], float (*adv)[4], uint32_t (*pa)[4],
 					uint32_t (*sa)[4], uint32_t kaddr, uint32_t vaddr,
 					uint32_t qaddr, uint32_t doaddr, uint32_t ls, uint32_t dl,
 					float sl2, float scale, int m0, int wkey, int key, int t, int T,
-					int causal)
+					int causal, const uint32_t (*ka)[4] = nullptr,
+					const uint32_t (*va)[4] = nullptr)
 {
 	constexpr uint32_t ROWS16 = 16 * SLAB_ROW_BYTES;  // 16 rows of a slab
 	constexpr uint32_t QSLAB = BM * SLAB_ROW_BYTES;
@@ -185,8 +223,18 @@ __device__ __forceinline__ void kv_step(float (*adk)[4], float (*adv)[4], uint32
 	fence_regs<BM / 8>(st);
 	fence_regs<BM / 8>(dpt);
 	wgmma_fence();
-	issue_t<D, BM, BN>(st, kaddr, qaddr);
-	issue_t<D, BM, BN>(dpt, vaddr, doaddr);
+	if constexpr (BM == 64) {
+		if (ka) {
+			issue_t_rs<D, BM>(st, ka, qaddr);
+			issue_t_rs<D, BM>(dpt, va, doaddr);
+		} else {
+			issue_t<D, BM, BN>(st, kaddr, qaddr);
+			issue_t<D, BM, BN>(dpt, vaddr, doaddr);
+		}
+	} else {
+		issue_t<D, BM, BN>(st, kaddr, qaddr);
+		issue_t<D, BM, BN>(dpt, vaddr, doaddr);
+	}
 	wgmma_wait<0>();
 	fence_regs<BM / 8>(st);
 	fence_regs<BM / 8>(dpt);

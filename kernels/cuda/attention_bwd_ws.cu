@@ -45,6 +45,13 @@
 #ifndef BWS_DQ_N
 #define BWS_DQ_N 32
 #endif
+// 1: at head dimension 64, each key warpgroup holds its 64 rows of K and
+// V in registers as the A operand of S^T and dP^T (32 registers), so the
+// tensor cores read only Q and dO from shared memory for them; 0: K and V
+// from shared memory.
+#ifndef BWS_KV_REGS
+#define BWS_KV_REGS 1
+#endif
 // 1: the grid's x is the key block (a head's blocks run side by side);
 // 0: x is the head.
 #ifndef BWS_KB_FAST
@@ -179,8 +186,17 @@ bwd_ws_kernel(const bf16 *q, const bf16 *k, const bf16 *v, const bf16 *__restric
 	const int krow = wg * BWG_KEYS + warp * 16;  // this warp's first key, within the block
 	const float sl2 = scale * LOG2E;
 
+	// KVR: K and V as A fragments; V then has no use in shared memory
+	// (the dQ warpgroup reads K there).
+	constexpr bool KVR = BWS_KV_REGS && D == 64 && BM == 64;
+	uint32_t ka[KVR ? D / 16 : 1][4], va[KVR ? D / 16 : 1][4];
 	load_slabs<BN, D, KT>(sK, k, k0, T, ld);
-	load_slabs<BN, D, KT>(sV, v, k0, T, ld);
+	if constexpr (KVR) {
+		load_a_frags<D>(ka, k, k0 + krow + g, t, T, ld);
+		load_a_frags<D>(va, v, k0 + krow + g, t, T, ld);
+	} else {
+		load_slabs<BN, D, KT>(sV, v, k0, T, ld);
+	}
 	load_q_slabs<D, BM, KT>(sQ, sdO, sL, sDl, q, dout, lse, delta, mfirst * BM, T, ld, ldo);
 	cp_async_commit();
 
@@ -208,7 +224,8 @@ bwd_ws_kernel(const bf16 *q, const bf16 *k, const bf16 *v, const bf16 *__restric
 		uint32_t pa[BM / 16][4], sa[BM / 16][4];
 		kv_step<D, BM, BN>(adk, adv, pa, sa, kaddr + wgoff, vaddr + wgoff, qaddr, doaddr,
 				   smem_addr(sL + buf * BM), smem_addr(sDl + buf * BM), sl2, scale, m0,
-				   wkey, k0 + krow + g, t, T, causal);
+				   wkey, k0 + krow + g, t, T, causal, KVR ? ka : nullptr,
+				   KVR ? va : nullptr);
 		if (j >= 2)
 			named_bar_sync(BAR_EMPTY + buf, NT);  // dQ of step j - 2 has read it
 		store_ds<BM, BN>(dsaddr, sa, krow + g, t);
@@ -252,6 +269,9 @@ int attn_bwd_ws_any(const uint16_t *q, const uint16_t *k, const uint16_t *v, con
 		    int BH, int H, const float *cs, int T, int D, int causal, float scale, int det,
 		    cudaStream_t st)
 {
+	if (attn_bwd_ps_on(BH, T, D, det))
+		return attn_bwd_ps(q, k, v, dout, lse, delta, dqacc, dk, dv, BH, H, cs, T, causal,
+				   scale, st);
 	if (det && D == 64)
 		return launch<64, DQ_ROWS, 2, true>(q, k, v, dout, lse, delta, dqacc, dk, dv, BH, H,
 						    cs, T, causal, scale, st);

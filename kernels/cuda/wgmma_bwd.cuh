@@ -73,5 +73,18 @@ __device__ __forceinline__ void wgb_ss_tt_n64(float d[8][4], uint64_t da, uint64
 		     : "l"(da), "l"(db), "r"(scale_d));
 }
 
+// d (64 x 64) = (scale_d ? d : 0) + A B; A (64 x 16) from registers (each
+// warp its 16 rows, the mma.sync A layout), B (64 x 16, i.e. B^T) K-major
+// in shared memory: S^T = K Q^T and dP^T = V dO^T with the warpgroup's K
+// and V rows held in registers for the whole block.
+__device__ __forceinline__ void wgb_rs_n64(float d[8][4], const uint32_t a[4], uint64_t db,
+					   int scale_d)
+{
+	asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+		     "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, "
+		     "{%32,%33,%34,%35}, %36, p, 1, 1, 0;\n}\n"
+		     : WG_FRAGS8(d, 0)
+		     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(scale_d));
+}
 
 #endif
