@@ -25,11 +25,22 @@
 // PACKED (attn_qkv_bwd_cuda): q, k, v are read where the projection
 // qkv[B, T, 3, H, D] holds them (q and k rotated) and dO from [B, T, H,
 // D]; dK, rotated back, and dV are stored over k and v.
+//
+// TMA (the default where T is a multiple of 4; LMPIPE_ATTN_BWD_TMA=0 turns
+// it off): one thread of the first key warpgroup brings each query step's
+// Q, dO, lse and delta by the copy engine, a step ahead, into buffers each
+// guarded by a full and an empty mbarrier, instead of every key thread's
+// cp.async and a barrier of both key warpgroups each step.  The 256
+// threads' cp.async instructions throttled the load queue, and the
+// warpgroups now wait only for their own step's data, so they may run up
+// to a step apart.
 #include "attention_bwd.cuh"
 #include "attention_cuda.cuh"
 #include "kernels/attention.h"
 
 #include <cuda_runtime.h>
+#include <stdlib.h>
+#include <string.h>
 
 // Query rows per step at each head dimension (-D overrides them; at 128
 // rows the key warpgroups' accumulators no longer fit their registers).
@@ -74,7 +85,8 @@ struct WsCfg {
 	// K, V; two buffers each of Q, dO and dS^T; lse and delta; dQ tiles.
 	static constexpr size_t SMEM = (size_t)(2 * BN * D + 4 * BM * D + 2 * BN * BM) * sizeof(bf16) +
 				       (size_t)4 * BM * sizeof(float) +
-				       (size_t)PIECES * DQ_TILE * sizeof(float) + SW_ATOM_BYTES;
+				       (size_t)PIECES * DQ_TILE * sizeof(float) +
+				       4 * sizeof(uint64_t) + SW_ATOM_BYTES;
 	// Registers: the block is launched with LAUNCH_REGS a thread (what
 	// ptxas allots for NT threads), and setmaxnreg only moves them between
 	// its warpgroups, so the key warpgroups get what the dQ warpgroup
@@ -134,12 +146,42 @@ __device__ void dq_role(const bf16 *sK, const bf16 *sdS, float *sDq, float *dqac
 // table cs, dout is [B, T, H, D], and dK is rotated back as it is stored;
 // else all are [BH, T, D] and cs is unused.  dk and dv may be k and v:
 // a block reads only its own keys' rows of them, before it writes them.
-template <int D, int BM, int NWG, bool DET, bool PACKED, bool KB_FAST>
+// The TMA form's tensor maps: Q and dO (3-d [BH, T, D], or 4-d over the
+// packed rows), lse and delta ([BH, T] fp32).
+struct BwdMaps {
+	CUtensorMap q, o, l, d;
+};
+
+// The TMA form: query step use u's Q, dO, lse and delta (rows m0.., head
+// bh) into buffer u % 2, completing on full[u % 2].
+template <int D, int BM, bool PACKED>
+__device__ __forceinline__ void tma_step(const BwdMaps *maps, bf16 *sQ, bf16 *sdO, float *sL,
+					 float *sDl, uint64_t *full, int u, int m0, int bh, int H)
+{
+	const int b = u & 1;
+	uint64_t *bar = &full[b];
+	mbar_expect_tx(bar, (uint32_t)(2 * BM * D * sizeof(bf16) + 2 * BM * sizeof(float)));
+#pragma unroll
+	for (int sl = 0; sl < D / SLAB_COLS; sl++) {
+		bf16 *dq = sQ + b * BM * D + sl * BM * SLAB_COLS, *ddo = sdO + b * BM * D + sl * BM * SLAB_COLS;
+		if constexpr (PACKED) {
+			tma_load_4d(dq, &maps->q, bar, sl * SLAB_COLS, bh % H, m0, bh / H);
+			tma_load_4d(ddo, &maps->o, bar, sl * SLAB_COLS, bh % H, m0, bh / H);
+		} else {
+			tma_load_3d(dq, &maps->q, bar, sl * SLAB_COLS, m0, bh);
+			tma_load_3d(ddo, &maps->o, bar, sl * SLAB_COLS, m0, bh);
+		}
+	}
+	tma_load_3d(sL + b * BM, &maps->l, bar, m0, bh, 0);
+	tma_load_3d(sDl + b * BM, &maps->d, bar, m0, bh, 0);
+}
+
+template <int D, int BM, int NWG, bool DET, bool PACKED, bool KB_FAST, bool TMA>
 __global__ void __launch_bounds__(WsCfg<D, BM, NWG>::NT, 1)
 bwd_ws_kernel(const bf16 *q, const bf16 *k, const bf16 *v, const bf16 *__restrict__ dout,
 	      const float *__restrict__ lse, const float *__restrict__ delta,
 	      float *__restrict__ dqacc, bf16 *dk, bf16 *dv, int H, const float *__restrict__ cs,
-	      int T, int causal, float scale)
+	      int T, int causal, float scale, const __grid_constant__ BwdMaps maps)
 {
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
 	__trap();  // built without sm_90a: refuse loudly rather than compute nothing
@@ -157,6 +199,8 @@ bwd_ws_kernel(const bf16 *q, const bf16 *k, const bf16 *v, const bf16 *__restric
 	float *sL = reinterpret_cast<float *>(sdS + 2 * BN * BM);  // two buffers of BM
 	float *sDl = sL + 2 * BM;                                    // two buffers of BM
 	float *sDq = sDl + 2 * BM;                                   // PIECES tiles
+	// TMA: full[2], empty[2] for the query steps' buffers
+	uint64_t *full = reinterpret_cast<uint64_t *>(sDq + C::PIECES * DQ_TILE), *empty = full + 2;
 
 	// KB_FAST: the key blocks of a head are neighbours in the grid (x), so
 	// the blocks running at once share the Q and dO of a few heads in L2;
@@ -169,6 +213,16 @@ bwd_ws_kernel(const bf16 *q, const bf16 *k, const bf16 *v, const bf16 *__restric
 	const size_t ld = PACKED ? 3 * (size_t)H * D : D, ldo = PACKED ? (size_t)H * D : D;
 	const int mfirst = causal ? k0 / BM : 0, nmb = (T + BM - 1) / BM;
 	const int wg = threadIdx.x / BWG_THREADS;
+	if constexpr (TMA) {
+		if (threadIdx.x == 0) {
+			for (int b = 0; b < 2; b++) {
+				mbar_init(&full[b], 1);
+				mbar_init(&empty[b], NWG);
+			}
+			mbar_fence_init();
+		}
+		__syncthreads();
+	}
 	if (wg == NWG) {
 		regs_dealloc<DQ_REGS>();
 		// DET: slice kb of nbh heads
@@ -197,8 +251,18 @@ bwd_ws_kernel(const bf16 *q, const bf16 *k, const bf16 *v, const bf16 *__restric
 	} else {
 		load_slabs<BN, D, KT>(sV, v, k0, T, ld);
 	}
-	load_q_slabs<D, BM, KT>(sQ, sdO, sL, sDl, q, dout, lse, delta, mfirst * BM, T, ld, ldo);
-	cp_async_commit();
+	if constexpr (TMA) {
+		if (threadIdx.x == 0)
+			tma_step<D, BM, PACKED>(&maps, sQ, sdO, sL, sDl, full, 0, mfirst * BM, bh, H);
+		cp_async_commit();
+		cp_async_wait_all();  // K (and V) in shared memory once, for the whole block
+		fence_proxy_async();
+		named_bar_sync(BAR_KEYS, KT);
+	} else {
+		load_q_slabs<D, BM, KT>(sQ, sdO, sL, sDl, q, dout, lse, delta, mfirst * BM, T, ld,
+					ldo);
+		cp_async_commit();
+	}
 
 	float adk[D / 8][4], adv[D / 8][4];
 	zero_acc<D / 8>(adk);
@@ -208,14 +272,26 @@ bwd_ws_kernel(const bf16 *q, const bf16 *k, const bf16 *v, const bf16 *__restric
 
 	for (int mb = mfirst; mb < nmb; mb++) {
 		const int j = mb - mfirst, buf = j & 1, m0 = mb * BM;
-		cp_async_wait_all();
-		fence_proxy_async();
-		named_bar_sync(BAR_KEYS, KT);
-		if (mb + 1 < nmb) {
-			int nb = buf ^ 1;
-			load_q_slabs<D, BM, KT>(sQ + nb * BM * D, sdO + nb * BM * D, sL + nb * BM,
-						sDl + nb * BM, q, dout, lse, delta, m0 + BM, T, ld, ldo);
-			cp_async_commit();
+		if constexpr (TMA) {
+			if (threadIdx.x == 0 && mb + 1 < nmb) {
+				// buffer j + 1 once both warpgroups are done with use j - 1
+				if (j >= 1)
+					mbar_wait(&empty[buf ^ 1], ((j - 1) >> 1) & 1);
+				tma_step<D, BM, PACKED>(&maps, sQ, sdO, sL, sDl, full, j + 1, m0 + BM, bh,
+							H);
+			}
+			mbar_wait(&full[buf], (j >> 1) & 1);
+		} else {
+			cp_async_wait_all();
+			fence_proxy_async();
+			named_bar_sync(BAR_KEYS, KT);
+			if (mb + 1 < nmb) {
+				int nb = buf ^ 1;
+				load_q_slabs<D, BM, KT>(sQ + nb * BM * D, sdO + nb * BM * D, sL + nb * BM,
+							sDl + nb * BM, q, dout, lse, delta, m0 + BM, T,
+							ld, ldo);
+				cp_async_commit();
+			}
 		}
 		const uint32_t qaddr = smem_addr(sQ + buf * BM * D);
 		const uint32_t doaddr = smem_addr(sdO + buf * BM * D);
@@ -236,9 +312,42 @@ bwd_ws_kernel(const bf16 *q, const bf16 *k, const bf16 *v, const bf16 *__restric
 		fence_regs_u32<BM / 16>(sa);
 		fence_regs<D / 8>(adk);
 		fence_regs<D / 8>(adv);
+		if (TMA && threadIdx.x % BWG_THREADS == 0)
+			mbar_arrive(&empty[buf]);  // this warpgroup is done with use j
 	}
 	store_dkdv<D>(dk + off, dv + off, adk, adv, k0 + krow + g, t, T, ld, PACKED ? cs : nullptr);
 #endif
+}
+
+// LMPIPE_ATTN_BWD_TMA=0: the cp.async form everywhere, for comparing.
+bool use_tma(void)
+{
+	static int on = -1;
+	if (on < 0) {
+		const char *e = getenv("LMPIPE_ATTN_BWD_TMA");
+		on = !(e && !strcmp(e, "0"));
+	}
+	return on;
+}
+
+// The TMA form's maps, where its alignments hold (lse and delta rows of
+// T floats as 16-byte multiples); false where they do not, or the driver
+// refuses one.
+bool tma_maps(BwdMaps *m, const uint16_t *q, const uint16_t *dout, const float *lse,
+	      const float *delta, int BH, int H, int T, int D, int BM)
+{
+	if (T % 4 || (uintptr_t)lse % 16 || (uintptr_t)delta % 16)
+		return false;
+	if (H > 0) {
+		const uint64_t n[4] = {(uint64_t)D, (uint64_t)H, (uint64_t)T, (uint64_t)(BH / H)};
+		const uint64_t rq = 3 * (uint64_t)H * D, ro = (uint64_t)H * D;
+		const uint64_t sq[3] = {(uint64_t)D, rq, rq * T}, so[3] = {(uint64_t)D, ro, ro * T};
+		if (tma_map_4d(&m->q, q, n, sq, BM) || tma_map_4d(&m->o, dout, n, so, BM))
+			return false;
+	} else if (tma_map_3d(&m->q, q, D, T, BH, BM) || tma_map_3d(&m->o, dout, D, T, BH, BM)) {
+		return false;
+	}
+	return !tma_map_f32_rows(&m->l, lse, T, BH, BM) && !tma_map_f32_rows(&m->d, delta, T, BH, BM);
 }
 
 template <int D, int BM, int NWG, bool DET = false>
@@ -249,16 +358,20 @@ int launch(const uint16_t *q, const uint16_t *k, const uint16_t *v, const uint16
 	using C = WsCfg<D, BM, NWG>;
 	const int nkb = (T + C::BN - 1) / C::BN;
 	const bool kb_fast = BWS_KB_FAST && BH <= 65535;  // grid.y's limit
-	auto kern = H > 0 ? (kb_fast ? bwd_ws_kernel<D, BM, NWG, DET, true, true>
-				     : bwd_ws_kernel<D, BM, NWG, DET, true, false>)
-			  : (kb_fast ? bwd_ws_kernel<D, BM, NWG, DET, false, true>
-				     : bwd_ws_kernel<D, BM, NWG, DET, false, false>);
+	BwdMaps maps = {};
+	const bool tma = kb_fast && use_tma() && tma_maps(&maps, q, dout, lse, delta, BH, H, T, D, BM);
+	auto kern = H > 0 ? (tma ? bwd_ws_kernel<D, BM, NWG, DET, true, true, true>
+			     : kb_fast ? bwd_ws_kernel<D, BM, NWG, DET, true, true, false>
+				       : bwd_ws_kernel<D, BM, NWG, DET, true, false, false>)
+			  : (tma ? bwd_ws_kernel<D, BM, NWG, DET, false, true, true>
+			     : kb_fast ? bwd_ws_kernel<D, BM, NWG, DET, false, true, false>
+				       : bwd_ws_kernel<D, BM, NWG, DET, false, false, false>);
 	if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)C::SMEM))
 		return ATTN_EDEVICE;
 	dim3 grid = kb_fast ? dim3(nkb, BH) : dim3(BH, nkb);
 	kern<<<grid, C::NT, C::SMEM, st>>>((const bf16 *)q, (const bf16 *)k, (const bf16 *)v,
 					   (const bf16 *)dout, lse, delta, dqacc, (bf16 *)dk,
-					   (bf16 *)dv, H, cs, T, causal, scale);
+					   (bf16 *)dv, H, cs, T, causal, scale, maps);
 	return cudaGetLastError() == cudaSuccess ? ATTN_OK : ATTN_EDEVICE;
 }
 
@@ -269,9 +382,6 @@ int attn_bwd_ws_any(const uint16_t *q, const uint16_t *k, const uint16_t *v, con
 		    int BH, int H, const float *cs, int T, int D, int causal, float scale, int det,
 		    cudaStream_t st)
 {
-	if (attn_bwd_ps_on(BH, T, D, det))
-		return attn_bwd_ps(q, k, v, dout, lse, delta, dqacc, dk, dv, BH, H, cs, T, causal,
-				   scale, st);
 	if (det && D == 64)
 		return launch<64, DQ_ROWS, 2, true>(q, k, v, dout, lse, delta, dqacc, dk, dv, BH, H,
 						    cs, T, causal, scale, st);

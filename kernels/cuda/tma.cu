@@ -93,3 +93,20 @@ int tma_map_4d(CUtensorMap *map, const void *base, const uint64_t n[4], const ui
 			CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
 	return r == CUDA_SUCCESS ? 0 : -1;
 }
+
+int tma_map_f32_rows(CUtensorMap *map, const float *base, uint64_t n0, uint64_t n1,
+		     uint32_t width)
+{
+	PFN_cuTensorMapEncodeTiled_v12000 fn = encoder();
+	if (!fn)
+		return -1;
+	cuuint64_t dims[3] = {n0, n1, 1};
+	cuuint64_t strides[2] = {n0 * sizeof(float), n0 * n1 * sizeof(float)};  // bytes
+	cuuint32_t box[3] = {width, 1, 1};
+	cuuint32_t estride[3] = {1, 1, 1};
+	CUresult r = fn(map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 3, const_cast<float *>(base), dims,
+			strides, box, estride, CU_TENSOR_MAP_INTERLEAVE_NONE,
+			CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+			CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+	return r == CUDA_SUCCESS ? 0 : -1;
+}

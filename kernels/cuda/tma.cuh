@@ -167,5 +167,11 @@ int tma_map_rows32(CUtensorMap *map, const void *base, uint64_t n0, uint64_t n1,
 // n = {D, H, T, B}); the box lands as the 3-d map's does.
 int tma_map_4d(CUtensorMap *map, const void *base, const uint64_t n[4], const uint64_t stride[3],
 	       uint32_t rows);
+// The tensor map of an fp32 array [n1][n0] (n0 contiguous, n0 * 4 a
+// multiple of 16, base 16-byte aligned) as a 3-d map of one plane, read
+// in boxes of width x 1 x 1 (unswizzled; tma_load_3d at (c0, row, 0);
+// elements past n0 arrive as 0).
+int tma_map_f32_rows(CUtensorMap *map, const float *base, uint64_t n0, uint64_t n1,
+		     uint32_t width);
 
 #endif
