@@ -513,7 +513,8 @@ __device__ __forceinline__ void consume_pp(const Maps &mp, const bf16 *sA, const
 		// The last tile's sums are dead: the products' asm reads its
 		// accumulators ("+f", even where scale-d drops them), so without
 		// this the compiler keeps them live through the epilogue and spills
-		// (ptxas: 88-168 bytes in the 192-wide kernels, none with it).
+		// (ptxas: 88-168 bytes in the 192-wide kernels; with it 0, and 4-16
+		// in the head's exp kernel).
 #pragma unroll
 		for (int h = 0; h < 2; h++)
 #pragma unroll

@@ -6,6 +6,7 @@
 // kernel: no atomics, the same bits run to run.
 #include "kernels/rmsnorm.h"
 #include "ops_cuda.cuh"
+#include "rmsnorm_bulk.cuh"
 
 using namespace ops;
 
@@ -284,6 +285,14 @@ extern "C" int rmsnorm_bwd_act_cuda(float *dx, uint16_t *dx_act, float *dw, cons
 	const bf16 *d = (const bf16 *)dy;
 	bf16 *da = (bf16 *)dx_act;
 	if (vec) {
+		/* rows by bulk copies where it can (rmsnorm_bulk.cu) */
+		rc = rmsnorm_bwd_bulk(dx, dx_act, (float *)ws, dy, x, w, rstd, N, C, g, &g, st);
+		if (rc <= 0) {
+			if (rc)
+				return rc;
+			dw_kernel<<<grid_for((size_t)C), BLOCK, 0, st>>>(dw, (const float *)ws, (int)g, C);
+			return launched();
+		}
 		rc = G == 1 ? launch_vec<1>(dx, da, (float *)ws, d, x, w, rstd, N, C, g, smem, st)
 		   : G == 2 ? launch_vec<2>(dx, da, (float *)ws, d, x, w, rstd, N, C, g, smem, st)
 		   : G == 3 ? launch_vec<3>(dx, da, (float *)ws, d, x, w, rstd, N, C, g, smem, st)

@@ -8,7 +8,8 @@
 // Host side:
 // tma_map_3d builds the tensor map of a [n2][n1][n0] bf16 array whose boxes
 // land in shared memory in the 128-byte swizzled layout wgmma reads
-// (wgmma.cuh's slabs); tma_map_4d that of a strided 4-d one.
+// (wgmma.cuh's slabs); tma_map_4d that of a strided 4-d one.  bulk_load
+// copies plain bytes, without a map.
 #ifndef LMPIPE_TMA_CUH
 #define LMPIPE_TMA_CUH
 
@@ -52,6 +53,17 @@ __device__ __forceinline__ void mbar_wait(uint64_t *bar, uint32_t parity)
 		     "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
 		     "@!done bra WAIT_%=;\n}\n" ::"r"((uint32_t)__cvta_generic_to_shared(bar)),
 		     "r"(parity)
+		     : "memory");
+}
+
+// Copy bytes (a multiple of 16; both addresses 16-byte aligned) from
+// global memory to shared memory at dst, completing on bar: a plain bulk
+// copy, no tensor map.
+__device__ __forceinline__ void bulk_load(void *dst, const void *src, uint32_t bytes, uint64_t *bar)
+{
+	asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"
+		     " [%0], [%1], %2, [%3];\n" ::"r"((uint32_t)__cvta_generic_to_shared(dst)),
+		     "l"(src), "r"(bytes), "r"((uint32_t)__cvta_generic_to_shared(bar))
 		     : "memory");
 }
 
