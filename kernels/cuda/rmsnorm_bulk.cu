@@ -15,6 +15,8 @@
 // bwd_vec_kernel's; the columns a lane takes differ (16-byte chunks
 // k 32 + lane of the row, so that a warp's reads of a slot meet no bank
 // conflicts), and so does the order of the dot product's additions.
+// Measured in gpt2s's step on an H100 (--profile 4): 0.1446 ms a call
+// against 0.1481 (2.78 against 2.72 TB/s); not yet on an H200.
 #include "rmsnorm_bulk.cuh"
 #include "ops_cuda.cuh"
 #include "tma.cuh"
