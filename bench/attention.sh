@@ -11,6 +11,9 @@
 #     builds BUILD/libattn_variants.a (make attention-variants) if missing
 #   ATTN_DETERMINISTIC=1 bench/attention.sh   the backward of lm-train
 #     --deterministic (a fixed-order dq) instead of the default one
+#   ATTN_PACKED=1 SHAPES="64:1024:1" bench/attention.sh   lm-train's path on
+#     the packed q/k/v rows, with its RoPE table and the steps around the
+#     kernels (causal shapes only), checked against the default kernels
 set -eu
 ROOT=${LMPIPE_ROOT:-$(cd "$(dirname "$0")/.." && pwd)}
 BUILD=${LMPIPE_BUILD:-$ROOT/build}

@@ -15,7 +15,16 @@
  * against double precision (forward: o and lse of the row; backward: dq of
  * the row, dk and dv of the key, computed from the validated lse and o),
  * then times each pass with CUDA events (WARMUP runs, then the median of
- * RUNS) and prints one JSON line.  FLOPs: forward 4 B H T^2 D, backward
+ * RUNS) and prints one JSON line.
+ *
+ * ATTN_PACKED=1 (causal, the default build) then times lm-train's path
+ * instead: attn_qkv_fwd_cuda and attn_qkv_bwd_cuda on the same q, k, v
+ * packed as qkv[B, T, 3, H, D], o and dout as [B, T, H, D], with a RoPE
+ * table of cosines 1 and sines 0 (the rotations cost what real ones do
+ * and leave the values as they are), so that their outputs must match
+ * the validated kernels' (max |difference| / max |value| within TOL_PACK
+ * per tensor; "valid" says so); qkv is restored before each backward,
+ * untimed, since the backward overwrites it.  FLOPs: forward 4 B H T^2 D, backward
  * 2.5 times that (its five matrix products against the forward's two),
  * both halved when causal.  Exit 1 when validation fails. */
 #include <cuda_runtime_api.h>
@@ -196,6 +205,104 @@ static int cmp(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
+#ifndef ATTN_VARIANTS
+static const double TOL_PACK = 1e-2; /* packed against unpacked, per tensor */
+
+/* [B, H, T, D] element of (b, h, t, d) -> its place in a [B, T, ..., H, D]
+ * row of `parts` parts (part `part`). */
+static size_t bthd(const prob *p, size_t i, int parts, int part)
+{
+	size_t d = i % p->D, t = i / p->D % p->T, h = i / p->D / p->T % p->H,
+	       b = i / p->D / p->T / p->H;
+	return (((b * p->T + t) * parts + part) * p->H + h) * p->D + d;
+}
+
+/* max |a - ref| / max |ref| over n values, a in the packed layout. */
+static double perr(const prob *p, const uint16_t *got, const uint16_t *ref, size_t n, int parts,
+		   int part)
+{
+	double e = 0, m = 0;
+	for (size_t i = 0; i < n; i++) {
+		double x = fabs(bf(got[bthd(p, i, parts, part)]) - bf(ref[i]));
+		e = x > e || x != x ? x : e;
+		m = fmax(m, fabs(bf(ref[i])));
+	}
+	return m > 0 ? e / m : e;
+}
+
+/* ATTN_PACKED=1: time attn_qkv_fwd_cuda / attn_qkv_bwd_cuda on p's inputs
+ * and compare their outputs with the unpacked kernels' (p->h[4..7], lse).
+ * Sets *fms, *bms; returns the worst relative difference. */
+static double packed(const prob *p, float *fms, float *bms)
+{
+	size_t n = (size_t)p->B * p->H * p->T * p->D, nl = (size_t)p->B * p->H * p->T;
+	uint16_t *hq = malloc(3 * n * 2), *hy = malloc(n * 2), *hd = malloc(n * 2), *dqkv, *dsave,
+		 *dy, *ddy;
+	float *hcs = malloc((size_t)p->T * p->D * sizeof *hcs), *dcs, *dlse, *hl = malloc(nl * 4);
+	for (size_t i = 0; i < n; i++) {
+		for (int j = 0; j < 3; j++)
+			hq[bthd(p, i, 3, j)] = p->h[j][i];
+		hd[bthd(p, i, 1, 0)] = p->h[3][i];
+	}
+	for (size_t i = 0; i < (size_t)p->T * p->D / 2; i++)
+		hcs[2 * i] = 1, hcs[2 * i + 1] = 0;
+	void *ws;
+	CK(cudaMalloc((void **)&dqkv, 3 * n * 2));
+	CK(cudaMalloc((void **)&dsave, 3 * n * 2));
+	CK(cudaMalloc((void **)&dy, n * 2));
+	CK(cudaMalloc((void **)&ddy, n * 2));
+	CK(cudaMalloc((void **)&dcs, (size_t)p->T * p->D * sizeof *dcs));
+	CK(cudaMalloc((void **)&dlse, nl * 4));
+	CK(cudaMalloc(&ws, BWD_WS(p->B, p->H, p->T, p->D)));
+	CK(cudaMemcpy(dsave, hq, 3 * n * 2, cudaMemcpyHostToDevice));
+	CK(cudaMemcpy(ddy, hd, n * 2, cudaMemcpyHostToDevice));
+	CK(cudaMemcpy(dcs, hcs, (size_t)p->T * p->D * sizeof *dcs, cudaMemcpyHostToDevice));
+	cudaEvent_t e0, e1;
+	CK(cudaEventCreate(&e0));
+	CK(cudaEventCreate(&e1));
+	float tf[RUNS], tb[RUNS];
+	for (int r = 0; r < WARMUP + RUNS; r++) {
+		CK(cudaMemcpy(dqkv, dsave, 3 * n * 2, cudaMemcpyDeviceToDevice));
+		CK(cudaEventRecord(e0, 0));
+		int rc = attn_qkv_fwd_cuda(dqkv, NULL, dy, dlse, p->B, p->H, p->T, p->D, p->scale, NULL);
+		CK(cudaEventRecord(e1, 0));
+		CK(cudaEventSynchronize(e1));
+		if (rc) {
+			fprintf(stderr, "attention_bench: packed forward: %s\n", attn_strerror(rc));
+			exit(1);
+		}
+		if (r >= WARMUP)
+			CK(cudaEventElapsedTime(&tf[r - WARMUP], e0, e1));
+		CK(cudaEventRecord(e0, 0));
+		rc = attn_qkv_bwd_cuda(dqkv, dcs, dy, ddy, dlse, p->B, p->H, p->T, p->D, p->scale, det,
+				       ws, NULL);
+		CK(cudaEventRecord(e1, 0));
+		CK(cudaEventSynchronize(e1));
+		if (rc) {
+			fprintf(stderr, "attention_bench: packed backward: %s\n", attn_strerror(rc));
+			exit(1);
+		}
+		if (r >= WARMUP)
+			CK(cudaEventElapsedTime(&tb[r - WARMUP], e0, e1));
+	}
+	CK(cudaMemcpy(hq, dqkv, 3 * n * 2, cudaMemcpyDeviceToHost));
+	CK(cudaMemcpy(hy, dy, n * 2, cudaMemcpyDeviceToHost));
+	CK(cudaMemcpy(hl, dlse, nl * 4, cudaMemcpyDeviceToHost));
+	double worst = perr(p, hy, p->h[4], n, 1, 0);
+	for (int j = 0; j < 3; j++)
+		worst = fmax(worst, perr(p, hq, p->h[5 + j], n, 3, j));
+	for (size_t i = 0; i < nl; i++)
+		worst = fmax(worst, fabs(hl[i] - p->lse[i]) > TOL_LSE ? 1 : 0);
+	qsort(tf, RUNS, sizeof *tf, cmp);
+	qsort(tb, RUNS, sizeof *tb, cmp);
+	*fms = tf[RUNS / 2], *bms = tb[RUNS / 2];
+	free(hq), free(hy), free(hd), free(hcs), free(hl);
+	cudaFree(dqkv), cudaFree(dsave), cudaFree(dy), cudaFree(ddy), cudaFree(dcs), cudaFree(dlse);
+	cudaFree(ws);
+	return worst;
+}
+#endif
+
 int main(int argc, char **argv)
 {
 	if (argc != 4 && argc != 6) {
@@ -268,6 +375,22 @@ int main(int argc, char **argv)
 	qsort(tb, RUNS, sizeof *tb, cmp);
 	double flops = 4.0 * p.B * p.H * (double)p.T * p.T * p.D * (p.causal ? 0.5 : 1);
 	double fms = tf[RUNS / 2], bms = tb[RUNS / 2];
+#ifndef ATTN_VARIANTS
+	const char *pk = getenv("ATTN_PACKED");
+	if (pk && !strcmp(pk, "1")) {
+		if (!p.causal) {
+			fprintf(stderr, "attention_bench: ATTN_PACKED=1 is causal only\n");
+			return 2;
+		}
+		/* the unpacked kernels' timings give way to the packed ones' */
+		float pf, pb;
+		double diff = packed(&p, &pf, &pb);
+		valid = valid && diff <= TOL_PACK;
+		worst = fmax(worst, diff);
+		fms = pf, bms = pb;
+		impl = det ? "lmpipe-packed-det" : "lmpipe-packed";
+	}
+#endif
 	printf("{\"impl\": \"%s\", \"d\": %d, \"T\": %d, \"B\": %d, \"H\": %d, \"causal\": %d, "
 	       "\"fwd_ms\": %.4f, \"bwd_ms\": %.4f, \"fwd_tflops\": %.1f, \"bwd_tflops\": %.1f, "
 	       "\"max_err\": %.3g, \"lse_err\": %.3g, \"valid\": %s}\n", impl, p.D, p.T, p.B, p.H,
