@@ -986,6 +986,9 @@ int main(void)
 	test_rmsnorm(513, 512);
 	test_rmsnorm(100, 256);
 	test_rmsnorm(7, 1024);
+	/* the bulk backward's rings wrap: several rows a warp (3 slots at 768, 2 at 1024) */
+	test_rmsnorm(8192, 768);
+	test_rmsnorm(5000, 1024);
 	test_matmul(1, 64, 97);
 	test_matmul(37, 72, 50);
 	test_matmul(256, 512, 1344);
