@@ -285,7 +285,7 @@ extern "C" int rmsnorm_bwd_act_cuda(float *dx, uint16_t *dx_act, float *dw, cons
 	const bf16 *d = (const bf16 *)dy;
 	bf16 *da = (bf16 *)dx_act;
 	if (vec) {
-		/* rows by bulk copies where it can (rmsnorm_bulk.cu) */
+		/* rows by bulk copies where asked and possible (rmsnorm_bulk.cu) */
 		rc = rmsnorm_bwd_bulk(dx, dx_act, (float *)ws, dy, x, w, rstd, N, C, g, &g, st);
 		if (rc <= 0) {
 			if (rc)

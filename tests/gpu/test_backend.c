@@ -19,6 +19,8 @@
 #include "model/model.h"
 #include "model/optimizer.h"
 
+static const char *rms_tag = "";  /* the RMSNorm tests' path, in their names */
+
 static void test_rmsnorm(int N, int C)
 {
 	char what[96];
@@ -33,26 +35,26 @@ static void test_rmsnorm(int N, int C)
 	ZERO(dw, C);
 	cpu.be->rmsnorm_fwd(cpu.be, yc, rc, xc, wc, N, C, RMSNORM_EPS);
 	gpu.be->rmsnorm_fwd(gpu.be, yg, rg, xg, wg, N, C, RMSNORM_EPS);
-	snprintf(what, sizeof what, "rmsnorm N=%d C=%d: y", N, C);
+	snprintf(what, sizeof what, "rmsnorm%s N=%d C=%d: y", rms_tag, N, C);
 	compare(what, yg, yc, (size_t)N * C, 1, TOL_ACT);
-	snprintf(what, sizeof what, "rmsnorm N=%d C=%d: rstd", N, C);
+	snprintf(what, sizeof what, "rmsnorm%s N=%d C=%d: rstd", rms_tag, N, C);
 	compare(what, rg, rc, N, 0, TOL_F32);
 	cpu.be->rmsnorm_bwd(cpu.be, dxc, dwc, dyc, xc, wc, rc, N, C);
 	gpu.be->rmsnorm_bwd(gpu.be, dxg, dwg, dyg, xg, wg, rg, N, C);
-	snprintf(what, sizeof what, "rmsnorm backward N=%d C=%d: dx (accumulated)", N, C);
+	snprintf(what, sizeof what, "rmsnorm backward%s N=%d C=%d: dx (accumulated)", rms_tag, N, C);
 	compare(what, dxg, dxc, (size_t)N * C, 0, TOL_F32);
-	snprintf(what, sizeof what, "rmsnorm backward N=%d C=%d: dw", N, C);
+	snprintf(what, sizeof what, "rmsnorm backward%s N=%d C=%d: dw", rms_tag, N, C);
 	compare(what, dwg, dwc, C, 0, TOL_F32);
 	/* the fused version with the act copy of dx */
 	BOTH(dx2, dx0, (size_t)N * C, 0);
 	ZERO(dw2, C);
 	OUT(dxa, (size_t)N * C, 1);
 	gpu.be->rmsnorm_bwd_act(gpu.be, dx2g, dxag, dw2g, dyg, xg, wg, rg, N, C);
-	snprintf(what, sizeof what, "rmsnorm backward with act copy N=%d C=%d: dx", N, C);
+	snprintf(what, sizeof what, "rmsnorm backward with act copy%s N=%d C=%d: dx", rms_tag, N, C);
 	compare(what, dx2g, dxc, (size_t)N * C, 0, TOL_F32);
-	snprintf(what, sizeof what, "rmsnorm backward with act copy N=%d C=%d: dx as act", N, C);
+	snprintf(what, sizeof what, "rmsnorm backward with act copy%s N=%d C=%d: dx as act", rms_tag, N, C);
 	compare(what, dxag, dxc, (size_t)N * C, 1, TOL_ACT);
-	snprintf(what, sizeof what, "rmsnorm backward with act copy N=%d C=%d: dw", N, C);
+	snprintf(what, sizeof what, "rmsnorm backward with act copy%s N=%d C=%d: dw", rms_tag, N, C);
 	compare(what, dw2g, dwc, C, 0, TOL_F32);
 	(void)dx2c, (void)dw2c, (void)dxac;
 	free(x), free(w), free(dy), free(dx0);
@@ -986,9 +988,19 @@ int main(void)
 	test_rmsnorm(513, 512);
 	test_rmsnorm(100, 256);
 	test_rmsnorm(7, 1024);
-	/* the bulk backward's rings wrap: several rows a warp (3 slots at 768, 2 at 1024) */
+	test_rmsnorm(8192, 768);
+	/* the backward by bulk copies (LMPIPE_RMSNORM_BULK=1), its rings wrapping
+	 * at 8192 x 768 and 5000 x 1024 (more rows a warp than its 3 or 2 slots) */
+	setenv("LMPIPE_RMSNORM_BULK", "1", 1);
+	rms_tag = " (bulk)";
+	test_rmsnorm(300, 768);
+	test_rmsnorm(513, 512);
+	test_rmsnorm(100, 256);
+	test_rmsnorm(7, 1024);
 	test_rmsnorm(8192, 768);
 	test_rmsnorm(5000, 1024);
+	rms_tag = "";
+	unsetenv("LMPIPE_RMSNORM_BULK");
 	test_matmul(1, 64, 97);
 	test_matmul(37, 72, 50);
 	test_matmul(256, 512, 1344);
