@@ -42,6 +42,11 @@ void matmul_cuda_set_autotune(matmul_cuda *mc, int on);
  * split-K partial sums in place, so the bits are the same run to run
  * (lm_backend.deterministic points here). */
 void matmul_cuda_follow(matmul_cuda *mc, const int *deterministic);
+/* Size the products planned from now on for sms multiprocessors
+ * (cuBLASLt's SM count target; 0: the whole GPU), when other work is to
+ * run beside them on the rest (bench/overlap_bench.c).  Plans already made
+ * keep theirs. */
+void matmul_cuda_set_sm_target(matmul_cuda *mc, int sms);
 int matmul_fwd_cuda(matmul_cuda *mc, void *out, const float *addend, const uint16_t *inp,
 		    const uint16_t *w, int N, int IN, int OUT);
 /* The forward product with an fp32 output and no addend. */

@@ -34,6 +34,13 @@ int rmsnorm_bwd_cuda(float *dx, float *dw, const uint16_t *dy, const float *x, c
 int rmsnorm_bwd_act_cuda(float *dx, uint16_t *dx_act, float *dw, const uint16_t *dy,
 			 const float *x, const float *w, const float *rstd, int N, int C, void *ws,
 			 void *stream);
+/* rmsnorm_bwd_act_cuda in at most `blocks` blocks (0: as many as it
+ * takes), for running beside other work on the rest of the GPU
+ * (bench/overlap_bench.c); the results are the same but for dw's order of
+ * additions. */
+int rmsnorm_bwd_act_cuda_blocks(float *dx, uint16_t *dx_act, float *dw, const uint16_t *dy,
+				const float *x, const float *w, const float *rstd, int N, int C,
+				void *ws, unsigned blocks, void *stream);
 /* The backward pass's device workspace (per-block partial sums of dw):
  * bytes for N rows of C; the same bits run to run.  C at most 7168 (the
  * warps' shared rows must fit in a block's shared memory). */

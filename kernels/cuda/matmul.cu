@@ -67,6 +67,7 @@ struct matmul_cuda {
 	int autotune;              // time this many of the heuristic's candidates for each new
 	                           // plan (0 or 1: take its first)
 	const int *det;            // the deterministic flag (NULL: off)
+	int sm_target;             // multiprocessors new plans are sized for (0: all)
 };
 
 namespace {
@@ -225,6 +226,11 @@ plan *get_plan(matmul_cuda *mc, const key &k, const tune_args *tune)
 	}
 	cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb,
 					     sizeof wsb);
+	if (mc->sm_target > 0) {
+		const int32_t sms = mc->sm_target;
+		cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, &sms,
+					       sizeof sms);
+	}
 	if (k.det) {
 		uint32_t schemes = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE |
 				   CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE;
@@ -298,6 +304,11 @@ extern "C" matmul_cuda *matmul_cuda_new(void *stream)
 		return nullptr;
 	}
 	return mc;
+}
+
+extern "C" void matmul_cuda_set_sm_target(matmul_cuda *mc, int sms)
+{
+	mc->sm_target = sms > 0 ? sms : 0;
 }
 
 extern "C" void matmul_cuda_set_autotune(matmul_cuda *mc, int on)

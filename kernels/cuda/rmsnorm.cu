@@ -276,9 +276,19 @@ extern "C" int rmsnorm_bwd_act_cuda(float *dx, uint16_t *dx_act, float *dw, cons
 				    const float *x, const float *w, const float *rstd, int N, int C,
 				    void *ws, void *stream)
 {
+	return rmsnorm_bwd_act_cuda_blocks(dx, dx_act, dw, dy, x, w, rstd, N, C, ws, 0, stream);
+}
+
+extern "C" int rmsnorm_bwd_act_cuda_blocks(float *dx, uint16_t *dx_act, float *dw,
+					   const uint16_t *dy, const float *x, const float *w,
+					   const float *rstd, int N, int C, void *ws,
+					   unsigned blocks, void *stream)
+{
 	cudaStream_t st = (cudaStream_t)stream;
 	size_t smem = (size_t)ROW_WARPS * C * sizeof(float);
 	unsigned g = row_grid(N);
+	if (blocks && blocks < g)
+		g = blocks;
 	int G = C % 256 == 0 ? C / 256 : 0, rc = 0;
 	bool vec = G >= 1 && G <= 4 && aligned16(dx) && aligned16(dy) && aligned16(x) &&
 		   aligned16(w) && (!dx_act || aligned16(dx_act));
