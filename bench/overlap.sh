@@ -3,8 +3,8 @@
 # independent weight-gradient product (cuBLASLt's dW of gpt2s's gate/up),
 # the GPU's multiprocessors split between them, against the two one after
 # the other (bench/overlap_bench.c says what each figure is).  Both forms
-# of the pass: the register-fed kernel, then the bulk-copy one
-# (LMPIPE_RMSNORM_BULK=1).  Builds build/bench/overlap_bench if it is
+# of the pass: the register-fed kernel (LMPIPE_RMSNORM_BULK=0), then the
+# bulk-copy one (the default).  Builds build/bench/overlap_bench if it is
 # missing (needs build/libkernels.a from a CUDA build).
 #   OVERLAP_BLOCKS="12 20" bench/overlap.sh       (the pass's blocks to try)
 #   SHAPE="32768:768:2304" bench/overlap.sh       (N:C:OUT; default gpt2s's

@@ -16,8 +16,10 @@
 // k 32 + lane of the row, so that a warp's reads of a slot meet no bank
 // conflicts), and so does the order of the dot product's additions.
 // Measured in gpt2s's step on an H100 (--profile 4): 0.1446 ms a call
-// against 0.1481 (2.78 against 2.72 TB/s); not yet on an H200.  Off unless
-// LMPIPE_RMSNORM_BULK=1 (bulk_on below).
+// against 0.1481 (2.78 against 2.72 TB/s); not yet on an H200.  In a few
+// blocks beside a product (bench/overlap.sh) it keeps its pace far better
+// than the register-fed kernel (16 blocks: 0.28 against 0.67 ms).  On by
+// default; LMPIPE_RMSNORM_BULK=0 gives the register-fed kernel (bulk_on).
 #include "rmsnorm_bulk.cuh"
 #include "ops_cuda.cuh"
 #include "tma.cuh"
@@ -139,13 +141,12 @@ __global__ void __launch_bounds__(BULK_WARPS * WARP, 1)
 	}
 }
 
-// The path's switch: LMPIPE_RMSNORM_BULK=1 turns it on, read at each call
-// (test_backend tries both).  Off by default until its rings' wrapping
-// (more rows a warp than slots) has been checked against the CPU on a GPU.
+// The path's switch: on unless LMPIPE_RMSNORM_BULK=0, read at each call
+// (test_backend tries both, its rings wrapping included).
 bool bulk_on()
 {
 	const char *v = getenv("LMPIPE_RMSNORM_BULK");
-	return v && *v == '1';
+	return !(v && *v == '0');
 }
 
 template <int G>

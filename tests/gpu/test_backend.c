@@ -989,10 +989,11 @@ int main(void)
 	test_rmsnorm(100, 256);
 	test_rmsnorm(7, 1024);
 	test_rmsnorm(8192, 768);
-	/* the backward by bulk copies (LMPIPE_RMSNORM_BULK=1), its rings wrapping
-	 * at 8192 x 768 and 5000 x 1024 (more rows a warp than its 3 or 2 slots) */
-	setenv("LMPIPE_RMSNORM_BULK", "1", 1);
-	rms_tag = " (bulk)";
+	/* the register-fed backward (LMPIPE_RMSNORM_BULK=0); the default, by bulk
+	 * copies, wraps its rings at 8192 x 768 and 5000 x 1024 (more rows a warp
+	 * than its 3 or 2 slots) */
+	setenv("LMPIPE_RMSNORM_BULK", "0", 1);
+	rms_tag = " (registers)";
 	test_rmsnorm(300, 768);
 	test_rmsnorm(513, 512);
 	test_rmsnorm(100, 256);
