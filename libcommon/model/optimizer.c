@@ -238,10 +238,13 @@ static void adamw_flush(optim *o, model *m, const adamw_seg *segs, int n, adamw_
 	lm_backend *be = m->be;
 	size_t esize = lm_dtype_size(be->act), total = 0;
 	void *act = m->wact == m->params ? NULL : m->wact;
+	/* bytes an element: weight, m and v read and written, the gradient
+	 * read (all fp32), and the compute copy written where there is one */
+	double bytes = 28.0 + (act ? (double)esize : 0);
 	for (int i = 0; i < n; i++)
 		total += segs[i].n;
 	if (be->adamw_multi && n > 1) {
-		PROF(be, "AdamW", 12.0 * total, (20.0 + (act ? esize : 0)) * total,
+		PROF(be, "AdamW", 12.0 * total, bytes * total,
 		     be->adamw_multi(be, m->params, m->grads, o->m, o->v, act, segs, n, h,
 				     &m->sc->grad_scale));
 		return;
@@ -251,7 +254,7 @@ static void adamw_flush(optim *o, model *m, const adamw_seg *segs, int n, adamw_
 		size_t off = segs[i].off, k = segs[i].n;
 		void *p_act = act ? (char *)act + off * esize : NULL;
 		h->weight_decay = segs[i].decay ? wd : 0.0f;
-		PROF(be, "AdamW", 12.0 * k, (20.0 + (act ? esize : 0)) * k,
+		PROF(be, "AdamW", 12.0 * k, bytes * k,
 		     be->adamw_step(be, m->params + off, m->grads + off, o->m + off, o->v + off, p_act,
 				    k, h, &m->sc->grad_scale));
 	}
