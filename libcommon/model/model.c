@@ -508,7 +508,9 @@ static void p_matmul_bwd(model *m, const char *name, void *dinp, float *dw, cons
 			 const void *inp, const void *w, int N, int IN, int OUT)
 {
 	lm_backend *be = m->be;
-	double bytes = (2.0 * N * IN + (double)N * OUT + (double)OUT * IN) * esz(m) + 8.0 * OUT * IN;
+	/* dinp: dout and W read, dinp written; dW: dout and inp read, dW (fp32)
+	 * read and written */
+	double bytes = (2.0 * N * IN + 2.0 * N * OUT + (double)OUT * IN) * esz(m) + 8.0 * OUT * IN;
 	PROF(be, name, 4.0 * N * IN * OUT, bytes, be->matmul_bwd(be, dinp, dw, dout, inp, w, N, IN, OUT));
 }
 

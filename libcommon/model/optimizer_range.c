@@ -53,7 +53,8 @@ void optim_step_range_staged(optim *o, model *m, const float *grads, size_t lo, 
 		size_t n = b - a;
 		h.weight_decay = t->decay ? (float)o->cfg.weight_decay : 0.0f;
 		void *p_act = m->wact == m->params ? NULL : (char *)m->wact + a * esize;
-		PROF(be, "AdamW", 12.0 * n, (20.0 + (p_act ? esize : 0)) * n,
+		/* bytes as adamw_flush counts them (optimizer.c) */
+		PROF(be, "AdamW", 12.0 * n, (28.0 + (p_act ? esize : 0)) * n,
 		     be->adamw_step(be, m->params + a, grads + (a - lo), o->m + (a - lo), o->v + (a - lo),
 				    p_act, n, &h, &m->sc->grad_scale));
 	}
