@@ -295,7 +295,7 @@ extern "C" int rmsnorm_bwd_act_cuda_blocks(float *dx, uint16_t *dx_act, float *d
 	const bf16 *d = (const bf16 *)dy;
 	bf16 *da = (bf16 *)dx_act;
 	if (vec) {
-		/* rows by bulk copies where asked and possible (rmsnorm_bulk.cu) */
+		/* rows by bulk copies where possible, unless LMPIPE_RMSNORM_BULK=0 (rmsnorm_bulk.cu) */
 		rc = rmsnorm_bwd_bulk(dx, dx_act, (float *)ws, dy, x, w, rstd, N, C, g, &g, st);
 		if (rc <= 0) {
 			if (rc)

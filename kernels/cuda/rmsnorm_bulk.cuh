@@ -10,7 +10,7 @@
 // aligned, checked by the caller): dx += the row's gradient, its bf16 copy
 // in dx_act when not NULL, and one row of dw partials a block in ws, at
 // most max_blocks of them (*blocks says how many).  0 when launched, -1 if
-// the launch failed, 1 when not taken (LMPIPE_RMSNORM_BULK not 1, a GPU
+// the launch failed, 1 when not taken (LMPIPE_RMSNORM_BULK=0, a GPU
 // before sm_90, or C too large): the caller then runs its own kernel.
 int rmsnorm_bwd_bulk(float *dx, uint16_t *dx_act, float *ws, const uint16_t *dy, const float *x,
 		     const float *w, const float *rstd, int N, int C, unsigned max_blocks,
