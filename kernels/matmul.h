@@ -27,8 +27,8 @@ void matmul_bwd_cpu(float *dinp, float *dw, const float *dout, const float *inp,
  * operands (uint16_t bit patterns), fp32 accumulation.  The forward
  * product's out is bf16 when addend is NULL, else fp32 = addend + inp . W^T
  * (addend fp32 [N, OUT], may be out).  The backward pass writes dinp (bf16,
- * may be NULL) and ADDS dout^T . inp into dw (fp32).  0, or -1 if cuBLASLt
- * refused or failed. */
+ * may be NULL) and ADDS dout^T . inp into dw (fp32; NULL: dinp alone).  0,
+ * or -1 if cuBLASLt refused or failed. */
 typedef struct matmul_cuda matmul_cuda;
 matmul_cuda *matmul_cuda_new(void *stream);
 void matmul_cuda_free(matmul_cuda *mc);
@@ -42,10 +42,10 @@ void matmul_cuda_set_autotune(matmul_cuda *mc, int on);
  * split-K partial sums in place, so the bits are the same run to run
  * (lm_backend.deterministic points here). */
 void matmul_cuda_follow(matmul_cuda *mc, const int *deterministic);
-/* Size the products planned from now on for sms multiprocessors
- * (cuBLASLt's SM count target; 0: the whole GPU), when other work is to
- * run beside them on the rest (bench/overlap_bench.c).  Plans already made
- * keep theirs. */
+/* Size the products from now on for sms multiprocessors (cuBLASLt's SM
+ * count target; 0: the whole GPU), when other work is to run beside them
+ * on the rest (the CUDA backend's weight-gradient queue,
+ * bench/overlap_bench.c).  Each target has plans of its own. */
 void matmul_cuda_set_sm_target(matmul_cuda *mc, int sms);
 int matmul_fwd_cuda(matmul_cuda *mc, void *out, const float *addend, const uint16_t *inp,
 		    const uint16_t *w, int N, int IN, int OUT);

@@ -53,7 +53,9 @@ void matmul_bwd_cpu(float *dinp, float *dw, const float *dout, const float *inp,
 					    1.0f, dout + (size_t)lo * OUT, OUT, w, IN,
 					    accumulate ? 1.0f : 0.0f, dinp + (size_t)lo * IN, IN);
 		}
-		if (OUT >= IN) {
+		if (!dw) {
+			/* dinp alone */
+		} else if (OUT >= IN) {
 			block(OUT, t, nt, &lo, &hi);
 			if (hi > lo)
 				cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, hi - lo, IN, N,

@@ -37,7 +37,7 @@ enum { WORKSPACE = 32 << 20, MAX_PLANS = 64, MAX_TUNED = 64, CANDIDATES = 8, MAX
        TUNE_RUNS = 3 };
 
 struct key {
-	int ta, tb, m, n, k, lda, ldb, ldc, cf32, beta, det;
+	int ta, tb, m, n, k, lda, ldb, ldc, cf32, beta, det, sm;  // sm: the SM count target
 };
 
 struct plan {
@@ -226,8 +226,8 @@ plan *get_plan(matmul_cuda *mc, const key &k, const tune_args *tune)
 	}
 	cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb,
 					     sizeof wsb);
-	if (mc->sm_target > 0) {
-		const int32_t sms = mc->sm_target;
+	if (k.sm > 0) {
+		const int32_t sms = k.sm;
 		cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, &sms,
 					       sizeof sms);
 	}
@@ -268,7 +268,7 @@ int gemm(matmul_cuda *mc, int ta, int tb, int m, int n, int k, const void *A, in
 		return ops::gemm_ref(ta, tb, m, n, k, 1.0f, A, lda, 0, B, ldb, 0, beta, C, D, ldc, 0, 1,
 				     cf32, mc->st);
 	int det = mc->det && *mc->det;
-	key kk = { ta, tb, m, n, k, lda, ldb, ldc, cf32, beta != 0.0f, det };
+	key kk = { ta, tb, m, n, k, lda, ldb, ldc, cf32, beta != 0.0f, det, mc->sm_target };
 	tune_args t = { A, B, C, D, beta };
 	plan *p = get_plan(mc, kk, mc->autotune > 1 && !det ? &t : nullptr);
 	if (!p)
@@ -359,6 +359,8 @@ extern "C" int matmul_bwd_cuda(matmul_cuda *mc, uint16_t *dinp, float *dw, const
 	// dinp^T (IN x N) = W^T (A: IN x OUT) . dout^T (B: OUT x N)
 	if (dinp && gemm(mc, 0, 0, IN, N, OUT, w, IN, dout, OUT, dinp, dinp, IN, 0, 0.0f))
 		return -1;
+	if (!dw)
+		return 0;
 	// dW^T (IN x OUT) += inp^T (A: IN x N) . dout (B: OUT x N, transposed)
 	return gemm(mc, 0, 1, IN, OUT, N, inp, IN, dout, OUT, dw, dw, IN, 1, 1.0f);
 }

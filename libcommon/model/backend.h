@@ -104,6 +104,20 @@ struct lm_backend {
 	/* The native queue the ops run on (CUDA: the cudaStream_t), for a
 	 * communicator that orders its work after them; NULL where none. */
 	void *(*native_stream)(lm_backend *be);
+	/* The weight-gradient queue, beside the main one (NULL where a backend
+	 * has none; the model then runs each weight gradient in matmul_bwd).
+	 * The ops called between dw_begin and dw_end go to it, behind the work
+	 * queued so far; only matmul_bwd with dinp NULL may (it shares no
+	 * workspace with the main queue's ops), its products sized to leave
+	 * `free` multiprocessors to the main queue.  dw_end returns to the
+	 * main queue and gives that work's ticket (> 0); dw_wait(ticket) makes
+	 * the main queue's later work wait for the queue's up to the ticket.
+	 * Until then the caller must not overwrite what that work reads or
+	 * writes.  While some of its work is not waited for, rmsnorm_bwd_act
+	 * runs in `free` blocks, beside it.  sync waits for all of it. */
+	void (*dw_begin)(lm_backend *be, int free);
+	int (*dw_end)(lm_backend *be);
+	void (*dw_wait)(lm_backend *be, int ticket);
 
 	/* Timing for the profiler (model/profile.h): a point in the backend's
 	 * work queue (a CUDA event recorded on the stream, a clock reading on
@@ -161,7 +175,8 @@ struct lm_backend {
 	 * branches add onto the stream in the product's epilogue. */
 	void (*matmul_fwd)(lm_backend *be, void *out, const float *addend, const void *inp,
 			   const void *w, int N, int IN, int OUT);
-	/* dinp (act, may be NULL) = dout . W; dW (fp32) += dout^T . inp. */
+	/* dinp (act, may be NULL) = dout . W; dW (fp32, may be NULL) += dout^T
+	 * . inp. */
 	void (*matmul_bwd)(lm_backend *be, void *dinp, float *dw, const void *dout, const void *inp,
 			   const void *w, int N, int IN, int OUT);
 	/* The gate/up product and SwiGLU in one op: h (act) [N, 2F] = inp .

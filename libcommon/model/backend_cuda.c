@@ -5,6 +5,7 @@
  * first failure is kept as the backend's sticky error for sync().  In a
  * build without CUDA, backend_cuda_open says so. */
 #include "model/backend.h"
+#include "model/backend_cuda_dw.h"
 
 #if LMPIPE_CUDA
 
@@ -55,8 +56,13 @@ enum { CUDA_HEAD_CHUNK = 192 << 20, HEAD_MIN_ROWS = 8192 };
 
 typedef struct cuda_ctx {
 	int device;
-	cudaStream_t st;
-	matmul_cuda *mm;
+	cudaStream_t st;             /* the stream ops go to: the main one, or dwq's between
+					dw_begin and dw_end */
+	matmul_cuda *mm;             /* cuBLASLt's context on st */
+	cuda_dwq *dwq;               /* the weight-gradient queue, made on first use */
+	cudaStream_t main_st;        /* st and mm of the main queue while st is dwq's */
+	matmul_cuda *main_mm;
+	int on_dw;
 	muon_cuda *muon;             /* the Muon step's cuBLAS handle, made on first use */
 	double *partials;            /* SUMSQ_CUDA_PARTIALS */
 	struct cudaDeviceProp prop;
@@ -204,9 +210,65 @@ static void cu_muon_join(lm_backend *be)
 		check(be, muon_join_cuda(c->muon), "Muon (join)");
 }
 
+/* Every side stream joined into the main one: before the host reads
+ * results, and at a graph's end. */
+static void cu_join_all(lm_backend *be)
+{
+	cuda_ctx *c = CTX(be);
+	cu_muon_join(be);
+	if (c->dwq && !c->on_dw)
+		check(be, cuda_dwq_join(c->dwq, c->st), "weight-gradient queue (join)");
+}
+
+/* The weight-gradient queue (backend.h dw_begin; backend_cuda_dw.h).  If it
+ * cannot be had the ops stay on the main stream (and the error is kept). */
+static void cu_dw_begin(lm_backend *be, int free)
+{
+	cuda_ctx *c = CTX(be);
+	cudaStream_t st;
+	matmul_cuda *mm;
+	if (c->on_dw) {
+		backend_fail(be, "dw_begin twice without dw_end");
+		return;
+	}
+	if (!c->dwq && !(c->dwq = cuda_dwq_new(c->prop.multiProcessorCount, &be->deterministic))) {
+		check(be, 1, "weight-gradient queue");
+		return;
+	}
+	if (cuda_dwq_begin(c->dwq, c->st, free, &st, &mm)) {
+		check(be, 1, "weight-gradient queue (fork)");
+		return;
+	}
+	c->main_st = c->st;
+	c->main_mm = c->mm;
+	c->st = st;
+	c->mm = mm;
+	c->on_dw = 1;
+}
+
+static int cu_dw_end(lm_backend *be)
+{
+	cuda_ctx *c = CTX(be);
+	if (!c->on_dw)
+		return 0;
+	c->st = c->main_st;
+	c->mm = c->main_mm;
+	c->on_dw = 0;
+	int t = cuda_dwq_end(c->dwq);
+	check(be, t < 0, "weight-gradient queue (end)");
+	return t > 0 ? t : 0;
+}
+
+static void cu_dw_wait(lm_backend *be, int ticket)
+{
+	cuda_ctx *c = CTX(be);
+	if (c->dwq && !c->on_dw && ticket > 0)
+		check(be, cuda_dwq_wait(c->dwq, c->st, ticket), "weight-gradient queue (wait)");
+}
+
 static void cu_download(lm_backend *be, void *host, const void *src, size_t bytes)
 {
-	cu_muon_join(be);
+	cu_join_all(be);
 	check(be, cudaMemcpyAsync(host, src, bytes, cudaMemcpyDeviceToHost, CTX(be)->st) !=
 		  cudaSuccess || cudaStreamSynchronize(CTX(be)->st) != cudaSuccess, "download");
 }
@@ -225,7 +287,7 @@ static void cu_snap(lm_backend *be, int slot, const void *src, size_t bytes)
 		backend_fail(be, "snapshot slot %d of %zu bytes", slot, bytes);
 		return;
 	}
-	cu_muon_join(be);
+	cu_join_all(be);
 	check(be, cudaMemcpyAsync(snap_slot(c, slot), src, bytes, cudaMemcpyDeviceToHost, c->st) !=
 		  cudaSuccess || cudaEventRecord(c->snap_done[slot], c->st) != cudaSuccess, "snapshot");
 }
@@ -313,7 +375,7 @@ static void cu_describe(lm_backend *be, char *buf, size_t n)
 
 static int cu_sync(lm_backend *be, lm_err *e)
 {
-	cu_muon_join(be);
+	cu_join_all(be);
 	check(be, cudaStreamSynchronize(CTX(be)->st) != cudaSuccess, "stream");
 	return backend_take_error(be, e);
 }
@@ -343,7 +405,10 @@ static void cu_close(lm_backend *be)
 	if (!be)
 		return;
 	cuda_ctx *c = CTX(be);
+	if (c->on_dw)
+		cu_dw_end(be);
 	cudaStreamSynchronize(c->st);
+	cuda_dwq_free(c->dwq);
 	for (int i = 0; i < c->n_events; i++)
 		cudaEventDestroy(c->events[i]);
 	for (int i = 0; i < STAGE_SLOTS; i++)
@@ -423,8 +488,11 @@ static void cu_rmsnorm_bwd_act(lm_backend *be, float *dx, void *dx_act, float *d
 			       const float *x, const float *w, const float *rstd, int N, int C)
 {
 	void *ws = scratch(be, rmsnorm_bwd_cuda_workspace(N, C));
+	/* beside the weight-gradient queue's products: in the blocks they leave */
+	unsigned blocks = (unsigned)cuda_dwq_beside(CTX(be)->dwq);
 	if (ws)
-		check(be, rmsnorm_bwd_act_cuda(dx, dx_act, dw, dy, x, w, rstd, N, C, ws, ST(be)),
+		check(be, rmsnorm_bwd_act_cuda_blocks(dx, dx_act, dw, dy, x, w, rstd, N, C, ws, blocks,
+						      ST(be)),
 		      "rmsnorm backward");
 }
 
@@ -1117,7 +1185,7 @@ static void cu_graph_begin(lm_backend *be)
 
 static void *cu_graph_end(lm_backend *be)
 {
-	cu_muon_join(be);
+	cu_join_all(be);
 	cudaGraph_t g = NULL;
 	cudaGraphExec_t x = NULL;
 	cudaError_t err = cudaStreamEndCapture(CTX(be)->st, &g);
@@ -1223,6 +1291,9 @@ static const lm_backend cuda_table = {
 	.muon_workspace = cu_muon_workspace,
 	.muon_step = cu_muon_step,
 	.muon_join = cu_muon_join,
+	.dw_begin = cu_dw_begin,
+	.dw_end = cu_dw_end,
+	.dw_wait = cu_dw_wait,
 	.decode_qkv = cu_decode_qkv,
 	.attn_decode = cu_attn_decode,
 	.attn_decode_qkv = cu_attn_decode_qkv,

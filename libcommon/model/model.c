@@ -511,7 +511,44 @@ static void p_matmul_bwd(model *m, const char *name, void *dinp, float *dw, cons
 	/* dinp: dout and W read, dinp written; dW: dout and inp read, dW (fp32)
 	 * read and written */
 	double bytes = (2.0 * N * IN + 2.0 * N * OUT + (double)OUT * IN) * esz(m) + 8.0 * OUT * IN;
-	PROF(be, name, 4.0 * N * IN * OUT, bytes, be->matmul_bwd(be, dinp, dw, dout, inp, w, N, IN, OUT));
+	if (!dw) /* the input gradient alone */
+		bytes = ((double)N * IN + (double)N * OUT + (double)OUT * IN) * esz(m);
+	PROF(be, name, (dw ? 4.0 : 2.0) * N * IN * OUT, bytes,
+	     be->matmul_bwd(be, dinp, dw, dout, inp, w, N, IN, OUT));
+}
+
+/* The free multiprocessors of the weight-gradient queue's two stretches a
+ * layer (backend.h dw_begin): beside gate/up's weight gradient and beside
+ * q/k/v's, RMSNorm's backward runs in that many blocks.  From
+ * LMPIPE_DW_LANE, "G,Q" or one number for both ("0": off, the default);
+ * 0 where the backend has no such queue. */
+static void dw_lane(const model *m, int *gu, int *qkv)
+{
+	const char *v = getenv("LMPIPE_DW_LANE");
+	*gu = *qkv = 0;
+	if (!m->be->dw_begin || !v || !*v)
+		return;
+	char *end;
+	long a = strtol(v, &end, 10), b = a;
+	if (*end == ',')
+		b = strtol(end + 1, &end, 10);
+	if (*end || a < 0 || b < 0 || a > 1024 || b > 1024)
+		return;
+	*gu = (int)a;
+	*qkv = (int)b;
+}
+
+/* dW (fp32) += dout^T . inp on the weight-gradient queue, `free`
+ * multiprocessors left beside it; the ticket to wait for (backend.h). */
+static int p_matmul_dw_side(model *m, const char *name, float *dw, const void *dout,
+			    const void *inp, int N, int IN, int OUT, int free)
+{
+	lm_backend *be = m->be;
+	double bytes = ((double)N * IN + (double)N * OUT) * esz(m) + 8.0 * OUT * IN;
+	be->dw_begin(be, free);
+	PROF(be, name, 2.0 * N * IN * OUT, bytes,
+	     be->matmul_bwd(be, NULL, dw, dout, inp, NULL, N, IN, OUT));
+	return be->dw_end(be);
 }
 
 static void p_rmsnorm_fwd(model *m, void *y, float *rstd, const float *x, const float *w, int N,
@@ -930,6 +967,9 @@ int model_backward_ex(model *m, const model_grad_in *g, lm_err *e)
 		return -1;
 blocks:
 	a->head_done = 0;
+	int side_gu, side_qkv, ticket = 0;
+	const void *dqkv;
+	dw_lane(m, &side_gu, &side_qkv);
 	be->zero(be, a->dres, (size_t)N * C * sizeof(float));
 	p_rmsnorm_bwd(m, a->dres, m->dlnf, a->dln, a->res[c->n_layers], m->lnf, a->rstdf, N, C);
 	for (int l = c->n_layers - 1; l >= 0; l--) {
@@ -938,17 +978,28 @@ blocks:
 		p_matmul_bwd(m, "matmul down backward", a->dsw, gr->wdown, dres_as_act(m), a->sw[l], w->wdown, N,
 			     F, C);
 		mlp_act_bwd(m, l);
-		p_matmul_bwd(m, "matmul gate_up backward", a->dln, gr->wgu, a->dh, a->ln2[l], w->wgu, N, C,
-			     GU);
+		/* with the weight-gradient queue, gate/up's and q/k/v's weight
+		 * gradients run beside the RMSNorm backward that follows each
+		 * (their operands a->dh, a->ln2[l], a->qkvl[l] or a->qkv and
+		 * a->ln1[l] are not written before the layer's end, where the
+		 * queue is waited for) */
+		if (side_gu) {
+			p_matmul_bwd(m, "matmul gate_up backward", a->dln, NULL, a->dh, a->ln2[l], w->wgu, N,
+				     C, GU);
+			ticket = p_matmul_dw_side(m, "matmul gate_up weight gradient", gr->wgu, a->dh,
+						  a->ln2[l], N, C, GU, side_gu);
+		} else {
+			p_matmul_bwd(m, "matmul gate_up backward", a->dln, gr->wgu, a->dh, a->ln2[l], w->wgu,
+				     N, C, GU);
+		}
 		p_rmsnorm_bwd(m, a->dres, gr->ln2, a->dln, a->res_mid[l], p->ln2, a->rstd2[l], N, C);
 		p_matmul_bwd(m, "matmul o backward", a->dln, gr->wo, dres_as_act(m), a->y[l], w->wo, N, C, C);
 		if (a->attn_qkv) {
 			PROF(be, "attention backward", 5.0 * B * H * T * (double)T * D, 10.0 * N * C * esz(m),
 			     be->attn_qkv_bwd(be, a->qkvl[l], m->rope_cs, a->y[l], a->dln, a->lse[l], B, T, H,
 					      D, scale, a->attn_ws, a->attn_ws_bytes));
-			p_matmul_bwd(m, "matmul qkv backward", a->dln, gr->wqkv, a->qkvl[l], a->ln1[l], w->wqkv,
-				     N, C, QKV);
-			goto qkv_done;
+			dqkv = a->qkvl[l];
+			goto qkv_grads;
 		}
 		p_attn_bwd(m, l, B, H, T, D, scale);
 		if (rope_fused(m)) {
@@ -959,10 +1010,21 @@ blocks:
 			P_MOVE(m, "rope backward", 2.0 * N * C * esz(m), be->rope_bwd(be, a->dk, m->rope_cs, B, H, T, D));
 			attn_inputs_bwd(m, l);
 		}
-		p_matmul_bwd(m, "matmul qkv backward", a->dln, gr->wqkv, a->qkv, a->ln1[l], w->wqkv, N, C,
-			     QKV);
-	qkv_done:
+		dqkv = a->qkv;
+	qkv_grads:
+		if (side_qkv) {
+			p_matmul_bwd(m, "matmul qkv backward", a->dln, NULL, dqkv, a->ln1[l], w->wqkv, N, C,
+				     QKV);
+			ticket = p_matmul_dw_side(m, "matmul qkv weight gradient", gr->wqkv, dqkv,
+						  a->ln1[l], N, C, QKV, side_qkv);
+		} else {
+			p_matmul_bwd(m, "matmul qkv backward", a->dln, gr->wqkv, dqkv, a->ln1[l], w->wqkv, N,
+				     C, QKV);
+		}
 		p_rmsnorm_bwd(m, a->dres, gr->ln1, a->dln, a->res[l], p->ln1, a->rstd1[l], N, C);
+		if (ticket)
+			be->dw_wait(be, ticket);
+		ticket = 0;
 		ready(m, l);
 	}
 	P_MOVE(m, "embedding backward", 8.0 * N * C, be->embedding_bwd(be, m->dwte, a->ids, a->dres, N, C));

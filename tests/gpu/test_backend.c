@@ -96,6 +96,66 @@ static void test_matmul(int N, int IN, int OUTD)
 	release_all(&cpu), release_all(&gpu);
 }
 
+/* The weight-gradient queue (backend.h dw_begin): a weight gradient on it
+ * beside RMSNorm's backward in `free` blocks, then a second stretch, each
+ * waited for; the input gradient alone (dW NULL) on the main queue. */
+static void test_dw_queue(int N, int C, int OUTD, int nfree)
+{
+	char what[128];
+	size_t nc = (size_t)N * C, no = (size_t)N * OUTD, nw = (size_t)OUTD * C;
+	float *in = rnd(nc, 1), *w = rnd(nw, 0.2f), *dout = rnd(no, 1);
+	float *x = rnd(nc, 2), *g = rnd(C, 1), *dy = rnd(nc, 1), *dx0 = rnd(nc, 1);
+	BOTH(in, in, nc, 1);
+	BOTH(w, w, nw, 1);
+	BOTH(dout, dout, no, 1);
+	BOTH(x, x, nc, 0);
+	BOTH(g, g, C, 0);
+	BOTH(dy, dy, nc, 1);
+	BOTH(dx, dx0, nc, 0);
+	OUT(y, nc, 1);
+	OUT(r, N, 0);
+	OUT(di, nc, 1);
+	OUT(dxa, nc, 1);
+	ZERO(dw, nw);
+	ZERO(dw2, nw);
+	ZERO(dg, C);
+	cpu.be->rmsnorm_fwd(cpu.be, yc, rc, xc, gc, N, C, RMSNORM_EPS);
+	gpu.be->rmsnorm_fwd(gpu.be, yg, rg, xg, gg, N, C, RMSNORM_EPS);
+	cpu.be->matmul_bwd(cpu.be, dic, NULL, doutc, inc, wc, N, C, OUTD);
+	cpu.be->matmul_bwd(cpu.be, NULL, dwc, doutc, inc, wc, N, C, OUTD);
+	cpu.be->rmsnorm_bwd(cpu.be, dxc, dgc, dyc, xc, gc, rc, N, C);
+	gpu.be->matmul_bwd(gpu.be, dig, NULL, doutg, ing, wg, N, C, OUTD);
+	gpu.be->dw_begin(gpu.be, nfree);
+	gpu.be->matmul_bwd(gpu.be, NULL, dwg, doutg, ing, NULL, N, C, OUTD);
+	int t1 = gpu.be->dw_end(gpu.be);
+	gpu.be->rmsnorm_bwd_act(gpu.be, dxg, dxag, dgg, dyg, xg, gg, rg, N, C);
+	gpu.be->dw_begin(gpu.be, nfree);
+	gpu.be->matmul_bwd(gpu.be, NULL, dw2g, doutg, ing, NULL, N, C, OUTD);
+	int t2 = gpu.be->dw_end(gpu.be);
+	gpu.be->dw_wait(gpu.be, t1);
+	gpu.be->dw_wait(gpu.be, t2);
+	snprintf(what, sizeof what, "weight-gradient queue %dx%dx%d, %d free: tickets %d < %d", N, C,
+		 OUTD, nfree, t1, t2);
+	ok(t1 > 0 && t2 > t1, "%s", what);
+	snprintf(what, sizeof what, "matmul backward %dx%dx%d: dinp alone (dW NULL)", N, C, OUTD);
+	compare(what, dig, dic, nc, 1, TOL_ACT);
+	snprintf(what, sizeof what, "weight-gradient queue %dx%dx%d, %d free: dW", N, C, OUTD, nfree);
+	compare(what, dwg, dwc, nw, 0, TOL_F32);
+	snprintf(what, sizeof what, "weight-gradient queue %dx%dx%d, %d free: dW, second stretch", N,
+		 C, OUTD, nfree);
+	compare(what, dw2g, dwc, nw, 0, TOL_F32);
+	snprintf(what, sizeof what, "rmsnorm backward beside it N=%d C=%d, %d blocks: dx", N, C, nfree);
+	compare(what, dxg, dxc, nc, 0, TOL_F32);
+	snprintf(what, sizeof what, "rmsnorm backward beside it N=%d C=%d, %d blocks: dx as act", N, C,
+		 nfree);
+	compare(what, dxag, dxc, nc, 1, TOL_ACT);
+	snprintf(what, sizeof what, "rmsnorm backward beside it N=%d C=%d, %d blocks: dw", N, C, nfree);
+	compare(what, dgg, dgc, C, 0, TOL_F32);
+	(void)yg, (void)dw2c, (void)dxac, (void)dic;
+	free(in), free(w), free(dout), free(x), free(g), free(dy), free(dx0);
+	release_all(&cpu), release_all(&gpu);
+}
+
 static void test_layout(int B, int T, int H, int D)
 {
 	char what[96];
@@ -1001,6 +1061,14 @@ int main(void)
 	test_rmsnorm(8192, 768);
 	test_rmsnorm(5000, 1024);
 	rms_tag = "";
+	unsetenv("LMPIPE_RMSNORM_BULK");
+	/* the weight-gradient queue beside RMSNorm's backward: the bulk kernel
+	 * (its rings wrapping at 8192 x 768 in 16 blocks), then the register-fed one */
+	test_dw_queue(8192, 768, 2304, 16);
+	test_dw_queue(1000, 512, 1344, 24);
+	test_dw_queue(300, 256, 1000, 1);
+	setenv("LMPIPE_RMSNORM_BULK", "0", 1);
+	test_dw_queue(8192, 768, 2304, 16);
 	unsetenv("LMPIPE_RMSNORM_BULK");
 	test_matmul(1, 64, 97);
 	test_matmul(37, 72, 50);
