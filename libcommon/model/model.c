@@ -970,6 +970,8 @@ blocks:
 	int side_gu, side_qkv, ticket = 0;
 	const void *dqkv;
 	dw_lane(m, &side_gu, &side_qkv);
+	const char *je = getenv("LMPIPE_DW_EARLY");
+	int dw_early = !(je && *je == '0');
 	be->zero(be, a->dres, (size_t)N * C * sizeof(float));
 	p_rmsnorm_bwd(m, a->dres, m->dlnf, a->dln, a->res[c->n_layers], m->lnf, a->rstdf, N, C);
 	for (int l = c->n_layers - 1; l >= 0; l--) {
@@ -993,6 +995,11 @@ blocks:
 				     N, C, GU);
 		}
 		p_rmsnorm_bwd(m, a->dres, gr->ln2, a->dln, a->res_mid[l], p->ln2, a->rstd2[l], N, C);
+		if (ticket && dw_early) {
+			/* the pair alone on its split: o's products get the whole GPU */
+			be->dw_wait(be, ticket);
+			ticket = 0;
+		}
 		p_matmul_bwd(m, "matmul o backward", a->dln, gr->wo, dres_as_act(m), a->y[l], w->wo, N, C, C);
 		if (a->attn_qkv) {
 			PROF(be, "attention backward", 5.0 * B * H * T * (double)T * D, 10.0 * N * C * esz(m),
