@@ -36,6 +36,11 @@ cuda_dwq *cuda_dwq_new(int sms, const int *deterministic)
 		return NULL;
 	}
 	matmul_cuda_follow(q->mm, deterministic);
+	/* LMPIPE_DW_AUTOTUNE=0: the heuristic's first algorithm for the queue's
+	 * products (timed alone, the fastest may not be the best beside a pass) */
+	const char *at = getenv("LMPIPE_DW_AUTOTUNE");
+	if (at && *at == '0')
+		matmul_cuda_set_autotune(q->mm, 0);
 	return q;
 }
 
