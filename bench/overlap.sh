@@ -7,6 +7,8 @@
 # bulk-copy one (the default).  Builds build/bench/overlap_bench if it is
 # missing (needs build/libkernels.a from a CUDA build).
 #   OVERLAP_BLOCKS="12 20" bench/overlap.sh       (the pass's blocks to try)
+#   OVERLAP_CANDS=8 bench/overlap.sh              (also each of cuBLASLt's
+#                                                  first 8 candidates)
 #   SHAPE="32768:768:2304" bench/overlap.sh       (N:C:OUT; default gpt2s's
 #                                                  32768:768:4096)
 set -eu

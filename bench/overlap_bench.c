@@ -12,7 +12,11 @@
  * product sized for the GPU's multiprocessors less k (cuBLASLt's SM count
  * target, matmul_cuda_set_sm_target) and the pass in k blocks
  * (rmsnorm_bwd_act_cuda_blocks), each alone ("prod_ms", "pass_ms") and
- * both at once on two streams ("par_ms"), with "gain" = seq_ms / par_ms.
+ * both at once on two streams ("par_ms"), with "gain" = seq_ms / par_ms;
+ * "cand" -1 is the plan as lm-train makes it (cuBLASLt's candidates timed
+ * alone), and OVERLAP_CANDS=n adds a line for each of the heuristic's
+ * first n candidates ("algo", "tile", "stages": cuBLASLt's ids), to see
+ * which of them coexist with the pass.
  * LMPIPE_RMSNORM_BULK=0 picks the pass's register-fed kernel.  Times are
  * medians of RUNS timings of REPS calls queued back to back
  * (cuda_timing.h).  Nothing is checked here: both operations are tested
@@ -157,6 +161,8 @@ int main(int argc, char **argv)
 	char list[256];
 	const char *l = getenv("OVERLAP_BLOCKS");
 	snprintf(list, sizeof list, "%s", l && *l ? l : "8 12 16 20 24 32");
+	const char *cands_env = getenv("OVERLAP_CANDS");
+	int ncand = cands_env && *cands_env ? atoi(cands_env) : 0;
 	for (char *s = strtok(list, " "); s; s = strtok(NULL, " ")) {
 		int k = atoi(s);
 		if (k < 1 || k >= sms) {
@@ -164,16 +170,29 @@ int main(int argc, char **argv)
 			return 2;
 		}
 		c.k = (unsigned)k;
-		if (!(c.mm = matmul_cuda_new(c.sa))) {
-			fprintf(stderr, "overlap_bench: no cuBLASLt\n");
-			return 1;
+		/* cand -1: the plan as the model makes it (timed); then, with
+		 * OVERLAP_CANDS=n, each of the heuristic's first n in turn */
+		for (int cand = -1; cand < ncand; cand++) {
+			if (!(c.mm = matmul_cuda_new(c.sa))) {
+				fprintf(stderr, "overlap_bench: no cuBLASLt\n");
+				return 1;
+			}
+			matmul_cuda_set_sm_target(c.mm, sms - k);
+			matmul_cuda_force_candidate(c.mm, cand);
+			if (prod(&c)) { /* fewer candidates than asked for */
+				cudaGetLastError();
+				matmul_cuda_free(c.mm);
+				break;
+			}
+			int id, tile, stages;
+			matmul_cuda_last_algo(c.mm, &id, &tile, &stages);
+			double p = med(run_prod, &c), q = med(run_pass, &c), par = med(run_par, &c);
+			printf("{\"k\": %d, \"cand\": %d, \"algo\": %d, \"tile\": %d, \"stages\": %d, "
+			       "\"pass\": \"%s\", \"prod_ms\": %.4f, \"pass_ms\": %.4f, \"par_ms\": %.4f, "
+			       "\"seq_ms\": %.4f, \"gain\": %.3f}\n", k, cand, id, tile, stages, pass_kind,
+			       p, q, par, seq, seq / par);
+			matmul_cuda_free(c.mm);
 		}
-		matmul_cuda_set_sm_target(c.mm, sms - k);
-		double p = med(run_prod, &c), q = med(run_pass, &c), par = med(run_par, &c);
-		printf("{\"k\": %d, \"pass\": \"%s\", \"prod_ms\": %.4f, \"pass_ms\": %.4f, "
-		       "\"par_ms\": %.4f, \"seq_ms\": %.4f, \"gain\": %.3f}\n", k, pass_kind, p, q, par,
-		       seq, seq / par);
-		matmul_cuda_free(c.mm);
 	}
 	return 0;
 }

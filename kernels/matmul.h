@@ -47,6 +47,12 @@ void matmul_cuda_follow(matmul_cuda *mc, const int *deterministic);
  * on the rest (the CUDA backend's weight-gradient queue,
  * bench/overlap_bench.c).  Each target has plans of its own. */
 void matmul_cuda_set_sm_target(matmul_cuda *mc, int sms);
+/* Make new products take the heuristic's candidate i (-1: timed or first,
+ * as usual); a product fails where there are not i + 1 (bench/overlap_bench.c
+ * tries them one by one).  And the last product's algorithm: cuBLASLt's
+ * algorithm, tile and stages ids (-1 where it does not say). */
+void matmul_cuda_force_candidate(matmul_cuda *mc, int i);
+void matmul_cuda_last_algo(matmul_cuda *mc, int *id, int *tile, int *stages);
 int matmul_fwd_cuda(matmul_cuda *mc, void *out, const float *addend, const uint16_t *inp,
 		    const uint16_t *w, int N, int IN, int OUT);
 /* The forward product with an fp32 output and no addend. */

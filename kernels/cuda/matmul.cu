@@ -38,6 +38,7 @@ enum { WORKSPACE = 32 << 20, MAX_PLANS = 64, MAX_TUNED = 64, CANDIDATES = 8, MAX
 
 struct key {
 	int ta, tb, m, n, k, lda, ldb, ldc, cf32, beta, det, sm;  // sm: the SM count target
+	int cand;                 // the heuristic's candidate forced (-1: chosen as usual)
 };
 
 struct plan {
@@ -68,6 +69,8 @@ struct matmul_cuda {
 	                           // plan (0 or 1: take its first)
 	const int *det;            // the deterministic flag (NULL: off)
 	int sm_target;             // multiprocessors new plans are sized for (0: all)
+	int force;                 // the candidate new plans take (-1: timed or first)
+	cublasLtMatmulAlgo_t last; // the algorithm of the last product
 };
 
 namespace {
@@ -238,18 +241,19 @@ plan *get_plan(matmul_cuda *mc, const key &k, const tune_args *tune)
 						     &schemes, sizeof schemes);
 	}
 	key c = class_of(k);
-	int tuning = mc->autotune > 1 && !k.det && !class_timed(mc, c);
+	int tuning = mc->autotune > 1 && !k.det && !class_timed(mc, c) && k.cand < 0;
 	cublasLtMatmulHeuristicResult_t cand[MAX_CANDIDATES];
 	cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(mc->h, p->desc, p->a, p->b, p->c, p->c, pref,
-							  tuning ? mc->autotune : 1, cand, &got);
+							  k.cand >= 0 ? k.cand + 1 : tuning ? mc->autotune : 1,
+							  cand, &got);
 	cublasLtMatmulPreferenceDestroy(pref);
-	if (s != CUBLAS_STATUS_SUCCESS || got < 1) {
+	if (s != CUBLAS_STATUS_SUCCESS || got < 1 || k.cand >= got) {
 		destroy_plan(p);
 		return nullptr;
 	}
-	p->algo = cand[0].algo;
+	p->algo = cand[k.cand >= 0 ? k.cand : 0].algo;
 	p->valid = 1;
-	if (got > 1) {
+	if (got > 1 && k.cand < 0) {
 		cudaStreamCaptureStatus cs;
 		int timed = tune && cudaStreamIsCapturing(mc->st, &cs) == cudaSuccess &&
 			    cs == cudaStreamCaptureStatusNone;
@@ -268,7 +272,7 @@ int gemm(matmul_cuda *mc, int ta, int tb, int m, int n, int k, const void *A, in
 		return ops::gemm_ref(ta, tb, m, n, k, 1.0f, A, lda, 0, B, ldb, 0, beta, C, D, ldc, 0, 1,
 				     cf32, mc->st);
 	int det = mc->det && *mc->det;
-	key kk = { ta, tb, m, n, k, lda, ldb, ldc, cf32, beta != 0.0f, det, mc->sm_target };
+	key kk = { ta, tb, m, n, k, lda, ldb, ldc, cf32, beta != 0.0f, det, mc->sm_target, mc->force };
 	tune_args t = { A, B, C, D, beta };
 	plan *p = get_plan(mc, kk, mc->autotune > 1 && !det ? &t : nullptr);
 	if (!p)
@@ -276,6 +280,7 @@ int gemm(matmul_cuda *mc, int ta, int tb, int m, int n, int k, const void *A, in
 	float alpha = 1.0f;
 	cublasStatus_t s = cublasLtMatmul(mc->h, p->desc, &alpha, A, p->a, B, p->b, &beta, C, p->c, D,
 					  p->c, &p->algo, mc->ws, WORKSPACE, mc->st);
+	mc->last = p->algo;
 	return s == CUBLAS_STATUS_SUCCESS ? 0 : -1;
 }
 
@@ -286,6 +291,7 @@ extern "C" matmul_cuda *matmul_cuda_new(void *stream)
 	matmul_cuda *mc = (matmul_cuda *)calloc(1, sizeof *mc);
 	if (!mc)
 		return nullptr;
+	mc->force = -1;
 	mc->st = (cudaStream_t)stream;
 	const char *at = getenv("LMPIPE_MATMUL_AUTOTUNE");
 	// unset: CANDIDATES; a number: that many (at most MAX_CANDIDATES)
@@ -309,6 +315,27 @@ extern "C" matmul_cuda *matmul_cuda_new(void *stream)
 extern "C" void matmul_cuda_set_sm_target(matmul_cuda *mc, int sms)
 {
 	mc->sm_target = sms > 0 ? sms : 0;
+}
+
+extern "C" void matmul_cuda_force_candidate(matmul_cuda *mc, int i)
+{
+	mc->force = i >= 0 ? i : -1;
+}
+
+extern "C" void matmul_cuda_last_algo(matmul_cuda *mc, int *id, int *tile, int *stages)
+{
+	int v[3] = { -1, -1, -1 };
+	const cublasLtMatmulAlgoConfigAttributes_t at[3] = { CUBLASLT_ALGO_CONFIG_ID,
+							       CUBLASLT_ALGO_CONFIG_TILE_ID,
+							       CUBLASLT_ALGO_CONFIG_STAGES_ID };
+	for (int i = 0; i < 3; i++) {
+		size_t got = 0;
+		uint32_t u = 0;
+		if (cublasLtMatmulAlgoConfigGetAttribute(&mc->last, at[i], &u, sizeof u, &got) ==
+		    CUBLAS_STATUS_SUCCESS)
+			v[i] = (int)u;
+	}
+	*id = v[0], *tile = v[1], *stages = v[2];
 }
 
 extern "C" void matmul_cuda_set_autotune(matmul_cuda *mc, int on)
