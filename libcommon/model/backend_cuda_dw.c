@@ -36,10 +36,15 @@ cuda_dwq *cuda_dwq_new(int sms, const int *deterministic)
 		return NULL;
 	}
 	matmul_cuda_follow(q->mm, deterministic);
-	/* LMPIPE_DW_AUTOTUNE=0: the heuristic's first algorithm for the queue's
-	 * products (timed alone, the fastest may not be the best beside a pass) */
+	/* The heuristic's first algorithm for the queue's products: timed
+	 * alone, the fastest is not the best beside the pass (overlap_bench
+	 * OVERLAP_CANDS at gpt2s's gate/up: the first candidate ran beside it
+	 * in 0.335 ms, the others in 0.41-0.67 against 0.400 one after the
+	 * other; the timed choice made gpt2s's step 4 % slower in one run of
+	 * two, stop 69).  LMPIPE_DW_AUTOTUNE=1 times them as the main
+	 * stream's are. */
 	const char *at = getenv("LMPIPE_DW_AUTOTUNE");
-	if (at && *at == '0')
+	if (!(at && *at == '1'))
 		matmul_cuda_set_autotune(q->mm, 0);
 	return q;
 }

@@ -7,7 +7,8 @@
 # unrecorded run; it trains like the run without it (step 30's loss
 # within 1 %: the weight gradients' products and RMSNorm's dw sum in other
 # orders); the same with --accum 2 and on the unfused attention path
-# (LMPIPE_ATTN_QKV=0); --profile has the queue's rows.  Needs a GPU.
+# (LMPIPE_ATTN_QKV=0); --profile has the queue's rows; unset, the queue
+# is on from width 768 only.  Needs a GPU.
 . "$(dirname "$0")/../lib.sh"
 
 if ! nvidia-smi -L >/dev/null 2>&1; then echo "1..0 # SKIP no GPU"; exit 0; fi
@@ -69,4 +70,17 @@ for row in "matmul gate_up weight gradient" "matmul qkv weight gradient"; do
 	case $err in *"$row "*) ok 0 "--profile has the row '$row'" ;;
 		*) ok 1 "--profile has the row '$row': $err" ;; esac
 done
+# unset, the queue is on from width 768 (gate/up's weight gradient alone)
+run lm-train --device cuda --vocab 256 --context 256 --d-model 768 --layers 1 --heads 12 \
+	--d-ff 2048 -b 8 -n 3 -d d --profile 2
+is "$rc" 0 "--profile at width 768 without LMPIPE_DW_LANE"
+case $err in *"matmul gate_up weight gradient "*) ok 0 "the queue is on by default at width 768" ;;
+	*) ok 1 "the queue is on by default at width 768: $err" ;; esac
+case $err in *"matmul qkv weight gradient "*) ok 1 "q/k/v's weight gradient stays on the main stream: $err" ;;
+	*) ok 0 "q/k/v's weight gradient stays on the main stream" ;; esac
+run lm-train --device cuda --vocab 256 --context 256 --d-model 256 --layers 1 --heads 4 \
+	--d-ff 688 -b 8 -n 3 -d d --profile 2
+is "$rc" 0 "--profile at width 256 without LMPIPE_DW_LANE"
+case $err in *"weight gradient "*) ok 1 "below width 768 the queue is off by default: $err" ;;
+	*) ok 0 "below width 768 the queue is off by default" ;; esac
 done_testing
