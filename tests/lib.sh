@@ -1,6 +1,7 @@
 # tests/lib.sh: TAP helpers for the shell tests; source it from a tests/*.t.
 #   ok CONDITION-STATUS NAME | is GOT WANT NAME | run CMD... (sets $rc, $out, $err)
-#   need_data (skips the whole file when ../shared/data is absent) | done_testing
+#   need_data (skips the whole file when ../shared/data is absent) | need_gpu (when
+#   there is no GPU) | byte_shards LINES (one test: shards of generated text) | done_testing
 set -u
 LMPIPE_ROOT=${LMPIPE_ROOT:-$(cd "$(dirname "$0")/.." && pwd)}
 LMPIPE_BIN=${LMPIPE_BIN:-$LMPIPE_ROOT/bin}
@@ -41,6 +42,19 @@ need_data() {
 	if [ ! -r "$LMPIPE_DATA/README.md" ]; then
 		echo "1..0 # SKIP needs ../shared/data (not present)"; exit 0
 	fi
+}
+
+need_gpu() {
+	if ! nvidia-smi -L >/dev/null 2>&1; then echo "1..0 # SKIP no GPU"; exit 0; fi
+}
+
+byte_shards() { # byte_shards LINES: in the current folder, LINES lines of generated
+	# text (text.txt), its bytes as tokens (text.tok), and shards of them in d with
+	# every 20th document in the validation split d-val; one test
+	perl "$LMPIPE_ROOT/tests/mktext.pl" "$1" 1 > text.txt
+	perl "$LMPIPE_ROOT/tests/bytes2tok.pl" < text.txt > text.tok
+	shard-pack -o d --val-docs $(($1 / 20)) < text.tok
+	ok $? "byte-level shards with a validation split"
 }
 
 done_testing() { echo "1..$_tap_n"; [ "$_tap_failed" -eq 0 ]; }

@@ -13,10 +13,7 @@ STEPS=150 EVERY=50 LINES=3000
 if [ "${LMPIPE_SANITIZE:-0}" = 1 ]; then STEPS=60 EVERY=20 LINES=1200; fi
 HALF=$((STEPS / EVERY / 2 * EVERY))
 
-perl "$LMPIPE_ROOT/tests/mktext.pl" $LINES 1 > text.txt
-perl "$LMPIPE_ROOT/tests/bytes2tok.pl" < text.txt > text.tok
-shard-pack -o d --val-docs $((LINES / 20)) < text.tok
-ok $? "byte-level shards with a validation split"
+byte_shards $LINES
 
 train() { # train DIR LOG [OPTION]...
 	dir=$1 log=$2; shift 2

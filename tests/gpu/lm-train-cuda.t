@@ -16,13 +16,10 @@
 # them and sample alike.  Needs a GPU.
 . "$(dirname "$0")/../lib.sh"
 
-if ! nvidia-smi -L >/dev/null 2>&1; then echo "1..0 # SKIP no GPU"; exit 0; fi
+need_gpu
 cd "$TMP"
 STEPS=200 EVERY=20 LINES=4000
-perl "$LMPIPE_ROOT/tests/mktext.pl" $LINES 1 > text.txt
-perl "$LMPIPE_ROOT/tests/bytes2tok.pl" < text.txt > text.tok
-shard-pack -o d --val-docs $((LINES / 20)) < text.tok
-ok $? "byte-level shards with a validation split"
+byte_shards $LINES
 
 train() { # train DEVICE DIR LOG [OPTION]...
 	dev=$1 dir=$2 log=$3; shift 3

@@ -13,7 +13,7 @@
 # mpirun or an MPI build).  Needs a GPU.
 . "$(dirname "$0")/../lib.sh"
 
-if ! nvidia-smi -L >/dev/null 2>&1; then echo "1..0 # SKIP no GPU"; exit 0; fi
+need_gpu
 cd "$TMP"
 perl "$LMPIPE_ROOT/tests/mktext.pl" 4000 1 > text.txt
 perl "$LMPIPE_ROOT/tests/bytes2tok.pl" < text.txt > text.tok

@@ -15,13 +15,10 @@
 # head's chunk buffer.  Needs a GPU.
 . "$(dirname "$0")/../lib.sh"
 
-if ! nvidia-smi -L >/dev/null 2>&1; then echo "1..0 # SKIP no GPU"; exit 0; fi
+need_gpu
 cd "$TMP"
 LINES=3000
-perl "$LMPIPE_ROOT/tests/mktext.pl" $LINES 1 > text.txt
-perl "$LMPIPE_ROOT/tests/bytes2tok.pl" < text.txt > text.tok
-shard-pack -o d --val-docs $((LINES / 20)) < text.tok
-ok $? "byte-level shards with a validation split"
+byte_shards $LINES
 
 train() { # train DIR [OPTION]...: 24 steps on CUDA, the log in DIR.jsonl
 	dir=$1; shift

@@ -8,7 +8,7 @@
 # plots are left out (their targets named instead of the default ones).
 . "$(dirname "$0")/../lib.sh"
 
-if ! nvidia-smi -L >/dev/null 2>&1; then echo "1..0 # SKIP no GPU"; exit 0; fi
+need_gpu
 plots=1
 command -v gnuplot >/dev/null 2>&1 || plots=0
 cd "$TMP" || exit 1

@@ -6,7 +6,7 @@
 # of 4 and of all sequences.  Needs a GPU.
 . "$(dirname "$0")/../lib.sh"
 
-if ! nvidia-smi -L >/dev/null 2>&1; then echo "1..0 # SKIP no GPU"; exit 0; fi
+need_gpu
 cd "$TMP"
 perl -e 'print "lmpipe-tokenizer 1\npretokenizer gpt2\ntokens 256\nspecials 0\nmerges 0\n";
 	for (0 .. 255) { my $c = chr; print "t $_ \"",
