@@ -23,6 +23,10 @@ void embedding_bwd_cpu(float *dtable, const int32_t *ids, const float *dout, int
  * to run. */
 int embedding_fwd_cuda(float *out, const int32_t *ids, const float *table, int N, int C,
 		       void *stream);
+/* The forward pass into a bf16 out (the residual stream kept in bf16): each
+ * value rounded to the nearest bf16. */
+int embedding_fwd_bf16_cuda(uint16_t *out, const int32_t *ids, const float *table, int N, int C,
+			    void *stream);
 int embedding_bwd_cuda(float *dtable, const int32_t *ids, const float *dout, int N, int C,
 		       void *stream);
 /* The deterministic backward pass (--deterministic): the same sum, each

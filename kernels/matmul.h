@@ -55,6 +55,11 @@ void matmul_cuda_force_candidate(matmul_cuda *mc, int i);
 void matmul_cuda_last_algo(matmul_cuda *mc, int *id, int *tile, int *stages);
 int matmul_fwd_cuda(matmul_cuda *mc, void *out, const float *addend, const uint16_t *inp,
 		    const uint16_t *w, int N, int IN, int OUT);
+/* The forward product with a bf16 addend and output (the residual stream
+ * kept in bf16): out = bf16(addend + inp . W^T), the sum in fp32 before its
+ * one rounding; addend may be out.  Always cuBLASLt's (C and D bf16). */
+int matmul_fwd_add_bf16_cuda(matmul_cuda *mc, uint16_t *out, const uint16_t *addend,
+			     const uint16_t *inp, const uint16_t *w, int N, int IN, int OUT);
 /* The forward product with an fp32 output and no addend. */
 int matmul_fwd_f32_cuda(matmul_cuda *mc, float *out, const uint16_t *inp, const uint16_t *w,
 			int N, int IN, int OUT);

@@ -41,6 +41,14 @@ int rmsnorm_bwd_act_cuda(float *dx, uint16_t *dx_act, float *dw, const uint16_t 
 int rmsnorm_bwd_act_cuda_blocks(float *dx, uint16_t *dx_act, float *dw, const uint16_t *dy,
 				const float *x, const float *w, const float *rstd, int N, int C,
 				void *ws, unsigned blocks, void *stream);
+/* The residual stream kept in bf16 (lm-train --residual bf16): the same
+ * with x bf16 (and so read at half the bytes).  The CPU twin is the fp32
+ * functions on x rounded to bf16 (kernels/convert.h's round_bf16_cpu). */
+int rmsnorm_fwd_bx_cuda(uint16_t *y, float *rstd, const uint16_t *x, const float *w, int N, int C,
+			float eps, void *stream);
+int rmsnorm_bwd_act_bx_cuda_blocks(float *dx, uint16_t *dx_act, float *dw, const uint16_t *dy,
+				   const uint16_t *x, const float *w, const float *rstd, int N,
+				   int C, void *ws, unsigned blocks, void *stream);
 /* The backward pass's device workspace (per-block partial sums of dw):
  * bytes for N rows of C; the same bits run to run.  C at most 7168 (the
  * warps' shared rows must fit in a block's shared memory). */

@@ -1,5 +1,5 @@
 // embedding.cu: CUDA twin of the embedding lookup (see kernels/embedding.h):
-// fp32 table and output.  The backward pass adds each row of dout into its
+// fp32 table and output (or bf16 output: the residual stream kept in bf16).  The backward pass adds each row of dout into its
 // token's row of dtable with atomic adds, four floats at a time where the
 // rows allow (the order of additions to one
 // row, and so its last bits, may differ run to run); its deterministic
@@ -15,14 +15,18 @@ using namespace ops;
 
 namespace {
 
-__global__ void fwd_kernel(float *out, const int32_t *ids, const float *table, int N, int C)
+__device__ __forceinline__ void put(float *p, float v) { *p = v; }
+__device__ __forceinline__ void put(bf16 *p, float v) { *p = to_bf16(v); }
+
+template <typename O>
+__global__ void fwd_kernel(O *out, const int32_t *ids, const float *table, int N, int C)
 {
 	pdl_begin();
 	size_t n = (size_t)N * C;
 	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
 	     i += (size_t)gridDim.x * blockDim.x) {
 		size_t row = i / C, c = i % C;
-		out[i] = table[(size_t)ids[row] * C + c];
+		put(out + i, table[(size_t)ids[row] * C + c]);
 	}
 }
 
@@ -131,7 +135,15 @@ extern "C" int embedding_bwd_det_cuda(float *dtable, const int32_t *ids, const f
 extern "C" int embedding_fwd_cuda(float *out, const int32_t *ids, const float *table, int N, int C,
 				  void *stream)
 {
-	return launch_pdl(fwd_kernel, grid_for((size_t)N * C), BLOCK, 0, stream, out, ids, table, N, C);
+	return launch_pdl(fwd_kernel<float>, grid_for((size_t)N * C), BLOCK, 0, stream, out, ids, table,
+			  N, C);
+}
+
+extern "C" int embedding_fwd_bf16_cuda(uint16_t *out, const int32_t *ids, const float *table, int N,
+				       int C, void *stream)
+{
+	return launch_pdl(fwd_kernel<bf16>, grid_for((size_t)N * C), BLOCK, 0, stream, (bf16 *)out,
+			  ids, table, N, C);
 }
 
 extern "C" int embedding_bwd_cuda(float *dtable, const int32_t *ids, const float *dout, int N, int C,

@@ -1,6 +1,7 @@
 // matmul.cu: the CUDA linear layer (see kernels/matmul.h) through cuBLASLt:
 // bf16 operands, fp32 accumulation; the forward product's output is bf16,
-// or fp32 with an fp32 addend added in the epilogue (C != D); the weight
+// or fp32 with an fp32 addend added in the epilogue (C != D), or bf16 with a
+// bf16 addend; the weight
 // gradient accumulates into fp32 (beta = 1).
 //
 // Row-major [N, IN] . [OUT, IN]^T is, in cuBLAS's column-major terms,
@@ -372,6 +373,12 @@ extern "C" int matmul_fwd_cuda(matmul_cuda *mc, void *out, const float *addend, 
 	if (addend)
 		return gemm(mc, 1, 0, OUT, N, IN, w, IN, inp, IN, addend, out, OUT, 1, 1.0f);
 	return gemm(mc, 1, 0, OUT, N, IN, w, IN, inp, IN, out, out, OUT, 0, 0.0f);
+}
+
+extern "C" int matmul_fwd_add_bf16_cuda(matmul_cuda *mc, uint16_t *out, const uint16_t *addend,
+					const uint16_t *inp, const uint16_t *w, int N, int IN, int OUT)
+{
+	return gemm(mc, 1, 0, OUT, N, IN, w, IN, inp, IN, addend, out, OUT, 0, 1.0f);
 }
 
 extern "C" int matmul_fwd_f32_cuda(matmul_cuda *mc, float *out, const uint16_t *inp,

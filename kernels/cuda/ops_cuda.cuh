@@ -24,6 +24,38 @@ __device__ __forceinline__ float ld(const bf16 *p) { return __bfloat162float(*p)
 __device__ __forceinline__ float ld(const float *p) { return *p; }
 __device__ __forceinline__ bf16 to_bf16(float x) { return __float2bfloat16(x); }
 
+// The i-th group of 4 (ld4) or 8 (ld8) consecutive values at p as fp32:
+// 16- or 8-byte loads of fp32 or bf16 (p aligned to the group's bytes).
+__device__ __forceinline__ void ld4(const float *p, int i, float v[4])
+{
+	const float4 a = ((const float4 *)p)[i];
+	v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w;
+}
+__device__ __forceinline__ void ld4(const bf16 *p, int i, float v[4])
+{
+	const uint2 d = ((const uint2 *)p)[i];
+	const float2 a = __bfloat1622float2(*(const __nv_bfloat162 *)&d.x);
+	const float2 b = __bfloat1622float2(*(const __nv_bfloat162 *)&d.y);
+	v[0] = a.x, v[1] = a.y, v[2] = b.x, v[3] = b.y;
+}
+template <typename X>
+__device__ __forceinline__ void ld8(const X *p, float v[8])
+{
+	ld4(p, 0, v);
+	ld4(p, 1, v + 4);
+}
+template <>
+__device__ __forceinline__ void ld8(const bf16 *p, float v[8])
+{
+	const uint4 d = *(const uint4 *)p;
+	const __nv_bfloat162 *h = (const __nv_bfloat162 *)&d;
+#pragma unroll
+	for (int e = 0; e < 4; e++) {
+		const float2 f = __bfloat1622float2(h[e]);
+		v[2 * e] = f.x, v[2 * e + 1] = f.y;
+	}
+}
+
 __device__ __forceinline__ float warp_sum(float x)
 {
 	for (int o = WARP / 2; o > 0; o /= 2)

@@ -1,5 +1,6 @@
 // rmsnorm.cu: CUDA twin of RMSNorm (see kernels/rmsnorm.h): fp32 input (the
-// residual stream), gains and rstd; bf16 output y and output gradient dy;
+// residual stream; bf16 in the _bx functions, the stream kept in bf16),
+// fp32 gains and rstd; bf16 output y and output gradient dy;
 // the backward pass accumulates dx (fp32) and dw.  One warp a row; the
 // backward's dw is summed per warp in shared memory, per block in a fixed
 // order into a workspace row, and over the blocks in order by a second
@@ -12,45 +13,45 @@ using namespace ops;
 
 namespace {
 
-__global__ void fwd_kernel(bf16 *y, float *rstd, const float *x, const float *w, int N, int C,
+template <typename X>
+__global__ void fwd_kernel(bf16 *y, float *rstd, const X *x, const float *w, int N, int C,
 			   float eps)
 {
 	int lane = threadIdx.x % WARP;
 	for (int n = blockIdx.x * ROW_WARPS + threadIdx.x / WARP; n < N; n += gridDim.x * ROW_WARPS) {
-		const float *xr = x + (size_t)n * C;
+		const X *xr = x + (size_t)n * C;
 		float ss = 0;
 		for (int c = lane; c < C; c += WARP)
-			ss += xr[c] * xr[c];
+			ss += ld(xr + c) * ld(xr + c);
 		ss = warp_sum(ss);
 		float r = rsqrtf(ss / C + eps);
 		if (lane == 0)
 			rstd[n] = r;
 		bf16 *yr = y + (size_t)n * C;
 		for (int c = lane; c < C; c += WARP)
-			yr[c] = to_bf16(xr[c] * r * w[c]);
+			yr[c] = to_bf16(ld(xr + c) * r * w[c]);
 	}
 }
 
 // fwd_kernel for C = 256 G (G <= 4) with 16-byte accesses (bwd_vec_kernel's
 // column groups); the same arithmetic.
-template <int G>
-__global__ void fwd_vec_kernel(bf16 *y, float *rstd, const float *x, const float *w, int N, int C,
+template <int G, typename X>
+__global__ void fwd_vec_kernel(bf16 *y, float *rstd, const X *x, const float *w, int N, int C,
 			       float eps)
 {
 	int lane = threadIdx.x % WARP;
 	for (int n = blockIdx.x * ROW_WARPS + threadIdx.x / WARP; n < N; n += gridDim.x * ROW_WARPS) {
 		size_t row = (size_t)n * C;
-		float4 xv[G][2];
+		float xv[G][8];
 		float ss = 0;
 #pragma unroll
 		for (int g = 0; g < G; g++) {
-			const float4 *px = (const float4 *)(x + row + (g * WARP + lane) * 8);
-			xv[g][0] = px[0];
-			xv[g][1] = px[1];
+			ld8(x + row + (g * WARP + lane) * 8, xv[g]);
 #pragma unroll
 			for (int h = 0; h < 2; h++)
-				ss += xv[g][h].x * xv[g][h].x + xv[g][h].y * xv[g][h].y +
-				      xv[g][h].z * xv[g][h].z + xv[g][h].w * xv[g][h].w;
+				ss += xv[g][4 * h] * xv[g][4 * h] + xv[g][4 * h + 1] * xv[g][4 * h + 1] +
+				      xv[g][4 * h + 2] * xv[g][4 * h + 2] +
+				      xv[g][4 * h + 3] * xv[g][4 * h + 3];
 		}
 		ss = warp_sum(ss);
 		float r = rsqrtf(ss / C + eps);
@@ -63,10 +64,10 @@ __global__ void fwd_vec_kernel(bf16 *y, float *rstd, const float *x, const float
 			float4 w0 = pw[0], w1 = pw[1];
 			uint4 u;
 			__nv_bfloat162 *pu = (__nv_bfloat162 *)&u;
-			pu[0] = __floats2bfloat162_rn(xv[g][0].x * r * w0.x, xv[g][0].y * r * w0.y);
-			pu[1] = __floats2bfloat162_rn(xv[g][0].z * r * w0.z, xv[g][0].w * r * w0.w);
-			pu[2] = __floats2bfloat162_rn(xv[g][1].x * r * w1.x, xv[g][1].y * r * w1.y);
-			pu[3] = __floats2bfloat162_rn(xv[g][1].z * r * w1.z, xv[g][1].w * r * w1.w);
+			pu[0] = __floats2bfloat162_rn(xv[g][0] * r * w0.x, xv[g][1] * r * w0.y);
+			pu[1] = __floats2bfloat162_rn(xv[g][2] * r * w0.z, xv[g][3] * r * w0.w);
+			pu[2] = __floats2bfloat162_rn(xv[g][4] * r * w1.x, xv[g][5] * r * w1.y);
+			pu[3] = __floats2bfloat162_rn(xv[g][6] * r * w1.z, xv[g][7] * r * w1.w);
 			*(uint4 *)(y + row + c) = u;
 		}
 	}
@@ -75,7 +76,8 @@ __global__ void fwd_vec_kernel(bf16 *y, float *rstd, const float *x, const float
 // dx for each row, and this block's partial dw: each warp sums its rows'
 // dw terms into its own shared row (no atomics), then the warps' rows are
 // added in a fixed order and written to partial[blockIdx.x].
-__global__ void bwd_kernel(float *dx, float *partial, const bf16 *dy, const float *x,
+template <typename X>
+__global__ void bwd_kernel(float *dx, float *partial, const bf16 *dy, const X *x,
 			   const float *w, const float *rstd, int N, int C)
 {
 	extern __shared__ float sdw[];
@@ -84,18 +86,18 @@ __global__ void bwd_kernel(float *dx, float *partial, const bf16 *dy, const floa
 	for (int c = lane; c < C; c += WARP)
 		mine[c] = 0;
 	for (int n = blockIdx.x * ROW_WARPS + warp; n < N; n += gridDim.x * ROW_WARPS) {
-		const float *xr = x + (size_t)n * C;
+		const X *xr = x + (size_t)n * C;
 		const bf16 *dyr = dy + (size_t)n * C;
 		float r = rstd[n], dot = 0;
 		for (int c = lane; c < C; c += WARP)
-			dot += w[c] * ld(dyr + c) * xr[c];
+			dot += w[c] * ld(dyr + c) * ld(xr + c);
 		dot = warp_sum(dot);
 		float k = r * r * r * dot / C;
 		float *dxr = dx + (size_t)n * C;
 		for (int c = lane; c < C; c += WARP) {
-			float g = ld(dyr + c);
-			dxr[c] += r * w[c] * g - k * xr[c];
-			mine[c] += g * xr[c] * r;
+			float g = ld(dyr + c), xc = ld(xr + c);
+			dxr[c] += r * w[c] * g - k * xc;
+			mine[c] += g * xc * r;
 		}
 	}
 	__syncthreads();
@@ -111,10 +113,10 @@ __global__ void bwd_kernel(float *dx, float *partial, const bf16 *dy, const floa
 // G groups of 8 columns, (g 32 + lane) 8.., for every row it takes, and
 // sums its dw terms in registers; optionally writes the updated dx as bf16
 // too (dx_act: the residual gradient as the next product's input).
-template <int G>
+template <int G, typename X>
 __global__ void __launch_bounds__(ROW_WARPS * WARP) bwd_vec_kernel(float *dx, bf16 *dx_act,
 								   float *partial, const bf16 *dy,
-								   const float *x, const float *w,
+								   const X *x, const float *w,
 								   const float *rstd, int N, int C)
 {
 	extern __shared__ float sdw[];
@@ -137,11 +139,10 @@ __global__ void __launch_bounds__(ROW_WARPS * WARP) bwd_vec_kernel(float *dx, bf
 #pragma unroll
 		for (int g = 0; g < G; g++) {
 			int c = (g * WARP + lane) * 8;
-			const float4 *px = (const float4 *)(x + row + c);
-			float4 a = px[0], b = px[1];
+			float t[8];
+			ld8(x + row + c, t);
 			uint4 d = *(const uint4 *)(dy + row + c);
 			const __nv_bfloat162 *pd = (const __nv_bfloat162 *)&d;
-			float t[8] = { a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w };
 #pragma unroll
 			for (int e = 0; e < 4; e++) {
 				float2 f = __bfloat1622float2(pd[e]);
@@ -222,15 +223,15 @@ unsigned row_grid(int N)
 	return g < BWD_BLOCKS ? g : BWD_BLOCKS;
 }
 
-template <int G>
-int launch_vec(float *dx, bf16 *dx_act, float *ws, const bf16 *dy, const float *x, const float *w,
+template <int G, typename X>
+int launch_vec(float *dx, bf16 *dx_act, float *ws, const bf16 *dy, const X *x, const float *w,
 	       const float *rstd, int N, int C, unsigned g, size_t smem, cudaStream_t st)
 {
 	if (smem > SMEM_DEFAULT &&
-	    cudaFuncSetAttribute(bwd_vec_kernel<G>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+	    cudaFuncSetAttribute(bwd_vec_kernel<G, X>, cudaFuncAttributeMaxDynamicSharedMemorySize,
 				 (int)smem) != cudaSuccess)
 		return -1;
-	bwd_vec_kernel<G><<<g, ROW_WARPS * WARP, smem, st>>>(dx, dx_act, ws, dy, x, w, rstd, N, C);
+	bwd_vec_kernel<G, X><<<g, ROW_WARPS * WARP, smem, st>>>(dx, dx_act, ws, dy, x, w, rstd, N, C);
 	return 0;
 }
 
@@ -239,52 +240,30 @@ bool aligned16(const void *p)
 	return ((uintptr_t)p & 15) == 0;
 }
 
-}  // namespace
-
-extern "C" int rmsnorm_fwd_cuda(uint16_t *y, float *rstd, const float *x, const float *w, int N,
-				int C, float eps, void *stream)
+template <typename X>
+int fwd(uint16_t *y, float *rstd, const X *x, const float *w, int N, int C, float eps,
+	cudaStream_t st)
 {
 	unsigned g = grid_for((size_t)N, ROW_WARPS);
-	cudaStream_t st = (cudaStream_t)stream;
 	int G = C % 256 == 0 ? C / 256 : 0;
 	bf16 *yb = (bf16 *)y;
 	if (G < 1 || G > 4 || !aligned16(y) || !aligned16(x) || !aligned16(w))
-		fwd_kernel<<<g, ROW_WARPS * WARP, 0, st>>>(yb, rstd, x, w, N, C, eps);
+		fwd_kernel<X><<<g, ROW_WARPS * WARP, 0, st>>>(yb, rstd, x, w, N, C, eps);
 	else if (G == 1)
-		fwd_vec_kernel<1><<<g, ROW_WARPS * WARP, 0, st>>>(yb, rstd, x, w, N, C, eps);
+		fwd_vec_kernel<1, X><<<g, ROW_WARPS * WARP, 0, st>>>(yb, rstd, x, w, N, C, eps);
 	else if (G == 2)
-		fwd_vec_kernel<2><<<g, ROW_WARPS * WARP, 0, st>>>(yb, rstd, x, w, N, C, eps);
+		fwd_vec_kernel<2, X><<<g, ROW_WARPS * WARP, 0, st>>>(yb, rstd, x, w, N, C, eps);
 	else if (G == 3)
-		fwd_vec_kernel<3><<<g, ROW_WARPS * WARP, 0, st>>>(yb, rstd, x, w, N, C, eps);
+		fwd_vec_kernel<3, X><<<g, ROW_WARPS * WARP, 0, st>>>(yb, rstd, x, w, N, C, eps);
 	else
-		fwd_vec_kernel<4><<<g, ROW_WARPS * WARP, 0, st>>>(yb, rstd, x, w, N, C, eps);
+		fwd_vec_kernel<4, X><<<g, ROW_WARPS * WARP, 0, st>>>(yb, rstd, x, w, N, C, eps);
 	return launched();
 }
 
-extern "C" size_t rmsnorm_bwd_cuda_workspace(int N, int C)
+template <typename X>
+int bwd(float *dx, uint16_t *dx_act, float *dw, const uint16_t *dy, const X *x, const float *w,
+	const float *rstd, int N, int C, void *ws, unsigned blocks, cudaStream_t st)
 {
-	return (size_t)row_grid(N) * C * sizeof(float);
-}
-
-extern "C" int rmsnorm_bwd_cuda(float *dx, float *dw, const uint16_t *dy, const float *x,
-				const float *w, const float *rstd, int N, int C, void *ws, void *stream)
-{
-	return rmsnorm_bwd_act_cuda(dx, NULL, dw, dy, x, w, rstd, N, C, ws, stream);
-}
-
-extern "C" int rmsnorm_bwd_act_cuda(float *dx, uint16_t *dx_act, float *dw, const uint16_t *dy,
-				    const float *x, const float *w, const float *rstd, int N, int C,
-				    void *ws, void *stream)
-{
-	return rmsnorm_bwd_act_cuda_blocks(dx, dx_act, dw, dy, x, w, rstd, N, C, ws, 0, stream);
-}
-
-extern "C" int rmsnorm_bwd_act_cuda_blocks(float *dx, uint16_t *dx_act, float *dw,
-					   const uint16_t *dy, const float *x, const float *w,
-					   const float *rstd, int N, int C, void *ws,
-					   unsigned blocks, void *stream)
-{
-	cudaStream_t st = (cudaStream_t)stream;
 	size_t smem = (size_t)ROW_WARPS * C * sizeof(float);
 	unsigned g = row_grid(N);
 	if (blocks && blocks < g)
@@ -311,13 +290,62 @@ extern "C" int rmsnorm_bwd_act_cuda_blocks(float *dx, uint16_t *dx_act, float *d
 			return rc;
 	} else {
 		if (smem > SMEM_DEFAULT &&
-		    cudaFuncSetAttribute(bwd_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+		    cudaFuncSetAttribute(bwd_kernel<X>, cudaFuncAttributeMaxDynamicSharedMemorySize,
 					 (int)smem) != cudaSuccess)
 			return -1;
-		bwd_kernel<<<g, ROW_WARPS * WARP, smem, st>>>(dx, (float *)ws, d, x, w, rstd, N, C);
+		bwd_kernel<X><<<g, ROW_WARPS * WARP, smem, st>>>(dx, (float *)ws, d, x, w, rstd, N, C);
 		if (dx_act)
 			act_kernel<<<grid_for((size_t)N * C), BLOCK, 0, st>>>(da, dx, (size_t)N * C);
 	}
 	dw_kernel<<<grid_for((size_t)C), BLOCK, 0, st>>>(dw, (const float *)ws, (int)g, C);
 	return launched();
+}
+
+}  // namespace
+
+extern "C" int rmsnorm_fwd_cuda(uint16_t *y, float *rstd, const float *x, const float *w, int N,
+				int C, float eps, void *stream)
+{
+	return fwd(y, rstd, x, w, N, C, eps, (cudaStream_t)stream);
+}
+
+extern "C" int rmsnorm_fwd_bx_cuda(uint16_t *y, float *rstd, const uint16_t *x, const float *w,
+				   int N, int C, float eps, void *stream)
+{
+	return fwd(y, rstd, (const bf16 *)x, w, N, C, eps, (cudaStream_t)stream);
+}
+
+extern "C" size_t rmsnorm_bwd_cuda_workspace(int N, int C)
+{
+	return (size_t)row_grid(N) * C * sizeof(float);
+}
+
+extern "C" int rmsnorm_bwd_cuda(float *dx, float *dw, const uint16_t *dy, const float *x,
+				const float *w, const float *rstd, int N, int C, void *ws, void *stream)
+{
+	return rmsnorm_bwd_act_cuda(dx, NULL, dw, dy, x, w, rstd, N, C, ws, stream);
+}
+
+extern "C" int rmsnorm_bwd_act_cuda(float *dx, uint16_t *dx_act, float *dw, const uint16_t *dy,
+				    const float *x, const float *w, const float *rstd, int N, int C,
+				    void *ws, void *stream)
+{
+	return rmsnorm_bwd_act_cuda_blocks(dx, dx_act, dw, dy, x, w, rstd, N, C, ws, 0, stream);
+}
+
+extern "C" int rmsnorm_bwd_act_cuda_blocks(float *dx, uint16_t *dx_act, float *dw,
+					   const uint16_t *dy, const float *x, const float *w,
+					   const float *rstd, int N, int C, void *ws,
+					   unsigned blocks, void *stream)
+{
+	return bwd(dx, dx_act, dw, dy, x, w, rstd, N, C, ws, blocks, (cudaStream_t)stream);
+}
+
+extern "C" int rmsnorm_bwd_act_bx_cuda_blocks(float *dx, uint16_t *dx_act, float *dw,
+					      const uint16_t *dy, const uint16_t *x, const float *w,
+					      const float *rstd, int N, int C, void *ws,
+					      unsigned blocks, void *stream)
+{
+	return bwd(dx, dx_act, dw, dy, (const bf16 *)x, w, rstd, N, C, ws, blocks,
+		   (cudaStream_t)stream);
 }

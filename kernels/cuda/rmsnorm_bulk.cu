@@ -7,7 +7,7 @@
 // trip to memory with nothing else outstanding; its registers allow two
 // blocks of eight warps a multiprocessor.  It ran at 3.6 TB/s on an H200.
 // Here each warp owns a ring of ns row slots in shared memory (x and dx in
-// fp32, dy in bf16: 10 C bytes a row), and its lane 0 keeps the next rows'
+// fp32, dy in bf16: 10 C bytes a row; 8 C with x in bf16), and its lane 0 keeps the next rows'
 // bulk copies in flight, a slot's three copies completing on the slot's
 // mbarrier: a multiprocessor has 8 ns rows (180 KB at C = 768) on their way
 // while it computes, whatever its registers.  The arithmetic, dx's bf16
@@ -38,16 +38,16 @@ __device__ __forceinline__ void proxy_fence(void)
 	asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
 
-template <int G>
+template <int G, typename X>
 __global__ void __launch_bounds__(BULK_WARPS * WARP, 1)
-	bwd_bulk_kernel(float *dx, bf16 *dx_act, float *partial, const bf16 *dy, const float *x,
+	bwd_bulk_kernel(float *dx, bf16 *dx_act, float *partial, const bf16 *dy, const X *x,
 			const float *w, const float *rstd, int N, int C, int ns)
 {
 	constexpr int K = 2 * G;  // chunks of 4 columns a lane
 	extern __shared__ __align__(128) unsigned char smem[];
 	const int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP;
-	const uint32_t fb = (uint32_t)C * 4, hb = (uint32_t)C * 2;
-	const size_t slot = 2 * (size_t)fb + hb;
+	const uint32_t xb = (uint32_t)(C * sizeof(X)), fb = (uint32_t)C * 4, hb = (uint32_t)C * 2;
+	const size_t slot = (size_t)xb + fb + hb;
 	uint64_t *bar = (uint64_t *)smem + warp * MAX_NS;
 	unsigned char *ring = smem + BAR_BYTES + (size_t)warp * ns * slot;
 	const int first = blockIdx.x * BULK_WARPS + warp, stride = gridDim.x * BULK_WARPS;
@@ -56,9 +56,9 @@ __global__ void __launch_bounds__(BULK_WARPS * WARP, 1)
 		unsigned char *p = ring + s * slot;
 		const size_t row = (size_t)n * C;
 		mbar_expect_tx(&bar[s], (uint32_t)slot);
-		bulk_load(p, x + row, fb, &bar[s]);
-		bulk_load(p + fb, dx + row, fb, &bar[s]);
-		bulk_load(p + 2 * fb, dy + row, hb, &bar[s]);
+		bulk_load(p, x + row, xb, &bar[s]);
+		bulk_load(p + xb, dx + row, fb, &bar[s]);
+		bulk_load(p + xb + fb, dy + row, hb, &bar[s]);
 	};
 	if (lane == 0) {
 		for (int s = 0; s < ns; s++)
@@ -82,18 +82,16 @@ __global__ void __launch_bounds__(BULK_WARPS * WARP, 1)
 		const int s = i % ns;
 		const float r = rstd[n];
 		mbar_wait(&bar[s], (uint32_t)(i / ns) & 1);
-		const float4 *xs = (const float4 *)(ring + s * slot), *ds = xs + C / 4;
-		const uint2 *gs = (const uint2 *)(xs + C / 2);
+		const unsigned char *sp = ring + s * slot;
+		const X *xs = (const X *)sp;
+		const float *ds = (const float *)(sp + xb);
+		const bf16 *gs = (const bf16 *)(sp + xb + fb);
 		float xv[K][4], gv[K][4], o[K][4], dot = 0;
 #pragma unroll
 		for (int k = 0; k < K; k++) {
-			const float4 a = xs[k * WARP + lane], b = ds[k * WARP + lane];
-			const uint2 d = gs[k * WARP + lane];
-			const float2 g0 = __bfloat1622float2(*(const __nv_bfloat162 *)&d.x);
-			const float2 g1 = __bfloat1622float2(*(const __nv_bfloat162 *)&d.y);
-			xv[k][0] = a.x, xv[k][1] = a.y, xv[k][2] = a.z, xv[k][3] = a.w;
-			o[k][0] = b.x, o[k][1] = b.y, o[k][2] = b.z, o[k][3] = b.w;
-			gv[k][0] = g0.x, gv[k][1] = g0.y, gv[k][2] = g1.x, gv[k][3] = g1.y;
+			ld4(xs, k * WARP + lane, xv[k]);
+			ld4(ds, k * WARP + lane, o[k]);
+			ld4(gs, k * WARP + lane, gv[k]);
 #pragma unroll
 			for (int e = 0; e < 4; e++)
 				dot += wl[k][e] * gv[k][e] * xv[k][e];
@@ -149,23 +147,21 @@ bool bulk_on()
 	return !(v && *v == '0');
 }
 
-template <int G>
-int launch(float *dx, bf16 *dx_act, float *ws, const bf16 *dy, const float *x, const float *w,
+template <int G, typename X>
+int launch(float *dx, bf16 *dx_act, float *ws, const bf16 *dy, const X *x, const float *w,
 	   const float *rstd, int N, int C, unsigned grid, int ns, size_t smem, cudaStream_t st)
 {
-	if (cudaFuncSetAttribute(bwd_bulk_kernel<G>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+	if (cudaFuncSetAttribute(bwd_bulk_kernel<G, X>, cudaFuncAttributeMaxDynamicSharedMemorySize,
 				 (int)smem) != cudaSuccess)
 		return -1;
-	bwd_bulk_kernel<G><<<grid, BULK_WARPS * WARP, smem, st>>>(dx, dx_act, ws, dy, x, w, rstd, N,
-								  C, ns);
+	bwd_bulk_kernel<G, X><<<grid, BULK_WARPS * WARP, smem, st>>>(dx, dx_act, ws, dy, x, w, rstd,
+								     N, C, ns);
 	return cudaPeekAtLastError() == cudaSuccess ? 0 : -1;
 }
 
-}  // namespace
-
-int rmsnorm_bwd_bulk(float *dx, uint16_t *dx_act, float *ws, const uint16_t *dy, const float *x,
-		     const float *w, const float *rstd, int N, int C, unsigned max_blocks,
-		     unsigned *blocks, cudaStream_t st)
+template <typename X>
+int bulk(float *dx, uint16_t *dx_act, float *ws, const uint16_t *dy, const X *x, const float *w,
+	 const float *rstd, int N, int C, unsigned max_blocks, unsigned *blocks, cudaStream_t st)
 {
 	static int sms = 0, major = 0;
 	if (!sms) {
@@ -176,7 +172,7 @@ int rmsnorm_bwd_bulk(float *dx, uint16_t *dx_act, float *ws, const uint16_t *dy,
 			return -1;
 	}
 	const int G = C / 256;
-	const size_t slot = (size_t)C * 10;
+	const size_t slot = (size_t)C * (sizeof(X) + 6);
 	int ns = (int)((SMEM_MAX - BAR_BYTES) / (BULK_WARPS * slot));
 	ns = ns > MAX_NS ? MAX_NS : ns;
 	if (!bulk_on() || major < 9 || C % 256 || G < 1 || G > 4 || ns < 2 || N < 1)
@@ -194,4 +190,20 @@ int rmsnorm_bwd_bulk(float *dx, uint16_t *dx_act, float *ws, const uint16_t *dy,
 	     : G == 2 ? launch<2>(dx, a, p, d, x, w, rstd, N, C, grid, ns, smem, st)
 	     : G == 3 ? launch<3>(dx, a, p, d, x, w, rstd, N, C, grid, ns, smem, st)
 		      : launch<4>(dx, a, p, d, x, w, rstd, N, C, grid, ns, smem, st);
+}
+
+}  // namespace
+
+int rmsnorm_bwd_bulk(float *dx, uint16_t *dx_act, float *ws, const uint16_t *dy, const float *x,
+		     const float *w, const float *rstd, int N, int C, unsigned max_blocks,
+		     unsigned *blocks, cudaStream_t st)
+{
+	return bulk(dx, dx_act, ws, dy, x, w, rstd, N, C, max_blocks, blocks, st);
+}
+
+int rmsnorm_bwd_bulk(float *dx, uint16_t *dx_act, float *ws, const uint16_t *dy, const bf16 *x,
+		     const float *w, const float *rstd, int N, int C, unsigned max_blocks,
+		     unsigned *blocks, cudaStream_t st)
+{
+	return bulk(dx, dx_act, ws, dy, x, w, rstd, N, C, max_blocks, blocks, st);
 }

@@ -524,6 +524,8 @@ static int unused_options(const train_config *c, lm_err *e)
 	return 0;
 }
 
+const char *const train_residual_names[] = { "f32", "bf16", NULL };
+
 int train_run(const train_config *tc0, lm_err *e)
 {
 	train_config c = *tc0;
@@ -568,6 +570,7 @@ int train_run(const train_config *tc0, lm_err *e)
 	c.opt.lr_min = c.opt.lr_max * c.lr_min_ratio;
 	t.st.data_seed = c.seed;
 	rng_seed(&t.st.rng, c.seed);
+	be->res = c.residual ? LM_BF16 : LM_F32; /* (the run's own, on --resume) */
 	if (setup_model(&t, be, rp, e) || (c.profile && prof_attach(be, e)))
 		goto out;
 	/* the profile times each op, which a replayed recording hides; with

@@ -70,7 +70,14 @@ typedef struct train_config {
 	/* --deterministic: the backend's run-to-run bit-identical kernels
 	 * (lm_backend.deterministic). */
 	int deterministic;
+	/* --residual: the residual stream's values, an index into
+	 * train_residual_names (0 fp32, 1 bf16; lm_backend.res), recorded in
+	 * the checkpoints as a hyper-parameter of the run. */
+	int residual;
 } train_config;
+
+/* --residual's names, NULL-terminated: "f32", "bf16". */
+extern const char *const train_residual_names[];
 
 /* Train as configured.  Returns 0, or -1 with the message (and exit code)
  * in e; a NaN or infinite loss stops the run with a message naming the

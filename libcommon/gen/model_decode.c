@@ -620,6 +620,8 @@ int model_decoder_init(model_decoder *md, model *m, uint32_t n_slots, uint32_t n
 	if (n_slots < 1 || n_ctx < 1 || n_ctx > (uint32_t)c->ctx)
 		return lm_usage_err(e, "decoder: %u slots of %u positions (the model's context is %d)",
 				    n_slots, n_ctx, c->ctx);
+	if (m->be->res != LM_F32) /* its fusions take an fp32 stream (backend.h) */
+		return lm_seterr(e, "decoder: the residual stream must be fp32 (the backend's is bf16)");
 	md->m = m;
 	md->max_threads = omp_get_max_threads();
 	const char *work = getenv("LMPIPE_DECODE_WORK");

@@ -12,13 +12,15 @@
  *   - "act" buffers (void *): matrix inputs and outputs and everything around
  *     attention, in the backend's activation type be->act (fp32 on the CPU,
  *     bf16 on CUDA), with the compute copy of the weights in that type too;
- *   - fp32 buffers (float *): the residual stream and its gradient, RMSNorm
+ *   - fp32 buffers (float *): the residual stream's gradient, RMSNorm
  *     gains, rstd and lse, per-token losses, master weights, gradients and
  *     optimizer state (as torch.autocast keeps them);
  *   - device scalars (lm_scalars): the loss sum, the gradient's sum of
  *     squares and the clip factor, written and read by ops so that nothing
  *     inside a training step waits for the host; the host reads them once
- *     per step (be->download after be->sync).
+ *     per step (be->download after be->sync);
+ *   - "res" buffers (void *): the residual stream itself, fp32 unless the
+ *     opener sets be->res to LM_BF16 (below).
  * Conversions happen only where the model asks (to_act, from_act).
  *
  * Errors.  Ops return nothing: a failure (a CUDA launch error, an
@@ -90,6 +92,17 @@ struct lm_backend {
 	 * and before attn_workspace (whose size depends on it).
 	 * The CPU backend is deterministic either way. */
 	int deterministic;
+	/* The residual stream's values (lm-train --residual): LM_F32 (the
+	 * default, as torch.autocast keeps it) or LM_BF16, set like
+	 * deterministic before the first op.  It is what the ops marked "res"
+	 * below take and give: with LM_BF16 a backend whose act is bf16 (CUDA)
+	 * keeps the stream in bf16 (half its traffic), and one whose act is
+	 * fp32 (the CPU) keeps it in fp32 rounded to bf16 after each write, the
+	 * same values.  lm_res_size says a stream element's bytes.  Its
+	 * gradient stays fp32.  The decoder's fusions (norm_matmul_fwd,
+	 * glu_matmul_fwd, norm_glu_fwd, decode_step) take an fp32 stream: the
+	 * decoder runs only with LM_F32. */
+	lm_dtype res;
 
 	/* One line on what computes: library, kernel, threads, GPU (for logs). */
 	void (*describe)(lm_backend *be, char *buf, size_t n);
@@ -154,26 +167,27 @@ struct lm_backend {
 	void (*add_act)(lm_backend *be, void *dst, const float *src, size_t n);
 
 	/* Ops. */
-	/* The residual stream starts in fp32 from the fp32 master table. */
-	void (*embedding_fwd)(lm_backend *be, float *out, const int32_t *ids, const float *table,
+	/* The residual stream (out: res) starts from the fp32 master table. */
+	void (*embedding_fwd)(lm_backend *be, void *out, const int32_t *ids, const float *table,
 			      int N, int C);
 	void (*embedding_bwd)(lm_backend *be, float *dtable, const int32_t *ids, const float *dout,
 			      int N, int C);
-	/* y (act) = RMSNorm(x (fp32)) * w; dx (fp32) and dw ACCUMULATE. */
-	void (*rmsnorm_fwd)(lm_backend *be, void *y, float *rstd, const float *x, const float *w,
+	/* y (act) = RMSNorm(x (res)) * w; dx (fp32) and dw ACCUMULATE. */
+	void (*rmsnorm_fwd)(lm_backend *be, void *y, float *rstd, const void *x, const float *w,
 			    int N, int C, float eps);
-	void (*rmsnorm_bwd)(lm_backend *be, float *dx, float *dw, const void *dy, const float *x,
+	void (*rmsnorm_bwd)(lm_backend *be, float *dx, float *dw, const void *dy, const void *x,
 			    const float *w, const float *rstd, int N, int C);
 	/* rmsnorm_bwd that also writes the updated dx in the act type into
 	 * dx_act (the residual gradient as the next product's input).  NULL
 	 * where act is fp32 or the backend has no fused version: the model
 	 * converts with to_act. */
 	void (*rmsnorm_bwd_act)(lm_backend *be, float *dx, void *dx_act, float *dw, const void *dy,
-				const float *x, const float *w, const float *rstd, int N, int C);
-	/* out = inp . W^T.  Without an addend, out is act; with one, out is fp32
-	 * and out = addend + inp . W^T (out may be the addend): the residual
-	 * branches add onto the stream in the product's epilogue. */
-	void (*matmul_fwd)(lm_backend *be, void *out, const float *addend, const void *inp,
+				const void *x, const float *w, const float *rstd, int N, int C);
+	/* out = inp . W^T.  Without an addend, out is act; with one, out and
+	 * the addend are res and out = addend + inp . W^T (out may be the
+	 * addend): the residual branches add onto the stream in the product's
+	 * epilogue, rounded once. */
+	void (*matmul_fwd)(lm_backend *be, void *out, const void *addend, const void *inp,
 			   const void *w, int N, int IN, int OUT);
 	/* dinp (act, may be NULL) = dout . W; dW (fp32, may be NULL) += dout^T
 	 * . inp. */
@@ -439,6 +453,13 @@ lm_backend *backend_open(const char *name, lm_err *e);
 /* The constructors behind backend_open. */
 lm_backend *backend_cpu_open(lm_err *e);
 lm_backend *backend_cuda_open(lm_err *e);
+
+/* The bytes of a residual stream element (be->res): 2 where it is bf16
+ * and act is bf16, else 4. */
+static inline size_t lm_res_size(const lm_backend *be)
+{
+	return be->res == LM_BF16 && be->act == LM_BF16 ? 2 : 4;
+}
 
 /* Record an error in a backend's sticky slot (the first one is kept). */
 void backend_fail(lm_backend *be, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -3,7 +3,9 @@
  * the op table of backend.h.  Each op is the twin itself, with the backend
  * argument dropped; where the table's op is coarser than the twins (a
  * product with an addend, a weighted cross-entropy), it is composed from
- * them here. */
+ * them here.  Its residual stream is fp32, rounded to bf16 after each write
+ * when be->res is LM_BF16 (lm-train --residual bf16: the values a bf16
+ * stream holds). */
 #include "model/backend.h"
 
 #include <cblas.h>
@@ -17,6 +19,7 @@
 
 #include "kernels/attention.h"
 #include "kernels/attn_blas.h"
+#include "kernels/convert.h"
 #include "kernels/decode.h"
 #include "kernels/embedding.h"
 #include "kernels/gqa.h"
@@ -141,10 +144,12 @@ static void cpu_close(lm_backend *be)
 	free(be);
 }
 
-static void cpu_embedding_fwd(lm_backend *be, float *out, const int32_t *ids, const float *table,
+static void cpu_embedding_fwd(lm_backend *be, void *out, const int32_t *ids, const float *table,
 			      int N, int C)
 {
 	embedding_fwd_cpu(out, ids, table, N, C);
+	if (be->res == LM_BF16)
+		round_bf16_cpu(out, (size_t)N * C);
 }
 
 static void cpu_embedding_bwd(lm_backend *be, float *dtable, const int32_t *ids, const float *dout,
@@ -153,24 +158,26 @@ static void cpu_embedding_bwd(lm_backend *be, float *dtable, const int32_t *ids,
 	embedding_bwd_cpu(dtable, ids, dout, N, C);
 }
 
-static void cpu_rmsnorm_fwd(lm_backend *be, void *y, float *rstd, const float *x, const float *w,
+static void cpu_rmsnorm_fwd(lm_backend *be, void *y, float *rstd, const void *x, const float *w,
 			    int N, int C, float eps)
 {
 	rmsnorm_fwd_cpu(y, rstd, x, w, N, C, eps);
 }
 
-static void cpu_rmsnorm_bwd(lm_backend *be, float *dx, float *dw, const void *dy, const float *x,
+static void cpu_rmsnorm_bwd(lm_backend *be, float *dx, float *dw, const void *dy, const void *x,
 			    const float *w, const float *rstd, int N, int C)
 {
 	rmsnorm_bwd_cpu(dx, dw, dy, x, w, rstd, N, C);
 }
 
-static void cpu_matmul_fwd(lm_backend *be, void *out, const float *addend, const void *inp,
+static void cpu_matmul_fwd(lm_backend *be, void *out, const void *addend, const void *inp,
 			   const void *w, int N, int IN, int OUT)
 {
 	if (addend)
 		cpu_copy(be, out, addend, (size_t)N * OUT * sizeof(float));
 	matmul_fwd_cpu(out, inp, w, N, IN, OUT, addend != NULL);
+	if (addend && be->res == LM_BF16)
+		round_bf16_cpu(out, (size_t)N * OUT);
 }
 
 static void cpu_matmul_bwd(lm_backend *be, void *dinp, float *dw, const void *dout, const void *inp,

@@ -433,17 +433,24 @@ static void cu_close(lm_backend *be)
 	free(be);
 }
 
-static void cu_embedding_fwd(lm_backend *be, float *out, const int32_t *ids, const float *table,
+/* The residual stream (be->res) is fp32, or bf16: the embedding's rows
+ * rounded, RMSNorm reading bf16, the o and down products adding a bf16
+ * addend into a bf16 output (cuBLASLt's C and D). */
+static void cu_embedding_fwd(lm_backend *be, void *out, const int32_t *ids, const float *table,
 			     int N, int C)
 {
-	check(be, embedding_fwd_cuda(out, ids, table, N, C, ST(be)), "embedding");
+	check(be, be->res == LM_BF16 ? embedding_fwd_bf16_cuda(out, ids, table, N, C, ST(be))
+				     : embedding_fwd_cuda(out, ids, table, N, C, ST(be)),
+	      "embedding");
 }
 
 
-static void cu_rmsnorm_fwd(lm_backend *be, void *y, float *rstd, const float *x, const float *w,
+static void cu_rmsnorm_fwd(lm_backend *be, void *y, float *rstd, const void *x, const float *w,
 			   int N, int C, float eps)
 {
-	check(be, rmsnorm_fwd_cuda(y, rstd, x, w, N, C, eps, ST(be)), "rmsnorm");
+	check(be, be->res == LM_BF16 ? rmsnorm_fwd_bx_cuda(y, rstd, x, w, N, C, eps, ST(be))
+				     : rmsnorm_fwd_cuda(y, rstd, x, w, N, C, eps, ST(be)),
+	      "rmsnorm");
 }
 
 /* A workspace of at least bytes, grown (once, at the first step) when
@@ -476,30 +483,40 @@ static void cu_embedding_bwd(lm_backend *be, float *dtable, const int32_t *ids, 
 		      "embedding backward");
 }
 
-static void cu_rmsnorm_bwd(lm_backend *be, float *dx, float *dw, const void *dy, const float *x,
+static void cu_rmsnorm_bwd(lm_backend *be, float *dx, float *dw, const void *dy, const void *x,
 			   const float *w, const float *rstd, int N, int C)
 {
 	void *ws = scratch(be, rmsnorm_bwd_cuda_workspace(N, C));
 	if (ws)
-		check(be, rmsnorm_bwd_cuda(dx, dw, dy, x, w, rstd, N, C, ws, ST(be)), "rmsnorm backward");
+		check(be, be->res == LM_BF16
+				  ? rmsnorm_bwd_act_bx_cuda_blocks(dx, NULL, dw, dy, x, w, rstd, N, C, ws,
+								   0, ST(be))
+				  : rmsnorm_bwd_cuda(dx, dw, dy, x, w, rstd, N, C, ws, ST(be)),
+		      "rmsnorm backward");
 }
 
 static void cu_rmsnorm_bwd_act(lm_backend *be, float *dx, void *dx_act, float *dw, const void *dy,
-			       const float *x, const float *w, const float *rstd, int N, int C)
+			       const void *x, const float *w, const float *rstd, int N, int C)
 {
 	void *ws = scratch(be, rmsnorm_bwd_cuda_workspace(N, C));
 	/* beside the weight-gradient queue's products: in the blocks they leave */
 	unsigned blocks = (unsigned)cuda_dwq_beside(CTX(be)->dwq);
 	if (ws)
-		check(be, rmsnorm_bwd_act_cuda_blocks(dx, dx_act, dw, dy, x, w, rstd, N, C, ws, blocks,
-						      ST(be)),
+		check(be, be->res == LM_BF16
+				  ? rmsnorm_bwd_act_bx_cuda_blocks(dx, dx_act, dw, dy, x, w, rstd, N, C,
+								   ws, blocks, ST(be))
+				  : rmsnorm_bwd_act_cuda_blocks(dx, dx_act, dw, dy, x, w, rstd, N, C, ws,
+								blocks, ST(be)),
 		      "rmsnorm backward");
 }
 
-static void cu_matmul_fwd(lm_backend *be, void *out, const float *addend, const void *inp,
+static void cu_matmul_fwd(lm_backend *be, void *out, const void *addend, const void *inp,
 			  const void *w, int N, int IN, int OUT)
 {
-	check(be, matmul_fwd_cuda(CTX(be)->mm, out, addend, inp, w, N, IN, OUT), "matmul (cuBLASLt)");
+	check(be, addend && be->res == LM_BF16
+			  ? matmul_fwd_add_bf16_cuda(CTX(be)->mm, out, addend, inp, w, N, IN, OUT)
+			  : matmul_fwd_cuda(CTX(be)->mm, out, addend, inp, w, N, IN, OUT),
+	      "matmul (cuBLASLt)");
 }
 
 /* The gate/up product with SwiGLU in its epilogue, on lmpipe's own product

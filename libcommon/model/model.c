@@ -27,7 +27,8 @@
 #include "model/profile.h"
 
 struct model_acts {
-	float **res, **res_mid, **rstd1, **rstd2, **lse;     /* fp32 */
+	void **res, **res_mid;               /* the residual stream (lm_res_size) */
+	float **rstd1, **rstd2, **lse;       /* fp32 */
 	void **ln1, **ln2, **q, **k, **v, **o, **y, **h, **sw; /* act */
 	void **qpre, **kpre;                 /* QK-norm: q, k before the norm (act) */
 	float **qrstd, **krstd;              /* and its rstd */
@@ -195,8 +196,8 @@ int model_init_ex(model *m, const model_config *c, lm_backend *be, int maxB, int
 	m->wact = be->act == LM_F32 ? m->params : grab(m, m->n_params * act, &fail);
 	m->sc = grab(m, sizeof *m->sc, &fail);
 	m->rope_cs = grab(m, (size_t)c->ctx * (C / c->n_heads) * f4, &fail);
-	a->res = (float **)grab_layers(m, L, N * C * f4, &fail);
-	a->res_mid = (float **)grab_layers(m, L - 1, N * C * f4, &fail);
+	a->res = grab_layers(m, L, N * C * lm_res_size(be), &fail);
+	a->res_mid = grab_layers(m, L - 1, N * C * lm_res_size(be), &fail);
 	a->rstd1 = (float **)grab_layers(m, L - 1, N * f4, &fail);
 	a->rstd2 = (float **)grab_layers(m, L - 1, N * f4, &fail);
 	a->lse = (float **)grab_layers(m, L - 1, BHT * f4, &fail);
@@ -494,13 +495,15 @@ const float *model_token_entropy(const model *m, lm_err *e)
 /* The ops as the model calls them: each a span of the profiler (profile.h)
  * named for its place in the model, with the work it does counted. */
 static double esz(const model *m) { return (double)lm_dtype_size(m->be->act); }
+/* a residual stream element's */
+static double rsz(const model *m) { return (double)lm_res_size(m->be); }
 
-static void p_matmul_fwd(model *m, const char *name, void *out, const float *addend,
+static void p_matmul_fwd(model *m, const char *name, void *out, const void *addend,
 			 const void *inp, const void *w, int N, int IN, int OUT)
 {
 	lm_backend *be = m->be;
 	double bytes = ((double)N * IN + (double)OUT * IN) * esz(m) +
-		       (double)N * OUT * (addend ? 8 : esz(m));
+		       (double)N * OUT * (addend ? 2 * rsz(m) : esz(m));
 	PROF(be, name, 2.0 * N * IN * OUT, bytes, be->matmul_fwd(be, out, addend, inp, w, N, IN, OUT));
 }
 
@@ -561,29 +564,29 @@ static int p_matmul_dw_side(model *m, const char *name, float *dw, const void *d
 	return be->dw_end(be);
 }
 
-static void p_rmsnorm_fwd(model *m, void *y, float *rstd, const float *x, const float *w, int N,
+static void p_rmsnorm_fwd(model *m, void *y, float *rstd, const void *x, const float *w, int N,
 			  int C)
 {
 	lm_backend *be = m->be;
-	PROF(be, "rmsnorm", 0, (double)N * C * (4 + esz(m)),
+	PROF(be, "rmsnorm", 0, (double)N * C * (rsz(m) + esz(m)),
 	     be->rmsnorm_fwd(be, y, rstd, x, w, N, C, (float)model_norm_eps(&m->cfg)));
 }
 
 /* Into the residual stream's gradient a->dres, whose act copy the fused
  * version writes on the way (dres_as_act then has nothing to do). */
-static void p_rmsnorm_bwd(model *m, float *dx, float *dw, const void *dy, const float *x,
+static void p_rmsnorm_bwd(model *m, float *dx, float *dw, const void *dy, const void *x,
 			  const float *w, const float *rstd, int N, int C)
 {
 	lm_backend *be = m->be;
 	struct model_acts *a = m->a;
 	a->dres_act_fresh = 0;
 	if (be->rmsnorm_bwd_act && dx == a->dres && a->dres_act != a->dres) {
-		PROF(be, "rmsnorm backward", 0, (double)N * C * (12 + 2 * esz(m)),
+		PROF(be, "rmsnorm backward", 0, (double)N * C * (8 + rsz(m) + 2 * esz(m)),
 		     be->rmsnorm_bwd_act(be, dx, a->dres_act, dw, dy, x, w, rstd, N, C));
 		a->dres_act_fresh = 1;
 		return;
 	}
-	PROF(be, "rmsnorm backward", 0, (double)N * C * (12 + esz(m)),
+	PROF(be, "rmsnorm backward", 0, (double)N * C * (8 + rsz(m) + esz(m)),
 	     be->rmsnorm_bwd(be, dx, dw, dy, x, w, rstd, N, C));
 }
 
@@ -756,7 +759,7 @@ static void forward_blocks(model *m)
 	int N = B * T, C = c->d_model, F = c->d_ff, H = c->n_heads, D = C / H;
 	int QKV = model_qkv_rows(c), GU = model_gu_rows(c);
 	float scale = 1.0f / sqrtf((float)D);
-	P_MOVE(m, "embedding", 8.0 * N * C, be->embedding_fwd(be, a->res[0], a->ids, m->wte, N, C));
+	P_MOVE(m, "embedding", (4 + rsz(m)) * N * C, be->embedding_fwd(be, a->res[0], a->ids, m->wte, N, C));
 	for (int l = 0; l < c->n_layers; l++) {
 		const layer_ptrs *p = &m->lp[l];
 		const layer_cptrs *w = &m->lc[l];

@@ -20,12 +20,24 @@
 #include "model/optimizer.h"
 
 static const char *rms_tag = "";  /* the RMSNorm tests' path, in their names */
+/* The residual stream in bf16 (be->res on both sides, lm-train --residual
+ * bf16): the stream's buffers are act (bf16 on CUDA; the CPU's fp32, which
+ * it rounds to bf16 after each write), and res_tag names it. */
+static int res_bf16;
+static const char *res_tag = "";
+
+static void set_res(int bf16)
+{
+	res_bf16 = bf16;
+	cpu.be->res = gpu.be->res = bf16 ? LM_BF16 : LM_F32;
+	res_tag = bf16 ? " (bf16 stream)" : "";
+}
 
 static void test_rmsnorm(int N, int C)
 {
 	char what[96];
 	float *x = rnd((size_t)N * C, 2), *w = rnd(C, 1), *dy = rnd((size_t)N * C, 1);
-	BOTH(x, x, (size_t)N * C, 0);
+	BOTH(x, x, (size_t)N * C, res_bf16);
 	BOTH(w, w, C, 0);
 	BOTH(dy, dy, (size_t)N * C, 1);
 	OUT(y, (size_t)N * C, 1);
@@ -68,29 +80,30 @@ static void test_matmul(int N, int IN, int OUTD)
 	float *in = rnd(ni, 1), *w = rnd(nw, 0.2f), *add = rnd(no, 1), *dout = rnd(no, 1);
 	BOTH(in, in, ni, 1);
 	BOTH(w, w, nw, 1);
-	BOTH(add, add, no, 0);
+	BOTH(add, add, no, res_bf16);
 	BOTH(dout, dout, no, 1);
 	OUT(o, no, 1);
-	OUT(of, no, 0);
+	OUT(of, no, res_bf16);
 	OUT(di, ni, 1);
 	ZERO(dw, nw);
 	cpu.be->matmul_fwd(cpu.be, oc, NULL, inc, wc, N, IN, OUTD);
 	gpu.be->matmul_fwd(gpu.be, og, NULL, ing, wg, N, IN, OUTD);
-	snprintf(what, sizeof what, "matmul %dx%dx%d: out (act)", N, IN, OUTD);
+	snprintf(what, sizeof what, "matmul%s %dx%dx%d: out (act)", res_tag, N, IN, OUTD);
 	compare(what, og, oc, no, 1, TOL_ACT);
 	cpu.be->matmul_fwd(cpu.be, ofc, addc, inc, wc, N, IN, OUTD);
 	gpu.be->matmul_fwd(gpu.be, ofg, addg, ing, wg, N, IN, OUTD);
-	snprintf(what, sizeof what, "matmul %dx%dx%d: addend + product (fp32)", N, IN, OUTD);
-	compare(what, ofg, ofc, no, 0, TOL_F32);
+	snprintf(what, sizeof what, "matmul%s %dx%dx%d: addend + product (res)", res_tag, N, IN, OUTD);
+	compare(what, ofg, ofc, no, res_bf16, res_bf16 ? TOL_ACT : TOL_F32);
 	cpu.be->matmul_fwd(cpu.be, addc, addc, inc, wc, N, IN, OUTD);
 	gpu.be->matmul_fwd(gpu.be, addg, addg, ing, wg, N, IN, OUTD);
-	snprintf(what, sizeof what, "matmul %dx%dx%d: in place onto the addend", N, IN, OUTD);
-	compare(what, addg, addc, no, 0, TOL_F32);
+	snprintf(what, sizeof what, "matmul%s %dx%dx%d: in place onto the addend", res_tag, N, IN,
+		 OUTD);
+	compare(what, addg, addc, no, res_bf16, res_bf16 ? TOL_ACT : TOL_F32);
 	cpu.be->matmul_bwd(cpu.be, dic, dwc, doutc, inc, wc, N, IN, OUTD);
 	gpu.be->matmul_bwd(gpu.be, dig, dwg, doutg, ing, wg, N, IN, OUTD);
-	snprintf(what, sizeof what, "matmul backward %dx%dx%d: dinp", N, IN, OUTD);
+	snprintf(what, sizeof what, "matmul backward%s %dx%dx%d: dinp", res_tag, N, IN, OUTD);
 	compare(what, dig, dic, ni, 1, TOL_ACT);
-	snprintf(what, sizeof what, "matmul backward %dx%dx%d: dW", N, IN, OUTD);
+	snprintf(what, sizeof what, "matmul backward%s %dx%dx%d: dW", res_tag, N, IN, OUTD);
 	compare(what, dwg, dwc, nw, 0, TOL_F32);
 	free(in), free(w), free(add), free(dout);
 	release_all(&cpu), release_all(&gpu);
@@ -699,13 +712,13 @@ static void test_embedding_adamw(int N, int V, int C)
 	BOTH(g, g, nt, 0);
 	BOTH(m, m0, nt, 0);
 	BOTH(v, v0, nt, 0);
-	OUT(o, nr, 0);
+	OUT(o, nr, res_bf16);
 	void *pag = put(&gpu, NULL, nt, 1);
 	ZERO(dt, nt);
 	cpu.be->embedding_fwd(cpu.be, oc, ic, tc, N, C);
 	gpu.be->embedding_fwd(gpu.be, og, ig, tg, N, C);
-	snprintf(what, sizeof what, "embedding N=%d V=%d C=%d", N, V, C);
-	compare(what, og, oc, nr, 0, 0);
+	snprintf(what, sizeof what, "embedding%s N=%d V=%d C=%d", res_tag, N, V, C);
+	compare(what, og, oc, nr, res_bf16, 0);
 	cpu.be->embedding_bwd(cpu.be, dtc, ic, dc, N, C);
 	gpu.be->embedding_bwd(gpu.be, dtg, ig, dg, N, C);
 	snprintf(what, sizeof what, "embedding backward N=%d V=%d C=%d", N, V, C);
@@ -948,8 +961,8 @@ static void test_model(model_config c, int B, int T)
 	double lc, lg;
 	int rc = model_forward(&mc, ids, tg, B, T, &lc, &e);
 	int rg = model_forward(&mg, ids, tg, B, T, &lg, &e);
-	ok(!rc && !rg && fabs(lg - lc) <= 1e-2 * lc, "model d=%d L=%d H=%d kv=%d V=%d B=%d T=%d%s%s%s%s: "
-	   "loss %.6f vs %.6f (%s)", c.d_model, c.n_layers, c.n_heads, model_kv_heads(&c), c.vocab, B, T,
+	ok(!rc && !rg && fabs(lg - lc) <= 1e-2 * lc, "model%s d=%d L=%d H=%d kv=%d V=%d B=%d T=%d%s%s%s%s: "
+	   "loss %.6f vs %.6f (%s)", res_tag, c.d_model, c.n_layers, c.n_heads, model_kv_heads(&c), c.vocab, B, T,
 	   c.qk_norm ? " qk-norm" : "", c.mlp == MODEL_MLP_RELU2 ? " relu2" : "",
 	   c.softcap > 0 ? " softcap" : "", c.z_loss > 0 ? " z-loss" : "", lg, lc, rg ? e.msg : "ok");
 	float *zc = malloc((size_t)N * c.vocab * sizeof *zc), *zg = malloc((size_t)N * c.vocab * sizeof *zg);
@@ -1163,6 +1176,32 @@ int main(void)
 	all.n_kv_heads = 4, all.qk_norm = 1, all.mlp = MODEL_MLP_RELU2, all.softcap = 15.0;
 	all.z_loss = 1e-4, all.norm_eps = 1e-6, all.tie_embeddings = 1;
 	test_model(all, 4, 256);
+	/* the residual stream in bf16 (lm-train --residual bf16): RMSNorm on the
+	 * scalar (C = 200) and 16-byte paths, its backward by bulk copies (rings
+	 * wrapping at 8192 x 768 and 5000 x 1024) and register-fed; the products
+	 * with a bf16 addend (cuBLASLt's C and D bf16, few rows included); the
+	 * embedding's rows rounded (exactly the CPU's); whole models */
+	set_res(1);
+	rms_tag = " (bf16 stream)";
+	test_rmsnorm(37, 200);
+	test_rmsnorm(300, 768);
+	test_rmsnorm(8192, 768);
+	test_rmsnorm(5000, 1024);
+	setenv("LMPIPE_RMSNORM_BULK", "0", 1);
+	rms_tag = " (bf16 stream, registers)";
+	test_rmsnorm(100, 256);
+	test_rmsnorm(8192, 768);
+	unsetenv("LMPIPE_RMSNORM_BULK");
+	rms_tag = "";
+	test_matmul(3, 512, 1536);
+	test_matmul(37, 72, 50);
+	test_matmul(256, 512, 1344);
+	test_matmul(4096, 2048, 768);
+	test_embedding_adamw(37, 97, 40);
+	test_model(small, 3, 45);
+	test_model(ts_like, 4, 256);
+	test_model(all, 4, 256);
+	set_res(0);
 	cpu.be->close(cpu.be);
 	gpu.be->close(gpu.be);
 	return done_testing();

@@ -1,0 +1,59 @@
+#!/bin/sh
+# tests/gpu/lm-train-residual-cuda.t: lm-train --residual bf16 on CUDA (the
+# residual stream stored in bf16): 150 steps of a small model (d_model 256,
+# so RMSNorm takes its 16-byte and bulk-copy paths) against the same run
+# with the fp32 stream on CUDA and with the bf16-rounded stream on the CPU:
+# the validation loss within 1 % of both at every evaluation; the run is
+# graphed as usual and resumes on CUDA; the profile runs.  Needs a GPU.
+. "$(dirname "$0")/../lib.sh"
+
+need_gpu
+cd "$TMP"
+STEPS=150 EVERY=30
+byte_shards 4000
+
+train() { # train DEVICE DIR LOG [OPTION]...
+	dev=$1 dir=$2 log=$3; shift 3
+	lm-train --device "$dev" --vocab 256 --context 64 --d-model 256 --layers 2 --heads 4 \
+		--d-ff 704 -b 16 -n $STEPS --lr 3e-3 --warmup 20 -d d --val d-val --eval-every $EVERY \
+		-o "$dir" --ckpt-every 75 --log "$log" "$@"
+}
+run train cuda gb gb.jsonl --residual bf16
+is "$rc" 0 "CUDA training with the bf16 stream runs ($err)"
+run train cuda gf gf.jsonl
+is "$rc" 0 "CUDA training with the fp32 stream runs ($err)"
+run train cpu cb cb.jsonl --residual bf16
+is "$rc" 0 "CPU training with the bf16-rounded stream runs ($err)"
+vals() { sed -n 's/.*"step":\([0-9]*\),"val_loss":\([0-9.e+-]*\).*/\1 \2/p' "$1"; }
+close() { # close A B LIMIT: every validation loss of log A within LIMIT of B's
+	vals "$1" > a.txt
+	vals "$2" > b.txt
+	perl -e 'open A, $ARGV[0]; open B, $ARGV[1]; my ($n, $worst, $at) = (0, 0, 0);
+		while (defined(my $a = <A>)) { my $b = <B>; exit 2 unless defined $b;
+			my ($sa, $la) = split " ", $a; my ($sb, $lb) = split " ", $b;
+			exit 3 if $sa != $sb; my $r = abs($la - $lb) / $lb; $n++;
+			($worst, $at) = ($r, $sa) if $r > $worst; }
+		printf "%d evaluations, worst %.4f at step %d\n", $n, $worst, $at;
+		exit($n < 5 || $worst > $ARGV[2])' a.txt b.txt "$3"
+}
+msg=$(close gb.jsonl gf.jsonl 0.01); rc=$?
+ok $rc "bf16 stream against fp32 stream on CUDA: validation loss within 1 % ($msg)"
+msg=$(close gb.jsonl cb.jsonl 0.01); rc=$?
+ok $rc "bf16 stream on CUDA against the CPU's rounded one: validation loss within 1 % ($msg)"
+cmp -s gb/step-00000150.safetensors gf/step-00000150.safetensors
+is "$?" 1 "the two CUDA runs differ (the stream's type took effect)"
+
+# resumed at step 75 (the checkpoint says bf16), it ends where the whole run did
+mkdir half
+cp gb/step-00000075.safetensors half/
+ln -s step-00000075.safetensors half/latest
+run lm-train --device cuda -d d --val d-val -o half --resume --log half.jsonl
+is "$rc" 0 "resumes on CUDA from step 75 ($err)"
+msg=$(close half.jsonl gb.jsonl 0.01); rc=$?
+ok $rc "the resumed run's validation losses match the whole run's ($msg)"
+
+run train cuda gp gp.jsonl --residual bf16 -n 4 --eval-every 0 --profile 2
+is "$rc" 0 "--profile with the bf16 stream ($err)"
+printf '%s\n' "$err" | grep -q "matmul o"
+ok $? "the profile table lists the o product"
+done_testing
