@@ -524,8 +524,6 @@ static int unused_options(const train_config *c, lm_err *e)
 	return 0;
 }
 
-const char *const train_residual_names[] = { "f32", "bf16", NULL };
-
 int train_run(const train_config *tc0, lm_err *e)
 {
 	train_config c = *tc0;

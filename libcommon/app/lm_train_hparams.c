@@ -30,6 +30,8 @@ typedef struct hparam {
 
 #define HP(key, opt, type, field) { key, opt, type, offsetof(train_config, field), NULL }
 #define HPC(key, opt, field, names) { key, opt, HP_CHOICE, offsetof(train_config, field), names }
+const char *const train_residual_names[] = { "f32", "bf16", NULL };
+
 /* steps comes last: a --tokens budget is counted in the merged batch shape. */
 static const hparam HPARAMS[] = {
 	HP("batch", "batch", HP_INT, batch),
