@@ -15,6 +15,8 @@
 #   CORPUS=DIR  holds gutenberg_train.txt and gutenberg_valid.txt, or their
 #               .xz copies (default ../shared/data/corpus); W=DIR work folder;
 #   STEPS, EVAL, BATCH (128), DEVICE (cuda) for smaller runs;
+#   LMTRAIN_OPTS="..."  more lm-train options for the training run (e.g.
+#               --residual bf16, to set its curve beside the default's);
 #   TOKENIZER=FILE  a tokenizer to use instead of learning one (an lmpipe
 #               tokenizer file or a Hugging Face tokenizer.json), to compare
 #               tokenizers on the recipe;
@@ -56,7 +58,7 @@ vbytes=$(wc -c < "$valid")
 "$BIN/lm-train" --device "$DEVICE" -m ts -b "$BATCH" -n "$STEPS" --lr 2e-3 --lr-min-ratio 0.1 --warmup 200 \
 	--beta1 0.9 --beta2 0.95 --weight-decay 0.1 --eps 1e-8 --clip 1.0 \
 	-d "$W/train" --val "$W/valid" --eval-every "$EVAL" --eval-batches 0 \
-	--log "$W/train.jsonl" ${EVAL_STRIDES:+-o "$W/ck" --force}
+	--log "$W/train.jsonl" ${EVAL_STRIDES:+-o "$W/ck" --force} ${LMTRAIN_OPTS:-}
 t4=$(now)
 awk -v vt="$vtok" -v vb="$vbytes" '
 	/"elapsed_s"/ { match($0, /"elapsed_s":[0-9.]+/); el = substr($0, RSTART + 12, RLENGTH - 12)
