@@ -37,6 +37,13 @@ size_t embedding_bwd_det_cuda_workspace(int N);
 int embedding_bwd_det_cuda(float *dtable, const int32_t *ids, const float *dout, int N, int C,
 			   void *ws, void *stream);
 
+/* The backward passes from a bf16 dout (the residual stream's gradient
+ * kept in bf16), adding in fp32 as above. */
+int embedding_bwd_bf16_cuda(float *dtable, const int32_t *ids, const uint16_t *dout, int N, int C,
+			    void *stream);
+int embedding_bwd_det_bf16_cuda(float *dtable, const int32_t *ids, const uint16_t *dout, int N,
+				int C, void *ws, void *stream);
+
 #ifdef __cplusplus
 }
 #endif

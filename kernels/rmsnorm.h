@@ -49,6 +49,12 @@ int rmsnorm_fwd_bx_cuda(uint16_t *y, float *rstd, const uint16_t *x, const float
 int rmsnorm_bwd_act_bx_cuda_blocks(float *dx, uint16_t *dx_act, float *dw, const uint16_t *dy,
 				   const uint16_t *x, const float *w, const float *rstd, int N,
 				   int C, void *ws, unsigned blocks, void *stream);
+/* The backward pass with the stream's gradient kept in bf16 too (dx bf16,
+ * x bf16): dx = bf16(dx + the row's gradient, in fp32).  The CPU twin is
+ * rmsnorm_bwd_cpu with dx rounded to bf16 after it. */
+int rmsnorm_bwd_bx_bdx_cuda_blocks(uint16_t *dx, float *dw, const uint16_t *dy, const uint16_t *x,
+				   const float *w, const float *rstd, int N, int C, void *ws,
+				   unsigned blocks, void *stream);
 /* The backward pass's device workspace (per-block partial sums of dw):
  * bytes for N rows of C; the same bits run to run.  C at most 7168 (the
  * warps' shared rows must fit in a block's shared memory). */

@@ -3,7 +3,9 @@
 # bf16 residual stream): the CPU keeps the stream in fp32 rounded to bf16
 # after each write, so the run differs from the fp32 stream's but not by
 # much; the choice is recorded in the checkpoints and --resume keeps it
-# (3 + resume + 3 steps equal 6 bit for bit); a bad value is a usage error.
+# (3 + resume + 3 steps equal 6 bit for bit); --residual-grad bf16 rounds
+# the stream's gradient too, and needs the bf16 stream; a bad value is a
+# usage error.
 # Byte-level shards of a generated text, the tiny model, one thread.
 . "$(dirname "$0")/lib.sh"
 
@@ -38,6 +40,23 @@ run lm-train -d d -o half --resume -j 1
 is "$rc" 0 "resumes from step 3 ($err)"
 cmp -s bf/step-00000006.safetensors half/step-00000006.safetensors
 ok $? "3 steps + resume + 3 equal 6 steps bit for bit (the stream stays bf16)"
+
+# its gradient too: another run again, close; it needs the bf16 stream
+run lm-train $M -n 6 -o bg --residual bf16 --residual-grad bf16 --log bg.jsonl
+is "$rc" 0 "--residual-grad bf16 trains ($err)"
+cmp -s bf/step-00000006.safetensors bg/step-00000006.safetensors
+is "$?" 1 "the bf16 gradient's run differs from the bf16 stream's alone"
+perl -MJSON::PP -e 'sub last_loss { open my $f, "<", shift or die; my $l; $l = decode_json($_)->{loss} while <$f>; $l }
+	my ($a, $b) = (last_loss("bg.jsonl"), last_loss("f32.jsonl"));
+	print "$a $b\n"; exit(abs($a - $b) <= 0.02 * $b ? 0 : 1)' > losses.txt
+ok $? "its loss at step 6 is close to the fp32 run's ($(cat losses.txt))"
+run lm-train -c bg/latest --info
+printf '%s\n' "$out" | grep -q '"residual_grad":"bf16"'
+ok $? "--info: the hyper-parameters record residual_grad bf16"
+run lm-train $M -n 1 --residual-grad bf16
+is "$rc" 2 "--residual-grad bf16 without --residual bf16: exit 2"
+is "$err" "lm-train: --residual-grad bf16 needs --residual bf16 (the stream itself)" \
+	"--residual-grad alone: the message"
 
 run lm-train $M -n 1 --residual f16
 is "$rc" 2 "--residual f16: exit 2"

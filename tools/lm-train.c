@@ -90,7 +90,7 @@ int main(int argc, char **argv)
 	double bucket_mb = 25, dist_timeout = 60;
 	const char *nccl_init = NULL, *dump_windows = NULL;
 	int deterministic = 0;
-	const char *residual = "f32";
+	const char *residual = "f32", *residual_grad = "f32";
 	opt_strlist data = { 0 }, val = { 0 };
 	train_config tc = { 0 };
 	const opt_def opts[] = {
@@ -163,6 +163,7 @@ int main(int argc, char **argv)
 		{ 0, "nccl-init", OPT_STR, &nccl_init, "HOW", "NCCL's id: mpi (default), file:PATH (shared filesystem), tcp:HOST:PORT (rank 0)", 0, 0, NULL },
 		{ 0, "deterministic", OPT_FLAG, &deterministic, NULL, "bit-identical runs on one GPU (slower kernels where needed; the CPU always is)", 0, 0, NULL },
 		{ 0, "residual", OPT_CHOICE, &residual, "TYPE", "the residual stream's values: bf16 halves its memory traffic (CUDA) and rounds it", 0, 0, train_residual_names },
+		{ 0, "residual-grad", OPT_CHOICE, &residual_grad, "TYPE", "its gradient's values in the backward pass (bf16 needs --residual bf16)", 0, 0, train_residual_names },
 		{ 0, "dump-windows", OPT_STR, &dump_windows, "FILE", "write each step's training windows (offsets into the shards) to FILE", 0, 0, NULL },
 		{ 0, "dist-timeout", OPT_DOUBLE, &dist_timeout, "S", "seconds a rank waits for the others before the run fails", 0.1, 1e6, NULL },
 		OPT_END,
@@ -293,6 +294,7 @@ int main(int argc, char **argv)
 	tc.dump_windows = dump_windows;
 	tc.deterministic = deterministic;
 	tc.residual = optim_name_index(train_residual_names, residual);
+	tc.residual_grad = optim_name_index(train_residual_names, residual_grad);
 	/* a new user's lost hour: training without -o keeps nothing; said on a
 	 * terminal only (scripts that time or log runs leave -o out on purpose) */
 	if (!tc.out_dir && !dump_windows && isatty(STDERR_FILENO))

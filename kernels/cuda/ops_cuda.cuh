@@ -44,6 +44,37 @@ __device__ __forceinline__ void ld8(const X *p, float v[8])
 	ld4(p, 0, v);
 	ld4(p, 1, v + 4);
 }
+// Stores of one, 4 (st4: one 16- or 8-byte store) or 8 consecutive values
+// (st8: 16-byte stores) at p, rounded to nearest where p is bf16.
+__device__ __forceinline__ void st(float *p, float v) { *p = v; }
+__device__ __forceinline__ void st(bf16 *p, float v) { *p = to_bf16(v); }
+__device__ __forceinline__ void st4(float *p, const float v[4])
+{
+	*(float4 *)p = make_float4(v[0], v[1], v[2], v[3]);
+}
+__device__ __forceinline__ void st4(bf16 *p, const float v[4])
+{
+	const __nv_bfloat162 a = __floats2bfloat162_rn(v[0], v[1]);
+	const __nv_bfloat162 b = __floats2bfloat162_rn(v[2], v[3]);
+	uint2 u;
+	u.x = *(const uint32_t *)&a;
+	u.y = *(const uint32_t *)&b;
+	*(uint2 *)p = u;
+}
+__device__ __forceinline__ void st8(float *p, const float v[8])
+{
+	st4(p, v);
+	st4(p + 4, v + 4);
+}
+__device__ __forceinline__ void st8(bf16 *p, const float v[8])
+{
+	uint4 u;
+	__nv_bfloat162 *h = (__nv_bfloat162 *)&u;
+#pragma unroll
+	for (int e = 0; e < 4; e++)
+		h[e] = __floats2bfloat162_rn(v[2 * e], v[2 * e + 1]);
+	*(uint4 *)p = u;
+}
 template <>
 __device__ __forceinline__ void ld8(const bf16 *p, float v[8])
 {

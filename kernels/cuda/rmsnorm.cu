@@ -1,7 +1,8 @@
 // rmsnorm.cu: CUDA twin of RMSNorm (see kernels/rmsnorm.h): fp32 input (the
 // residual stream; bf16 in the _bx functions, the stream kept in bf16),
 // fp32 gains and rstd; bf16 output y and output gradient dy;
-// the backward pass accumulates dx (fp32) and dw.  One warp a row; the
+// the backward pass accumulates dx (fp32; bf16 in the _bdx function, the
+// stream's gradient kept in bf16) and dw.  One warp a row; the
 // backward's dw is summed per warp in shared memory, per block in a fixed
 // order into a workspace row, and over the blocks in order by a second
 // kernel: no atomics, the same bits run to run.
@@ -76,8 +77,8 @@ __global__ void fwd_vec_kernel(bf16 *y, float *rstd, const X *x, const float *w,
 // dx for each row, and this block's partial dw: each warp sums its rows'
 // dw terms into its own shared row (no atomics), then the warps' rows are
 // added in a fixed order and written to partial[blockIdx.x].
-template <typename X>
-__global__ void bwd_kernel(float *dx, float *partial, const bf16 *dy, const X *x,
+template <typename X, typename DX>
+__global__ void bwd_kernel(DX *dx, float *partial, const bf16 *dy, const X *x,
 			   const float *w, const float *rstd, int N, int C)
 {
 	extern __shared__ float sdw[];
@@ -93,10 +94,10 @@ __global__ void bwd_kernel(float *dx, float *partial, const bf16 *dy, const X *x
 			dot += w[c] * ld(dyr + c) * ld(xr + c);
 		dot = warp_sum(dot);
 		float k = r * r * r * dot / C;
-		float *dxr = dx + (size_t)n * C;
+		DX *dxr = dx + (size_t)n * C;
 		for (int c = lane; c < C; c += WARP) {
 			float g = ld(dyr + c), xc = ld(xr + c);
-			dxr[c] += r * w[c] * g - k * xc;
+			st(dxr + c, ld(dxr + c) + (r * w[c] * g - k * xc));
 			mine[c] += g * xc * r;
 		}
 	}
@@ -113,8 +114,8 @@ __global__ void bwd_kernel(float *dx, float *partial, const bf16 *dy, const X *x
 // G groups of 8 columns, (g 32 + lane) 8.., for every row it takes, and
 // sums its dw terms in registers; optionally writes the updated dx as bf16
 // too (dx_act: the residual gradient as the next product's input).
-template <int G, typename X>
-__global__ void __launch_bounds__(ROW_WARPS * WARP) bwd_vec_kernel(float *dx, bf16 *dx_act,
+template <int G, typename X, typename DX>
+__global__ void __launch_bounds__(ROW_WARPS * WARP) bwd_vec_kernel(DX *dx, bf16 *dx_act,
 								   float *partial, const bf16 *dy,
 								   const X *x, const float *w,
 								   const float *rstd, int N, int C)
@@ -160,16 +161,14 @@ __global__ void __launch_bounds__(ROW_WARPS * WARP) bwd_vec_kernel(float *dx, bf
 #pragma unroll
 		for (int g = 0; g < G; g++) {
 			int c = (g * WARP + lane) * 8;
-			float4 *pdx = (float4 *)(dx + row + c);
-			float4 a = pdx[0], b = pdx[1];
-			float o[8] = { a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w };
+			float o[8];
+			ld8(dx + row + c, o);
 #pragma unroll
 			for (int e = 0; e < 8; e++) {
 				o[e] += r * wl[g][e] * gv[g][e] - k * xv[g][e];
 				acc[g][e] += gv[g][e] * xv[g][e] * r;
 			}
-			pdx[0] = make_float4(o[0], o[1], o[2], o[3]);
-			pdx[1] = make_float4(o[4], o[5], o[6], o[7]);
+			st8(dx + row + c, o);
 			if (dx_act) {
 				uint4 u;
 				__nv_bfloat162 *pu = (__nv_bfloat162 *)&u;
@@ -223,15 +222,16 @@ unsigned row_grid(int N)
 	return g < BWD_BLOCKS ? g : BWD_BLOCKS;
 }
 
-template <int G, typename X>
-int launch_vec(float *dx, bf16 *dx_act, float *ws, const bf16 *dy, const X *x, const float *w,
+template <int G, typename X, typename DX>
+int launch_vec(DX *dx, bf16 *dx_act, float *ws, const bf16 *dy, const X *x, const float *w,
 	       const float *rstd, int N, int C, unsigned g, size_t smem, cudaStream_t st)
 {
 	if (smem > SMEM_DEFAULT &&
-	    cudaFuncSetAttribute(bwd_vec_kernel<G, X>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-				 (int)smem) != cudaSuccess)
+	    cudaFuncSetAttribute(bwd_vec_kernel<G, X, DX>,
+				 cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != cudaSuccess)
 		return -1;
-	bwd_vec_kernel<G, X><<<g, ROW_WARPS * WARP, smem, st>>>(dx, dx_act, ws, dy, x, w, rstd, N, C);
+	bwd_vec_kernel<G, X, DX><<<g, ROW_WARPS * WARP, smem, st>>>(dx, dx_act, ws, dy, x, w, rstd, N,
+								      C);
 	return 0;
 }
 
@@ -260,8 +260,9 @@ int fwd(uint16_t *y, float *rstd, const X *x, const float *w, int N, int C, floa
 	return launched();
 }
 
-template <typename X>
-int bwd(float *dx, uint16_t *dx_act, float *dw, const uint16_t *dy, const X *x, const float *w,
+// dx_act only where DX is fp32.
+template <typename X, typename DX>
+int bwd(DX *dx, uint16_t *dx_act, float *dw, const uint16_t *dy, const X *x, const float *w,
 	const float *rstd, int N, int C, void *ws, unsigned blocks, cudaStream_t st)
 {
 	size_t smem = (size_t)ROW_WARPS * C * sizeof(float);
@@ -290,12 +291,13 @@ int bwd(float *dx, uint16_t *dx_act, float *dw, const uint16_t *dy, const X *x, 
 			return rc;
 	} else {
 		if (smem > SMEM_DEFAULT &&
-		    cudaFuncSetAttribute(bwd_kernel<X>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+		    cudaFuncSetAttribute(bwd_kernel<X, DX>, cudaFuncAttributeMaxDynamicSharedMemorySize,
 					 (int)smem) != cudaSuccess)
 			return -1;
-		bwd_kernel<X><<<g, ROW_WARPS * WARP, smem, st>>>(dx, (float *)ws, d, x, w, rstd, N, C);
-		if (dx_act)
-			act_kernel<<<grid_for((size_t)N * C), BLOCK, 0, st>>>(da, dx, (size_t)N * C);
+		bwd_kernel<X, DX><<<g, ROW_WARPS * WARP, smem, st>>>(dx, (float *)ws, d, x, w, rstd, N, C);
+		if (dx_act && sizeof(DX) == sizeof(float))
+			act_kernel<<<grid_for((size_t)N * C), BLOCK, 0, st>>>(da, (const float *)dx,
+									      (size_t)N * C);
 	}
 	dw_kernel<<<grid_for((size_t)C), BLOCK, 0, st>>>(dw, (const float *)ws, (int)g, C);
 	return launched();
@@ -347,5 +349,13 @@ extern "C" int rmsnorm_bwd_act_bx_cuda_blocks(float *dx, uint16_t *dx_act, float
 					      unsigned blocks, void *stream)
 {
 	return bwd(dx, dx_act, dw, dy, (const bf16 *)x, w, rstd, N, C, ws, blocks,
+		   (cudaStream_t)stream);
+}
+
+extern "C" int rmsnorm_bwd_bx_bdx_cuda_blocks(uint16_t *dx, float *dw, const uint16_t *dy,
+					      const uint16_t *x, const float *w, const float *rstd,
+					      int N, int C, void *ws, unsigned blocks, void *stream)
+{
+	return bwd((bf16 *)dx, NULL, dw, dy, (const bf16 *)x, w, rstd, N, C, ws, blocks,
 		   (cudaStream_t)stream);
 }

@@ -7,7 +7,7 @@
 // trip to memory with nothing else outstanding; its registers allow two
 // blocks of eight warps a multiprocessor.  It ran at 3.6 TB/s on an H200.
 // Here each warp owns a ring of ns row slots in shared memory (x and dx in
-// fp32, dy in bf16: 10 C bytes a row; 8 C with x in bf16), and its lane 0 keeps the next rows'
+// fp32, dy in bf16: 10 C bytes a row; 8 C with x in bf16, 6 C with dx too), and its lane 0 keeps the next rows'
 // bulk copies in flight, a slot's three copies completing on the slot's
 // mbarrier: a multiprocessor has 8 ns rows (180 KB at C = 768) on their way
 // while it computes, whatever its registers.  The arithmetic, dx's bf16
@@ -38,15 +38,16 @@ __device__ __forceinline__ void proxy_fence(void)
 	asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
 
-template <int G, typename X>
+template <int G, typename X, typename DX>
 __global__ void __launch_bounds__(BULK_WARPS * WARP, 1)
-	bwd_bulk_kernel(float *dx, bf16 *dx_act, float *partial, const bf16 *dy, const X *x,
+	bwd_bulk_kernel(DX *dx, bf16 *dx_act, float *partial, const bf16 *dy, const X *x,
 			const float *w, const float *rstd, int N, int C, int ns)
 {
 	constexpr int K = 2 * G;  // chunks of 4 columns a lane
 	extern __shared__ __align__(128) unsigned char smem[];
 	const int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP;
-	const uint32_t xb = (uint32_t)(C * sizeof(X)), fb = (uint32_t)C * 4, hb = (uint32_t)C * 2;
+	const uint32_t xb = (uint32_t)(C * sizeof(X)), fb = (uint32_t)(C * sizeof(DX)),
+		       hb = (uint32_t)C * 2;
 	const size_t slot = (size_t)xb + fb + hb;
 	uint64_t *bar = (uint64_t *)smem + warp * MAX_NS;
 	unsigned char *ring = smem + BAR_BYTES + (size_t)warp * ns * slot;
@@ -84,7 +85,7 @@ __global__ void __launch_bounds__(BULK_WARPS * WARP, 1)
 		mbar_wait(&bar[s], (uint32_t)(i / ns) & 1);
 		const unsigned char *sp = ring + s * slot;
 		const X *xs = (const X *)sp;
-		const float *ds = (const float *)(sp + xb);
+		const DX *ds = (const DX *)(sp + xb);
 		const bf16 *gs = (const bf16 *)(sp + xb + fb);
 		float xv[K][4], gv[K][4], o[K][4], dot = 0;
 #pragma unroll
@@ -112,7 +113,7 @@ __global__ void __launch_bounds__(BULK_WARPS * WARP, 1)
 				acc[k][e] += gv[k][e] * xv[k][e] * r;
 			}
 			const int c = (k * WARP + lane) * 4;
-			*(float4 *)(dx + row + c) = make_float4(o[k][0], o[k][1], o[k][2], o[k][3]);
+			st4(dx + row + c, o[k]);
 			if (dx_act) {
 				const __nv_bfloat162 p0 = __floats2bfloat162_rn(o[k][0], o[k][1]);
 				const __nv_bfloat162 p1 = __floats2bfloat162_rn(o[k][2], o[k][3]);
@@ -147,20 +148,20 @@ bool bulk_on()
 	return !(v && *v == '0');
 }
 
-template <int G, typename X>
-int launch(float *dx, bf16 *dx_act, float *ws, const bf16 *dy, const X *x, const float *w,
+template <int G, typename X, typename DX>
+int launch(DX *dx, bf16 *dx_act, float *ws, const bf16 *dy, const X *x, const float *w,
 	   const float *rstd, int N, int C, unsigned grid, int ns, size_t smem, cudaStream_t st)
 {
-	if (cudaFuncSetAttribute(bwd_bulk_kernel<G, X>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-				 (int)smem) != cudaSuccess)
+	if (cudaFuncSetAttribute(bwd_bulk_kernel<G, X, DX>,
+				 cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != cudaSuccess)
 		return -1;
-	bwd_bulk_kernel<G, X><<<grid, BULK_WARPS * WARP, smem, st>>>(dx, dx_act, ws, dy, x, w, rstd,
-								     N, C, ns);
+	bwd_bulk_kernel<G, X, DX><<<grid, BULK_WARPS * WARP, smem, st>>>(dx, dx_act, ws, dy, x, w,
+									 rstd, N, C, ns);
 	return cudaPeekAtLastError() == cudaSuccess ? 0 : -1;
 }
 
-template <typename X>
-int bulk(float *dx, uint16_t *dx_act, float *ws, const uint16_t *dy, const X *x, const float *w,
+template <typename X, typename DX>
+int bulk(DX *dx, uint16_t *dx_act, float *ws, const uint16_t *dy, const X *x, const float *w,
 	 const float *rstd, int N, int C, unsigned max_blocks, unsigned *blocks, cudaStream_t st)
 {
 	static int sms = 0, major = 0;
@@ -172,7 +173,7 @@ int bulk(float *dx, uint16_t *dx_act, float *ws, const uint16_t *dy, const X *x,
 			return -1;
 	}
 	const int G = C / 256;
-	const size_t slot = (size_t)C * (sizeof(X) + 6);
+	const size_t slot = (size_t)C * (sizeof(X) + sizeof(DX) + 2);
 	int ns = (int)((SMEM_MAX - BAR_BYTES) / (BULK_WARPS * slot));
 	ns = ns > MAX_NS ? MAX_NS : ns;
 	if (!bulk_on() || major < 9 || C % 256 || G < 1 || G > 4 || ns < 2 || N < 1)
@@ -202,6 +203,13 @@ int rmsnorm_bwd_bulk(float *dx, uint16_t *dx_act, float *ws, const uint16_t *dy,
 }
 
 int rmsnorm_bwd_bulk(float *dx, uint16_t *dx_act, float *ws, const uint16_t *dy, const bf16 *x,
+		     const float *w, const float *rstd, int N, int C, unsigned max_blocks,
+		     unsigned *blocks, cudaStream_t st)
+{
+	return bulk(dx, dx_act, ws, dy, x, w, rstd, N, C, max_blocks, blocks, st);
+}
+
+int rmsnorm_bwd_bulk(bf16 *dx, uint16_t *dx_act, float *ws, const uint16_t *dy, const bf16 *x,
 		     const float *w, const float *rstd, int N, int C, unsigned max_blocks,
 		     unsigned *blocks, cudaStream_t st)
 {

@@ -13,11 +13,16 @@
 // most max_blocks of them (*blocks says how many).  0 when launched, -1 if
 // the launch failed, 1 when not taken (LMPIPE_RMSNORM_BULK=0, a GPU
 // before sm_90, or C too large): the caller then runs its own kernel.
-// x fp32, or bf16 (the residual stream kept in bf16).
+// x fp32, or bf16 (the residual stream kept in bf16); dx fp32, or bf16 (its
+// gradient kept in bf16, with x bf16 and no dx_act).
 int rmsnorm_bwd_bulk(float *dx, uint16_t *dx_act, float *ws, const uint16_t *dy, const float *x,
 		     const float *w, const float *rstd, int N, int C, unsigned max_blocks,
 		     unsigned *blocks, cudaStream_t st);
 int rmsnorm_bwd_bulk(float *dx, uint16_t *dx_act, float *ws, const uint16_t *dy,
+		     const __nv_bfloat16 *x, const float *w, const float *rstd, int N, int C,
+		     unsigned max_blocks, unsigned *blocks, cudaStream_t st);
+
+int rmsnorm_bwd_bulk(__nv_bfloat16 *dx, uint16_t *dx_act, float *ws, const uint16_t *dy,
 		     const __nv_bfloat16 *x, const float *w, const float *rstd, int N, int C,
 		     unsigned max_blocks, unsigned *blocks, cudaStream_t st);
 

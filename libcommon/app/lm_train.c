@@ -568,7 +568,12 @@ int train_run(const train_config *tc0, lm_err *e)
 	c.opt.lr_min = c.opt.lr_max * c.lr_min_ratio;
 	t.st.data_seed = c.seed;
 	rng_seed(&t.st.rng, c.seed);
+	if (c.residual_grad && !c.residual) {
+		lm_usage_err(e, "--residual-grad bf16 needs --residual bf16 (the stream itself)");
+		goto out;
+	}
 	be->res = c.residual ? LM_BF16 : LM_F32; /* (the run's own, on --resume) */
+	be->res_grad = c.residual_grad ? LM_BF16 : LM_F32;
 	if (setup_model(&t, be, rp, e) || (c.profile && prof_attach(be, e)))
 		goto out;
 	/* the profile times each op, which a replayed recording hides; with

@@ -74,6 +74,9 @@ typedef struct train_config {
 	 * train_residual_names (0 fp32, 1 bf16; lm_backend.res), recorded in
 	 * the checkpoints as a hyper-parameter of the run. */
 	int residual;
+	/* --residual-grad: its gradient's (lm_backend.res_grad), the same
+	 * names; bf16 needs residual bf16. */
+	int residual_grad;
 } train_config;
 
 /* --residual's names, NULL-terminated: "f32", "bf16". */

@@ -63,6 +63,7 @@ static const hparam HPARAMS[] = {
 	HP("eval_stride", "eval-stride", HP_INT, eval_stride),
 	HP("ckpt_every", "ckpt-every", HP_LL, ckpt_every),
 	HPC("residual", "residual", residual, train_residual_names),
+	HPC("residual_grad", "residual-grad", residual_grad, train_residual_names),
 	HP("steps", "steps", HP_LL, steps),
 };
 enum { N_HPARAMS = sizeof HPARAMS / sizeof HPARAMS[0], NOTE_MAX = 512, NUM_LEN = 32 };

@@ -98,11 +98,16 @@ struct lm_backend {
 	 * below take and give: with LM_BF16 a backend whose act is bf16 (CUDA)
 	 * keeps the stream in bf16 (half its traffic), and one whose act is
 	 * fp32 (the CPU) keeps it in fp32 rounded to bf16 after each write, the
-	 * same values.  lm_res_size says a stream element's bytes.  Its
-	 * gradient stays fp32.  The decoder's fusions (norm_matmul_fwd,
+	 * same values.  lm_res_size says a stream element's bytes.  The
+	 * decoder's fusions (norm_matmul_fwd,
 	 * glu_matmul_fwd, norm_glu_fwd, decode_step) take an fp32 stream: the
 	 * decoder runs only with LM_F32. */
 	lm_dtype res;
+	/* The stream's gradient (lm-train --residual-grad), LM_F32 or, with res
+	 * LM_BF16, LM_BF16: what embedding_bwd's dout and rmsnorm_bwd's dx
+	 * ("res grad" below) hold, stored and rounded as res is (lm_res_grad_size);
+	 * rmsnorm_bwd_act then takes dx_act NULL. */
+	lm_dtype res_grad;
 
 	/* One line on what computes: library, kernel, threads, GPU (for logs). */
 	void (*describe)(lm_backend *be, char *buf, size_t n);
@@ -170,18 +175,18 @@ struct lm_backend {
 	/* The residual stream (out: res) starts from the fp32 master table. */
 	void (*embedding_fwd)(lm_backend *be, void *out, const int32_t *ids, const float *table,
 			      int N, int C);
-	void (*embedding_bwd)(lm_backend *be, float *dtable, const int32_t *ids, const float *dout,
+	void (*embedding_bwd)(lm_backend *be, float *dtable, const int32_t *ids, const void *dout,
 			      int N, int C);
-	/* y (act) = RMSNorm(x (res)) * w; dx (fp32) and dw ACCUMULATE. */
+	/* y (act) = RMSNorm(x (res)) * w; dx (res grad) and dw ACCUMULATE. */
 	void (*rmsnorm_fwd)(lm_backend *be, void *y, float *rstd, const void *x, const float *w,
 			    int N, int C, float eps);
-	void (*rmsnorm_bwd)(lm_backend *be, float *dx, float *dw, const void *dy, const void *x,
+	void (*rmsnorm_bwd)(lm_backend *be, void *dx, float *dw, const void *dy, const void *x,
 			    const float *w, const float *rstd, int N, int C);
 	/* rmsnorm_bwd that also writes the updated dx in the act type into
 	 * dx_act (the residual gradient as the next product's input).  NULL
 	 * where act is fp32 or the backend has no fused version: the model
 	 * converts with to_act. */
-	void (*rmsnorm_bwd_act)(lm_backend *be, float *dx, void *dx_act, float *dw, const void *dy,
+	void (*rmsnorm_bwd_act)(lm_backend *be, void *dx, void *dx_act, float *dw, const void *dy,
 				const void *x, const float *w, const float *rstd, int N, int C);
 	/* out = inp . W^T.  Without an addend, out is act; with one, out and
 	 * the addend are res and out = addend + inp . W^T (out may be the
@@ -459,6 +464,12 @@ lm_backend *backend_cuda_open(lm_err *e);
 static inline size_t lm_res_size(const lm_backend *be)
 {
 	return be->res == LM_BF16 && be->act == LM_BF16 ? 2 : 4;
+}
+
+/* The bytes of an element of the stream's gradient (be->res_grad). */
+static inline size_t lm_res_grad_size(const lm_backend *be)
+{
+	return be->res_grad == LM_BF16 && lm_res_size(be) == 2 ? 2 : 4;
 }
 
 /* Record an error in a backend's sticky slot (the first one is kept). */

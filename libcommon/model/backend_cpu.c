@@ -5,7 +5,7 @@
  * product with an addend, a weighted cross-entropy), it is composed from
  * them here.  Its residual stream is fp32, rounded to bf16 after each write
  * when be->res is LM_BF16 (lm-train --residual bf16: the values a bf16
- * stream holds). */
+ * stream holds), and its gradient too when be->res_grad is. */
 #include "model/backend.h"
 
 #include <cblas.h>
@@ -152,7 +152,7 @@ static void cpu_embedding_fwd(lm_backend *be, void *out, const int32_t *ids, con
 		round_bf16_cpu(out, (size_t)N * C);
 }
 
-static void cpu_embedding_bwd(lm_backend *be, float *dtable, const int32_t *ids, const float *dout,
+static void cpu_embedding_bwd(lm_backend *be, float *dtable, const int32_t *ids, const void *dout,
 			      int N, int C)
 {
 	embedding_bwd_cpu(dtable, ids, dout, N, C);
@@ -164,10 +164,12 @@ static void cpu_rmsnorm_fwd(lm_backend *be, void *y, float *rstd, const void *x,
 	rmsnorm_fwd_cpu(y, rstd, x, w, N, C, eps);
 }
 
-static void cpu_rmsnorm_bwd(lm_backend *be, float *dx, float *dw, const void *dy, const void *x,
+static void cpu_rmsnorm_bwd(lm_backend *be, void *dx, float *dw, const void *dy, const void *x,
 			    const float *w, const float *rstd, int N, int C)
 {
 	rmsnorm_bwd_cpu(dx, dw, dy, x, w, rstd, N, C);
+	if (be->res_grad == LM_BF16 && be->res == LM_BF16)
+		round_bf16_cpu(dx, (size_t)N * C);
 }
 
 static void cpu_matmul_fwd(lm_backend *be, void *out, const void *addend, const void *inp,

@@ -470,43 +470,53 @@ static void *scratch(lm_backend *be, size_t bytes)
 }
 
 /* --deterministic: without atomics (kernels/embedding.h). */
-static void cu_embedding_bwd(lm_backend *be, float *dtable, const int32_t *ids, const float *dout,
+static void cu_embedding_bwd(lm_backend *be, float *dtable, const int32_t *ids, const void *dout,
 			     int N, int C)
 {
+	int b = lm_res_grad_size(be) == 2;
 	if (!be->deterministic) {
-		check(be, embedding_bwd_cuda(dtable, ids, dout, N, C, ST(be)), "embedding backward");
+		check(be, b ? embedding_bwd_bf16_cuda(dtable, ids, dout, N, C, ST(be))
+			    : embedding_bwd_cuda(dtable, ids, dout, N, C, ST(be)),
+		      "embedding backward");
 		return;
 	}
 	void *ws = scratch(be, embedding_bwd_det_cuda_workspace(N));
 	if (ws)
-		check(be, embedding_bwd_det_cuda(dtable, ids, dout, N, C, ws, ST(be)),
+		check(be, b ? embedding_bwd_det_bf16_cuda(dtable, ids, dout, N, C, ws, ST(be))
+			    : embedding_bwd_det_cuda(dtable, ids, dout, N, C, ws, ST(be)),
 		      "embedding backward");
 }
 
-static void cu_rmsnorm_bwd(lm_backend *be, float *dx, float *dw, const void *dy, const void *x,
+/* dx in bf16 (be->res_grad) or fp32; x in bf16 (be->res) or fp32. */
+static int rmsnorm_bwd_any(lm_backend *be, void *dx, void *dx_act, float *dw, const void *dy,
+			   const void *x, const float *w, const float *rstd, int N, int C, void *ws,
+			   unsigned blocks)
+{
+	if (lm_res_grad_size(be) == 2)
+		return rmsnorm_bwd_bx_bdx_cuda_blocks(dx, dw, dy, x, w, rstd, N, C, ws, blocks, ST(be));
+	if (be->res == LM_BF16)
+		return rmsnorm_bwd_act_bx_cuda_blocks(dx, dx_act, dw, dy, x, w, rstd, N, C, ws, blocks,
+						      ST(be));
+	return rmsnorm_bwd_act_cuda_blocks(dx, dx_act, dw, dy, x, w, rstd, N, C, ws, blocks, ST(be));
+}
+
+static void cu_rmsnorm_bwd(lm_backend *be, void *dx, float *dw, const void *dy, const void *x,
 			   const float *w, const float *rstd, int N, int C)
 {
 	void *ws = scratch(be, rmsnorm_bwd_cuda_workspace(N, C));
 	if (ws)
-		check(be, be->res == LM_BF16
-				  ? rmsnorm_bwd_act_bx_cuda_blocks(dx, NULL, dw, dy, x, w, rstd, N, C, ws,
-								   0, ST(be))
-				  : rmsnorm_bwd_cuda(dx, dw, dy, x, w, rstd, N, C, ws, ST(be)),
+		check(be, rmsnorm_bwd_any(be, dx, NULL, dw, dy, x, w, rstd, N, C, ws, 0),
 		      "rmsnorm backward");
 }
 
-static void cu_rmsnorm_bwd_act(lm_backend *be, float *dx, void *dx_act, float *dw, const void *dy,
+static void cu_rmsnorm_bwd_act(lm_backend *be, void *dx, void *dx_act, float *dw, const void *dy,
 			       const void *x, const float *w, const float *rstd, int N, int C)
 {
 	void *ws = scratch(be, rmsnorm_bwd_cuda_workspace(N, C));
 	/* beside the weight-gradient queue's products: in the blocks they leave */
 	unsigned blocks = (unsigned)cuda_dwq_beside(CTX(be)->dwq);
 	if (ws)
-		check(be, be->res == LM_BF16
-				  ? rmsnorm_bwd_act_bx_cuda_blocks(dx, dx_act, dw, dy, x, w, rstd, N, C,
-								   ws, blocks, ST(be))
-				  : rmsnorm_bwd_act_cuda_blocks(dx, dx_act, dw, dy, x, w, rstd, N, C, ws,
-								blocks, ST(be)),
+		check(be, rmsnorm_bwd_any(be, dx, dx_act, dw, dy, x, w, rstd, N, C, ws, blocks),
 		      "rmsnorm backward");
 }
 

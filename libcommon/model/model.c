@@ -36,8 +36,8 @@ struct model_acts {
 	float *rstdf, *losses, *lse_v;
 	/* scratch, shared by all layers (act unless noted) */
 	void *qkv, *dsw, *dln, *dq, *dk, *dv, *dO, *dh;
-	float *dres;                         /* fp32 */
-	void *dres_act;                      /* dres in act, when act is not fp32 */
+	void *dres;                          /* fp32, or bf16 (lm_res_grad_size) */
+	void *dres_act;                      /* dres in act, when act is not its type */
 	int dres_act_fresh;                  /* dres_act holds dres (rmsnorm_bwd_act wrote both) */
 	int attn_bthd;                       /* attention reads and writes y: no o, no dO */
 	int attn_qkv;                        /* and reads qkvl: no q, k, v, qkv, dq, dk, dv */
@@ -242,8 +242,8 @@ int model_init_ex(model *m, const model_config *c, lm_backend *be, int maxB, int
 	a->y = grab_layers(m, L - 1, NC, &fail);
 	a->sw = grab_layers(m, L - 1, N * F * act, &fail);
 	a->dsw = grab(m, N * F * act, &fail);
-	a->dres = grab(m, N * C * f4, &fail);
-	a->dres_act = be->act == LM_F32 ? a->dres : grab(m, NC, &fail);
+	a->dres = grab(m, N * C * lm_res_grad_size(be), &fail);
+	a->dres_act = be->act == LM_F32 || lm_res_grad_size(be) == act ? a->dres : grab(m, NC, &fail);
 	a->dln = grab(m, NC, &fail);
 	if (!a->attn_qkv) {
 		a->dq = grab(m, NC, &fail);
@@ -574,19 +574,27 @@ static void p_rmsnorm_fwd(model *m, void *y, float *rstd, const void *x, const f
 
 /* Into the residual stream's gradient a->dres, whose act copy the fused
  * version writes on the way (dres_as_act then has nothing to do). */
-static void p_rmsnorm_bwd(model *m, float *dx, float *dw, const void *dy, const void *x,
+static void p_rmsnorm_bwd(model *m, void *dx, float *dw, const void *dy, const void *x,
 			  const float *w, const float *rstd, int N, int C)
 {
 	lm_backend *be = m->be;
 	struct model_acts *a = m->a;
+	double g = (double)lm_res_grad_size(be);
 	a->dres_act_fresh = 0;
 	if (be->rmsnorm_bwd_act && dx == a->dres && a->dres_act != a->dres) {
-		PROF(be, "rmsnorm backward", 0, (double)N * C * (8 + rsz(m) + 2 * esz(m)),
+		PROF(be, "rmsnorm backward", 0, (double)N * C * (2 * g + rsz(m) + 2 * esz(m)),
 		     be->rmsnorm_bwd_act(be, dx, a->dres_act, dw, dy, x, w, rstd, N, C));
 		a->dres_act_fresh = 1;
 		return;
 	}
-	PROF(be, "rmsnorm backward", 0, (double)N * C * (8 + rsz(m) + esz(m)),
+	if (be->rmsnorm_bwd_act && dx == a->dres && be->act != LM_F32) {
+		/* the gradient in act itself: no copy, but in the blocks the
+		 * weight-gradient queue leaves, as above */
+		PROF(be, "rmsnorm backward", 0, (double)N * C * (2 * g + rsz(m) + esz(m)),
+		     be->rmsnorm_bwd_act(be, dx, NULL, dw, dy, x, w, rstd, N, C));
+		return;
+	}
+	PROF(be, "rmsnorm backward", 0, (double)N * C * (2 * g + rsz(m) + esz(m)),
 	     be->rmsnorm_bwd(be, dx, dw, dy, x, w, rstd, N, C));
 }
 
@@ -985,7 +993,7 @@ blocks:
 	dw_lane(m, &side_gu, &side_qkv);
 	const char *je = getenv("LMPIPE_DW_EARLY");
 	int dw_early = !(je && *je == '0');
-	be->zero(be, a->dres, (size_t)N * C * sizeof(float));
+	be->zero(be, a->dres, (size_t)N * C * lm_res_grad_size(be));
 	p_rmsnorm_bwd(m, a->dres, m->dlnf, a->dln, a->res[c->n_layers], m->lnf, a->rstdf, N, C);
 	for (int l = c->n_layers - 1; l >= 0; l--) {
 		const layer_ptrs *p = &m->lp[l], *gr = &m->lg[l];
@@ -1047,7 +1055,8 @@ blocks:
 		ticket = 0;
 		ready(m, l);
 	}
-	P_MOVE(m, "embedding backward", 8.0 * N * C, be->embedding_bwd(be, m->dwte, a->ids, a->dres, N, C));
+	P_MOVE(m, "embedding backward", (4.0 + lm_res_grad_size(be)) * N * C,
+	       be->embedding_bwd(be, m->dwte, a->ids, a->dres, N, C));
 	ready(m, -1);
 	return be->failed ? be->sync(be, e) : 0;
 }

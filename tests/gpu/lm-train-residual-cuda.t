@@ -3,7 +3,8 @@
 # residual stream stored in bf16): 150 steps of a small model (d_model 256,
 # so RMSNorm takes its 16-byte and bulk-copy paths) against the same run
 # with the fp32 stream on CUDA and with the bf16-rounded stream on the CPU:
-# the validation loss within 1 % of both at every evaluation; the run is
+# the validation loss within 1 % of both at every evaluation; with the
+# gradient in bf16 too (--residual-grad bf16), within 1 % of fp32's; the run is
 # graphed as usual and resumes on CUDA; the profile runs.  Needs a GPU.
 . "$(dirname "$0")/../lib.sh"
 
@@ -22,6 +23,8 @@ run train cuda gb gb.jsonl --residual bf16
 is "$rc" 0 "CUDA training with the bf16 stream runs ($err)"
 run train cuda gf gf.jsonl
 is "$rc" 0 "CUDA training with the fp32 stream runs ($err)"
+run train cuda gg gg.jsonl --residual bf16 --residual-grad bf16
+is "$rc" 0 "CUDA training with the bf16 stream and gradient runs ($err)"
 run train cpu cb cb.jsonl --residual bf16
 is "$rc" 0 "CPU training with the bf16-rounded stream runs ($err)"
 vals() { sed -n 's/.*"step":\([0-9]*\),"val_loss":\([0-9.e+-]*\).*/\1 \2/p' "$1"; }
@@ -40,6 +43,8 @@ msg=$(close gb.jsonl gf.jsonl 0.01); rc=$?
 ok $rc "bf16 stream against fp32 stream on CUDA: validation loss within 1 % ($msg)"
 msg=$(close gb.jsonl cb.jsonl 0.01); rc=$?
 ok $rc "bf16 stream on CUDA against the CPU's rounded one: validation loss within 1 % ($msg)"
+msg=$(close gg.jsonl gf.jsonl 0.01); rc=$?
+ok $rc "bf16 stream and gradient against fp32 on CUDA: validation loss within 1 % ($msg)"
 cmp -s gb/step-00000150.safetensors gf/step-00000150.safetensors
 is "$?" 1 "the two CUDA runs differ (the stream's type took effect)"
 

@@ -21,16 +21,19 @@
 
 static const char *rms_tag = "";  /* the RMSNorm tests' path, in their names */
 /* The residual stream in bf16 (be->res on both sides, lm-train --residual
- * bf16): the stream's buffers are act (bf16 on CUDA; the CPU's fp32, which
- * it rounds to bf16 after each write), and res_tag names it. */
-static int res_bf16;
+ * bf16), and its gradient too (be->res_grad, --residual-grad bf16): their
+ * buffers are act (bf16 on CUDA; the CPU's fp32, which it rounds to bf16
+ * after each write), and res_tag names the mode (0, 1 or 2). */
+static int res_bf16, grad_bf16;
 static const char *res_tag = "";
 
-static void set_res(int bf16)
+static void set_res(int mode)
 {
-	res_bf16 = bf16;
-	cpu.be->res = gpu.be->res = bf16 ? LM_BF16 : LM_F32;
-	res_tag = bf16 ? " (bf16 stream)" : "";
+	res_bf16 = mode >= 1;
+	grad_bf16 = mode == 2;
+	cpu.be->res = gpu.be->res = res_bf16 ? LM_BF16 : LM_F32;
+	cpu.be->res_grad = gpu.be->res_grad = grad_bf16 ? LM_BF16 : LM_F32;
+	res_tag = mode == 2 ? " (bf16 stream and gradient)" : mode ? " (bf16 stream)" : "";
 }
 
 static void test_rmsnorm(int N, int C)
@@ -43,8 +46,9 @@ static void test_rmsnorm(int N, int C)
 	OUT(y, (size_t)N * C, 1);
 	OUT(r, N, 0);
 	float *dx0 = rnd((size_t)N * C, 1);
-	BOTH(dx, dx0, (size_t)N * C, 0);
+	BOTH(dx, dx0, (size_t)N * C, grad_bf16);
 	ZERO(dw, C);
+	double tol_dx = grad_bf16 ? TOL_ACT : TOL_F32;
 	cpu.be->rmsnorm_fwd(cpu.be, yc, rc, xc, wc, N, C, RMSNORM_EPS);
 	gpu.be->rmsnorm_fwd(gpu.be, yg, rg, xg, wg, N, C, RMSNORM_EPS);
 	snprintf(what, sizeof what, "rmsnorm%s N=%d C=%d: y", rms_tag, N, C);
@@ -54,18 +58,19 @@ static void test_rmsnorm(int N, int C)
 	cpu.be->rmsnorm_bwd(cpu.be, dxc, dwc, dyc, xc, wc, rc, N, C);
 	gpu.be->rmsnorm_bwd(gpu.be, dxg, dwg, dyg, xg, wg, rg, N, C);
 	snprintf(what, sizeof what, "rmsnorm backward%s N=%d C=%d: dx (accumulated)", rms_tag, N, C);
-	compare(what, dxg, dxc, (size_t)N * C, 0, TOL_F32);
+	compare(what, dxg, dxc, (size_t)N * C, grad_bf16, tol_dx);
 	snprintf(what, sizeof what, "rmsnorm backward%s N=%d C=%d: dw", rms_tag, N, C);
 	compare(what, dwg, dwc, C, 0, TOL_F32);
-	/* the fused version with the act copy of dx */
-	BOTH(dx2, dx0, (size_t)N * C, 0);
+	/* the fused version with the act copy of dx (none where dx is act) */
+	BOTH(dx2, dx0, (size_t)N * C, grad_bf16);
 	ZERO(dw2, C);
 	OUT(dxa, (size_t)N * C, 1);
-	gpu.be->rmsnorm_bwd_act(gpu.be, dx2g, dxag, dw2g, dyg, xg, wg, rg, N, C);
+	gpu.be->rmsnorm_bwd_act(gpu.be, dx2g, grad_bf16 ? NULL : dxag, dw2g, dyg, xg, wg, rg, N, C);
 	snprintf(what, sizeof what, "rmsnorm backward with act copy%s N=%d C=%d: dx", rms_tag, N, C);
-	compare(what, dx2g, dxc, (size_t)N * C, 0, TOL_F32);
+	compare(what, dx2g, dxc, (size_t)N * C, grad_bf16, tol_dx);
 	snprintf(what, sizeof what, "rmsnorm backward with act copy%s N=%d C=%d: dx as act", rms_tag, N, C);
-	compare(what, dxag, dxc, (size_t)N * C, 1, TOL_ACT);
+	if (!grad_bf16)
+		compare(what, dxag, dxc, (size_t)N * C, 1, TOL_ACT);
 	snprintf(what, sizeof what, "rmsnorm backward with act copy%s N=%d C=%d: dw", rms_tag, N, C);
 	compare(what, dw2g, dwc, C, 0, TOL_F32);
 	(void)dx2c, (void)dw2c, (void)dxac;
@@ -708,7 +713,7 @@ static void test_embedding_adamw(int N, int V, int C)
 	cpu.be->upload(cpu.be, ic, ids, N * sizeof *ids);
 	gpu.be->upload(gpu.be, ig, ids, N * sizeof *ids);
 	BOTH(t, tab, nt, 0);
-	BOTH(d, d, nr, 0);
+	BOTH(d, d, nr, grad_bf16);
 	BOTH(g, g, nt, 0);
 	BOTH(m, m0, nt, 0);
 	BOTH(v, v0, nt, 0);
@@ -721,7 +726,7 @@ static void test_embedding_adamw(int N, int V, int C)
 	compare(what, og, oc, nr, res_bf16, 0);
 	cpu.be->embedding_bwd(cpu.be, dtc, ic, dc, N, C);
 	gpu.be->embedding_bwd(gpu.be, dtg, ig, dg, N, C);
-	snprintf(what, sizeof what, "embedding backward N=%d V=%d C=%d", N, V, C);
+	snprintf(what, sizeof what, "embedding backward%s N=%d V=%d C=%d", res_tag, N, V, C);
 	compare(what, dtg, dtc, nt, 0, 1e-6);
 	lm_scalars z = { 0 }, sc_, sg_;
 	lm_scalars *scc = cpu.be->alloc(cpu.be, sizeof z), *scg = gpu.be->alloc(gpu.be, sizeof z);
@@ -1198,6 +1203,28 @@ int main(void)
 	test_matmul(256, 512, 1344);
 	test_matmul(4096, 2048, 768);
 	test_embedding_adamw(37, 97, 40);
+	test_model(small, 3, 45);
+	test_model(ts_like, 4, 256);
+	test_model(all, 4, 256);
+	/* and its gradient: RMSNorm's backward accumulating into bf16 (bulk,
+	 * register-fed, scalar), the embedding's backward from it (atomics,
+	 * then the sorted deterministic one), whole models */
+	set_res(2);
+	rms_tag = " (bf16 stream and gradient)";
+	test_rmsnorm(37, 200);
+	test_rmsnorm(300, 768);
+	test_rmsnorm(8192, 768);
+	setenv("LMPIPE_RMSNORM_BULK", "0", 1);
+	rms_tag = " (bf16 stream and gradient, registers)";
+	test_rmsnorm(100, 256);
+	test_rmsnorm(8192, 768);
+	unsetenv("LMPIPE_RMSNORM_BULK");
+	rms_tag = "";
+	test_embedding_adamw(37, 97, 40);
+	test_embedding_adamw(300, 97, 43);  /* C not a multiple of 4: the scalar kernel */
+	gpu.be->deterministic = 1;
+	test_embedding_adamw(37, 97, 40);
+	gpu.be->deterministic = 0;
 	test_model(small, 3, 45);
 	test_model(ts_like, 4, 256);
 	test_model(all, 4, 256);
