@@ -19,11 +19,14 @@ run lm-train $M -n 6 --ckpt-every 3 -o f32 --log f32.jsonl
 is "$rc" 0 "the default (f32) trains ($err)"
 cmp -s bf/step-00000006.safetensors f32/step-00000006.safetensors
 is "$?" 1 "the bf16 stream's run differs from the fp32 stream's"
-# the last step's losses: within 2 % of each other
-perl -MJSON::PP -e 'sub last_loss { open my $f, "<", shift or die; my $l; $l = decode_json($_)->{loss} while <$f>; $l }
-	my ($a, $b) = (last_loss("bf.jsonl"), last_loss("f32.jsonl"));
-	print "$a $b\n"; exit(abs($a - $b) <= 0.02 * $b ? 0 : 1)' > losses.txt
-ok $? "the losses at step 6 are close ($(cat losses.txt))"
+near() { # near A.jsonl B.jsonl: the last logged losses within 2 % of each other
+	perl -MJSON::PP -e 'sub last_loss { open my $f, "<", shift or die; my $l;
+		$l = decode_json($_)->{loss} while <$f>; $l }
+	my ($a, $b) = (last_loss($ARGV[0]), last_loss($ARGV[1]));
+	print "$a $b\n"; exit(abs($a - $b) <= 0.02 * $b ? 0 : 1)' "$1" "$2"
+}
+msg=$(near bf.jsonl f32.jsonl); rc=$?
+ok $rc "the losses at step 6 are close ($msg)"
 
 run lm-train -c bf/latest --info
 printf '%s\n' "$out" | grep -q '"residual":"bf16"'
@@ -46,10 +49,8 @@ run lm-train $M -n 6 -o bg --residual bf16 --residual-grad bf16 --log bg.jsonl
 is "$rc" 0 "--residual-grad bf16 trains ($err)"
 cmp -s bf/step-00000006.safetensors bg/step-00000006.safetensors
 is "$?" 1 "the bf16 gradient's run differs from the bf16 stream's alone"
-perl -MJSON::PP -e 'sub last_loss { open my $f, "<", shift or die; my $l; $l = decode_json($_)->{loss} while <$f>; $l }
-	my ($a, $b) = (last_loss("bg.jsonl"), last_loss("f32.jsonl"));
-	print "$a $b\n"; exit(abs($a - $b) <= 0.02 * $b ? 0 : 1)' > losses.txt
-ok $? "its loss at step 6 is close to the fp32 run's ($(cat losses.txt))"
+msg=$(near bg.jsonl f32.jsonl); rc=$?
+ok $rc "its loss at step 6 is close to the fp32 run's ($msg)"
 run lm-train -c bg/latest --info
 printf '%s\n' "$out" | grep -q '"residual_grad":"bf16"'
 ok $? "--info: the hyper-parameters record residual_grad bf16"
