@@ -12,15 +12,15 @@
  *   - "act" buffers (void *): matrix inputs and outputs and everything around
  *     attention, in the backend's activation type be->act (fp32 on the CPU,
  *     bf16 on CUDA), with the compute copy of the weights in that type too;
- *   - fp32 buffers (float *): the residual stream's gradient, RMSNorm
- *     gains, rstd and lse, per-token losses, master weights, gradients and
+ *   - fp32 buffers (float *): RMSNorm gains, rstd and lse, per-token losses, master weights, gradients and
  *     optimizer state (as torch.autocast keeps them);
  *   - device scalars (lm_scalars): the loss sum, the gradient's sum of
  *     squares and the clip factor, written and read by ops so that nothing
  *     inside a training step waits for the host; the host reads them once
  *     per step (be->download after be->sync);
- *   - "res" buffers (void *): the residual stream itself, fp32 unless the
- *     opener sets be->res to LM_BF16 (below).
+ *   - "res" and "res grad" buffers (void *): the residual stream and its
+ *     gradient, fp32 unless the opener sets be->res and be->res_grad to
+ *     LM_BF16 (below).
  * Conversions happen only where the model asks (to_act, from_act).
  *
  * Errors.  Ops return nothing: a failure (a CUDA launch error, an
@@ -99,9 +99,8 @@ struct lm_backend {
 	 * keeps the stream in bf16 (half its traffic), and one whose act is
 	 * fp32 (the CPU) keeps it in fp32 rounded to bf16 after each write, the
 	 * same values.  lm_res_size says a stream element's bytes.  The
-	 * decoder's fusions (norm_matmul_fwd,
-	 * glu_matmul_fwd, norm_glu_fwd, decode_step) take an fp32 stream: the
-	 * decoder runs only with LM_F32. */
+	 * decoder's fusions (norm_matmul_fwd, glu_matmul_fwd, norm_glu_fwd,
+	 * decode_step) take an fp32 stream: the decoder runs only with LM_F32. */
 	lm_dtype res;
 	/* The stream's gradient (lm-train --residual-grad), LM_F32 or, with res
 	 * LM_BF16, LM_BF16: what embedding_bwd's dout and rmsnorm_bwd's dx
