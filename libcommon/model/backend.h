@@ -8,12 +8,13 @@
  * model (model.c) calls only through this table, so `--device` picks the
  * backend at run time and the model code is shared.
  *
- * Types.  What crosses the table is of three kinds:
+ * Types.  What crosses the table is of four kinds:
  *   - "act" buffers (void *): matrix inputs and outputs and everything around
  *     attention, in the backend's activation type be->act (fp32 on the CPU,
  *     bf16 on CUDA), with the compute copy of the weights in that type too;
- *   - fp32 buffers (float *): RMSNorm gains, rstd and lse, per-token losses, master weights, gradients and
- *     optimizer state (as torch.autocast keeps them);
+ *   - fp32 buffers (float *): RMSNorm gains, rstd and lse, per-token
+ *     losses, master weights, gradients and optimizer state (as
+ *     torch.autocast keeps them);
  *   - device scalars (lm_scalars): the loss sum, the gradient's sum of
  *     squares and the clip factor, written and read by ops so that nothing
  *     inside a training step waits for the host; the host reads them once
