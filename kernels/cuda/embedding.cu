@@ -1,12 +1,12 @@
 // embedding.cu: CUDA twin of the embedding lookup (see kernels/embedding.h):
-// fp32 table and output (or bf16 output: the residual stream kept in bf16;
-// and a bf16 output gradient, the stream's gradient kept in bf16).  The backward pass adds each row of dout into its
-// token's row of dtable with atomic adds, four floats at a time where the
-// rows allow (the order of additions to one
-// row, and so its last bits, may differ run to run); its deterministic
-// version sorts the positions by token (a stable radix sort: positions of
-// one token stay in order), then one block per distinct token sums that
-// token's rows in position order and adds the sum once, as the CPU does.
+// fp32 table and output (or bf16 output: the residual stream kept in bf16; and
+// a bf16 output gradient, the stream's gradient kept in bf16).  The backward
+// pass adds each row of dout into its token's row of dtable with atomic adds,
+// four floats at a time where the rows allow (the order of additions to one
+// row, and so its last bits, may differ run to run); its deterministic version
+// sorts the positions by token (a stable radix sort: positions of one token
+// stay in order), then one block per distinct token sums that token's rows in
+// position order and adds the sum once, as the CPU does.
 #include <cub/device/device_radix_sort.cuh>
 
 #include "kernels/embedding.h"

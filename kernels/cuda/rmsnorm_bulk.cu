@@ -2,21 +2,21 @@
 // path, C = 256 G) with its rows brought into shared memory by the copy
 // engine (Hopper, sm_90).
 //
-// rmsnorm.cu's bwd_vec_kernel keeps one row a warp in flight: its loads of
-// x and dy, then, after the row's dot product, its load of dx, each a round
+// rmsnorm.cu's bwd_vec_kernel keeps one row a warp in flight: its loads of x
+// and dy, then, after the row's dot product, its load of dx, each a round
 // trip to memory with nothing else outstanding; its registers allow two
 // blocks of eight warps a multiprocessor.  It ran at 3.6 TB/s on an H200.
 // Here each warp owns a ring of ns row slots in shared memory (x and dx in
-// fp32, dy in bf16: 10 C bytes a row; 8 C with x in bf16, 6 C with dx too), and its lane 0 keeps the next rows'
-// bulk copies in flight, a slot's three copies completing on the slot's
-// mbarrier: a multiprocessor has 8 ns rows (180 KB at C = 768) on their way
-// while it computes, whatever its registers.  The arithmetic, dx's bf16
-// copy and dw's fixed-order partial sums (one workspace row a block) are
-// bwd_vec_kernel's; the columns a lane takes differ (16-byte chunks
-// k 32 + lane of the row, so that a warp's reads of a slot meet no bank
-// conflicts), and so does the order of the dot product's additions.
-// Measured in gpt2s's step on an H100 (--profile 4): 0.1446 ms a call
-// against 0.1481 (2.78 against 2.72 TB/s); not yet on an H200.  In a few
+// fp32, dy in bf16: 10 C bytes a row; 8 C with x in bf16, 6 C with dx too),
+// and its lane 0 keeps the next rows' bulk copies in flight, a slot's three
+// copies completing on the slot's mbarrier: a multiprocessor has 8 ns rows
+// (180 KB at C = 768) on their way while it computes, whatever its registers.
+// The arithmetic, dx's bf16 copy and dw's fixed-order partial sums (one
+// workspace row a block) are bwd_vec_kernel's; the columns a lane takes
+// differ (16-byte chunks k 32 + lane of the row, so that a warp's reads of a
+// slot meet no bank conflicts), and so does the order of the dot product's
+// additions.  Measured in gpt2s's step on an H100 (--profile 4): 0.1446 ms a
+// call against 0.1481 (2.78 against 2.72 TB/s); not yet on an H200.  In a few
 // blocks beside a product (bench/overlap.sh) it keeps its pace far better
 // than the register-fed kernel (16 blocks: 0.28 against 0.67 ms).  On by
 // default; LMPIPE_RMSNORM_BULK=0 gives the register-fed kernel (bulk_on).
