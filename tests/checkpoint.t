@@ -91,6 +91,26 @@ for bad in 4294967312 33; do
 	esac
 done
 
+# 2c. The residual stream's recorded types (--residual, --residual-grad): a
+# name that is not one, and a bf16 gradient without the bf16 stream.
+hp_resume() { # hp_resume PERL: ck/latest's hyper-parameters $t changed, resumed
+	perl rewrite.pl ck/latest hp.safetensors '
+		my $t = decode_json($h->{__metadata__}{"lmpipe.train"});
+		'"$1"'
+		$h->{__metadata__}{"lmpipe.train"} = JSON::PP->new->canonical->encode($t);'
+	rm -rf ck3 && mkdir ck3 && cp hp.safetensors ck3/step-2.safetensors && ln -s step-2.safetensors ck3/latest
+	run lm-train -d d -o ck3 -n 3 --resume -j 1
+}
+hp_resume '$t->{residual} = "f16";'
+is "$rc" 1 "residual f16: refused"
+case $err in *"'residual' is not valid"*) ok 0 "named: $err" ;; *) ok 1 "named: $err" ;; esac
+hp_resume '$t->{residual} = "f32"; $t->{residual_grad} = "bf16";'
+is "$rc" 2 "residual_grad bf16 with residual f32: a usage error"
+case $err in *"lm-train: --residual-grad bf16 needs --residual bf16 (the stream itself)") ok 0 "named: $err" ;;
+	*) ok 1 "named: $err" ;; esac
+hp_resume 'delete $t->{residual}; delete $t->{residual_grad};'
+is "$rc" 0 "a checkpoint that records neither resumes ($err)"
+
 # 3. As written before checksums: no lmpipe.crc32c.* keys (nor lmpipe.build).
 perl rewrite.pl ck/latest old.safetensors '
 	delete $h->{__metadata__}{$_} for grep { /^lmpipe\.(crc32c\.|build$)/ } keys %{$h->{__metadata__}};'
